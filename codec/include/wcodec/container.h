@@ -1,0 +1,158 @@
+// wcodec/container.h — the .wcodec container: encoding a safetensors file,
+// and random-access reading of the original bytes.
+//
+// Format: docs/wcodec-format.md. A .wcodec file keeps the original
+// safetensors header bytes and every tensor's data cut into chunks that
+// decode independently, with an XXH3-64 per chunk, a CRC32 per tensor and
+// the SHA-256 of the whole original file.
+//
+// Thread-safety: Reader is immutable after open(); read(), decode_chunk() and
+// verify() may be called from many threads at once (they use pread and
+// per-call scratch). The encoder functions are re-entrant.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "wcodec/safetensors.h"
+#include "wcodec/status.h"
+
+namespace wcodec {
+
+inline constexpr char kMagic[4] = {'W', 'C', 'D', 'C'};
+inline constexpr char kFooterMagic[4] = {'C', 'D', 'C', 'W'};
+inline constexpr uint16_t kVersionMajor = 1;
+inline constexpr uint16_t kVersionMinor = 0;
+inline constexpr uint32_t kHeaderSize = 128;
+inline constexpr uint32_t kFooterSize = 32;
+inline constexpr uint32_t kAlign = 128;
+// Reader limits (hostile input).
+inline constexpr uint64_t kMaxIndexSize = 1ull << 31;
+inline constexpr uint64_t kMaxTensors = 1u << 24;
+inline constexpr uint64_t kMaxChunkDecoded = 64u << 20;
+
+struct EncodeConfig {
+  uint64_t chunk_bytes = 256 * 1024;  // decoded bytes per chunk (target)
+  int threads = 1;
+  bool tool_search = true;        // evaluate tile prediction/transform tools
+  bool exhaustive_tools = false;  // evaluate them on every tile (slow)
+  int zstd_level = 9;             // fallback chunks
+  // Called with (bytes done, bytes total) from encoding threads.
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+struct TensorSummary {
+  std::string name;
+  DType dtype;
+  std::vector<uint64_t> shape;
+  uint64_t original_bytes = 0;
+  uint64_t stored_bytes = 0;  // chunk payloads
+  uint64_t chunks = 0;
+  uint64_t chunks_model = 0, chunks_zstd = 0, chunks_raw = 0;
+  std::string kind;   // int8, int4, ternary, BF16, bytes, raw
+  std::string model;  // chosen model parameters
+  uint32_t tiles_total = 0, tiles_with_tools = 0;
+  std::array<uint32_t, 6> pred_hist{};   // none, left, top, avg, planar, dc
+  std::array<uint32_t, 3> xform_hist{};  // none, dct, adst (8x8 blocks)
+  double order0_bits = 0;  // order-0 entropy of the codes, bits per stored bit
+  uint32_t crc32 = 0;
+};
+
+struct EncodeReport {
+  uint64_t original_size = 0;
+  uint64_t encoded_size = 0;
+  double seconds = 0;
+  std::vector<TensorSummary> tensors;
+};
+
+// Encodes a safetensors file held in memory. `what` names it in errors.
+Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size, const EncodeConfig& cfg,
+                                                const std::string& what, EncodeReport* report = nullptr);
+
+// Encodes file `in` into `out` (written to a temporary file in the same
+// directory, fsynced and renamed: `out` is never left half-written).
+Status encode_safetensors_file(const std::string& in, const std::string& out, const EncodeConfig& cfg,
+                               EncodeReport* report = nullptr);
+
+// One chunk of a tensor as the reader sees it.
+struct ChunkEntry {
+  uint64_t file_offset;     // payload position in the .wcodec file
+  uint32_t stored_size;     // payload bytes
+  uint32_t decoded_size;    // original bytes
+  uint64_t decoded_offset;  // position in the original file
+  uint64_t xxh3;            // XXH3-64 of the decoded bytes
+  uint8_t method;           // 0 raw, 1 zstd, 2 model
+};
+
+class Reader {
+ public:
+  ~Reader();
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+
+  // Opens and validates structure (header, footer, index CRC, index
+  // consistency with the stored safetensors header). Decodes nothing.
+  static Result<std::unique_ptr<Reader>> open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  uint64_t original_size() const { return original_size_; }
+  uint64_t file_size() const { return file_size_; }
+  const std::array<uint8_t, 32>& original_sha256() const { return sha256_; }
+  const std::string& metadata_json() const { return meta_json_; }
+  const SafetensorsHeader& header() const { return header_; }
+  size_t num_tensors() const;
+  // Summary of tensor i (from the index; no decoding).
+  TensorSummary tensor_summary(size_t i) const;
+
+  // Reads original bytes [offset, offset+length) into out, decoding only
+  // the chunks touched. Reads past the end return OutOfRange.
+  Status read(uint64_t offset, uint64_t length, uint8_t* out) const;
+
+  // Chunk-level access (used by the mount's cache): all chunks of the file
+  // in original-offset order.
+  size_t num_chunks() const { return all_chunks_.size(); }
+  const ChunkEntry& chunk(size_t global_index) const;
+  // Index of the chunk containing original offset `off` (which must lie in
+  // the tensor data region), or SIZE_MAX for the header region.
+  size_t chunk_at(uint64_t off) const;
+  uint64_t data_start() const { return header_.data_start; }
+  // Decodes chunk `global_index` into out (chunk(i).decoded_size bytes),
+  // verifying its checksum.
+  Status decode_chunk(size_t global_index, uint8_t* out) const;
+
+  // Checks the whole-file CRC32 (every stored byte); with full, decodes
+  // everything and checks per-tensor CRC32 and the SHA-256 of the original.
+  Status verify(bool full) const;
+  // Writes the original file to `out_path` (atomic rename), checking SHA-256.
+  Status decode_to_file(const std::string& out_path) const;
+
+ private:
+  Reader() = default;
+  struct Tensor;
+  Status pread_exact(uint64_t off, uint64_t len, uint8_t* out) const;
+  Status load_aux(size_t tensor) const;
+  std::string chunk_what(size_t global_index) const;
+
+  std::string path_;
+  int fd_ = -1;
+  uint64_t file_size_ = 0;
+  uint64_t original_size_ = 0;
+  std::array<uint8_t, 32> sha256_{};
+  uint32_t file_crc_ = 0;
+  std::string meta_json_;
+  std::vector<uint8_t> orig_header_;  // safetensors 8 + N bytes
+  SafetensorsHeader header_;
+  std::vector<std::unique_ptr<Tensor>> tensors_;
+  std::vector<ChunkEntry> all_chunks_;
+  std::vector<uint32_t> chunk_tensor_;  // global chunk -> tensor
+  std::vector<uint64_t> chunk_local_;   // global chunk -> index within tensor
+  mutable std::mutex aux_mu_;           // guards lazy decoding of aux tensors
+};
+
+}  // namespace wcodec

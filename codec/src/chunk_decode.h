@@ -1,0 +1,314 @@
+// codec/src/chunk_decode.h — decoding one model-coded chunk, for host and
+// device. The CPU decoder calls these functions directly; the CUDA decoder
+// runs the same code (one chunk per warp-sized lane group).
+//
+// All inputs are plain views; nothing allocates. Scratch buffers are sized by
+// the caller (chunk_scratch_bytes). Every read of the payload is bounded; a
+// malformed payload yields false, never an out-of-bounds access.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+
+#include "chunk_model.h"
+
+namespace wcodec {
+
+struct ChunkView {
+  uint32_t h, w;        // chunk rectangle in elements
+  uint32_t row0, col0;  // position in the tensor grid
+  uint32_t grid_cols;   // tensor grid columns
+};
+
+struct ModelView {
+  ModelKind kind;
+  FloatParams fp;
+  IntParams ip;
+  BytesParams bp;
+  const DecTable* t0;  // float exponent / int token / byte planes
+  const DecTable* t1;  // float sign+mantissa
+  uint32_t n0, n1;     // table counts
+  const uint8_t* rc;   // int: row classes (tensor rows)
+  const uint8_t* cc;   // int: column classes (tensor cols)
+  const uint8_t* zp;   // int nibble: zero points [rows][zcols] or nullptr
+  uint32_t zcols;
+};
+
+// Reads the n-bit little-endian field at bit position pos of a packed bit
+// section (n <= 24).
+WC_HD inline uint32_t get_bits(const uint8_t* p, uint64_t pos, uint32_t n) {
+  uint64_t byte = pos >> 3;
+  uint32_t shift = static_cast<uint32_t>(pos & 7);
+  uint64_t v = 0;
+  for (uint32_t i = 0; i < 4; ++i) v |= static_cast<uint64_t>(p[byte + i]) << (8 * i);
+  return static_cast<uint32_t>((v >> shift) & ((1ull << n) - 1));
+}
+
+WC_HD inline uint32_t load_elem(const uint8_t* p, uint32_t bytes) {
+  uint32_t v = 0;
+  for (uint32_t i = 0; i < bytes; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+WC_HD inline void store_elem(uint8_t* p, uint32_t bytes, uint32_t v) {
+  for (uint32_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// Lane cursors: position inside each lane's rectangle.
+struct LaneCursor {
+  LaneRect rect;
+  uint32_t n;  // elements
+  uint32_t r, c;
+};
+
+WC_HD inline uint32_t init_cursors(uint32_t h, uint32_t w, LaneCursor* cur) {
+  uint32_t steps = 0;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    cur[l].rect = lane_rect(h, w, l);
+    cur[l].n = cur[l].rect.h * cur[l].rect.w;
+    cur[l].r = cur[l].rect.r0;
+    cur[l].c = cur[l].rect.c0;
+    if (cur[l].n > steps) steps = cur[l].n;
+  }
+  return steps;
+}
+WC_HD inline void advance(LaneCursor& k) {
+  if (++k.c == k.rect.c0 + k.rect.w) {
+    k.c = k.rect.c0;
+    ++k.r;
+  }
+}
+
+// ---------------------------------------------------------------- float
+// scratch: h*w uint16 exponents + h*w uint8 sign/mantissa.
+WC_HD inline bool decode_float_chunk(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                                     const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint16_t* e_grid,
+                                     uint8_t* sm_grid) {
+  const FloatParams& p = m.fp;
+  const uint32_t w = cv.w;
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  const uint32_t rawb = float_raw_bits(p);
+  if (raw_len < (n * rawb + 7) / 8 + (rawb ? 4 : 0)) return false;  // +4: get_bits reads 4 bytes
+  if (rans_len < 4 * kLanes || (rans_len & 1)) return false;
+  uint32_t x[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l) x[l] = load_elem(rans + 4 * l, 4);
+  WordSource ws{rans + 4 * kLanes, (rans_len - 4 * kLanes) / 2, 0, false};
+  LaneCursor cur[kLanes];
+  const uint32_t steps = init_cursors(cv.h, cv.w, cur);
+  for (uint32_t t = 0; t < steps; ++t) {
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      if (t >= cur[l].n) continue;
+      const uint32_t r = cur[l].r, c = cur[l].c;
+      const uint32_t ctx = float_e_ctx(p, e_grid, w, r, c, c > cur[l].rect.c0, r > cur[l].rect.r0);
+      if (ctx >= m.n0) return false;
+      e_grid[r * w + c] = static_cast<uint16_t>(rans_decode_sym(x[l], m.t0[ctx]));
+      rans_renorm(x[l], ws);
+    }
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      if (t >= cur[l].n) continue;
+      const uint32_t r = cur[l].r, c = cur[l].c;
+      int ls = 0;
+      if (c > cur[l].rect.c0) ls = 1 + (sm_grid[r * w + c - 1] >> p.k);
+      const uint32_t ctx = float_sm_ctx(p, e_grid[r * w + c], ls);
+      if (ctx >= m.n1) return false;
+      sm_grid[r * w + c] = static_cast<uint8_t>(rans_decode_sym(x[l], m.t1[ctx]));
+      rans_renorm(x[l], ws);
+      advance(cur[l]);
+    }
+  }
+  if (ws.bad || ws.pos != ws.n) return false;
+  for (uint32_t l = 0; l < kLanes; ++l)
+    if (x[l] != kRansL) return false;
+  const uint32_t eb = p.eb, mb = p.mb, k = p.k;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t sm = sm_grid[i];
+    const uint32_t sign = sm >> k;
+    const uint32_t mh = sm & ((1u << k) - 1);
+    const uint32_t lo = rawb ? get_bits(raw, i * rawb, rawb) : 0u;
+    const uint32_t v = (sign << (eb + mb)) | (static_cast<uint32_t>(e_grid[i]) << mb) | (mh << rawb) | lo;
+    store_elem(out + i * p.elem_bytes, p.elem_bytes, v);
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- int
+// Maps a code of the stored representation to its signed value and back.
+WC_HD inline int32_t int_code_to_value(uint32_t sub, uint32_t code, int32_t center) {
+  switch (sub) {
+    case kIntI8: return static_cast<int8_t>(code);
+    case kIntTernary: return code == 0 ? 0 : (code == 1 ? 1 : (code == 2 ? -1 : 2));
+    default: return static_cast<int32_t>(code) - center;
+  }
+}
+WC_HD inline bool int_value_to_code(uint32_t sub, int32_t v, int32_t center, uint32_t* code) {
+  switch (sub) {
+    case kIntI8:
+      if (v < -128 || v > 127) return false;
+      *code = static_cast<uint32_t>(v) & 0xFF;
+      return true;
+    case kIntTernary:
+      if (v == 0) *code = 0;
+      else if (v == 1) *code = 1;
+      else if (v == -1) *code = 2;
+      else if (v == 2) *code = 3;
+      else return false;
+      return true;
+    case kIntU8:
+      if (v + center < 0 || v + center > 255) return false;
+      *code = static_cast<uint32_t>(v + center);
+      return true;
+    default:
+      if (v + center < 0 || v + center > 15) return false;
+      *code = static_cast<uint32_t>(v + center);
+      return true;
+  }
+}
+WC_HD inline uint32_t int_codes_per_byte(uint32_t sub) {
+  return sub == kIntNibble ? 2u : (sub == kIntTernary ? 4u : 1u);
+}
+WC_HD inline int32_t int_center(const ModelView& m, uint32_t row, uint32_t col) {
+  if (m.zp) return m.zp[static_cast<uint64_t>(row) * m.zcols + col / m.ip.zgroup];
+  return m.ip.center;
+}
+
+// Decodes the residual grid (scratch res: h*w int32) then reconstructs tiles
+// (when a tile map is present) and packs codes into out.
+WC_HD inline bool decode_int_chunk(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map,
+                                   const uint8_t* rans, uint32_t rans_len, uint8_t* out, int32_t* res,
+                                   int32_t* tmp_tile) {
+  const IntParams& p = m.ip;
+  const uint32_t w = cv.w;
+  if (rans_len < 4 * kLanes || (rans_len & 1)) return false;
+  uint32_t x[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l) x[l] = load_elem(rans + 4 * l, 4);
+  WordSource ws{rans + 4 * kLanes, (rans_len - 4 * kLanes) / 2, 0, false};
+  LaneCursor cur[kLanes];
+  uint32_t tok[kLanes];
+  uint32_t extra[kLanes];
+  const uint32_t steps = init_cursors(cv.h, cv.w, cur);
+  for (uint32_t t = 0; t < steps; ++t) {
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      if (t >= cur[l].n) continue;
+      const uint32_t r = cur[l].r, c = cur[l].c;
+      const uint32_t sc = int_scale_class(p, m.rc, m.cc, cv.row0 + r, cv.col0 + c);
+      const uint32_t ctx = int_ctx(p, res, w, r, c, cur[l].rect.r0, cur[l].rect.c0, sc);
+      if (ctx >= m.n0) return false;
+      tok[l] = rans_decode_sym(x[l], m.t0[ctx]);
+      rans_renorm(x[l], ws);
+      extra[l] = 0;
+    }
+    for (uint32_t l = 0; l < kLanes; ++l) {  // low extra bits
+      if (t >= cur[l].n || tok[l] < p.esc) continue;
+      const uint32_t nb = tok[l] - p.esc;
+      if (nb < 2) continue;
+      const uint32_t e = nb - 1, lo = e < 8 ? e : 8;
+      extra[l] = rans_decode_bits(x[l], lo);
+      rans_renorm(x[l], ws);
+    }
+    for (uint32_t l = 0; l < kLanes; ++l) {  // high extra bits
+      if (t >= cur[l].n || tok[l] < p.esc) continue;
+      const uint32_t nb = tok[l] - p.esc;
+      if (nb < 10) continue;
+      extra[l] |= rans_decode_bits(x[l], nb - 9) << 8;
+      rans_renorm(x[l], ws);
+    }
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      if (t >= cur[l].n) continue;
+      uint32_t u = tok[l];
+      if (u >= p.esc) {
+        const uint32_t nb = u - p.esc;
+        if (nb > kEscClasses - 1) return false;
+        const uint32_t d = nb == 0 ? 0u : ((1u << (nb - 1)) | extra[l]);
+        u = p.esc + d;
+      }
+      res[cur[l].r * w + cur[l].c] = tile::zz_decode(static_cast<int32_t>(u));
+      advance(cur[l]);
+    }
+  }
+  if (ws.bad || ws.pos != ws.n) return false;
+  for (uint32_t l = 0; l < kLanes; ++l)
+    if (x[l] != kRansL) return false;
+  if (tile_map) {
+    // Tiles in raster order; reconstruct in place (res becomes values).
+    const uint32_t tr = (cv.h + kTile - 1) / kTile, tc = (w + kTile - 1) / kTile;
+    int32_t left[kTile], top[kTile];
+    for (uint32_t ti = 0; ti < tr; ++ti) {
+      for (uint32_t tj = 0; tj < tc; ++tj) {
+        const uint32_t r0 = ti * kTile, c0 = tj * kTile;
+        const uint32_t th = cv.h - r0 < kTile ? cv.h - r0 : kTile;
+        const uint32_t tw = w - c0 < kTile ? w - c0 : kTile;
+        const uint8_t pred = tile_map[2 * (ti * tc + tj)];
+        const uint8_t xf = tile_map[2 * (ti * tc + tj) + 1];
+        if (pred > tile::kPredDC) return false;
+        for (uint32_t s = 0; s < 4; ++s) {
+          const uint8_t xs = (xf >> (2 * s)) & 3;
+          if (xs > tile::kXformADST) return false;
+          const uint32_t sr = (s / 2) * 8, sc2 = (s % 2) * 8;
+          if (xs != tile::kXformNone && (sr + 8 > th || sc2 + 8 > tw)) return false;
+        }
+        if (pred == tile::kPredNone && xf == 0) continue;
+        uint8_t xmap[4];
+        unpack_xform_map(xf, static_cast<int>(th), static_cast<int>(tw), xmap);
+        const bool hl = c0 > 0, ht = r0 > 0;
+        for (uint32_t i = 0; i < th; ++i) left[i] = hl ? res[(r0 + i) * w + c0 - 1] : 0;
+        for (uint32_t j = 0; j < tw; ++j) top[j] = ht ? res[(r0 - 1) * w + c0 + j] : 0;
+        const int32_t tl = (hl && ht) ? res[(r0 - 1) * w + c0 - 1] : 0;
+        for (uint32_t i = 0; i < th; ++i)
+          for (uint32_t j = 0; j < tw; ++j) tmp_tile[i * tw + j] = res[(r0 + i) * w + c0 + j];
+        tile::tile_inverse(static_cast<tile::Pred>(pred), xmap, static_cast<int>(th), static_cast<int>(tw),
+                           tmp_tile, hl ? left : nullptr, ht ? top : nullptr, tl, res + r0 * w + c0,
+                           static_cast<int>(w));
+      }
+    }
+  }
+  // Pack codes.
+  const uint32_t cpb = int_codes_per_byte(p.sub);
+  const uint32_t bits = 8 / cpb;
+  const uint64_t n = uint64_t{cv.h} * w;
+  for (uint64_t i = 0; i < n; i += cpb) {
+    uint32_t byte = 0;
+    for (uint32_t k = 0; k < cpb; ++k) {
+      const uint64_t e = i + k;
+      const uint32_t r = static_cast<uint32_t>(e / w), c = static_cast<uint32_t>(e % w);
+      uint32_t code;
+      if (!int_value_to_code(p.sub, res[e], int_center(m, cv.row0 + r, cv.col0 + c), &code)) return false;
+      byte |= code << (k * bits);
+    }
+    out[i / cpb] = static_cast<uint8_t>(byte);
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- bytes
+WC_HD inline bool decode_bytes_chunk(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                                     uint8_t* out) {
+  const uint32_t eb = m.bp.elem_bytes;
+  const uint32_t w = cv.w;
+  if (rans_len < 4 * kLanes || (rans_len & 1)) return false;
+  uint32_t x[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l) x[l] = load_elem(rans + 4 * l, 4);
+  WordSource ws{rans + 4 * kLanes, (rans_len - 4 * kLanes) / 2, 0, false};
+  LaneCursor cur[kLanes];
+  const uint32_t steps = init_cursors(cv.h, cv.w, cur);
+  for (uint32_t t = 0; t < steps; ++t) {
+    for (uint32_t b = 0; b < eb; ++b) {
+      for (uint32_t l = 0; l < kLanes; ++l) {
+        if (t >= cur[l].n) continue;
+        const uint32_t r = cur[l].r, c = cur[l].c;
+        const uint64_t pos = (uint64_t{r} * w + c) * eb + b;
+        const int left = c > cur[l].rect.c0 ? out[pos - eb] : -1;
+        const uint32_t ctx = bytes_ctx(m.bp, b, left);
+        if (ctx >= m.n0) return false;
+        out[pos] = static_cast<uint8_t>(rans_decode_sym(x[l], m.t0[ctx]));
+        rans_renorm(x[l], ws);
+      }
+    }
+    for (uint32_t l = 0; l < kLanes; ++l)
+      if (t < cur[l].n) advance(cur[l]);
+  }
+  if (ws.bad || ws.pos != ws.n) return false;
+  for (uint32_t l = 0; l < kLanes; ++l)
+    if (x[l] != kRansL) return false;
+  return true;
+}
+
+}  // namespace wcodec

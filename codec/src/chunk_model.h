@@ -1,0 +1,204 @@
+// codec/src/chunk_model.h — the symbol models of the weight codec and the
+// chunk decoder, in code that compiles for host and CUDA device.
+//
+// A tensor is viewed as a grid of elements [rows, cols] (for packed 4-bit and
+// 2-bit codes an element is one code). A chunk is a rectangle of that grid
+// whose bytes are contiguous in the original file: a band of whole rows, or a
+// segment of one row. The chunk is split into 32 lane rectangles (lane_rect);
+// lane l walks its rectangle in raster order, one element per step, so every
+// context a lane needs (left, top neighbours) was decoded by that lane
+// itself: the 32 lanes are independent except for sharing one rANS word
+// stream. Symbol decode order: for each step t, for each symbol slot of an
+// element, for lane 0..31 (lanes past their element count skip).
+//
+// Three models (docs/wcodec-format.md, "Models"):
+//   float : exponent (context: predicted from left/top exponents), then
+//           sign + k high mantissa bits (context: exponent, left sign), then
+//           the remaining mantissa bits stored raw in a packed bit section.
+//   int   : codes mapped to signed values (int8, uint8, 4-bit, ternary),
+//           optional per-tile intra prediction and 8x8 integer transforms,
+//           residual tokens (zig-zag, escape classes + extra bits) with
+//           contexts from a scale class (row/column side information) and
+//           the lane's left/top neighbours.
+//   bytes : any other element type, one symbol per byte plane with the plane
+//           index and the left element's byte as context.
+// Thread-safety: all functions are pure over the views passed in.
+#pragma once
+
+#include <cstdint>
+
+#include "hd.h"
+#include "rans.h"
+#include "tile_tools.h"
+
+namespace wcodec {
+
+enum class ModelKind : uint8_t { kFloat = 1, kInt = 2, kBytes = 3 };
+
+// ---------------------------------------------------------------- geometry
+struct LaneRect {
+  uint32_t r0, c0, h, w;
+};
+
+WC_HD inline void lane_grid(uint32_t h, uint32_t w, uint32_t* lx, uint32_t* ly) {
+  uint32_t x = kLanes;
+  while (x > 1 && w / x < 8) x >>= 1;
+  *lx = x;
+  *ly = kLanes / x;
+  (void)h;
+}
+
+WC_HD inline LaneRect lane_rect(uint32_t h, uint32_t w, uint32_t lane) {
+  uint32_t lx, ly;
+  lane_grid(h, w, &lx, &ly);
+  const uint32_t ix = lane % lx, iy = lane / lx;
+  const uint32_t c0 = static_cast<uint32_t>(uint64_t{w} * ix / lx);
+  const uint32_t c1 = static_cast<uint32_t>(uint64_t{w} * (ix + 1) / lx);
+  const uint32_t r0 = static_cast<uint32_t>(uint64_t{h} * iy / ly);
+  const uint32_t r1 = static_cast<uint32_t>(uint64_t{h} * (iy + 1) / ly);
+  return LaneRect{r0, c0, r1 - r0, c1 - c0};
+}
+
+// ---------------------------------------------------------------- float
+struct FloatParams {
+  uint8_t elem_bytes;  // 1, 2 or 4
+  uint8_t eb, mb;      // exponent and mantissa bits (sign is the top bit)
+  uint8_t k;           // high mantissa bits coded with the sign (0..7, <= mb)
+  uint8_t emode;       // 0: order-0, 1: left, 2: left+top average, 3: top
+  uint8_t ne;          // exponent context classes (>= 1)
+  uint8_t nm;          // sign/mantissa context classes by exponent (>= 1)
+  uint8_t sign_ctx;    // 1: sign/mantissa context also uses the left sign
+  int16_t elo;         // exponent mapped to context class 0
+  int16_t mlo;         // exponent mapped to sign/mantissa class 0
+};
+
+WC_HD inline uint32_t float_e_nctx(const FloatParams& p) { return p.emode ? 2u * p.ne : 1u; }
+WC_HD inline uint32_t float_sm_nctx(const FloatParams& p) { return p.nm * (p.sign_ctx ? 3u : 1u); }
+WC_HD inline uint32_t float_raw_bits(const FloatParams& p) { return p.mb - p.k; }
+
+WC_HD inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+// Context of the exponent at lane-local position (i, j); e_grid holds the
+// exponents decoded so far at chunk positions, stride w.
+WC_HD inline uint32_t float_e_ctx(const FloatParams& p, const uint16_t* e_grid, uint32_t w, uint32_t r,
+                                  uint32_t c, bool has_l, bool has_t) {
+  if (p.emode == 0) return 0;
+  int pred;
+  int act = 0;
+  const int l = has_l ? e_grid[r * w + c - 1] : -1;
+  const int t = has_t ? e_grid[(r - 1) * w + c] : -1;
+  if (p.emode == 1) {
+    if (l < 0 && t < 0) return 0;
+    pred = l >= 0 ? l : t;
+  } else if (p.emode == 3) {
+    if (l < 0 && t < 0) return 0;
+    pred = t >= 0 ? t : l;
+  } else {
+    if (l < 0 && t < 0) return 0;
+    if (l >= 0 && t >= 0) {
+      pred = (l + t + 1) >> 1;
+      act = (l - t > 1 || t - l > 1) ? 1 : 0;
+    } else {
+      pred = l >= 0 ? l : t;
+    }
+  }
+  return static_cast<uint32_t>(act * p.ne + clampi(pred - p.elo, 0, p.ne - 1));
+}
+
+WC_HD inline uint32_t float_sm_ctx(const FloatParams& p, uint32_t e, int left_sign /*0 none,1 +,2 -*/) {
+  const uint32_t m = static_cast<uint32_t>(clampi(static_cast<int>(e) - p.mlo, 0, p.nm - 1));
+  return p.sign_ctx ? m * 3 + static_cast<uint32_t>(left_sign) : m;
+}
+
+// ---------------------------------------------------------------- int
+enum IntSub : uint8_t { kIntI8 = 0, kIntU8 = 1, kIntNibble = 2, kIntTernary = 3 };
+
+struct IntParams {
+  uint8_t sub;         // IntSub
+  uint8_t center;      // U8 / nibble: value = code - center (when no zero points)
+  uint16_t esc;        // tokens below esc are zig-zag values; esc + nb are escapes
+  uint16_t nsym;       // token alphabet size (esc + kEscClasses)
+  uint8_t nbr_mode;    // 0: activity classes + left sign; 1: exact ternary neighbours
+  uint8_t nb;          // activity classes (mode 0), 1..8
+  uint16_t thr[7];     // activity thresholds (ascending), nb - 1 used
+  uint8_t ns;          // scale classes, 1..16
+  uint8_t sthr[15];    // scale thresholds on rc + cc (ascending), ns - 1 used
+  uint8_t use_rc, use_cc;
+  uint8_t tools;       // 1: chunks may carry a tile mode map
+  uint32_t zgroup;     // > 0: per-group zero points from an aux tensor (nibble)
+};
+
+inline constexpr uint32_t kEscClasses = 18;
+inline constexpr uint32_t kTile = 16;
+
+WC_HD inline uint32_t int_nctx(const IntParams& p) {
+  return p.nbr_mode == 1 ? p.ns * 81u : p.ns * p.nb * 3u;
+}
+
+WC_HD inline uint32_t iabs32(int32_t v) { return v < 0 ? static_cast<uint32_t>(-v) : static_cast<uint32_t>(v); }
+
+// Context of the residual token at chunk position (r, c) (lane-local
+// rectangle starting at column c0 / row r0). res holds residuals decoded so
+// far (stride w). sc is the scale class.
+WC_HD inline uint32_t int_ctx(const IntParams& p, const int32_t* res, uint32_t w, uint32_t r, uint32_t c,
+                              uint32_t r0, uint32_t c0, uint32_t sc) {
+  const bool hl = c > c0, hl2 = c > c0 + 1, hl3 = c > c0 + 2, ht = r > r0;
+  const int32_t l = hl ? res[r * w + c - 1] : 0;
+  const int32_t t = ht ? res[(r - 1) * w + c] : 0;
+  if (p.nbr_mode == 1) {
+    const int32_t l2 = hl2 ? res[r * w + c - 2] : 0;
+    const int32_t l3 = hl3 ? res[r * w + c - 3] : 0;
+    auto q = [](int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); };
+    return sc * 81u + ((q(l) * 3u + q(l2)) * 3u + q(l3)) * 3u + q(t);
+  }
+  const int32_t l2 = hl2 ? res[r * w + c - 2] : 0;
+  uint32_t a = 2 * iabs32(l) + iabs32(t) + iabs32(l2);
+  if (!hl && ht) a += 2 * iabs32(t);
+  uint32_t nb = 0;
+  for (uint32_t i = 0; i + 1 < p.nb; ++i) nb += a >= p.thr[i];
+  const uint32_t ls = l > 0 ? 1u : (l < 0 ? 2u : 0u);
+  return (sc * p.nb + nb) * 3u + ls;
+}
+
+WC_HD inline uint32_t int_scale_class(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint32_t row,
+                                      uint32_t col) {
+  uint32_t s = (p.use_rc ? rc[row] : 0u) + (p.use_cc ? cc[col] : 0u);
+  uint32_t k = 0;
+  for (uint32_t i = 0; i + 1 < p.ns; ++i) k += s >= p.sthr[i];
+  return k;
+}
+
+// Tile transform map: the chunk stores one byte per tile holding 2 bits per
+// 8x8 sub-block, sub-block (by, bx) of the 2x2 grid at bits 2*(2*by + bx).
+// tile_tools indexes its map by by * tile_blocks_x(w) + bx.
+WC_HD inline void unpack_xform_map(uint8_t packed, int th, int tw, uint8_t* out /*4*/) {
+  const int bx_n = tile::tile_blocks_x(tw), by_n = tile::tile_blocks_y(th);
+  for (int i = 0; i < 4; ++i) out[i] = 0;
+  for (int by = 0; by < by_n && by < 2; ++by)
+    for (int bx = 0; bx < bx_n && bx < 2; ++bx) out[by * bx_n + bx] = (packed >> (2 * (2 * by + bx))) & 3;
+}
+
+// Token <-> zig-zag value. Escape: d = u - esc, nb = bit width of d; extra
+// nb - 1 bits (below the leading one) follow as uniform symbols.
+WC_HD inline uint32_t bit_width32(uint32_t v) {
+  uint32_t n = 0;
+  while (v) {
+    ++n;
+    v >>= 1;
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------- bytes
+struct BytesParams {
+  uint8_t elem_bytes;  // 1..16
+  uint8_t ctx_mode;    // 0: plane only, 1: plane x left-byte class
+};
+WC_HD inline uint32_t bytes_nctx(const BytesParams& p) { return p.elem_bytes * (p.ctx_mode ? 4u : 1u); }
+WC_HD inline uint32_t bytes_ctx(const BytesParams& p, uint32_t plane, int left /* -1 none */) {
+  if (!p.ctx_mode) return plane;
+  uint32_t cls = left < 0 ? 0u : (left == 0 ? 1u : (left < 16 || left >= 240 ? 2u : 3u));
+  return plane * 4u + cls;
+}
+
+}  // namespace wcodec

@@ -1,0 +1,772 @@
+// codec/src/container.cpp — .wcodec writer and random-access reader.
+// Byte layout: docs/wcodec-format.md (section "Container").
+#include "wcodec/container.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "bytes.h"
+#include "tensor_codec.h"
+
+namespace wcodec {
+
+namespace {
+
+uint32_t crc32_of(const uint8_t* p, size_t n, uint32_t crc = 0) {
+  while (n) {
+    const uInt step = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    crc = static_cast<uint32_t>(::crc32(crc, p, step));
+    p += step;
+    n -= step;
+  }
+  return crc;
+}
+
+std::array<uint8_t, 32> sha256_of(const uint8_t* p, size_t n) {
+  std::array<uint8_t, 32> md{};
+  unsigned int len = 0;
+  EVP_Digest(p, n, md.data(), &len, EVP_sha256(), nullptr);
+  return md;
+}
+
+std::string hex(const uint8_t* p, size_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += d[p[i] >> 4];
+    s += d[p[i] & 15];
+  }
+  return s;
+}
+
+std::string errno_msg(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// Order-0 entropy of a tensor's codes as a fraction of their stored bits
+// (reference line for inspect/bench).
+double order0_fraction(const TensorInfo& t, const uint8_t* d, const std::string& kind) {
+  const uint64_t n = t.nbytes();
+  if (!n) return 0;
+  std::vector<uint64_t> h;
+  double bits_per = 8;
+  if (kind == "ternary") {
+    h.assign(4, 0);
+    for (uint64_t i = 0; i < n; ++i)
+      for (int s = 0; s < 8; s += 2) h[(d[i] >> s) & 3]++;
+    bits_per = 2;
+  } else if (kind == "int4") {
+    h.assign(16, 0);
+    for (uint64_t i = 0; i < n; ++i) {
+      h[d[i] & 15]++;
+      h[d[i] >> 4]++;
+    }
+    bits_per = 4;
+  } else if (kind == "BF16" || kind == "F16" || kind == "F32") {
+    // Exponent order-0 + raw sign and mantissa.
+    const uint32_t eb = 8, mb = kind == "BF16" ? 7 : (kind == "F16" ? 10 : 23);
+    const uint32_t ebits = kind == "F16" ? 5 : eb;
+    const uint32_t bytes = kind == "F32" ? 4 : 2;
+    h.assign(1u << ebits, 0);
+    for (uint64_t i = 0; i + bytes <= n; i += bytes) {
+      uint32_t v = 0;
+      std::memcpy(&v, d + i, bytes);
+      h[(v >> mb) & ((1u << ebits) - 1)]++;
+    }
+    const double elems = static_cast<double>(n / bytes);
+    return (entropy_bits(h) + elems * (1 + mb)) / (elems * bytes * 8);
+  } else {
+    h.assign(256, 0);
+    for (uint64_t i = 0; i < n; ++i) h[d[i]]++;
+  }
+  double total = 0;
+  for (auto c : h) total += static_cast<double>(c);
+  return entropy_bits(h) / (total * bits_per);
+}
+
+// Finds the zero-point tensor of a packed 4-bit tensor: NAME_packed ->
+// NAME_zero / NAME_zeros (U8, same rows, ceil(codes / group) columns).
+AuxInput find_aux(const SafetensorsHeader& h, size_t i, const uint8_t* data_base) {
+  AuxInput a;
+  const TensorInfo& t = h.tensors[i];
+  const std::string suffix = "_packed";
+  if (t.dtype != DType::kU8 || t.shape.size() != 2 || t.name.size() <= suffix.size() ||
+      t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return a;
+  const std::string stem = t.name.substr(0, t.name.size() - suffix.size());
+  for (size_t j = 0; j < h.tensors.size(); ++j) {
+    const TensorInfo& z = h.tensors[j];
+    if (z.name != stem + "_zero" && z.name != stem + "_zeros") continue;
+    if (z.dtype != DType::kU8 || z.shape.size() != 2 || z.shape[0] != t.shape[0] || z.shape[1] == 0) continue;
+    const uint64_t codes = t.shape[1] * 2;
+    const uint64_t group = codes / z.shape[1];
+    if (group == 0 || (codes + group - 1) / group != z.shape[1] || group > (1u << 20)) continue;
+    bool ok = true;
+    const uint8_t* zb = data_base + z.begin;
+    for (uint64_t k = 0; k < z.nbytes() && ok; ++k) ok = zb[k] <= 15;
+    if (!ok) continue;
+    a.index = static_cast<int32_t>(j);
+    a.bytes = zb;
+    a.rows = z.shape[0];
+    a.cols = z.shape[1];
+    a.group = static_cast<uint32_t>(group);
+    return a;
+  }
+  return a;
+}
+
+}  // namespace
+
+// ======================================================================
+// Writer
+// ======================================================================
+
+static void write_index_tensor(ByteWriter& w, const TensorInfo& t, const EncodedTensor& et, uint32_t crc,
+                               const std::vector<uint64_t>& offsets) {
+  w.str(t.name);
+  w.u8(static_cast<uint8_t>(t.dtype));
+  w.u8(static_cast<uint8_t>(t.shape.size()));
+  for (auto d : t.shape) w.u64(d);
+  w.u64(t.begin);
+  w.u64(t.end);
+  w.u32(crc);
+  w.u64(et.geom.rows);
+  w.u64(et.geom.cols);
+  w.u64(et.geom.chunk_rows);
+  w.u64(et.geom.chunk_cols);
+  w.u8(static_cast<uint8_t>(et.geom.elem_bits));
+  w.i32(et.has_model ? et.aux_tensor : -1);
+  w.u8(et.has_model ? 1 : 0);
+  if (et.has_model) {
+    auto mb = et.model.serialize();
+    w.varint(mb.size());
+    w.bytes(mb.data(), mb.size());
+  }
+  w.varint(et.chunks.size());
+  for (size_t i = 0; i < et.chunks.size(); ++i) {
+    const auto& c = et.chunks[i];
+    w.u64(offsets[i]);
+    w.u32(static_cast<uint32_t>(c.payload.size()));
+    w.u32(static_cast<uint32_t>(c.decoded_size));
+    w.u8(static_cast<uint8_t>(c.method));
+    w.u64(c.xxh3);
+  }
+  // Encoder's choices (informational, shown by inspect).
+  w.str(et.choice.kind_name);
+  w.str(et.choice.model_desc);
+  w.u32(et.choice.tiles_total);
+  w.u32(et.choice.tiles_with_tools);
+  for (auto v : et.choice.tools_hist) w.u32(v);
+  for (auto v : et.choice.xform_hist) w.u32(v);
+}
+
+Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size, const EncodeConfig& cfg,
+                                                const std::string& what, EncodeReport* report) {
+  const auto t0 = std::chrono::steady_clock::now();
+  WC_ASSIGN_OR_RETURN(SafetensorsHeader hdr, parse_safetensors_header(data, size, size, what));
+  if (cfg.chunk_bytes < 4096 || cfg.chunk_bytes > kMaxChunkDecoded)
+    return Status::Invalid("chunk size " + std::to_string(cfg.chunk_bytes) + " (allowed 4096.." +
+                           std::to_string(kMaxChunkDecoded) + ")");
+  const uint8_t* base = data + hdr.data_start;
+  const size_t nt = hdr.tensors.size();
+  std::vector<EncodedTensor> enc(nt);
+  std::vector<Status> errs(nt);
+  std::vector<uint32_t> crcs(nt);
+  EncodeOptions opt;
+  opt.chunk_bytes = cfg.chunk_bytes;
+  opt.tool_search = cfg.tool_search;
+  opt.exhaustive_tools = cfg.exhaustive_tools;
+  opt.zstd_level = cfg.zstd_level;
+
+  // Largest tensors first, spread over threads.
+  std::vector<size_t> order(nt);
+  for (size_t i = 0; i < nt; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return hdr.tensors[a].nbytes() > hdr.tensors[b].nbytes(); });
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> done_bytes{0};
+  const uint64_t total_bytes = hdr.data_len;
+  auto work = [&] {
+    for (;;) {
+      const size_t k = next.fetch_add(1);
+      if (k >= nt) return;
+      const size_t i = order[k];
+      const TensorInfo& t = hdr.tensors[i];
+      AuxInput aux = find_aux(hdr, i, base);
+      auto r = encode_tensor(t, base + t.begin, aux, opt);
+      if (!r.ok()) {
+        errs[i] = r.status().WithContext(what + ": tensor \"" + t.name + "\"");
+      } else {
+        enc[i] = std::move(r).value();
+      }
+      crcs[i] = crc32_of(base + t.begin, t.nbytes());
+      const uint64_t d = done_bytes.fetch_add(t.nbytes()) + t.nbytes();
+      if (cfg.progress) cfg.progress(d, total_bytes);
+    }
+  };
+  const int nthreads = std::max(1, std::min<int>(cfg.threads, static_cast<int>(std::max<size_t>(nt, 1))));
+  std::vector<std::thread> pool;
+  for (int i = 1; i < nthreads; ++i) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+  for (auto& e : errs) WC_RETURN_IF_ERROR(e);
+
+  // Layout.
+  ByteWriter out;
+  out.buf().resize(kHeaderSize, 0);
+  nlohmann::json meta = {{"format", "wcodec"},
+                         {"version", std::to_string(kVersionMajor) + "." + std::to_string(kVersionMinor)},
+                         {"source_format", "safetensors"},
+                         {"encoder", std::string("wcodec ") + WCODEC_VERSION},
+                         {"tensors", nt},
+                         {"chunk_bytes", cfg.chunk_bytes}};
+  const std::string meta_s = meta.dump();
+  out.bytes(meta_s.data(), meta_s.size());
+  out.bytes(data, hdr.data_start);  // original safetensors header
+  out.pad_to(kAlign);
+  std::vector<std::vector<uint64_t>> offsets(nt);
+  for (size_t i = 0; i < nt; ++i) {
+    for (auto& c : enc[i].chunks) {
+      out.pad_to(16);
+      offsets[i].push_back(out.size());
+      out.bytes(c.payload.data(), c.payload.size());
+    }
+  }
+  out.pad_to(kAlign);
+  const uint64_t index_off = out.size();
+  {
+    ByteWriter ix;
+    ix.u64(nt);
+    for (size_t i = 0; i < nt; ++i) write_index_tensor(ix, hdr.tensors[i], enc[i], crcs[i], offsets[i]);
+    out.bytes(ix.buf().data(), ix.size());
+  }
+  const uint64_t index_size = out.size() - index_off;
+  const uint32_t index_crc = crc32_of(out.buf().data() + index_off, index_size);
+  const auto sha = sha256_of(data, size);
+  // Header.
+  {
+    auto& b = out.buf();
+    std::memcpy(b.data(), kMagic, 4);
+    b[4] = kVersionMajor & 0xff;
+    b[5] = kVersionMajor >> 8;
+    b[6] = kVersionMinor & 0xff;
+    b[7] = kVersionMinor >> 8;
+    out.put_u32_at(8, 0);  // flags
+    out.put_u32_at(12, static_cast<uint32_t>(meta_s.size()));
+    out.put_u64_at(16, size);
+    out.put_u64_at(24, hdr.data_start);
+    out.put_u64_at(32, index_off);
+    out.put_u64_at(40, index_size);
+    std::memcpy(b.data() + 48, sha.data(), 32);
+    out.put_u32_at(80, index_crc);
+    out.put_u32_at(124, crc32_of(b.data(), 124));
+  }
+  // Footer.
+  const uint32_t header_crc = load_u32le(out.buf().data() + 124);
+  ByteWriter f;
+  f.u64(index_off);
+  f.u64(index_size);
+  f.u32(index_crc);
+  f.u32(header_crc);
+  const uint32_t file_crc = crc32_of(out.buf().data(), out.size());
+  f.u32(file_crc);
+  f.bytes(kFooterMagic, 4);
+  out.bytes(f.buf().data(), f.size());
+
+  if (report) {
+    report->original_size = size;
+    report->encoded_size = out.size();
+    report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    report->tensors.clear();
+    for (size_t i = 0; i < nt; ++i) {
+      const auto& t = hdr.tensors[i];
+      TensorSummary s;
+      s.name = t.name;
+      s.dtype = t.dtype;
+      s.shape = t.shape;
+      s.original_bytes = t.nbytes();
+      s.chunks = enc[i].chunks.size();
+      for (auto& c : enc[i].chunks) {
+        s.stored_bytes += c.payload.size();
+        (c.method == ChunkMethod::kModel ? s.chunks_model : c.method == ChunkMethod::kZstd ? s.chunks_zstd : s.chunks_raw)++;
+      }
+      s.kind = enc[i].choice.kind_name;
+      s.model = enc[i].choice.model_desc;
+      s.tiles_total = enc[i].choice.tiles_total;
+      s.tiles_with_tools = enc[i].choice.tiles_with_tools;
+      std::copy(std::begin(enc[i].choice.tools_hist), std::end(enc[i].choice.tools_hist), s.pred_hist.begin());
+      std::copy(std::begin(enc[i].choice.xform_hist), std::end(enc[i].choice.xform_hist), s.xform_hist.begin());
+      s.order0_bits = order0_fraction(t, base + t.begin, s.kind);
+      s.crc32 = crcs[i];
+      report->tensors.push_back(std::move(s));
+    }
+  }
+  return std::move(out.buf());
+}
+
+static Status read_whole_file(const std::string& path, std::vector<uint8_t>* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IOError(errno_msg("cannot open " + path));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    ::close(fd);
+    return Status::IOError(errno_msg("cannot stat " + path));
+  }
+  out->resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < out->size()) {
+    const ssize_t r = ::pread(fd, out->data() + got, out->size() - got, static_cast<off_t>(got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      ::close(fd);
+      return Status::IOError(errno_msg("cannot read " + path));
+    }
+    got += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  return Status::OK();
+}
+
+static Status write_file_atomic(const std::string& path, const uint8_t* p, size_t n) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IOError(errno_msg("cannot create " + tmp));
+  size_t put = 0;
+  while (put < n) {
+    const ssize_t r = ::write(fd, p + put, n - put);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      Status s = Status::IOError(errno_msg("cannot write " + tmp));
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return s;
+    }
+    put += static_cast<size_t>(r);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::IOError(errno_msg("cannot flush " + tmp));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    Status s = Status::IOError(errno_msg("cannot rename " + tmp + " to " + path));
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  std::string dir = path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/'));
+  if (dir.empty()) dir = ".";
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::OK();
+}
+
+Status encode_safetensors_file(const std::string& in, const std::string& out, const EncodeConfig& cfg,
+                               EncodeReport* report) {
+  std::vector<uint8_t> data;
+  WC_RETURN_IF_ERROR(read_whole_file(in, &data));
+  WC_ASSIGN_OR_RETURN(std::vector<uint8_t> enc, encode_safetensors(data.data(), data.size(), cfg, in, report));
+  return write_file_atomic(out, enc.data(), enc.size());
+}
+
+// ======================================================================
+// Reader
+// ======================================================================
+
+struct Reader::Tensor {
+  TensorInfo info;
+  uint32_t crc = 0;
+  TensorGeometry geom;
+  int32_t aux = -1;
+  bool has_model = false;
+  TensorModel model;
+  std::vector<ChunkEntry> chunks;
+  size_t first_global = 0;
+  std::string kind, model_desc;
+  uint32_t tiles_total = 0, tiles_with_tools = 0;
+  std::array<uint32_t, 6> pred_hist{};
+  std::array<uint32_t, 3> xform_hist{};
+  // Decoded aux (zero-point) bytes of this tensor when another tensor needs them.
+  mutable std::vector<uint8_t> decoded;
+  mutable std::atomic<bool> decoded_ready{false};
+};
+
+Reader::~Reader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status Reader::pread_exact(uint64_t off, uint64_t len, uint8_t* out) const {
+  if (off > file_size_ || len > file_size_ - off)
+    return Status::Corruption(path_ + ": read of " + std::to_string(len) + " bytes at " + std::to_string(off) +
+                              " beyond the file end " + std::to_string(file_size_));
+  uint64_t got = 0;
+  while (got < len) {
+    const ssize_t r = ::pread(fd_, out + got, len - got, static_cast<off_t>(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Status::IOError(errno_msg("read of " + path_));
+    if (r == 0) return Status::Corruption(path_ + ": file shrank while reading");
+    got += static_cast<uint64_t>(r);
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
+  std::unique_ptr<Reader> rd(new Reader());
+  rd->path_ = path;
+  rd->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (rd->fd_ < 0) return Status::IOError(errno_msg("cannot open " + path));
+  struct stat st {};
+  if (fstat(rd->fd_, &st) != 0) return Status::IOError(errno_msg("cannot stat " + path));
+  rd->file_size_ = static_cast<uint64_t>(st.st_size);
+  const std::string& P = path;
+  auto corrupt = [&](const std::string& field, uint64_t v, const std::string& allowed) {
+    return Status::Corruption(P + ": " + field + " = " + std::to_string(v) + " (allowed " + allowed + ")");
+  };
+  if (rd->file_size_ < kHeaderSize + kFooterSize)
+    return corrupt("file size", rd->file_size_, ">= " + std::to_string(kHeaderSize + kFooterSize));
+  uint8_t hb[kHeaderSize];
+  WC_RETURN_IF_ERROR(rd->pread_exact(0, kHeaderSize, hb));
+  if (std::memcmp(hb, kMagic, 4) != 0) return Status::Corruption(P + ": bad magic (not a .wcodec file)");
+  const uint16_t vmaj = static_cast<uint16_t>(hb[4] | (hb[5] << 8));
+  const uint16_t vmin = static_cast<uint16_t>(hb[6] | (hb[7] << 8));
+  if (vmaj != kVersionMajor)
+    return Status::NotSupported(P + ": format version " + std::to_string(vmaj) + "." + std::to_string(vmin) +
+                                " (this reader supports " + std::to_string(kVersionMajor) + ".x)");
+  if (load_u32le(hb + 124) != crc32_of(hb, 124)) return Status::Corruption(P + ": header CRC32 mismatch");
+  const uint32_t flags = load_u32le(hb + 8);
+  if (flags != 0) return corrupt("header flags", flags, "0 (reserved bits must be zero)");
+  for (int i = 84; i < 124; ++i)
+    if (hb[i]) return corrupt("reserved header byte " + std::to_string(i), hb[i], "0");
+  const uint32_t meta_len = load_u32le(hb + 12);
+  rd->original_size_ = load_u64le(hb + 16);
+  const uint64_t orig_hdr_len = load_u64le(hb + 24);
+  const uint64_t index_off = load_u64le(hb + 32);
+  const uint64_t index_size = load_u64le(hb + 40);
+  std::memcpy(rd->sha256_.data(), hb + 48, 32);
+  const uint32_t index_crc = load_u32le(hb + 80);
+  uint8_t fb[kFooterSize];
+  WC_RETURN_IF_ERROR(rd->pread_exact(rd->file_size_ - kFooterSize, kFooterSize, fb));
+  if (std::memcmp(fb + 28, kFooterMagic, 4) != 0)
+    return Status::Corruption(P + ": bad footer magic (file truncated or not a .wcodec file)");
+  if (load_u64le(fb) != index_off || load_u64le(fb + 8) != index_size || load_u32le(fb + 16) != index_crc ||
+      load_u32le(fb + 20) != load_u32le(hb + 124))
+    return Status::Corruption(P + ": footer does not match header (file truncated or spliced)");
+  rd->file_crc_ = load_u32le(fb + 24);
+  const uint64_t body_end = rd->file_size_ - kFooterSize;
+  if (index_off < kHeaderSize || index_off > body_end || index_size != body_end - index_off)
+    return corrupt("index offset", index_off, "inside the file, ending at the footer");
+  if (index_size > kMaxIndexSize) return corrupt("index size", index_size, "<= 2^31");
+  if (meta_len > (64u << 20) || kHeaderSize + uint64_t{meta_len} + orig_hdr_len > index_off)
+    return corrupt("metadata length", meta_len, "within the file before the index");
+  if (orig_hdr_len < 8 || orig_hdr_len > kMaxSafetensorsHeader + 8 || orig_hdr_len > rd->original_size_)
+    return corrupt("original header length", orig_hdr_len, "8..100000008 and <= original size");
+  std::string meta(meta_len, '\0');
+  WC_RETURN_IF_ERROR(rd->pread_exact(kHeaderSize, meta_len, reinterpret_cast<uint8_t*>(meta.data())));
+  rd->meta_json_ = meta;
+  rd->orig_header_.resize(orig_hdr_len);
+  WC_RETURN_IF_ERROR(rd->pread_exact(kHeaderSize + meta_len, orig_hdr_len, rd->orig_header_.data()));
+  {
+    auto h = parse_safetensors_header(rd->orig_header_.data(), rd->orig_header_.size(), rd->original_size_,
+                                      P + " (stored safetensors header)");
+    if (!h.ok()) return h.status();
+    rd->header_ = std::move(h).value();
+  }
+  if (rd->header_.data_start != orig_hdr_len)
+    return corrupt("original header length", orig_hdr_len, std::to_string(rd->header_.data_start));
+  std::vector<uint8_t> ix(index_size);
+  WC_RETURN_IF_ERROR(rd->pread_exact(index_off, index_size, ix.data()));
+  if (crc32_of(ix.data(), ix.size()) != index_crc) return Status::Corruption(P + ": index CRC32 mismatch");
+
+  ByteReader r(ix.data(), ix.size());
+  const uint64_t nt = r.u64();
+  if (!r.ok() || nt != rd->header_.tensors.size())
+    return corrupt("tensor count", nt, std::to_string(rd->header_.tensors.size()) + " (from the safetensors header)");
+  const uint64_t data_start = rd->header_.data_start;
+  for (uint64_t i = 0; i < nt; ++i) {
+    auto t = std::make_unique<Tensor>();
+    const TensorInfo& ref = rd->header_.tensors[i];
+    t->info.name = r.str(1u << 20);
+    const std::string W = P + ": tensor " + std::to_string(i) + " \"" + t->info.name + "\"";
+    t->info.dtype = static_cast<DType>(r.u8());
+    const uint8_t nd = r.u8();
+    if (!r.ok() || nd > 16) return Status::Corruption(W + ": index record truncated or ndim > 16");
+    for (uint8_t d = 0; d < nd; ++d) t->info.shape.push_back(r.u64());
+    t->info.begin = r.u64();
+    t->info.end = r.u64();
+    t->crc = r.u32();
+    t->geom.rows = r.u64();
+    t->geom.cols = r.u64();
+    t->geom.chunk_rows = r.u64();
+    t->geom.chunk_cols = r.u64();
+    t->geom.elem_bits = r.u8();
+    t->aux = r.i32();
+    t->has_model = r.u8() != 0;
+    if (!r.ok()) return Status::Corruption(W + ": index record truncated");
+    if (t->info.name != ref.name || t->info.dtype != ref.dtype || t->info.shape != ref.shape ||
+        t->info.begin != ref.begin || t->info.end != ref.end)
+      return Status::Corruption(W + ": index record does not match the stored safetensors header");
+    const TensorGeometry& g = t->geom;
+    const uint64_t nbytes = ref.nbytes();
+    const uint32_t eb = g.elem_bits;
+    if (eb != 2 && eb != 4 && eb % 8 != 0) return corrupt(W + " elem_bits", eb, "2, 4 or a multiple of 8");
+    if (eb == 0 || eb > 128) return corrupt(W + " elem_bits", eb, "2..128");
+    if (nbytes) {
+      if (g.rows == 0 || g.cols == 0 || g.rows > nbytes * 4 || g.cols > nbytes * 4 ||
+          g.rows * g.cols != nbytes * 8 / eb || (nbytes * 8) % eb)
+        return Status::Corruption(W + ": geometry " + std::to_string(g.rows) + "x" + std::to_string(g.cols) +
+                                  " does not cover " + std::to_string(nbytes) + " bytes");
+      const bool band = g.chunk_cols == g.cols;
+      if (band ? (g.chunk_rows == 0 || g.chunk_rows > g.rows + 0 * 1)
+               : (g.chunk_rows != 1 || g.chunk_cols == 0 || g.chunk_cols > g.cols || (g.chunk_cols * eb) % 8))
+        return Status::Corruption(W + ": chunk geometry invalid");
+      if (band && g.chunk_rows > g.rows) return Status::Corruption(W + ": chunk rows exceed tensor rows");
+      if (g.chunk_bytes() > kMaxChunkDecoded) return corrupt(W + " chunk size", g.chunk_bytes(), "<= 64 MiB");
+      if (band && (g.row_bytes() * 8 != g.cols * eb)) return Status::Corruption(W + ": rows not byte aligned");
+    }
+    if (t->has_model) {
+      const uint64_t ml = r.varint();
+      const uint8_t* mp = r.take(ml);
+      if (!r.ok() || !mp) return Status::Corruption(W + ": model record truncated");
+      auto m = TensorModel::deserialize(mp, ml, g, W);
+      if (!m.ok()) return m.status();
+      t->model = std::move(m).value();
+      if (t->model.kind == ModelKind::kInt && t->model.ip.zgroup) {
+        if (t->aux < 0 || static_cast<uint64_t>(t->aux) >= i + nt || static_cast<uint64_t>(t->aux) >= nt ||
+            static_cast<uint64_t>(t->aux) == i)
+          return corrupt(W + " aux tensor", static_cast<uint64_t>(t->aux), "another tensor of the file");
+      }
+    } else if (t->aux != -1) {
+      return corrupt(W + " aux tensor", static_cast<uint64_t>(t->aux), "-1 without a model");
+    }
+    const uint64_t nc = r.varint();
+    if (!r.ok() || nc != g.num_chunks() || (nbytes == 0 && nc != 0))
+      return corrupt(W + " chunk count", nc, std::to_string(g.num_chunks()));
+    uint64_t dec_off = data_start + ref.begin;
+    for (uint64_t c = 0; c < nc; ++c) {
+      ChunkEntry e{};
+      e.file_offset = r.u64();
+      e.stored_size = r.u32();
+      e.decoded_size = r.u32();
+      e.method = r.u8();
+      e.xxh3 = r.u64();
+      if (!r.ok()) return Status::Corruption(W + ": chunk table truncated");
+      uint64_t row0, col0, h, w;
+      g.chunk_rect(c, &row0, &col0, &h, &w);
+      if (e.decoded_size != h * w * eb / 8)
+        return corrupt(W + " chunk " + std::to_string(c) + " decoded size", e.decoded_size,
+                       std::to_string(h * w * eb / 8));
+      if (e.method > 2) return corrupt(W + " chunk " + std::to_string(c) + " method", e.method, "0..2");
+      if (e.method == 2 && !t->has_model)
+        return Status::Corruption(W + ": chunk " + std::to_string(c) + " is model-coded but the tensor has no model");
+      if (e.file_offset < kHeaderSize || e.file_offset > index_off || e.stored_size > index_off - e.file_offset)
+        return corrupt(W + " chunk " + std::to_string(c) + " offset", e.file_offset, "within the data region");
+      e.decoded_offset = dec_off;
+      dec_off += e.decoded_size;
+      t->chunks.push_back(e);
+    }
+    if (dec_off != data_start + ref.end) return Status::Corruption(W + ": chunks do not cover the tensor");
+    t->kind = r.str(64);
+    t->model_desc = r.str(256);
+    t->tiles_total = r.u32();
+    t->tiles_with_tools = r.u32();
+    for (auto& v : t->pred_hist) v = r.u32();
+    for (auto& v : t->xform_hist) v = r.u32();
+    if (!r.ok()) return Status::Corruption(W + ": index record truncated");
+    t->info = ref;
+    t->first_global = rd->all_chunks_.size();
+    for (size_t c = 0; c < t->chunks.size(); ++c) {
+      rd->all_chunks_.push_back(t->chunks[c]);
+      rd->chunk_tensor_.push_back(static_cast<uint32_t>(i));
+      rd->chunk_local_.push_back(c);
+    }
+    rd->tensors_.push_back(std::move(t));
+  }
+  if (r.remaining()) return corrupt("index trailing bytes", r.remaining(), "0");
+  // Aux tensors must be plain (no aux of their own) and of the right shape.
+  for (auto& t : rd->tensors_) {
+    if (!t->has_model || t->model.kind != ModelKind::kInt || !t->model.ip.zgroup) continue;
+    const Tensor& z = *rd->tensors_[static_cast<size_t>(t->aux)];
+    const uint64_t zc = (t->geom.cols + t->model.ip.zgroup - 1) / t->model.ip.zgroup;
+    if (z.info.dtype != DType::kU8 || z.info.nbytes() != t->geom.rows * zc ||
+        (z.has_model && z.model.kind == ModelKind::kInt && z.model.ip.zgroup))
+      return Status::Corruption(P + ": tensor \"" + t->info.name + "\": zero-point tensor \"" + z.info.name +
+                                "\" has the wrong type or shape");
+  }
+  return rd;
+}
+
+size_t Reader::num_tensors() const { return tensors_.size(); }
+
+TensorSummary Reader::tensor_summary(size_t i) const {
+  const Tensor& t = *tensors_.at(i);
+  TensorSummary s;
+  s.name = t.info.name;
+  s.dtype = t.info.dtype;
+  s.shape = t.info.shape;
+  s.original_bytes = t.info.nbytes();
+  s.chunks = t.chunks.size();
+  for (auto& c : t.chunks) {
+    s.stored_bytes += c.stored_size;
+    (c.method == 2 ? s.chunks_model : c.method == 1 ? s.chunks_zstd : s.chunks_raw)++;
+  }
+  s.kind = t.kind;
+  s.model = t.model_desc;
+  s.tiles_total = t.tiles_total;
+  s.tiles_with_tools = t.tiles_with_tools;
+  s.pred_hist = t.pred_hist;
+  s.xform_hist = t.xform_hist;
+  s.crc32 = t.crc;
+  return s;
+}
+
+const ChunkEntry& Reader::chunk(size_t i) const { return all_chunks_.at(i); }
+
+size_t Reader::chunk_at(uint64_t off) const {
+  if (off < header_.data_start || all_chunks_.empty()) return SIZE_MAX;
+  auto it = std::upper_bound(all_chunks_.begin(), all_chunks_.end(), off,
+                             [](uint64_t o, const ChunkEntry& c) { return o < c.decoded_offset; });
+  if (it == all_chunks_.begin()) return SIZE_MAX;
+  return static_cast<size_t>(it - all_chunks_.begin() - 1);
+}
+
+std::string Reader::chunk_what(size_t g) const {
+  const Tensor& t = *tensors_[chunk_tensor_[g]];
+  return path_ + ": tensor \"" + t.info.name + "\" chunk " + std::to_string(chunk_local_[g]);
+}
+
+Status Reader::load_aux(size_t ti) const {
+  const Tensor& z = *tensors_[ti];
+  if (z.decoded_ready.load(std::memory_order_acquire)) return Status::OK();
+  std::lock_guard<std::mutex> lk(aux_mu_);
+  if (z.decoded_ready.load(std::memory_order_relaxed)) return Status::OK();
+  std::vector<uint8_t> buf(z.info.nbytes());
+  if (!z.chunks.empty()) {
+    WC_RETURN_IF_ERROR(read(z.chunks.front().decoded_offset, buf.size(), buf.data()));
+  }
+  z.decoded = std::move(buf);
+  z.decoded_ready.store(true, std::memory_order_release);
+  return Status::OK();
+}
+
+Status Reader::decode_chunk(size_t gi, uint8_t* out) const {
+  if (gi >= all_chunks_.size()) return Status::OutOfRange(path_ + ": chunk index " + std::to_string(gi));
+  const ChunkEntry& e = all_chunks_[gi];
+  const Tensor& t = *tensors_[chunk_tensor_[gi]];
+  thread_local std::vector<uint8_t> payload;
+  thread_local DecodeScratch scratch;
+  payload.resize(e.stored_size);
+  WC_RETURN_IF_ERROR(pread_exact(e.file_offset, e.stored_size, payload.data()));
+  const uint8_t* zp = nullptr;
+  uint32_t zcols = 0;
+  if (e.method == 2 && t.model.kind == ModelKind::kInt && t.model.ip.zgroup) {
+    WC_RETURN_IF_ERROR(load_aux(static_cast<size_t>(t.aux)));
+    zp = tensors_[static_cast<size_t>(t.aux)]->decoded.data();
+    zcols = static_cast<uint32_t>((t.geom.cols + t.model.ip.zgroup - 1) / t.model.ip.zgroup);
+  }
+  return wcodec::decode_chunk(t.geom, t.has_model ? &t.model : nullptr, chunk_local_[gi],
+                              static_cast<ChunkMethod>(e.method), payload.data(), payload.size(), e.decoded_size,
+                              e.xxh3, zp, zcols, t.model.ip.zgroup, out, scratch, chunk_what(gi));
+}
+
+Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
+  if (offset > original_size_ || length > original_size_ - offset)
+    return Status::OutOfRange(path_ + ": read [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                              ") beyond original size " + std::to_string(original_size_));
+  const uint64_t end = offset + length;
+  // Header region.
+  if (offset < header_.data_start) {
+    const uint64_t n = std::min(end, header_.data_start) - offset;
+    std::memcpy(out, orig_header_.data() + offset, n);
+    out += n;
+    offset += n;
+  }
+  if (offset >= end) return Status::OK();
+  thread_local std::vector<uint8_t> tmp;
+  for (size_t gi = chunk_at(offset); gi < all_chunks_.size() && offset < end; ++gi) {
+    const ChunkEntry& e = all_chunks_[gi];
+    const uint64_t cs = e.decoded_offset, ce = cs + e.decoded_size;
+    if (ce <= offset) continue;
+    const uint64_t a = offset, b = std::min(end, ce);
+    if (a == cs && b == ce) {
+      WC_RETURN_IF_ERROR(decode_chunk(gi, out));
+    } else {
+      tmp.resize(e.decoded_size);
+      WC_RETURN_IF_ERROR(decode_chunk(gi, tmp.data()));
+      std::memcpy(out, tmp.data() + (a - cs), b - a);
+    }
+    out += b - a;
+    offset = b;
+  }
+  if (offset != end) return Status::Internal(path_ + ": chunks do not cover the requested range");
+  return Status::OK();
+}
+
+Status Reader::verify(bool full) const {
+  // Whole-file CRC32 of the stored bytes.
+  {
+    std::vector<uint8_t> buf(1 << 20);
+    uint32_t crc = 0;
+    const uint64_t body = file_size_ - kFooterSize + 24;  // footer bytes before the file CRC
+    for (uint64_t off = 0; off < body;) {
+      const uint64_t n = std::min<uint64_t>(buf.size(), body - off);
+      WC_RETURN_IF_ERROR(pread_exact(off, n, buf.data()));
+      // The CRC covers everything before the footer.
+      const uint64_t lim = file_size_ - kFooterSize;
+      if (off < lim) crc = crc32_of(buf.data(), std::min<uint64_t>(n, lim - off), crc);
+      off += n;
+    }
+    if (crc != file_crc_) return Status::Corruption(path_ + ": file CRC32 mismatch (stored bytes are damaged)");
+  }
+  if (!full) return Status::OK();
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  EVP_DigestUpdate(ctx, orig_header_.data(), orig_header_.size());
+  std::vector<uint8_t> buf;
+  Status st;
+  for (const auto& t : tensors_) {
+    uint32_t crc = 0;
+    for (size_t c = 0; c < t->chunks.size() && st.ok(); ++c) {
+      buf.resize(t->chunks[c].decoded_size);
+      st = decode_chunk(t->first_global + c, buf.data());
+      if (!st.ok()) break;
+      crc = crc32_of(buf.data(), buf.size(), crc);
+      EVP_DigestUpdate(ctx, buf.data(), buf.size());
+    }
+    if (!st.ok()) break;
+    if (crc != t->crc) {
+      st = Status::Corruption(path_ + ": tensor \"" + t->info.name + "\" CRC32 mismatch");
+      break;
+    }
+  }
+  std::array<uint8_t, 32> md{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx, md.data(), &len);
+  EVP_MD_CTX_free(ctx);
+  WC_RETURN_IF_ERROR(st);
+  if (md != sha256_)
+    return Status::Corruption(path_ + ": SHA-256 of the decoded file " + hex(md.data(), 32) + " != stored " +
+                              hex(sha256_.data(), 32));
+  return Status::OK();
+}
+
+Status Reader::decode_to_file(const std::string& out_path) const {
+  std::vector<uint8_t> buf(original_size_);
+  WC_RETURN_IF_ERROR(read(0, original_size_, buf.data()));
+  const auto md = sha256_of(buf.data(), buf.size());
+  if (md != sha256_)
+    return Status::Corruption(path_ + ": SHA-256 of the decoded file " + hex(md.data(), 32) + " != stored " +
+                              hex(sha256_.data(), 32));
+  return write_file_atomic(out_path, buf.data(), buf.size());
+}
+
+}  // namespace wcodec

@@ -1,0 +1,181 @@
+// codec/src/rans.h — 32-lane interleaved rANS: frequency tables, the encoder
+// and the per-symbol decode step shared by the CPU and CUDA decoders.
+//
+// Parameters (docs/wcodec-format.md, "Entropy coder"):
+//   state: u32, normalized interval [2^16, 2^32); renormalization moves one
+//   16-bit little-endian word; probability precision P <= 12 bits per table.
+//   A chunk stream is: 32 u32 initial states, then the u16 word stream in the
+//   order the decoder consumes it. Decoding visits symbols in "decode order"
+//   (the model defines it); every lane's state must end at 2^16, which the
+//   decoder checks, so truncation and most corruption are detected for free.
+// Thread-safety: tables are immutable after construction; encoders are
+// single-threaded objects.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hd.h"
+
+namespace wcodec {
+
+inline constexpr int kLanes = 32;
+inline constexpr uint32_t kRansL = 1u << 16;
+inline constexpr int kMaxProbBits = 12;
+
+// Decoding view of one table (device-copyable: plain pointers).
+struct DecTable {
+  const uint16_t* freq;   // [nsym]
+  const uint16_t* start;  // [nsym]
+  const uint8_t* lut;     // [1 << P]: slot -> symbol
+  uint32_t P;
+};
+
+// One rANS decode step for lane state x (no renormalization).
+WC_HD inline uint32_t rans_decode_sym(uint32_t& x, const DecTable& t) {
+  const uint32_t mask = (1u << t.P) - 1;
+  const uint32_t slot = x & mask;
+  const uint32_t s = t.lut[slot];
+  x = static_cast<uint32_t>(t.freq[s]) * (x >> t.P) + slot - t.start[s];
+  return s;
+}
+
+// Uniform k-bit value (k <= 12) coded as a symbol of frequency 2^(12-k).
+WC_HD inline uint32_t rans_decode_bits(uint32_t& x, uint32_t k) {
+  const uint32_t v = (x & 0xFFFu) >> (12 - k);
+  x = (1u << (12 - k)) * (x >> 12) + (x & 0xFFFu) - (v << (12 - k));
+  return v;
+}
+
+// Word source with bounds: reading past the end sets `bad` and yields 0.
+struct WordSource {
+  const uint8_t* p;
+  uint32_t n;    // words available
+  uint32_t pos;  // next word
+  bool bad;
+};
+
+WC_HD inline void rans_renorm(uint32_t& x, WordSource& ws) {
+  if (x < kRansL) {
+    uint32_t w = 0;
+    if (ws.pos < ws.n) {
+      w = static_cast<uint32_t>(ws.p[2 * ws.pos]) | (static_cast<uint32_t>(ws.p[2 * ws.pos + 1]) << 8);
+      ++ws.pos;
+    } else {
+      ws.bad = true;
+    }
+    x = (x << 16) | w;
+  }
+}
+
+// A normalized frequency table (host side).
+struct FreqTable {
+  uint32_t P = kMaxProbBits;
+  std::vector<uint16_t> freq;   // nsym entries, sum == 1 << P (or all 0 if unused)
+  std::vector<uint16_t> start;  // cumulative
+  std::vector<uint8_t> lut;     // 1 << P entries (built by build_lut)
+
+  size_t nsym() const { return freq.size(); }
+  bool empty() const { return lut.empty() && start.empty(); }
+  DecTable view() const { return DecTable{freq.data(), start.data(), lut.data(), P}; }
+  void build_lut();
+};
+
+// Normalizes counts to sum 2^P, keeping every non-zero count >= 1.
+// An all-zero histogram gives an unused table (encoding from it is a bug).
+FreqTable normalize_counts(const std::vector<uint64_t>& counts, uint32_t P);
+
+// Estimated cost in bits of coding `counts` with table `t` (inf if a symbol
+// with a count has zero frequency).
+double table_cost_bits(const std::vector<uint64_t>& counts, const FreqTable& t);
+// Empirical entropy (bits) of counts.
+double entropy_bits(const std::vector<uint64_t>& counts);
+
+class BitWriter;
+class BitReader;
+// Compact serialization of a table (gap/frequency Elias-gamma codes).
+void write_table(BitWriter& bw, const FreqTable& t);
+// Reads a table of alphabet `nsym` and precision P; false on malformed input.
+bool read_table(BitReader& br, uint32_t nsym, uint32_t P, FreqTable* t);
+// Approximate serialized size in bits (for encoder cost decisions).
+double table_size_bits(const FreqTable& t);
+
+// Encoder: symbols are pushed in decode order; finish() writes the stream.
+class RansEncoder {
+ public:
+  void reserve(size_t n) { syms_.reserve(n); }
+  void put(int lane, const FreqTable& t, uint32_t s) {
+    syms_.push_back(Sym{t.start[s], t.freq[s], static_cast<uint8_t>(t.P), static_cast<uint8_t>(lane)});
+  }
+  void put_bits(int lane, uint32_t v, uint32_t k) {
+    syms_.push_back(Sym{static_cast<uint16_t>(v << (12 - k)), static_cast<uint16_t>(1u << (12 - k)), 12,
+                        static_cast<uint8_t>(lane)});
+  }
+  // Appends 32 u32 states + the u16 word stream to out; returns bytes written.
+  size_t finish(std::vector<uint8_t>& out);
+  void clear() { syms_.clear(); }
+
+ private:
+  struct Sym {
+    uint16_t start, freq;
+    uint8_t P, lane;
+  };
+  std::vector<Sym> syms_;
+};
+
+// Bit-level writer/reader (LSB-first) for tables and model side information.
+class BitWriter {
+ public:
+  void put(uint64_t v, uint32_t n) {  // n <= 57
+    acc_ |= (n ? (v & ((1ull << n) - 1)) : 0) << fill_;
+    fill_ += n;
+    while (fill_ >= 8) {
+      out_.push_back(static_cast<uint8_t>(acc_));
+      acc_ >>= 8;
+      fill_ -= 8;
+    }
+  }
+  void gamma(uint64_t v);  // v >= 1
+  std::vector<uint8_t> finish() {
+    if (fill_) out_.push_back(static_cast<uint8_t>(acc_));
+    acc_ = 0;
+    fill_ = 0;
+    return std::move(out_);
+  }
+  size_t bits() const { return out_.size() * 8 + fill_; }
+
+ private:
+  std::vector<uint8_t> out_;
+  uint64_t acc_ = 0;
+  uint32_t fill_ = 0;
+};
+
+class BitReader {
+ public:
+  BitReader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  uint64_t get(uint32_t n) {  // n <= 57
+    uint64_t v = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      size_t byte = bitpos_ >> 3;
+      if (byte >= n_) {
+        ok_ = false;
+        return 0;
+      }
+      v |= static_cast<uint64_t>((p_[byte] >> (bitpos_ & 7)) & 1) << i;
+      ++bitpos_;
+    }
+    return v;
+  }
+  uint64_t gamma();
+  bool ok() const { return ok_; }
+  size_t bytes_used() const { return (bitpos_ + 7) >> 3; }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+  size_t bitpos_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace wcodec

@@ -1,0 +1,1200 @@
+// codec/src/tensor_codec.cpp — model selection, chunk encoding and CPU chunk
+// decoding. See tensor_codec.h and docs/wcodec-format.md.
+#include "tensor_codec.h"
+
+#include <xxhash.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "bytes.h"
+
+namespace wcodec {
+
+uint64_t chunk_hash(const uint8_t* p, size_t n) { return XXH3_64bits(p, n); }
+
+// ------------------------------------------------------------------ geometry
+uint64_t TensorGeometry::num_chunks() const {
+  if (rows == 0 || cols == 0) return 0;
+  if (chunk_cols == cols) return (rows + chunk_rows - 1) / chunk_rows;
+  return rows * ((cols + chunk_cols - 1) / chunk_cols);
+}
+
+void TensorGeometry::chunk_rect(uint64_t i, uint64_t* row0, uint64_t* col0, uint64_t* h, uint64_t* w) const {
+  if (chunk_cols == cols) {
+    *row0 = i * chunk_rows;
+    *h = std::min(chunk_rows, rows - *row0);
+    *col0 = 0;
+    *w = cols;
+  } else {
+    const uint64_t per_row = (cols + chunk_cols - 1) / chunk_cols;
+    *row0 = i / per_row;
+    *col0 = (i % per_row) * chunk_cols;
+    *h = 1;
+    *w = std::min(chunk_cols, cols - *col0);
+  }
+}
+
+static TensorGeometry make_geometry(uint64_t nbytes, uint64_t rows, uint32_t elem_bits, uint64_t target) {
+  TensorGeometry g;
+  g.elem_bits = elem_bits;
+  if (nbytes == 0) return g;
+  if (rows == 0 || nbytes % rows) rows = 1;
+  g.rows = rows;
+  g.cols = nbytes / rows * 8 / elem_bits;
+  const uint64_t rb = g.row_bytes();
+  if (rb <= target) {
+    g.chunk_cols = g.cols;
+    g.chunk_rows = std::min<uint64_t>(rows, std::max<uint64_t>(1, target / rb));
+  } else {
+    g.chunk_rows = 1;
+    uint64_t c = target * 8 / elem_bits;
+    c -= c % 8;
+    g.chunk_cols = std::max<uint64_t>(8, c);
+    if (g.chunk_cols >= g.cols) g.chunk_cols = g.cols;
+  }
+  return g;
+}
+
+// ------------------------------------------------------------------ model
+void TensorModel::finalize() {
+  v0.clear();
+  v1.clear();
+  for (auto& t : t0) v0.push_back(t.view());
+  for (auto& t : t1) v1.push_back(t.view());
+}
+
+ModelView TensorModel::view(const uint8_t* zp, uint32_t zcols) const {
+  ModelView m{};
+  m.kind = kind;
+  m.fp = fp;
+  m.ip = ip;
+  m.bp = bp;
+  m.t0 = v0.data();
+  m.t1 = v1.data();
+  m.n0 = static_cast<uint32_t>(v0.size());
+  m.n1 = static_cast<uint32_t>(v1.size());
+  m.rc = rc.data();
+  m.cc = cc.data();
+  m.zp = zp;
+  m.zcols = zcols;
+  return m;
+}
+
+static uint32_t t0_nsym(const TensorModel& m) {
+  switch (m.kind) {
+    case ModelKind::kFloat: return 1u << m.fp.eb;
+    case ModelKind::kInt: return m.ip.nsym;
+    case ModelKind::kBytes: return 256;
+  }
+  return 0;
+}
+static uint32_t t0_count(const TensorModel& m) {
+  switch (m.kind) {
+    case ModelKind::kFloat: return float_e_nctx(m.fp);
+    case ModelKind::kInt: return int_nctx(m.ip);
+    case ModelKind::kBytes: return bytes_nctx(m.bp);
+  }
+  return 0;
+}
+static uint32_t t1_count(const TensorModel& m) { return m.kind == ModelKind::kFloat ? float_sm_nctx(m.fp) : 0; }
+
+std::vector<uint8_t> TensorModel::serialize() const {
+  ByteWriter w;
+  w.u8(static_cast<uint8_t>(kind));
+  switch (kind) {
+    case ModelKind::kFloat:
+      w.u8(fp.elem_bytes);
+      w.u8(fp.eb);
+      w.u8(fp.mb);
+      w.u8(fp.k);
+      w.u8(fp.emode);
+      w.u8(fp.ne);
+      w.u8(fp.nm);
+      w.u8(fp.sign_ctx);
+      w.u16(static_cast<uint16_t>(fp.elo));
+      w.u16(static_cast<uint16_t>(fp.mlo));
+      break;
+    case ModelKind::kInt:
+      w.u8(ip.sub);
+      w.u8(ip.center);
+      w.u16(ip.esc);
+      w.u16(ip.nsym);
+      w.u8(ip.nbr_mode);
+      w.u8(ip.nb);
+      for (auto v : ip.thr) w.u16(v);
+      w.u8(ip.ns);
+      for (auto v : ip.sthr) w.u8(v);
+      w.u8(ip.use_rc);
+      w.u8(ip.use_cc);
+      w.u8(ip.tools);
+      w.u32(ip.zgroup);
+      break;
+    case ModelKind::kBytes:
+      w.u8(bp.elem_bytes);
+      w.u8(bp.ctx_mode);
+      break;
+  }
+  BitWriter bw;
+  if (kind == ModelKind::kInt) {
+    if (ip.use_rc)
+      for (auto v : rc) bw.put(v, 5);
+    if (ip.use_cc)
+      for (auto v : cc) bw.put(v, 5);
+  }
+  for (auto& t : t0) write_table(bw, t);
+  for (auto& t : t1) write_table(bw, t);
+  auto bits = bw.finish();
+  w.varint(bits.size());
+  w.bytes(bits.data(), bits.size());
+  return std::move(w.buf());
+}
+
+Result<TensorModel> TensorModel::deserialize(const uint8_t* p, size_t n, const TensorGeometry& g,
+                                             const std::string& what) {
+  ByteReader r(p, n);
+  TensorModel m;
+  const uint8_t kind = r.u8();
+  auto bad = [&](const std::string& field, int64_t v, const std::string& range) {
+    return Status::Corruption(what + ": model field " + field + " = " + std::to_string(v) + " (allowed " + range +
+                              ")");
+  };
+  if (kind < 1 || kind > 3) return bad("kind", kind, "1..3");
+  m.kind = static_cast<ModelKind>(kind);
+  switch (m.kind) {
+    case ModelKind::kFloat: {
+      m.fp.elem_bytes = r.u8();
+      m.fp.eb = r.u8();
+      m.fp.mb = r.u8();
+      m.fp.k = r.u8();
+      m.fp.emode = r.u8();
+      m.fp.ne = r.u8();
+      m.fp.nm = r.u8();
+      m.fp.sign_ctx = r.u8();
+      m.fp.elo = static_cast<int16_t>(r.u16());
+      m.fp.mlo = static_cast<int16_t>(r.u16());
+      if (!r.ok()) return Status::Corruption(what + ": model parameters truncated");
+      const auto& f = m.fp;
+      if (f.elem_bytes != 1 && f.elem_bytes != 2 && f.elem_bytes != 4) return bad("elem_bytes", f.elem_bytes, "1, 2, 4");
+      if (f.elem_bytes * 8u != g.elem_bits) return bad("elem_bytes", f.elem_bytes, "element size of the tensor");
+      if (f.eb < 1 || f.eb > 8) return bad("exponent_bits", f.eb, "1..8");
+      if (1u + f.eb + f.mb != f.elem_bytes * 8u) return bad("mantissa_bits", f.mb, "element bits - 1 - exponent bits");
+      if (f.k > 7 || f.k > f.mb) return bad("k", f.k, "0..min(7, mantissa bits)");
+      if (f.mb - f.k > 24) return bad("k", f.k, "raw bits <= 24");
+      if (f.emode > 3) return bad("emode", f.emode, "0..3");
+      if (f.ne < 1 || f.ne > 64) return bad("ne", f.ne, "1..64");
+      if (f.nm < 1 || f.nm > 64) return bad("nm", f.nm, "1..64");
+      if (f.sign_ctx > 1) return bad("sign_ctx", f.sign_ctx, "0..1");
+      break;
+    }
+    case ModelKind::kInt: {
+      auto& ip = m.ip;
+      ip.sub = r.u8();
+      ip.center = r.u8();
+      ip.esc = r.u16();
+      ip.nsym = r.u16();
+      ip.nbr_mode = r.u8();
+      ip.nb = r.u8();
+      for (auto& v : ip.thr) v = r.u16();
+      ip.ns = r.u8();
+      for (auto& v : ip.sthr) v = r.u8();
+      ip.use_rc = r.u8();
+      ip.use_cc = r.u8();
+      ip.tools = r.u8();
+      ip.zgroup = r.u32();
+      if (!r.ok()) return Status::Corruption(what + ": model parameters truncated");
+      if (ip.sub > kIntTernary) return bad("int_sub", ip.sub, "0..3");
+      const uint32_t bits = 8 / int_codes_per_byte(ip.sub);
+      if (bits != g.elem_bits) return bad("int_sub", ip.sub, "matching the element size");
+      if (ip.esc < 2 || ip.esc > 238) return bad("esc", ip.esc, "2..238");
+      if (ip.nsym != ip.esc + kEscClasses) return bad("nsym", ip.nsym, "esc + 18");
+      if (ip.nbr_mode > 1) return bad("nbr_mode", ip.nbr_mode, "0..1");
+      if (ip.nb < 1 || ip.nb > 8) return bad("nb", ip.nb, "1..8");
+      if (ip.ns < 1 || ip.ns > 16) return bad("ns", ip.ns, "1..16");
+      if (ip.use_rc > 1 || ip.use_cc > 1 || ip.tools > 1) return bad("flags", ip.use_rc, "0..1");
+      if (ip.zgroup > (1u << 20)) return bad("zgroup", ip.zgroup, "0..2^20");
+      if (ip.sub == kIntNibble && ip.center > 15) return bad("center", ip.center, "0..15");
+      break;
+    }
+    case ModelKind::kBytes:
+      m.bp.elem_bytes = r.u8();
+      m.bp.ctx_mode = r.u8();
+      if (!r.ok()) return Status::Corruption(what + ": model parameters truncated");
+      if (m.bp.elem_bytes < 1 || m.bp.elem_bytes > 16 || m.bp.elem_bytes * 8u != g.elem_bits)
+        return bad("elem_bytes", m.bp.elem_bytes, "element size of the tensor, 1..16");
+      if (m.bp.ctx_mode > 1) return bad("ctx_mode", m.bp.ctx_mode, "0..1");
+      break;
+  }
+  const uint64_t blen = r.varint();
+  const uint8_t* bits = r.take(blen);
+  if (!r.ok() || !bits) return Status::Corruption(what + ": model tables truncated");
+  if (r.remaining()) return bad("trailing bytes", static_cast<int64_t>(r.remaining()), "0");
+  BitReader br(bits, blen);
+  if (m.kind == ModelKind::kInt) {
+    if (g.rows > (1u << 28) || g.cols > (1u << 30)) return Status::Corruption(what + ": tensor grid too large");
+    if (m.ip.use_rc) {
+      m.rc.resize(g.rows);
+      for (auto& v : m.rc) v = static_cast<uint8_t>(br.get(5));
+    } else {
+      m.rc.assign(1, 0);
+    }
+    if (m.ip.use_cc) {
+      m.cc.resize(g.cols);
+      for (auto& v : m.cc) v = static_cast<uint8_t>(br.get(5));
+    } else {
+      m.cc.assign(1, 0);
+    }
+    if (!br.ok()) return Status::Corruption(what + ": model side information truncated");
+  }
+  const uint32_t n0 = t0_count(m), n1 = t1_count(m), ns0 = t0_nsym(m);
+  const uint32_t ns1 = m.kind == ModelKind::kFloat ? (2u << m.fp.k) : 0;
+  m.t0.resize(n0);
+  m.t1.resize(n1);
+  for (auto& t : m.t0)
+    if (!read_table(br, ns0, kMaxProbBits, &t)) return Status::Corruption(what + ": malformed frequency table");
+  for (auto& t : m.t1)
+    if (!read_table(br, ns1, kMaxProbBits, &t)) return Status::Corruption(what + ": malformed frequency table");
+  m.finalize();
+  return m;
+}
+
+std::string TensorModel::describe() const {
+  static const char* emodes[] = {"o0", "left", "avg", "top"};
+  static const char* subs[] = {"i8", "u8", "u4", "tern"};
+  char buf[160];
+  switch (kind) {
+    case ModelKind::kFloat:
+      std::snprintf(buf, sizeof buf, "exp:%s/%u sm:k%u/%u%s raw%u", emodes[fp.emode & 3], fp.ne, fp.k, fp.nm,
+                    fp.sign_ctx ? "+s" : "", fp.mb - fp.k);
+      break;
+    case ModelKind::kInt:
+      std::snprintf(buf, sizeof buf, "%s %s ns%u nb%u%s%s%s%s", subs[ip.sub & 3], ip.nbr_mode ? "nbr3^4" : "act",
+                    ip.ns, ip.nb, ip.use_rc ? " row" : "", ip.use_cc ? " col" : "", ip.tools ? " tools" : "",
+                    ip.zgroup ? " zp" : "");
+      break;
+    case ModelKind::kBytes:
+      std::snprintf(buf, sizeof buf, "planes%u%s", bp.elem_bytes, bp.ctx_mode ? "+left" : "");
+      break;
+  }
+  return buf;
+}
+
+// ------------------------------------------------------------------ walkers
+// The walkers visit symbols in decode order and call emit(lane, set, ctx,
+// sym) for coded symbols and bits(lane, value, nbits) for uniform bits.
+// They mirror chunk_decode.h exactly (same context functions).
+
+struct FloatChunkData {
+  std::vector<uint16_t> e;
+  std::vector<uint8_t> sm;
+  std::vector<uint32_t> raw;
+};
+
+static void split_float(const FloatParams& p, const uint8_t* bytes, uint64_t n, FloatChunkData* d) {
+  d->e.resize(n);
+  d->sm.resize(n);
+  d->raw.resize(n);
+  const uint32_t mb = p.mb, eb = p.eb, rawb = mb - p.k;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t v = load_elem(bytes + i * p.elem_bytes, p.elem_bytes);
+    const uint32_t sign = v >> (eb + mb);
+    d->e[i] = static_cast<uint16_t>((v >> mb) & ((1u << eb) - 1));
+    const uint32_t m = v & ((1u << mb) - 1);
+    d->sm[i] = static_cast<uint8_t>((sign << p.k) | (m >> rawb));
+    d->raw[i] = rawb ? (m & ((1u << rawb) - 1)) : 0;
+  }
+}
+
+template <typename Emit>
+static void walk_float(const FloatParams& p, uint32_t h, uint32_t w, const FloatChunkData& d, Emit&& emit) {
+  LaneCursor cur[kLanes];
+  const uint32_t steps = init_cursors(h, w, cur);
+  for (uint32_t t = 0; t < steps; ++t) {
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      if (t >= cur[l].n) continue;
+      const uint32_t r = cur[l].r, c = cur[l].c;
+      emit(l, 0, float_e_ctx(p, d.e.data(), w, r, c, c > cur[l].rect.c0, r > cur[l].rect.r0), d.e[r * w + c]);
+    }
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      if (t >= cur[l].n) continue;
+      const uint32_t r = cur[l].r, c = cur[l].c;
+      int ls = 0;
+      if (c > cur[l].rect.c0) ls = 1 + (d.sm[r * w + c - 1] >> p.k);
+      emit(l, 1, float_sm_ctx(p, d.e[r * w + c], ls), d.sm[r * w + c]);
+      advance(cur[l]);
+    }
+  }
+}
+
+struct IntToken {
+  uint32_t tok, extra, nb;
+};
+static IntToken make_token(const IntParams& p, int32_t v) {
+  const uint32_t u = static_cast<uint32_t>(tile::zz_encode(v));
+  if (u < p.esc) return {u, 0, 0};
+  const uint32_t d = u - p.esc;
+  const uint32_t nb = bit_width32(d);
+  const uint32_t extra = nb >= 2 ? d - (1u << (nb - 1)) : 0;
+  return {p.esc + nb, extra, nb};
+}
+
+template <typename Emit, typename Bits>
+static void walk_int(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0, uint64_t col0,
+                     uint32_t h, uint32_t w, const int32_t* res, Emit&& emit, Bits&& bits) {
+  LaneCursor cur[kLanes];
+  IntToken tk[kLanes];
+  const uint32_t steps = init_cursors(h, w, cur);
+  for (uint32_t t = 0; t < steps; ++t) {
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      if (t >= cur[l].n) continue;
+      const uint32_t r = cur[l].r, c = cur[l].c;
+      const uint32_t sc = int_scale_class(p, rc, cc, static_cast<uint32_t>(row0 + r), static_cast<uint32_t>(col0 + c));
+      const uint32_t ctx = int_ctx(p, res, w, r, c, cur[l].rect.r0, cur[l].rect.c0, sc);
+      tk[l] = make_token(p, res[r * w + c]);
+      emit(l, 0, ctx, tk[l].tok);
+    }
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      if (t >= cur[l].n || tk[l].nb < 2) continue;
+      const uint32_t e = tk[l].nb - 1, lo = e < 8 ? e : 8;
+      bits(l, tk[l].extra & ((1u << lo) - 1), lo);
+    }
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      if (t >= cur[l].n || tk[l].nb < 10) continue;
+      bits(l, tk[l].extra >> 8, tk[l].nb - 9);
+    }
+    for (uint32_t l = 0; l < kLanes; ++l)
+      if (t < cur[l].n) advance(cur[l]);
+  }
+}
+
+template <typename Emit>
+static void walk_bytes(const BytesParams& p, uint32_t h, uint32_t w, const uint8_t* data, Emit&& emit) {
+  LaneCursor cur[kLanes];
+  const uint32_t eb = p.elem_bytes;
+  const uint32_t steps = init_cursors(h, w, cur);
+  for (uint32_t t = 0; t < steps; ++t) {
+    for (uint32_t b = 0; b < eb; ++b) {
+      for (uint32_t l = 0; l < kLanes; ++l) {
+        if (t >= cur[l].n) continue;
+        const uint64_t pos = (uint64_t{cur[l].r} * w + cur[l].c) * eb + b;
+        const int left = cur[l].c > cur[l].rect.c0 ? data[pos - eb] : -1;
+        emit(l, 0, bytes_ctx(p, b, left), data[pos]);
+      }
+    }
+    for (uint32_t l = 0; l < kLanes; ++l)
+      if (t < cur[l].n) advance(cur[l]);
+  }
+}
+
+// ------------------------------------------------------------------ stats
+struct Stats {
+  std::vector<std::vector<uint64_t>> c0, c1;
+  void init(uint32_t n0, uint32_t ns0, uint32_t n1, uint32_t ns1) {
+    c0.assign(n0, std::vector<uint64_t>(ns0, 0));
+    c1.assign(n1, std::vector<uint64_t>(ns1, 0));
+  }
+  void add(uint32_t set, uint32_t ctx, uint32_t sym) { (set ? c1 : c0)[ctx][sym]++; }
+  // Estimated cost in bits: data at empirical entropy, scaled by `scale`,
+  // plus the table description.
+  double cost(double scale) const {
+    double bits = 0;
+    for (const auto* cs : {&c0, &c1}) {
+      for (const auto& c : *cs) {
+        uint64_t tot = 0;
+        for (auto v : c) tot += v;
+        if (!tot) {
+          bits += 1;
+          continue;
+        }
+        bits += entropy_bits(c) * scale;
+        // table: ~ (gap + freq) codes per used symbol
+        size_t nz = 0;
+        for (auto v : c) nz += v != 0;
+        bits += static_cast<double>(nz) * 14.0 + 4;
+      }
+    }
+    return bits;
+  }
+};
+
+static void build_tables(const Stats& s, TensorModel* m) {
+  m->t0.clear();
+  m->t1.clear();
+  for (auto& c : s.c0) m->t0.push_back(normalize_counts(c, kMaxProbBits));
+  for (auto& c : s.c1) m->t1.push_back(normalize_counts(c, kMaxProbBits));
+  m->finalize();
+}
+
+// ------------------------------------------------------------------ chunk access
+struct ChunkRef {
+  uint64_t index, row0, col0, h, w;
+  const uint8_t* bytes;  // chunk's original bytes
+  uint64_t nbytes;
+};
+
+static ChunkRef chunk_ref(const TensorGeometry& g, const uint8_t* data, uint64_t i) {
+  ChunkRef c{};
+  c.index = i;
+  g.chunk_rect(i, &c.row0, &c.col0, &c.h, &c.w);
+  const uint64_t off = (c.row0 * g.cols + c.col0) * g.elem_bits / 8;
+  c.bytes = data + off;
+  c.nbytes = c.h * c.w * g.elem_bits / 8;
+  return c;
+}
+
+// Chunks used to choose parameters: spread across the tensor, up to
+// ~max_elems elements.
+static std::vector<uint64_t> sample_chunks(const TensorGeometry& g, uint64_t max_elems) {
+  const uint64_t n = g.num_chunks();
+  const uint64_t per = std::max<uint64_t>(1, g.chunk_rows * g.chunk_cols);
+  uint64_t want = std::max<uint64_t>(1, max_elems / per);
+  std::vector<uint64_t> out;
+  if (want >= n) {
+    for (uint64_t i = 0; i < n; ++i) out.push_back(i);
+  } else {
+    for (uint64_t k = 0; k < want; ++k) out.push_back(k * n / want);
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ float
+struct FloatLayout {
+  uint8_t bytes, eb, mb;
+};
+static bool float_layout(DType t, FloatLayout* f) {
+  switch (t) {
+    case DType::kBF16: *f = {2, 8, 7}; return true;
+    case DType::kF16: *f = {2, 5, 10}; return true;
+    case DType::kF32: *f = {4, 8, 23}; return true;
+    case DType::kF8_E4M3: *f = {1, 4, 3}; return true;
+    case DType::kF8_E5M2: *f = {1, 5, 2}; return true;
+    default: return false;
+  }
+}
+
+static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayout fl, TensorModel* m) {
+  auto sample = sample_chunks(g, 1u << 20);
+  uint64_t total = g.rows * g.cols, sampled = 0;
+  // Mode exponent.
+  FloatParams base{};
+  base.elem_bytes = fl.bytes;
+  base.eb = fl.eb;
+  base.mb = fl.mb;
+  std::vector<uint64_t> eh(1u << fl.eb, 0);
+  for (auto ci : sample) {
+    ChunkRef c = chunk_ref(g, data, ci);
+    sampled += c.h * c.w;
+    for (uint64_t i = 0; i < c.h * c.w; ++i) {
+      uint32_t v = load_elem(c.bytes + i * fl.bytes, fl.bytes);
+      eh[(v >> fl.mb) & ((1u << fl.eb) - 1)]++;
+    }
+  }
+  const int mode = static_cast<int>(std::max_element(eh.begin(), eh.end()) - eh.begin());
+  const double scale = static_cast<double>(total) / static_cast<double>(std::max<uint64_t>(1, sampled));
+  // Candidate grid, evaluated on the sample. Exponent and sign/mantissa
+  // costs are separable: choose each part independently.
+  struct Cand {
+    FloatParams p;
+    double cost;
+  };
+  FloatChunkData d;
+  auto eval = [&](const FloatParams& p, bool part_e) {
+    Stats s;
+    s.init(part_e ? float_e_nctx(p) : 0, 1u << p.eb, part_e ? 0 : float_sm_nctx(p), 2u << p.k);
+    for (auto ci : sample) {
+      ChunkRef c = chunk_ref(g, data, ci);
+      split_float(p, c.bytes, c.h * c.w, &d);
+      walk_float(p, static_cast<uint32_t>(c.h), static_cast<uint32_t>(c.w), d,
+                 [&](uint32_t, uint32_t set, uint32_t ctx, uint32_t sym) {
+                   if ((set == 0) == part_e) s.add(set, ctx, sym);
+                 });
+    }
+    double bits = s.cost(scale);
+    if (!part_e) bits += static_cast<double>(total) * float_raw_bits(p);
+    return bits;
+  };
+  FloatParams best = base;
+  best.ne = 1;
+  best.nm = 1;
+  best.k = static_cast<uint8_t>(std::min<int>(3, fl.mb));
+  double best_e = std::numeric_limits<double>::infinity();
+  for (uint8_t emode : {0, 1, 2, 3}) {
+    for (uint8_t ne : {8, 16}) {
+      if (emode == 0 && ne != 8) continue;
+      FloatParams p = best;
+      p.emode = emode;
+      p.ne = emode ? ne : 1;
+      p.elo = static_cast<int16_t>(mode - p.ne + 3);
+      double c = eval(p, true);
+      if (c < best_e) {
+        best_e = c;
+        best.emode = p.emode;
+        best.ne = p.ne;
+        best.elo = p.elo;
+      }
+    }
+  }
+  double best_sm = std::numeric_limits<double>::infinity();
+  FloatParams bsm = best;
+  std::vector<uint8_t> ks;
+  for (uint8_t k : {0, 2, 3, 4, 5, 7})
+    if (k <= fl.mb && fl.mb - k <= 24) ks.push_back(k);
+  for (uint8_t k : ks) {
+    for (uint8_t nm : {1, 8, 16}) {
+      for (uint8_t sc : {0, 1}) {
+        FloatParams p = best;
+        p.k = k;
+        p.nm = nm;
+        p.mlo = static_cast<int16_t>(mode - nm + 2);
+        p.sign_ctx = sc;
+        double c = eval(p, false);
+        if (c < best_sm) {
+          best_sm = c;
+          bsm = p;
+        }
+      }
+    }
+  }
+  best.k = bsm.k;
+  best.nm = bsm.nm;
+  best.mlo = bsm.mlo;
+  best.sign_ctx = bsm.sign_ctx;
+  m->kind = ModelKind::kFloat;
+  m->fp = best;
+}
+
+// ------------------------------------------------------------------ int
+static int32_t code_at(uint32_t sub, const uint8_t* bytes, uint64_t i) {
+  switch (sub) {
+    case kIntNibble: return (bytes[i >> 1] >> ((i & 1) * 4)) & 15;
+    case kIntTernary: return (bytes[i >> 2] >> ((i & 3) * 2)) & 3;
+    default: return bytes[i];
+  }
+}
+
+// Values of the whole tensor grid (code -> signed value).
+static void int_values(const IntParams& p, const TensorGeometry& g, const uint8_t* data, const AuxInput& aux,
+                       std::vector<int32_t>* v) {
+  const uint64_t n = g.rows * g.cols;
+  v->resize(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    int32_t center = p.center;
+    if (p.zgroup) {
+      const uint64_t r = i / g.cols, c = i % g.cols;
+      center = aux.bytes[r * aux.cols + c / p.zgroup];
+    }
+    (*v)[i] = int_code_to_value(p.sub, static_cast<uint32_t>(code_at(p.sub, data, i)), center);
+  }
+}
+
+static uint8_t mag_class(double mean_abs) {
+  // Half-octave classes of the mean magnitude: 0 for ~0, up to 31.
+  const double l = 2.0 * std::log2(mean_abs + 1.0 / 64);
+  return static_cast<uint8_t>(std::clamp(static_cast<int>(std::lround(l)) + 12, 0, 31));
+}
+
+static void int_side_info(const TensorGeometry& g, const std::vector<int32_t>& v, std::vector<uint8_t>* rc,
+                          std::vector<uint8_t>* cc) {
+  std::vector<double> rs(g.rows, 0), cs(g.cols, 0);
+  for (uint64_t r = 0; r < g.rows; ++r)
+    for (uint64_t c = 0; c < g.cols; ++c) {
+      const double a = std::abs(v[r * g.cols + c]);
+      rs[r] += a;
+      cs[c] += a;
+    }
+  rc->resize(g.rows);
+  cc->resize(g.cols);
+  for (uint64_t r = 0; r < g.rows; ++r) (*rc)[r] = mag_class(rs[r] / static_cast<double>(g.cols));
+  for (uint64_t c = 0; c < g.cols; ++c) (*cc)[c] = mag_class(cs[c] / static_cast<double>(g.rows));
+}
+
+// Thresholds splitting the distribution of x into k classes (quantiles).
+template <typename T>
+static std::vector<T> quantile_thresholds(std::vector<T> x, uint32_t k) {
+  std::vector<T> thr;
+  if (x.empty() || k < 2) return thr;
+  std::sort(x.begin(), x.end());
+  for (uint32_t i = 1; i < k; ++i) {
+    T t = x[x.size() * i / k];
+    if (t == 0) t = 1;
+    if (!thr.empty() && t <= thr.back()) t = thr.back() + 1;
+    thr.push_back(t);
+  }
+  return thr;
+}
+
+// Residual grid of one chunk: values, transformed per tile when the chunk
+// has a tile map.
+static void chunk_residuals(const TensorGeometry& g, const std::vector<int32_t>& vals, const ChunkRef& c,
+                            const std::vector<uint8_t>* tile_map, std::vector<int32_t>* res) {
+  const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
+  res->resize(uint64_t{h} * w);
+  for (uint32_t r = 0; r < h; ++r)
+    std::memcpy(res->data() + uint64_t{r} * w, vals.data() + (c.row0 + r) * g.cols + c.col0, w * sizeof(int32_t));
+  if (!tile_map) return;
+  std::vector<int32_t> orig = *res, out(kTile * kTile);
+  const uint32_t tr = (h + kTile - 1) / kTile, tc = (w + kTile - 1) / kTile;
+  int32_t left[kTile], top[kTile];
+  for (uint32_t ti = 0; ti < tr; ++ti)
+    for (uint32_t tj = 0; tj < tc; ++tj) {
+      const uint8_t pred = (*tile_map)[2 * (ti * tc + tj)], xf = (*tile_map)[2 * (ti * tc + tj) + 1];
+      if (pred == 0 && xf == 0) continue;
+      const uint32_t r0 = ti * kTile, c0 = tj * kTile;
+      const uint32_t th = std::min(kTile, h - r0), tw = std::min(kTile, w - c0);
+      const bool hl = c0 > 0, ht = r0 > 0;
+      for (uint32_t i = 0; i < th; ++i) left[i] = hl ? orig[(r0 + i) * w + c0 - 1] : 0;
+      for (uint32_t j = 0; j < tw; ++j) top[j] = ht ? orig[(r0 - 1) * w + c0 + j] : 0;
+      const int32_t tl = hl && ht ? orig[(r0 - 1) * w + c0 - 1] : 0;
+      uint8_t xmap[4];
+      unpack_xform_map(xf, static_cast<int>(th), static_cast<int>(tw), xmap);
+      tile::tile_forward(static_cast<tile::Pred>(pred), xmap, static_cast<int>(th), static_cast<int>(tw),
+                         orig.data() + r0 * w + c0, static_cast<int>(w), hl ? left : nullptr, ht ? top : nullptr, tl,
+                         out.data());
+      for (uint32_t i = 0; i < th; ++i)
+        for (uint32_t j = 0; j < tw; ++j) (*res)[(r0 + i) * w + c0 + j] = out[i * tw + j];
+    }
+}
+
+// Estimated bits of a residual block under a per-token cost table.
+static double block_cost(const int32_t* r, uint32_t n, const IntParams& p, const std::vector<double>& cost) {
+  double b = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    IntToken t = make_token(p, r[i]);
+    b += cost[t.tok] + (t.nb >= 2 ? t.nb - 1 : 0);
+  }
+  return b;
+}
+
+// Chooses a tile map for a chunk (nullopt when no tile benefits enough to
+// pay for the map). Candidate tools per tile: every predictor, with the same
+// transform on all full 8x8 sub-blocks.
+static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& vals, const ChunkRef& c,
+                         const IntParams& p, const std::vector<double>& cost, bool exhaustive,
+                         std::vector<uint8_t>* map, TensorChoice* choice) {
+  const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
+  const uint32_t tr = (h + kTile - 1) / kTile, tc = (w + kTile - 1) / kTile;
+  map->assign(2u * tr * tc, 0);
+  std::vector<int32_t> grid(uint64_t{h} * w), out(kTile * kTile), blk(kTile * kTile);
+  for (uint32_t r = 0; r < h; ++r)
+    std::memcpy(grid.data() + uint64_t{r} * w, vals.data() + (c.row0 + r) * g.cols + c.col0, w * sizeof(int32_t));
+  double saved = 0;
+  uint32_t used = 0;
+  int32_t left[kTile], top[kTile];
+  const uint32_t stride = exhaustive ? 1 : 7;  // default profile probes every 7th tile first
+  for (uint32_t pass = 0; pass < 2; ++pass) {
+    uint32_t probed = 0;
+    for (uint32_t k = 0; k < tr * tc; ++k) {
+      if (pass == 0 && k % stride) continue;
+      if (pass == 1 && stride > 1 && k % stride == 0) continue;
+      const uint32_t ti = k / tc, tj = k % tc;
+      const uint32_t r0 = ti * kTile, c0 = tj * kTile;
+      const uint32_t th = std::min(kTile, h - r0), tw = std::min(kTile, w - c0);
+      const bool hl = c0 > 0, ht = r0 > 0;
+      for (uint32_t i = 0; i < th; ++i) left[i] = hl ? grid[(r0 + i) * w + c0 - 1] : 0;
+      for (uint32_t j = 0; j < tw; ++j) top[j] = ht ? grid[(r0 - 1) * w + c0 + j] : 0;
+      const int32_t tl = hl && ht ? grid[(r0 - 1) * w + c0 - 1] : 0;
+      for (uint32_t i = 0; i < th; ++i)
+        for (uint32_t j = 0; j < tw; ++j) blk[i * tw + j] = grid[(r0 + i) * w + c0 + j];
+      const double base = block_cost(blk.data(), th * tw, p, cost);
+      double best = base - 16.0;  // a tile must pay for its 2 map bytes
+      uint8_t bp = 0, bx = 0;
+      for (uint8_t pred = 0; pred <= tile::kPredDC; ++pred) {
+        for (uint8_t xf = 0; xf <= tile::kXformADST; ++xf) {
+          if (pred == 0 && xf == 0) continue;
+          uint8_t xmap[4] = {0, 0, 0, 0};
+          uint8_t packed = 0;
+          for (int s = 0; s < 4; ++s) {
+            const uint32_t sr = (s / 2) * 8, sc = (s % 2) * 8;
+            if (xf && sr + 8 <= th && sc + 8 <= tw) {
+              xmap[s] = xf;
+              packed |= static_cast<uint8_t>(xf << (2 * s));
+            }
+          }
+          if (xf && !packed) continue;
+          unpack_xform_map(packed, static_cast<int>(th), static_cast<int>(tw), xmap);
+          tile::tile_forward(static_cast<tile::Pred>(pred), xmap, static_cast<int>(th), static_cast<int>(tw),
+                             blk.data(), static_cast<int>(tw), hl ? left : nullptr, ht ? top : nullptr, tl,
+                             out.data());
+          const double cst = block_cost(out.data(), th * tw, p, cost);
+          if (cst < best) {
+            best = cst;
+            bp = pred;
+            bx = packed;
+          }
+        }
+      }
+      if (bp || bx) {
+        (*map)[2 * k] = bp;
+        (*map)[2 * k + 1] = bx;
+        saved += base - best;
+        ++used;
+      }
+      ++probed;
+    }
+    // Default profile: skip the rest of the chunk when no probed tile won.
+    if (pass == 0 && stride > 1 && used == 0) break;
+  }
+  if (used == 0) return false;
+  choice->tiles_with_tools += used;
+  for (uint32_t k = 0; k < tr * tc; ++k) {
+    if (!(*map)[2 * k] && !(*map)[2 * k + 1]) continue;
+    choice->tools_hist[(*map)[2 * k]]++;
+    for (int s = 0; s < 4; ++s) {
+      const uint8_t x = ((*map)[2 * k + 1] >> (2 * s)) & 3;
+      if (x) choice->xform_hist[x]++;
+    }
+  }
+  return saved > 0;
+}
+
+static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals, IntParams base, TensorModel* m,
+                       std::vector<uint8_t>* rc, std::vector<uint8_t>* cc) {
+  int_side_info(g, vals, rc, cc);
+  auto sample = sample_chunks(g, 1u << 19);
+  const uint64_t total = g.rows * g.cols;
+  uint64_t sampled = 0;
+  for (auto ci : sample) {
+    uint64_t a, b, h, w;
+    g.chunk_rect(ci, &a, &b, &h, &w);
+    sampled += h * w;
+  }
+  const double scale = static_cast<double>(total) / static_cast<double>(std::max<uint64_t>(1, sampled));
+  // Activity distribution for thresholds.
+  std::vector<uint32_t> acts, scs;
+  for (auto ci : sample) {
+    ChunkRef c = chunk_ref(g, nullptr, ci);
+    for (uint64_t r = 0; r < c.h; r += 1)
+      for (uint64_t cc2 = 0; cc2 < c.w; cc2 += 3) {
+        const uint64_t i = (c.row0 + r) * g.cols + c.col0 + cc2;
+        const int32_t l = cc2 > 0 ? vals[i - 1] : 0, l2 = cc2 > 1 ? vals[i - 2] : 0;
+        const int32_t t = r > 0 ? vals[i - g.cols] : 0;
+        acts.push_back(2 * iabs32(l) + iabs32(t) + iabs32(l2));
+        scs.push_back((*rc)[c.row0 + r] + (*cc)[c.col0 + cc2]);
+      }
+  }
+  std::vector<int32_t> res;
+  auto eval = [&](const IntParams& p) {
+    Stats s;
+    s.init(int_nctx(p), p.nsym, 0, 0);
+    for (auto ci : sample) {
+      ChunkRef c = chunk_ref(g, nullptr, ci);
+      chunk_residuals(g, vals, c, nullptr, &res);
+      walk_int(p, rc->data(), cc->data(), c.row0, c.col0, static_cast<uint32_t>(c.h), static_cast<uint32_t>(c.w),
+               res.data(), [&](uint32_t, uint32_t set, uint32_t ctx, uint32_t sym) { s.add(set, ctx, sym); },
+               [&](uint32_t, uint32_t, uint32_t) {});
+    }
+    double bits = s.cost(scale);
+    if (p.use_rc) bits += 5.0 * static_cast<double>(g.rows);
+    if (p.use_cc) bits += 5.0 * static_cast<double>(g.cols);
+    return bits;
+  };
+  IntParams best = base;
+  best.nb = 1;
+  best.ns = 1;
+  double best_cost = eval(best);
+  std::vector<uint8_t> nbr_modes = {0};
+  if (base.sub == kIntTernary) nbr_modes.push_back(1);
+  for (uint8_t nm : nbr_modes) {
+    for (uint8_t nb : {1, 3, 6}) {
+      if (nm == 1 && nb != 1) continue;
+      for (uint8_t ns : {1, 4, 8}) {
+        for (int sides = 0; sides < 4; ++sides) {
+          if ((ns == 1) != (sides == 0)) continue;
+          IntParams p = base;
+          p.nbr_mode = nm;
+          p.nb = nm ? 1 : nb;
+          auto thr = quantile_thresholds(acts, p.nb);
+          for (size_t i = 0; i < thr.size(); ++i) p.thr[i] = static_cast<uint16_t>(std::min<uint32_t>(thr[i], 65535));
+          p.ns = ns;
+          p.use_rc = sides & 1;
+          p.use_cc = (sides >> 1) & 1;
+          if (ns > 1) {
+            std::vector<uint32_t> sv;
+            for (size_t i = 0; i < scs.size(); ++i) {
+              const uint32_t rcv = p.use_rc ? scs[i] : 0;  // recomputed below
+              (void)rcv;
+            }
+            // Scale values under this side-information choice.
+            sv.reserve(scs.size());
+            size_t idx = 0;
+            for (auto ci : sample) {
+              ChunkRef c = chunk_ref(g, nullptr, ci);
+              for (uint64_t r = 0; r < c.h; r += 1)
+                for (uint64_t cc2 = 0; cc2 < c.w; cc2 += 3, ++idx)
+                  sv.push_back((p.use_rc ? (*rc)[c.row0 + r] : 0u) + (p.use_cc ? (*cc)[c.col0 + cc2] : 0u));
+            }
+            auto st = quantile_thresholds(sv, ns);
+            for (size_t i = 0; i < st.size(); ++i) p.sthr[i] = static_cast<uint8_t>(std::min<uint32_t>(st[i], 255));
+          }
+          const double cst = eval(p);
+          if (cst < best_cost) {
+            best_cost = cst;
+            best = p;
+          }
+        }
+      }
+    }
+  }
+  m->kind = ModelKind::kInt;
+  m->ip = best;
+  if (!best.use_rc) rc->assign(1, 0);
+  if (!best.use_cc) cc->assign(1, 0);
+}
+
+// ------------------------------------------------------------------ bytes
+static void choose_bytes(const TensorGeometry& g, const uint8_t* data, uint32_t eb, TensorModel* m) {
+  auto sample = sample_chunks(g, 1u << 19);
+  uint64_t sampled = 0;
+  for (auto ci : sample) {
+    uint64_t a, b, h, w;
+    g.chunk_rect(ci, &a, &b, &h, &w);
+    sampled += h * w;
+  }
+  const double scale = static_cast<double>(g.rows * g.cols) / static_cast<double>(std::max<uint64_t>(1, sampled));
+  double best = std::numeric_limits<double>::infinity();
+  for (uint8_t mode : {0, 1}) {
+    BytesParams p{static_cast<uint8_t>(eb), mode};
+    Stats s;
+    s.init(bytes_nctx(p), 256, 0, 0);
+    for (auto ci : sample) {
+      ChunkRef c = chunk_ref(g, data, ci);
+      walk_bytes(p, static_cast<uint32_t>(c.h), static_cast<uint32_t>(c.w), c.bytes,
+                 [&](uint32_t, uint32_t set, uint32_t ctx, uint32_t sym) { s.add(set, ctx, sym); });
+    }
+    const double cst = s.cost(scale);
+    if (cst < best) {
+      best = cst;
+      m->bp = p;
+    }
+  }
+  m->kind = ModelKind::kBytes;
+}
+
+// ------------------------------------------------------------------ encode
+static std::vector<uint8_t> zstd_compress(const uint8_t* p, size_t n, int level) {
+  std::vector<uint8_t> out(ZSTD_compressBound(n));
+  const size_t r = ZSTD_compress(out.data(), out.size(), p, n, level);
+  if (ZSTD_isError(r)) return {};
+  out.resize(r);
+  return out;
+}
+
+static void append_u32(std::vector<uint8_t>& v, uint32_t x) {
+  for (int i = 0; i < 4; ++i) v.push_back(static_cast<uint8_t>(x >> (8 * i)));
+}
+
+// Chooses the smallest of model payload (if any), zstd and raw.
+static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_payload, const EncodeOptions& opt) {
+  EncodedChunk e;
+  e.decoded_size = c.nbytes;
+  e.xxh3 = chunk_hash(c.bytes, c.nbytes);
+  e.method = ChunkMethod::kRaw;
+  size_t best = c.nbytes;
+  if (!model_payload.empty() && model_payload.size() < best) {
+    best = model_payload.size();
+    e.method = ChunkMethod::kModel;
+  }
+  // zstd only where the model did not already win clearly.
+  if (e.method != ChunkMethod::kModel || model_payload.size() > c.nbytes * 9 / 10) {
+    auto z = zstd_compress(c.bytes, c.nbytes, opt.zstd_level);
+    if (!z.empty() && z.size() < best) {
+      e.method = ChunkMethod::kZstd;
+      e.payload = std::move(z);
+      return e;
+    }
+  }
+  if (e.method == ChunkMethod::kModel) e.payload = std::move(model_payload);
+  else e.payload.assign(c.bytes, c.bytes + c.nbytes);
+  return e;
+}
+
+Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data, const AuxInput& aux,
+                                    const EncodeOptions& opt) {
+  EncodedTensor et;
+  const uint64_t nbytes = info.nbytes();
+  const uint64_t rows = info.shape.size() >= 2 ? info.shape[0] : 1;
+  FloatLayout fl{};
+  const bool is_float = float_layout(info.dtype, &fl);
+  // Decide the element view.
+  enum { kRawOnly, kFloatK, kIntK, kBytesK } kind = kRawOnly;
+  IntParams ip{};
+  uint32_t elem_bits = 8;
+  const bool small = nbytes < 2048;
+  if (small) {
+    kind = kRawOnly;
+  } else if (is_float) {
+    kind = kFloatK;
+    elem_bits = fl.bytes * 8;
+  } else if (info.dtype == DType::kI8) {
+    kind = kIntK;
+    ip.sub = kIntI8;
+  } else if (info.dtype == DType::kU8 || info.dtype == DType::kI32 || info.dtype == DType::kU32) {
+    // Probe the packing: ternary when no 2-bit field holds 3 (the reserved
+    // code) in U8 data named as packed, nibbles when named packed/qweight,
+    // otherwise plain bytes.
+    const std::string& nm = info.name;
+    const bool named_packed = nm.find("packed") != std::string::npos || nm.find("qweight") != std::string::npos;
+    bool tern_ok = info.dtype == DType::kU8;
+    if (tern_ok) {
+      uint64_t threes = 0;
+      for (uint64_t i = 0; i < nbytes; ++i)
+        for (int s = 0; s < 8; s += 2) threes += ((data[i] >> s) & 3) == 3;
+      tern_ok = threes == 0;
+    }
+    if (named_packed && tern_ok) {
+      kind = kIntK;
+      ip.sub = kIntTernary;
+      elem_bits = 2;
+    } else if (named_packed) {
+      kind = kIntK;
+      ip.sub = kIntNibble;
+      elem_bits = 4;
+    } else if (info.dtype == DType::kU8) {
+      kind = kIntK;
+      ip.sub = kIntU8;
+    } else {
+      kind = kBytesK;
+      elem_bits = 32;
+    }
+  } else {
+    const unsigned bits = dtype_bits(info.dtype);
+    if (bits % 8 == 0 && bits / 8 <= 16) {
+      kind = kBytesK;
+      elem_bits = bits;
+    }
+  }
+  et.geom = make_geometry(nbytes, rows, elem_bits, opt.chunk_bytes);
+  const TensorGeometry& g = et.geom;
+  const uint64_t nchunks = g.num_chunks();
+  std::vector<int32_t> vals;
+  if (kind == kFloatK) {
+    choose_float(g, data, fl, &et.model);
+    et.choice.kind_name = dtype_name(info.dtype);
+  } else if (kind == kIntK) {
+    switch (ip.sub) {
+      case kIntI8: ip.esc = 236; et.choice.kind_name = "int8"; break;
+      case kIntU8: ip.esc = 236; ip.center = 128; et.choice.kind_name = "uint8"; break;
+      case kIntNibble: ip.esc = 32; ip.center = 8; et.choice.kind_name = "int4"; break;
+      default: ip.esc = 8; et.choice.kind_name = "ternary"; break;
+    }
+    if (ip.sub == kIntNibble && aux.index >= 0 && aux.bytes && aux.rows == g.rows && aux.group &&
+        (g.cols + aux.group - 1) / aux.group == aux.cols) {
+      ip.zgroup = aux.group;
+      et.aux_tensor = aux.index;
+      et.zgroup = aux.group;
+    }
+    if (ip.sub == kIntU8) {
+      // Center on the median byte.
+      std::vector<uint64_t> h(256, 0);
+      for (uint64_t i = 0; i < nbytes; ++i) h[data[i]]++;
+      uint64_t acc = 0;
+      for (int b = 0; b < 256; ++b) {
+        acc += h[b];
+        if (acc * 2 >= nbytes) {
+          ip.center = static_cast<uint8_t>(b);
+          break;
+        }
+      }
+    }
+    ip.nsym = static_cast<uint16_t>(ip.esc + kEscClasses);
+    int_values(ip, g, data, aux, &vals);
+    choose_int(g, vals, ip, &et.model, &et.model.rc, &et.model.cc);
+  } else if (kind == kBytesK) {
+    choose_bytes(g, data, elem_bits / 8, &et.model);
+    et.choice.kind_name = "bytes";
+  } else {
+    et.choice.kind_name = "raw";
+  }
+
+  if (kind == kRawOnly) {
+    // One chunk per target size over the bytes.
+    et.geom = make_geometry(nbytes, 1, 8, opt.chunk_bytes);
+    for (uint64_t i = 0; i < et.geom.num_chunks(); ++i) {
+      ChunkRef c = chunk_ref(et.geom, data, i);
+      et.chunks.push_back(pick_chunk(c, {}, opt));
+    }
+    et.choice.model_desc = "-";
+    return et;
+  }
+
+  TensorModel& m = et.model;
+  // Tile tools (int): decide tile maps per chunk using a token cost table
+  // from the untransformed residuals.
+  std::vector<std::vector<uint8_t>> maps(nchunks);
+  std::vector<char> has_map(nchunks, 0);
+  if (kind == kIntK && opt.tool_search) {
+    std::vector<uint64_t> hist(m.ip.nsym, 1);
+    for (auto v : vals) hist[make_token(m.ip, v).tok]++;
+    double tot = 0;
+    for (auto hc : hist) tot += static_cast<double>(hc);
+    std::vector<double> cost(m.ip.nsym);
+    for (size_t s = 0; s < cost.size(); ++s) cost[s] = -std::log2(static_cast<double>(hist[s]) / tot);
+    for (uint64_t i = 0; i < nchunks; ++i) {
+      ChunkRef c = chunk_ref(g, data, i);
+      const uint32_t tr = static_cast<uint32_t>((c.h + kTile - 1) / kTile), tc = static_cast<uint32_t>((c.w + kTile - 1) / kTile);
+      et.choice.tiles_total += tr * tc;
+      has_map[i] = choose_tiles(g, vals, c, m.ip, cost, opt.exhaustive_tools, &maps[i], &et.choice);
+    }
+    for (auto hm : has_map) m.ip.tools |= hm ? 1 : 0;
+  }
+
+  // Statistics over every chunk in its final form, then tables.
+  Stats st;
+  FloatChunkData fd;
+  std::vector<int32_t> res;
+  switch (m.kind) {
+    case ModelKind::kFloat: st.init(float_e_nctx(m.fp), 1u << m.fp.eb, float_sm_nctx(m.fp), 2u << m.fp.k); break;
+    case ModelKind::kInt: st.init(int_nctx(m.ip), m.ip.nsym, 0, 0); break;
+    case ModelKind::kBytes: st.init(bytes_nctx(m.bp), 256, 0, 0); break;
+  }
+  auto count = [&](uint32_t, uint32_t set, uint32_t ctx, uint32_t sym) { st.add(set, ctx, sym); };
+  for (uint64_t i = 0; i < nchunks; ++i) {
+    ChunkRef c = chunk_ref(g, data, i);
+    const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
+    if (m.kind == ModelKind::kFloat) {
+      split_float(m.fp, c.bytes, c.h * c.w, &fd);
+      walk_float(m.fp, h, w, fd, count);
+    } else if (m.kind == ModelKind::kInt) {
+      chunk_residuals(g, vals, c, has_map[i] ? &maps[i] : nullptr, &res);
+      walk_int(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(), count,
+               [](uint32_t, uint32_t, uint32_t) {});
+    } else {
+      walk_bytes(m.bp, h, w, c.bytes, count);
+    }
+  }
+  build_tables(st, &m);
+  et.choice.model_desc = m.describe();
+
+  // Encode chunks.
+  RansEncoder enc;
+  bool any_model = false;
+  for (uint64_t i = 0; i < nchunks; ++i) {
+    ChunkRef c = chunk_ref(g, data, i);
+    const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
+    enc.clear();
+    std::vector<uint8_t> payload;
+    auto put = [&](uint32_t lane, uint32_t set, uint32_t ctx, uint32_t sym) {
+      enc.put(static_cast<int>(lane), set ? m.t1[ctx] : m.t0[ctx], sym);
+    };
+    auto putbits = [&](uint32_t lane, uint32_t v, uint32_t k) { enc.put_bits(static_cast<int>(lane), v, k); };
+    std::vector<uint8_t> raw;
+    uint8_t flags = 0;
+    if (m.kind == ModelKind::kFloat) {
+      split_float(m.fp, c.bytes, c.h * c.w, &fd);
+      walk_float(m.fp, h, w, fd, put);
+      const uint32_t rb = float_raw_bits(m.fp);
+      if (rb) {
+        BitWriter bw;
+        for (uint64_t k = 0; k < c.h * c.w; ++k) bw.put(fd.raw[k], rb);
+        raw = bw.finish();
+        raw.insert(raw.end(), 4, 0);  // slack for 32-bit reads
+      }
+    } else if (m.kind == ModelKind::kInt) {
+      const std::vector<uint8_t>* mp = has_map[i] ? &maps[i] : nullptr;
+      chunk_residuals(g, vals, c, mp, &res);
+      walk_int(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(), put, putbits);
+      if (mp) flags |= 1;
+    } else {
+      walk_bytes(m.bp, h, w, c.bytes, put);
+    }
+    payload.push_back(flags);
+    if (flags & 1) payload.insert(payload.end(), maps[i].begin(), maps[i].end());
+    const size_t len_pos = payload.size();
+    append_u32(payload, 0);
+    const size_t rl = enc.finish(payload);
+    for (int b = 0; b < 4; ++b) payload[len_pos + b] = static_cast<uint8_t>(rl >> (8 * b));
+    payload.insert(payload.end(), raw.begin(), raw.end());
+    EncodedChunk ec = pick_chunk(c, std::move(payload), opt);
+    any_model |= ec.method == ChunkMethod::kModel;
+    et.chunks.push_back(std::move(ec));
+  }
+  et.has_model = any_model;
+  if (!any_model) et.choice.model_desc += " (unused: fallback)";
+  return et;
+}
+
+// ------------------------------------------------------------------ decode
+Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
+                    const uint8_t* payload, size_t payload_len, uint64_t decoded_size, uint64_t xxh3,
+                    const uint8_t* zp, uint32_t zcols, uint32_t zgroup, uint8_t* out, DecodeScratch& scratch,
+                    const std::string& what) {
+  (void)zgroup;
+  switch (method) {
+    case ChunkMethod::kRaw:
+      if (payload_len != decoded_size)
+        return Status::Corruption(what + ": raw chunk size " + std::to_string(payload_len) + " != decoded size " +
+                                  std::to_string(decoded_size));
+      std::memcpy(out, payload, payload_len);
+      break;
+    case ChunkMethod::kZstd: {
+      const size_t r = ZSTD_decompress(out, decoded_size, payload, payload_len);
+      if (ZSTD_isError(r) || r != decoded_size)
+        return Status::Corruption(what + ": zstd chunk does not decode to " + std::to_string(decoded_size) +
+                                  " bytes" + (ZSTD_isError(r) ? std::string(" (") + ZSTD_getErrorName(r) + ")" : ""));
+      break;
+    }
+    case ChunkMethod::kModel: {
+      if (!model) return Status::Corruption(what + ": model-coded chunk in a tensor without a model");
+      uint64_t row0, col0, h, w;
+      g.chunk_rect(index, &row0, &col0, &h, &w);
+      if (h * w * g.elem_bits / 8 != decoded_size)
+        return Status::Corruption(what + ": chunk decoded size " + std::to_string(decoded_size) +
+                                  " does not match its geometry");
+      ByteReader r(payload, payload_len);
+      const uint8_t flags = r.u8();
+      if (flags > 1) return Status::Corruption(what + ": chunk flags " + std::to_string(flags) + " (allowed 0..1)");
+      const uint8_t* map = nullptr;
+      if (flags & 1) {
+        if (model->kind != ModelKind::kInt || !model->ip.tools)
+          return Status::Corruption(what + ": tile map present in a chunk whose model has no tools");
+        const uint64_t tiles = ((h + kTile - 1) / kTile) * ((w + kTile - 1) / kTile);
+        map = r.take(2 * tiles);
+      }
+      const uint32_t rl = r.u32();
+      const uint8_t* rans = r.take(rl);
+      if (!r.ok() || !rans) return Status::Corruption(what + ": chunk payload truncated");
+      const uint8_t* raw = r.cur();
+      const size_t raw_len = r.remaining();
+      ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                   static_cast<uint32_t>(col0), static_cast<uint32_t>(g.cols)};
+      const uint64_t n = h * w;
+      ModelView mv = model->view(zp, zcols);
+      bool ok = false;
+      switch (model->kind) {
+        case ModelKind::kFloat:
+          if (scratch.e.size() < n) scratch.e.resize(n);
+          if (scratch.sm.size() < n) scratch.sm.resize(n);
+          ok = decode_float_chunk(mv, cv, rans, rl, raw, raw_len, out, scratch.e.data(), scratch.sm.data());
+          break;
+        case ModelKind::kInt:
+          if (model->ip.zgroup && !zp) return Status::Internal(what + ": zero points not provided");
+          if (scratch.res.size() < n) scratch.res.resize(n);
+          if (scratch.tile.size() < kTile * kTile) scratch.tile.resize(kTile * kTile);
+          ok = raw_len == 0 && decode_int_chunk(mv, cv, map, rans, rl, out, scratch.res.data(), scratch.tile.data());
+          break;
+        case ModelKind::kBytes:
+          ok = raw_len == 0 && decode_bytes_chunk(mv, cv, rans, rl, out);
+          break;
+      }
+      if (!ok) return Status::Corruption(what + ": entropy-coded stream is malformed");
+      break;
+    }
+    default:
+      return Status::Corruption(what + ": chunk method " + std::to_string(static_cast<int>(method)) +
+                                " (allowed 0..2)");
+  }
+  const uint64_t hsh = chunk_hash(out, decoded_size);
+  if (hsh != xxh3) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, ": checksum mismatch (XXH3 %016llx, expected %016llx)",
+                  static_cast<unsigned long long>(hsh), static_cast<unsigned long long>(xxh3));
+    return Status::Corruption(what + buf);
+  }
+  return Status::OK();
+}
+
+}  // namespace wcodec

@@ -1,0 +1,120 @@
+// codec/src/tensor_codec.h — per-tensor modelling: choosing a model and its
+// parameters from the data, encoding chunks, and decoding them on the CPU.
+//
+// Thread-safety: TensorModel is immutable once built and may be shared by
+// concurrent decoders; each decoding thread brings its own DecodeScratch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chunk_decode.h"
+#include "rans.h"
+#include "wcodec/safetensors.h"
+#include "wcodec/status.h"
+
+namespace wcodec {
+
+// Chunk coding methods (stored per chunk).
+enum class ChunkMethod : uint8_t { kRaw = 0, kZstd = 1, kModel = 2 };
+
+// How a tensor's bytes are viewed as an element grid.
+struct TensorGeometry {
+  uint64_t rows = 0, cols = 0;  // element grid (cols in elements/codes)
+  uint32_t elem_bits = 8;       // bits per element (2, 4, 8, 16, 32, ...)
+  uint64_t chunk_rows = 0;      // rows per chunk when chunk_cols == cols
+  uint64_t chunk_cols = 0;      // elements per chunk row segment
+  uint64_t row_bytes() const { return cols * elem_bits / 8; }
+  uint64_t chunk_bytes() const { return chunk_rows * chunk_cols * elem_bits / 8; }
+  uint64_t num_chunks() const;
+  // The rectangle of chunk i.
+  void chunk_rect(uint64_t i, uint64_t* row0, uint64_t* col0, uint64_t* h, uint64_t* w) const;
+};
+
+struct TensorModel {
+  ModelKind kind = ModelKind::kBytes;
+  FloatParams fp{};
+  IntParams ip{};
+  BytesParams bp{};
+  std::vector<FreqTable> t0, t1;
+  std::vector<uint8_t> rc, cc;  // int side information
+  // Views for the decoder (rebuilt by finalize()).
+  std::vector<DecTable> v0, v1;
+
+  void finalize();
+  ModelView view(const uint8_t* zp = nullptr, uint32_t zcols = 0) const;
+  // Serialized form stored in the tensor record.
+  std::vector<uint8_t> serialize() const;
+  static Result<TensorModel> deserialize(const uint8_t* p, size_t n, const TensorGeometry& g,
+                                         const std::string& what);
+  // Short human description ("float e:avg/16 k=3", "int8 ctx=8x4 tools").
+  std::string describe() const;
+};
+
+struct EncodeOptions {
+  uint64_t chunk_bytes = 256 * 1024;  // target decoded chunk size
+  int zstd_level = 9;                 // fallback chunks
+  bool tool_search = true;            // evaluate tile tools (prediction/transform)
+  bool exhaustive_tools = false;      // evaluate tools on every tile (slow profile)
+};
+
+// What the encoder decided for a tensor (for `wcodec inspect`).
+struct TensorChoice {
+  std::string kind_name;   // "bf16", "int8", "int4", "ternary", "bytes", "raw"
+  std::string model_desc;  // parameters chosen
+  uint32_t tiles_with_tools = 0, tiles_total = 0;
+  uint32_t tools_hist[6] = {0, 0, 0, 0, 0, 0};  // predictor usage
+  uint32_t xform_hist[3] = {0, 0, 0};           // 8x8 transform usage
+};
+
+struct EncodedChunk {
+  ChunkMethod method;
+  std::vector<uint8_t> payload;
+  uint64_t decoded_size;
+  uint64_t xxh3;
+};
+
+struct EncodedTensor {
+  TensorGeometry geom;
+  bool has_model = false;
+  TensorModel model;
+  int32_t aux_tensor = -1;  // index of the zero-point tensor (nibble codes)
+  uint32_t zgroup = 0;
+  std::vector<EncodedChunk> chunks;
+  TensorChoice choice;
+};
+
+// Context the encoder may use from sibling tensors (zero points).
+struct AuxInput {
+  int32_t index = -1;
+  const uint8_t* bytes = nullptr;  // the aux tensor's original bytes
+  uint64_t rows = 0, cols = 0;     // its grid (U8 [rows, cols])
+  uint32_t group = 0;              // codes per zero point along a row
+};
+
+// Encodes one tensor's bytes.
+Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data, const AuxInput& aux,
+                                    const EncodeOptions& opt);
+
+// Per-thread scratch for decode_chunk.
+struct DecodeScratch {
+  std::vector<uint16_t> e;
+  std::vector<uint8_t> sm;
+  std::vector<int32_t> res;
+  std::vector<int32_t> tile;
+  std::vector<uint8_t> zbuf;
+};
+
+// Decodes chunk `index` into out (chunk's decoded size bytes) and checks its
+// XXH3-64. `zp` points at the decoded zero-point tensor when the model needs
+// one. Errors name `what` (store file / tensor / chunk).
+Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
+                    const uint8_t* payload, size_t payload_len, uint64_t decoded_size, uint64_t xxh3,
+                    const uint8_t* zp, uint32_t zcols, uint32_t zgroup, uint8_t* out, DecodeScratch& scratch,
+                    const std::string& what);
+
+uint64_t chunk_hash(const uint8_t* p, size_t n);
+
+}  // namespace wcodec

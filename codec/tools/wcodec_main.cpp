@@ -1,0 +1,439 @@
+// codec/tools/wcodec_main.cpp — the `wcodec` command-line tool: encode,
+// decode, verify, inspect and bench .wcodec files.
+//
+// Exit codes: 0 success, 1 failure of the operation (corrupt input, I/O
+// error, verification mismatch), 2 usage error.
+#include <lz4.h>
+#include <lz4hc.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wcodec/container.h"
+
+namespace fs = std::filesystem;
+using wcodec::Status;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "wcodec: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+bool read_all(const std::string& p, std::vector<uint8_t>* out) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) return false;
+  f.seekg(0, std::ios::end);
+  out->resize(static_cast<size_t>(f.tellg()));
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(out->data()), static_cast<std::streamsize>(out->size()));
+  return static_cast<bool>(f);
+}
+
+std::string human(double bytes) {
+  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (bytes >= 1024 && i < 4) {
+    bytes /= 1024;
+    ++i;
+  }
+  char b[32];
+  std::snprintf(b, sizeof b, i ? "%.1f %s" : "%.0f %s", bytes, u[i]);
+  return b;
+}
+
+// Progress bar on a terminal (stderr), silent otherwise.
+struct Progress {
+  std::string label;
+  bool tty = isatty(2);
+  std::mutex mu;
+  int last = -1;
+  void update(uint64_t done, uint64_t total) {
+    if (!tty || total == 0) return;
+    std::lock_guard<std::mutex> lk(mu);
+    const int pct = static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total));
+    if (pct == last) return;
+    last = pct;
+    const int w = 30, fill = pct * w / 100;
+    std::fprintf(stderr, "\r%-32.32s [%s%s] %3d%%", label.c_str(), std::string(fill, '#').c_str(),
+                 std::string(w - fill, ' ').c_str(), pct);
+    std::fflush(stderr);
+  }
+  void done() {
+    if (tty && last >= 0) std::fprintf(stderr, "\r%*s\r", 80, "");
+  }
+};
+
+struct EncodeRow {
+  std::string name;
+  uint64_t orig, stored;
+  double seconds;
+};
+
+void print_encode_table(const std::vector<EncodeRow>& rows) {
+  std::printf("%-44s %14s %14s %7s %9s\n", "file", "original", "stored", "ratio", "MB/s");
+  uint64_t to = 0, ts = 0;
+  double tt = 0;
+  for (auto& r : rows) {
+    std::printf("%-44s %14llu %14llu %7.4f %9.1f\n", r.name.c_str(), static_cast<unsigned long long>(r.orig),
+                static_cast<unsigned long long>(r.stored), static_cast<double>(r.stored) / std::max<uint64_t>(1, r.orig),
+                r.seconds > 0 ? static_cast<double>(r.orig) / 1e6 / r.seconds : 0.0);
+    to += r.orig;
+    ts += r.stored;
+    tt += r.seconds;
+  }
+  if (rows.size() > 1)
+    std::printf("%-44s %14llu %14llu %7.4f %9.1f\n", "total", static_cast<unsigned long long>(to),
+                static_cast<unsigned long long>(ts), static_cast<double>(ts) / std::max<uint64_t>(1, to),
+                tt > 0 ? static_cast<double>(to) / 1e6 / tt : 0.0);
+}
+
+int cmd_encode(const std::string& in, const std::string& out, wcodec::EncodeConfig cfg, bool quiet) {
+  std::vector<std::pair<fs::path, fs::path>> jobs;
+  std::vector<std::pair<fs::path, fs::path>> copies;
+  std::error_code ec;
+  if (fs::is_directory(in, ec)) {
+    fs::create_directories(out, ec);
+    if (ec) return fail(Status::IOError("cannot create directory " + out + ": " + ec.message()));
+    std::vector<fs::path> entries;
+    for (auto& e : fs::recursive_directory_iterator(in, ec)) {
+      if (e.is_regular_file()) entries.push_back(e.path());
+    }
+    std::sort(entries.begin(), entries.end());
+    for (auto& p : entries) {
+      const fs::path rel = fs::relative(p, in);
+      fs::path dst = fs::path(out) / rel;
+      if (p.extension() == ".safetensors") {
+        dst.replace_extension(".wcodec");
+        jobs.emplace_back(p, dst);
+      } else {
+        copies.emplace_back(p, dst);
+      }
+    }
+  } else if (fs::is_regular_file(in, ec)) {
+    fs::path dst = out;
+    if (fs::is_directory(dst, ec)) dst = dst / fs::path(in).filename().replace_extension(".wcodec");
+    jobs.emplace_back(in, dst);
+  } else {
+    return fail(Status::IOError("no such file or directory: " + in));
+  }
+  for (auto& [src, dst] : copies) {
+    fs::create_directories(dst.parent_path(), ec);
+    fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
+    if (ec) return fail(Status::IOError("cannot copy " + src.string() + ": " + ec.message()));
+  }
+  std::vector<EncodeRow> rows;
+  int rc = 0;
+  for (auto& [src, dst] : jobs) {
+    fs::create_directories(dst.parent_path(), ec);
+    Progress prog;
+    prog.label = src.filename().string();
+    cfg.progress = [&](uint64_t d, uint64_t t) { prog.update(d, t); };
+    wcodec::EncodeReport rep;
+    const auto t0 = Clock::now();
+    Status st = wcodec::encode_safetensors_file(src.string(), dst.string(), cfg, &rep);
+    prog.done();
+    if (!st.ok()) {
+      fail(st);
+      rc = 1;
+      continue;
+    }
+    rows.push_back({src.filename().string(), rep.original_size, rep.encoded_size, secs(t0)});
+  }
+  if (!quiet && !rows.empty()) print_encode_table(rows);
+  return rc;
+}
+
+int cmd_decode(const std::string& in, const std::string& out) {
+  auto r = wcodec::Reader::open(in);
+  if (!r.ok()) return fail(r.status());
+  std::string dst = out;
+  std::error_code ec;
+  if (fs::is_directory(dst, ec)) dst = (fs::path(dst) / fs::path(in).filename().replace_extension(".safetensors")).string();
+  Status st = (*r)->decode_to_file(dst);
+  if (!st.ok()) return fail(st);
+  return 0;
+}
+
+int cmd_verify(const std::vector<std::string>& files, bool full) {
+  int rc = 0;
+  for (auto& f : files) {
+    auto r = wcodec::Reader::open(f);
+    Status st = r.ok() ? (*r)->verify(full) : r.status();
+    if (st.ok()) {
+      std::printf("%s: OK (%s)\n", f.c_str(), full ? "full decode, SHA-256 matches" : "checksums match");
+    } else {
+      std::printf("%s: FAILED: %s\n", f.c_str(), st.ToString().c_str());
+      rc = 1;
+    }
+  }
+  return rc;
+}
+
+std::string shape_str(const std::vector<uint64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? "," : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
+int cmd_inspect(const std::string& file, bool json) {
+  auto r = wcodec::Reader::open(file);
+  if (!r.ok()) return fail(r.status());
+  const auto& rd = **r;
+  nlohmann::json j;
+  j["file"] = file;
+  j["original_size"] = rd.original_size();
+  j["stored_size"] = rd.file_size();
+  j["metadata"] = nlohmann::json::parse(rd.metadata_json(), nullptr, false);
+  if (!json) {
+    std::printf("%s: %llu -> %llu bytes (%.4f), %zu tensors, %zu chunks\n", file.c_str(),
+                static_cast<unsigned long long>(rd.original_size()), static_cast<unsigned long long>(rd.file_size()),
+                static_cast<double>(rd.file_size()) / std::max<uint64_t>(1, rd.original_size()), rd.num_tensors(),
+                rd.num_chunks());
+    std::printf("%-40s %-7s %-16s %-8s %9s %7s %-34s %s\n", "tensor", "dtype", "shape", "kind", "bytes",
+                "bits/w", "model", "chunks m/z/r  tools (pred L/T/A/P/DC, xform D/A)");
+  }
+  for (size_t i = 0; i < rd.num_tensors(); ++i) {
+    auto s = rd.tensor_summary(i);
+    uint64_t numel = 1;
+    for (auto d : s.shape) numel *= d;
+    double codes = static_cast<double>(numel);
+    if (s.kind == "int4") codes = static_cast<double>(s.original_bytes) * 2;
+    if (s.kind == "ternary") codes = static_cast<double>(s.original_bytes) * 4;
+    const double bpw = codes > 0 ? 8.0 * static_cast<double>(s.stored_bytes) / codes : 0.0;
+    if (json) {
+      j["tensors"].push_back({{"name", s.name},
+                              {"dtype", wcodec::dtype_name(s.dtype)},
+                              {"shape", s.shape},
+                              {"kind", s.kind},
+                              {"model", s.model},
+                              {"original_bytes", s.original_bytes},
+                              {"stored_bytes", s.stored_bytes},
+                              {"bits_per_weight", bpw},
+                              {"chunks", {{"model", s.chunks_model}, {"zstd", s.chunks_zstd}, {"raw", s.chunks_raw}}},
+                              {"tiles", s.tiles_total},
+                              {"tiles_with_tools", s.tiles_with_tools},
+                              {"predictors", s.pred_hist},
+                              {"transforms", s.xform_hist},
+                              {"crc32", s.crc32}});
+    } else {
+      char tools[96];
+      std::snprintf(tools, sizeof tools, "%u/%u tiles (%u/%u/%u/%u/%u, %u/%u)", s.tiles_with_tools, s.tiles_total,
+                    s.pred_hist[1], s.pred_hist[2], s.pred_hist[3], s.pred_hist[4], s.pred_hist[5], s.xform_hist[1],
+                    s.xform_hist[2]);
+      std::printf("%-40.40s %-7s %-16.16s %-8s %9llu %7.3f %-34.34s %llu/%llu/%llu  %s\n", s.name.c_str(),
+                  wcodec::dtype_name(s.dtype), shape_str(s.shape).c_str(), s.kind.c_str(),
+                  static_cast<unsigned long long>(s.original_bytes), bpw, s.model.c_str(),
+                  static_cast<unsigned long long>(s.chunks_model), static_cast<unsigned long long>(s.chunks_zstd),
+                  static_cast<unsigned long long>(s.chunks_raw), s.tiles_total ? tools : "-");
+    }
+  }
+  if (json) std::printf("%s\n", j.dump(2).c_str());
+  return 0;
+}
+
+// ---------------------------------------------------------------- bench
+struct BenchRow {
+  std::string codec;
+  uint64_t size;
+  double enc_s, dec_s;
+};
+
+template <typename F>
+double best_time(F&& f, int reps) {
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    f();
+    best = std::min(best, secs(t0));
+  }
+  return best;
+}
+
+int cmd_bench(const std::vector<std::string>& files, int threads, bool quick, const std::string& json_out) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& f : files) {
+    std::vector<uint8_t> data;
+    if (!read_all(f, &data)) return fail(Status::IOError("cannot read " + f));
+    const double mb = static_cast<double>(data.size()) / 1e6;
+    const int reps = quick ? 1 : (data.size() < (8u << 20) ? 3 : 1);
+    std::vector<BenchRow> rows;
+    // wcodec (single-threaded encode and decode: per core).
+    wcodec::EncodeConfig cfg;
+    cfg.threads = 1;
+    wcodec::EncodeReport rep;
+    std::vector<uint8_t> enc;
+    Status est;
+    const double te = best_time(
+        [&] {
+          auto r = wcodec::encode_safetensors(data.data(), data.size(), cfg, f, &rep);
+          if (!r.ok()) {
+            est = r.status();
+            return;
+          }
+          enc = std::move(r).value();
+        },
+        reps);
+    if (!est.ok()) return fail(est);
+    const std::string tmp = (fs::temp_directory_path() / ("wcodec-bench-" + std::to_string(getpid()) + ".wcodec")).string();
+    {
+      std::ofstream o(tmp, std::ios::binary);
+      o.write(reinterpret_cast<const char*>(enc.data()), static_cast<std::streamsize>(enc.size()));
+    }
+    auto rd = wcodec::Reader::open(tmp);
+    if (!rd.ok()) return fail(rd.status());
+    std::vector<uint8_t> dec(data.size());
+    Status dst;
+    const double td = best_time([&] { dst = (*rd)->read(0, data.size(), dec.data()); }, reps + 1);
+    fs::remove(tmp);
+    if (!dst.ok()) return fail(dst);
+    if (dec != data) return fail(Status::Internal(f + ": wcodec round trip differs"));
+    rows.push_back({"wcodec", enc.size(), te, td});
+    if (threads > 1) {
+      // Parallel decode of all chunks.
+      const size_t nc = (*rd)->num_chunks();
+      auto rd2 = wcodec::Reader::open(tmp);
+      (void)rd2;
+    }
+    // zstd / lz4.
+    for (int level : {3, 19}) {
+      std::vector<uint8_t> z(ZSTD_compressBound(data.size()));
+      size_t zs = 0;
+      const double tz = best_time([&] { zs = ZSTD_compress(z.data(), z.size(), data.data(), data.size(), level); },
+                                  level == 19 ? 1 : reps);
+      std::vector<uint8_t> back(data.size());
+      const double tzd = best_time([&] { ZSTD_decompress(back.data(), back.size(), z.data(), zs); }, reps + 1);
+      if (back != data) return fail(Status::Internal("zstd round trip differs"));
+      rows.push_back({"zstd -" + std::to_string(level), zs, tz, tzd});
+    }
+    {
+      std::vector<uint8_t> z(static_cast<size_t>(LZ4_compressBound(static_cast<int>(data.size()))));
+      int zs = 0;
+      const double tz = best_time(
+          [&] {
+            zs = LZ4_compress_default(reinterpret_cast<const char*>(data.data()), reinterpret_cast<char*>(z.data()),
+                                      static_cast<int>(data.size()), static_cast<int>(z.size()));
+          },
+          reps);
+      std::vector<uint8_t> back(data.size());
+      const double tzd = best_time(
+          [&] {
+            LZ4_decompress_safe(reinterpret_cast<const char*>(z.data()), reinterpret_cast<char*>(back.data()), zs,
+                                static_cast<int>(back.size()));
+          },
+          reps + 1);
+      if (back != data) return fail(Status::Internal("lz4 round trip differs"));
+      rows.push_back({"lz4", static_cast<uint64_t>(zs), tz, tzd});
+    }
+    // Order-0 reference: per tensor, weighted by bytes (headers counted raw).
+    double o0 = 0;
+    uint64_t covered = 0;
+    for (auto& t : rep.tensors) {
+      o0 += t.order0_bits * static_cast<double>(t.original_bytes);
+      covered += t.original_bytes;
+    }
+    o0 += static_cast<double>(data.size() - covered);
+    o0 /= static_cast<double>(data.size());
+
+    std::printf("\n%s  (%s, %zu tensors)\n", fs::path(f).filename().c_str(), human(static_cast<double>(data.size())).c_str(),
+                rep.tensors.size());
+    std::printf("  %-10s %12s %8s %14s %14s\n", "codec", "size", "ratio", "enc MB/s/core", "dec MB/s/core");
+    nlohmann::json jf = {{"file", f}, {"size", data.size()}, {"order0", o0}};
+    for (auto& r : rows) {
+      std::printf("  %-10s %12llu %8.4f %14.1f %14.1f\n", r.codec.c_str(), static_cast<unsigned long long>(r.size),
+                  static_cast<double>(r.size) / static_cast<double>(data.size()), mb / r.enc_s, mb / r.dec_s);
+      jf["codecs"].push_back({{"codec", r.codec},
+                              {"size", r.size},
+                              {"ratio", static_cast<double>(r.size) / static_cast<double>(data.size())},
+                              {"enc_MBps", mb / r.enc_s},
+                              {"dec_MBps", mb / r.dec_s}});
+    }
+    std::printf("  %-10s %12s %8.4f   (order-0 entropy of the codes; float: exponent order-0 + raw sign/mantissa)\n",
+                "order-0", "", o0);
+    all.push_back(jf);
+  }
+  if (!json_out.empty()) {
+    std::ofstream o(json_out);
+    o << all.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"wcodec: lossless codec for neural-network checkpoints (.safetensors <-> .wcodec)"};
+  app.set_version_flag("--version", std::string("wcodec ") + WCODEC_VERSION +
+                                        " (container format " + std::to_string(wcodec::kVersionMajor) + "." +
+                                        std::to_string(wcodec::kVersionMinor) + "; CUDA decoder: " +
+                                        (WCODEC_HAVE_CUDA ? "built" : "not built") + ")");
+  app.require_subcommand(1);
+
+  std::string in, out;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  uint64_t chunk = 256 * 1024;
+  bool quiet = false, no_tools = false, exhaustive = false;
+  auto* enc = app.add_subcommand("encode", "Encode a .safetensors file (or every file of a directory)");
+  enc->add_option("IN", in, "input file or directory")->required();
+  enc->add_option("OUT", out, "output file or directory")->required();
+  enc->add_option("-j,--threads", threads, "encoder threads")->check(CLI::Range(1, 256));
+  enc->add_option("--chunk-size", chunk, "decoded bytes per chunk")->check(CLI::Range(4096, 64 << 20));
+  enc->add_flag("-q,--quiet", quiet, "no summary table");
+  enc->add_flag("--no-tools", no_tools, "skip the tile prediction/transform search");
+  enc->add_flag("--exhaustive", exhaustive, "evaluate tile tools on every tile (slow profile)");
+
+  auto* dec = app.add_subcommand("decode", "Decode a .wcodec file to the original .safetensors");
+  dec->add_option("IN", in, "input .wcodec")->required();
+  dec->add_option("OUT", out, "output file")->required();
+
+  std::vector<std::string> files;
+  bool full = false, json = false;
+  auto* ver = app.add_subcommand("verify", "Check .wcodec files (checksums; --full decodes and checks SHA-256)");
+  ver->add_option("FILES", files, ".wcodec files")->required();
+  ver->add_flag("--full", full, "decode everything and compare SHA-256 of the original");
+
+  auto* ins = app.add_subcommand("inspect", "Per-tensor table of a .wcodec file");
+  ins->add_option("FILE", in, ".wcodec file")->required();
+  ins->add_flag("--json", json, "JSON output");
+
+  bool quick = false;
+  std::string json_out;
+  auto* ben = app.add_subcommand("bench", "Compare wcodec with zstd and lz4 on .safetensors files");
+  ben->add_option("FILES", files, ".safetensors files")->required();
+  ben->add_option("-j,--threads", threads, "threads (per-core figures are single-threaded)");
+  ben->add_flag("--quick", quick, "one repetition");
+  ben->add_option("--json", json_out, "also write results as JSON to this file");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  wcodec::EncodeConfig cfg;
+  cfg.threads = threads;
+  cfg.chunk_bytes = chunk;
+  cfg.tool_search = !no_tools;
+  cfg.exhaustive_tools = exhaustive;
+  if (*enc) return cmd_encode(in, out, cfg, quiet);
+  if (*dec) return cmd_decode(in, out);
+  if (*ver) return cmd_verify(files, full);
+  if (*ins) return cmd_inspect(in, json);
+  if (*ben) return cmd_bench(files, threads, quick, json_out);
+  return 2;
+}

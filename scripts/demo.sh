@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Sets up and runs the main job: installs dependencies, builds the release
+# configuration, encodes every sample model into build/demo-store, verifies
+# the store, decodes one file back and compares its SHA-256 with the
+# original, and prints the storage savings.
+# Environment:
+#   WCODEC_DATA  directory with *.safetensors files (default: ../shared/data
+#                beside the repository)
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+repo=$(pwd)
+
+data_dir=${WCODEC_DATA:-$(dirname "$repo")/shared/data}
+store=build/demo-store
+decoded_dir=build/demo-decoded
+tool=build/wcodec
+
+step() { printf '\n=== %s ===\n' "$*"; }
+fail() { echo "demo: FAILED: $*" >&2; exit 1; }
+
+step "1/6 installing dependencies"
+bash scripts/install-deps.sh
+
+step "2/6 building release"
+bash scripts/build.sh release
+[[ -x "$tool" ]] || fail "$tool was not built"
+"$tool" --version
+
+step "3/6 encoding $data_dir into $store"
+[[ -d "$data_dir" ]] || fail "data directory $data_dir does not exist (set WCODEC_DATA)"
+shopt -s nullglob
+originals=("$data_dir"/*.safetensors)
+[[ ${#originals[@]} -gt 0 ]] || fail "no *.safetensors files in $data_dir"
+echo "demo: ${#originals[@]} safetensors files"
+rm -rf "$store" "$decoded_dir"
+"$tool" encode "$data_dir" "$store" -j "$(nproc)" || fail "encode"
+
+step "4/6 verifying every stored file (--full: decode and compare SHA-256)"
+encoded=("$store"/*.wcodec)
+[[ ${#encoded[@]} -eq ${#originals[@]} ]] ||
+  fail "expected ${#originals[@]} .wcodec files in $store, found ${#encoded[@]}"
+"$tool" verify --full "${encoded[@]}" || fail "verify"
+
+step "5/6 decoding one file back and comparing"
+sample=${encoded[0]}
+name=$(basename "$sample" .wcodec)
+original="$data_dir/$name.safetensors"
+restored="$decoded_dir/$name.safetensors"
+mkdir -p "$decoded_dir"
+"$tool" decode "$sample" "$restored" || fail "decode $sample"
+hash_original=$(sha256sum "$original" | cut -d' ' -f1)
+hash_restored=$(sha256sum "$restored" | cut -d' ' -f1)
+echo "original: $hash_original  $original"
+echo "restored: $hash_restored  $restored"
+[[ "$hash_original" == "$hash_restored" ]] || fail "SHA-256 of $restored differs from the original"
+echo "demo: byte-identical"
+rm -rf "$decoded_dir"
+
+step "6/6 savings"
+bytes_in=$(du -cb "${originals[@]}" | tail -n 1 | cut -f1)
+bytes_out=$(du -cb "${encoded[@]}" | tail -n 1 | cut -f1)
+awk -v a="$bytes_in" -v b="$bytes_out" -v n="${#originals[@]}" 'BEGIN {
+  printf "%d safetensors files: %.1f MiB -> %.1f MiB stored (%.3f of original, %.1f%% saved)\n",
+         n, a / 1048576, b / 1048576, b / a, 100 * (1 - b / a)
+}'
+echo "demo: store is in $store"

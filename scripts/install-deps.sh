@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages needed to build, test and package wcodecfs.
+# Idempotent: when every package is already installed it does nothing, so
+# re-runs take well under a second. Runs apt-get as root, or through sudo.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  libzstd-dev liblz4-dev libxxhash-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
+  libspdlog-dev libfmt-dev libssl-dev libfuse3-dev fuse3
+  zstd lz4 python3 python3-pip python3-venv
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+  if [[ "$status" != "installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+echo "install-deps: missing: ${missing[*]}"
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "install-deps: not root and sudo is not available; install these as root: ${missing[*]}" >&2
+    exit 1
+  fi
+  SUDO=(sudo -n)
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y --no-install-recommends "${PACKAGES[@]}"
+echo "install-deps: done"

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Runs every test: installs dependencies, builds the release and the
+# ASan/UBSan configurations, runs CTest in both and prints one summary line
+#   N passed, N failed
+# Exits non-zero if a build failed, any test failed, or no test ran.
+# Environment:
+#   WCODEC_TEST_CONFIGS  configurations to run, space or comma separated
+#                        (default "release asan")
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+configs=${WCODEC_TEST_CONFIGS:-release asan}
+configs=${configs//,/ }
+
+bash scripts/install-deps.sh
+
+total_passed=0
+total_failed=0
+problems=()
+log_dir=$(mktemp -d)
+trap 'rm -rf "$log_dir"' EXIT
+
+for config in $configs; do
+  case "$config" in
+    release) build_dir=build ;;
+    asan)    build_dir=build-asan ;;
+    *) echo "test: unknown configuration '$config' (expected release or asan)" >&2; exit 2 ;;
+  esac
+
+  echo "=== test: building $config ==="
+  if ! bash scripts/build.sh "$config"; then
+    echo "test: build of $config FAILED" >&2
+    problems+=("$config: build failed")
+    continue
+  fi
+
+  echo "=== test: running ctest in $build_dir/ ==="
+  log="$log_dir/ctest-$config.log"
+  rc=0
+  if [[ "$config" == asan ]]; then
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest --test-dir "$build_dir" --output-on-failure -j2 2>&1 | tee "$log" || rc=$?
+  else
+    ctest --test-dir "$build_dir" --output-on-failure -j2 2>&1 | tee "$log" || rc=$?
+  fi
+
+  # ctest ends with "100% tests passed, 0 tests failed out of Y" or
+  # "NN% tests passed, X tests failed out of Y".
+  summary=$(grep -E '[0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
+  if [[ -z "$summary" ]]; then
+    echo "test: $config: no ctest summary line (no tests ran?)" >&2
+    problems+=("$config: no tests ran")
+    continue
+  fi
+  failed=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$summary")
+  total=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2/' <<<"$summary")
+  passed=$((total - failed))
+  echo "test: $config: $passed passed, $failed failed (ctest exit $rc)"
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  if [[ "$total" -eq 0 ]]; then
+    problems+=("$config: no tests ran")
+  elif [[ "$failed" -eq 0 && "$rc" -ne 0 ]]; then
+    problems+=("$config: ctest exited $rc")
+  fi
+done
+
+for p in "${problems[@]+"${problems[@]}"}"; do
+  echo "test: problem: $p" >&2
+done
+echo "$total_passed passed, $total_failed failed"
+
+if [[ $total_failed -ne 0 || $total_passed -eq 0 || ${#problems[@]} -ne 0 ]]; then
+  exit 1
+fi

@@ -1,0 +1,85 @@
+// tests/testutil.cpp — see testutil.h.
+#include "testutil.h"
+
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+namespace wctest {
+
+std::filesystem::path data_dir() { return std::filesystem::path(WCODEC_DATA_DIR); }
+
+std::vector<std::filesystem::path> data_safetensors_files() {
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(data_dir(), ec)) {
+    if (e.path().extension() == ".safetensors") out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<uint8_t> read_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) {
+    ADD_FAILURE() << "cannot open " << p;
+    return {};
+  }
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+void write_file(const std::filesystem::path& p, const std::vector<uint8_t>& bytes) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!f) ADD_FAILURE() << "cannot write " << p;
+}
+
+std::string sha256_hex(const uint8_t* data, size_t n) {
+  std::array<unsigned char, 32> md{};
+  unsigned int len = 0;
+  EVP_Digest(data, n, md.data(), &len, EVP_sha256(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < len; ++i) {
+    s += hex[md[i] >> 4];
+    s += hex[md[i] & 15];
+  }
+  return s;
+}
+
+ScratchDir::ScratchDir() {
+  std::random_device rd;
+  for (int i = 0; i < 100; ++i) {
+    auto p = std::filesystem::temp_directory_path() / ("wcodec-test-" + std::to_string(rd()));
+    if (std::filesystem::create_directory(p)) {
+      path_ = p;
+      return;
+    }
+  }
+  ADD_FAILURE() << "cannot create scratch dir";
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+int run_command(const std::string& cmd, std::string* output) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  if (output) *output = out;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+}  // namespace wctest
