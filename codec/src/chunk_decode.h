@@ -32,6 +32,7 @@ struct ModelView {
   const uint8_t* cc;   // int: column classes (tensor cols)
   const uint8_t* zp;   // int nibble: zero points [rows][zcols] or nullptr
   uint32_t zcols;
+  const IntLuts* luts;  // int: derived lookup tables
 };
 
 // Reads the n-bit little-endian field at bit position pos of a packed bit
@@ -91,7 +92,9 @@ WC_HD inline bool decode_float_chunk(const ModelView& m, const ChunkView& cv, co
   if (rans_len < 4 * kLanes || (rans_len & 1)) return false;
   uint32_t x[kLanes];
   for (uint32_t l = 0; l < kLanes; ++l) x[l] = load_elem(rans + 4 * l, 4);
-  WordSource ws{rans + 4 * kLanes, (rans_len - 4 * kLanes) / 2, 0, false};
+  const uint8_t zero_word[2] = {0, 0};
+  const uint32_t nwords = (rans_len - 4 * kLanes) / 2;
+  WordSource ws{nwords ? rans + 4 * kLanes : zero_word, nwords, 0, 0};
   LaneCursor cur[kLanes];
   const uint32_t steps = init_cursors(cv.h, cv.w, cur);
   for (uint32_t t = 0; t < steps; ++t) {
@@ -180,48 +183,74 @@ WC_HD inline bool decode_int_chunk(const ModelView& m, const ChunkView& cv, cons
   if (rans_len < 4 * kLanes || (rans_len & 1)) return false;
   uint32_t x[kLanes];
   for (uint32_t l = 0; l < kLanes; ++l) x[l] = load_elem(rans + 4 * l, 4);
-  WordSource ws{rans + 4 * kLanes, (rans_len - 4 * kLanes) / 2, 0, false};
+  const uint8_t zero_word[2] = {0, 0};
+  const uint32_t nwords = (rans_len - 4 * kLanes) / 2;
+  WordSource ws{nwords ? rans + 4 * kLanes : zero_word, nwords, 0, 0};
   LaneCursor cur[kLanes];
   uint32_t tok[kLanes];
   uint32_t extra[kLanes];
+  uint32_t rowpart[kLanes];
+  int32_t h1[kLanes], h2[kLanes], h3[kLanes];  // lane-local left neighbours
+  const IntLuts& L = *m.luts;
   const uint32_t steps = init_cursors(cv.h, cv.w, cur);
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    rowpart[l] = p.use_rc && cur[l].n ? m.rc[cv.row0 + cur[l].r] : 0u;
+    h1[l] = h2[l] = h3[l] = 0;
+  }
+  const uint8_t* ccol = p.use_cc ? m.cc + cv.col0 : nullptr;
   for (uint32_t t = 0; t < steps; ++t) {
+    bool any_esc = false;
     for (uint32_t l = 0; l < kLanes; ++l) {
       if (t >= cur[l].n) continue;
       const uint32_t r = cur[l].r, c = cur[l].c;
-      const uint32_t sc = int_scale_class(p, m.rc, m.cc, cv.row0 + r, cv.col0 + c);
-      const uint32_t ctx = int_ctx(p, res, w, r, c, cur[l].rect.r0, cur[l].rect.c0, sc);
+      const uint32_t sc = L.scale[rowpart[l] + (ccol ? ccol[c] : 0u)];
+      const bool ht = r > cur[l].rect.r0;
+      const int32_t top = ht ? res[(r - 1) * w + c] : 0;
+      const uint32_t ctx = int_ctx_vals(p, L, h1[l], h2[l], h3[l], top, c > cur[l].rect.c0, ht, sc);
       if (ctx >= m.n0) return false;
-      tok[l] = rans_decode_sym(x[l], m.t0[ctx]);
+      const uint32_t tk = rans_decode_sym(x[l], m.t0[ctx]);
       rans_renorm(x[l], ws);
-      extra[l] = 0;
+      const int32_t v = tile::zz_decode(static_cast<int32_t>(tk));
+      res[r * w + c] = v;
+      h3[l] = h2[l];
+      h2[l] = h1[l];
+      h1[l] = v;
+      any_esc |= tk >= p.esc;
+      tok[l] = tk;
     }
-    for (uint32_t l = 0; l < kLanes; ++l) {  // low extra bits
-      if (t >= cur[l].n || tok[l] < p.esc) continue;
-      const uint32_t nb = tok[l] - p.esc;
-      if (nb < 2) continue;
-      const uint32_t e = nb - 1, lo = e < 8 ? e : 8;
-      extra[l] = rans_decode_bits(x[l], lo);
-      rans_renorm(x[l], ws);
-    }
-    for (uint32_t l = 0; l < kLanes; ++l) {  // high extra bits
-      if (t >= cur[l].n || tok[l] < p.esc) continue;
-      const uint32_t nb = tok[l] - p.esc;
-      if (nb < 10) continue;
-      extra[l] |= rans_decode_bits(x[l], nb - 9) << 8;
-      rans_renorm(x[l], ws);
+    if (any_esc) {
+      for (uint32_t l = 0; l < kLanes; ++l) {  // low extra bits
+        extra[l] = 0;
+        if (t >= cur[l].n || tok[l] < p.esc) continue;
+        const uint32_t nb = tok[l] - p.esc;
+        if (nb < 2) continue;
+        const uint32_t e = nb - 1, lo = e < 8 ? e : 8;
+        extra[l] = rans_decode_bits(x[l], lo);
+        rans_renorm(x[l], ws);
+      }
+      for (uint32_t l = 0; l < kLanes; ++l) {  // high extra bits
+        if (t >= cur[l].n || tok[l] < p.esc) continue;
+        const uint32_t nb = tok[l] - p.esc;
+        if (nb < 10) continue;
+        extra[l] |= rans_decode_bits(x[l], nb - 9) << 8;
+        rans_renorm(x[l], ws);
+      }
+      for (uint32_t l = 0; l < kLanes; ++l) {
+        if (t >= cur[l].n || tok[l] < p.esc) continue;
+        const uint32_t nb = tok[l] - p.esc;
+        if (nb > kEscClasses - 1) return false;
+        const uint32_t d = nb == 0 ? 0u : ((1u << (nb - 1)) | extra[l]);
+        res[cur[l].r * w + cur[l].c] = h1[l] = tile::zz_decode(static_cast<int32_t>(p.esc + d));
+      }
     }
     for (uint32_t l = 0; l < kLanes; ++l) {
       if (t >= cur[l].n) continue;
-      uint32_t u = tok[l];
-      if (u >= p.esc) {
-        const uint32_t nb = u - p.esc;
-        if (nb > kEscClasses - 1) return false;
-        const uint32_t d = nb == 0 ? 0u : ((1u << (nb - 1)) | extra[l]);
-        u = p.esc + d;
+      if (++cur[l].c == cur[l].rect.c0 + cur[l].rect.w) {
+        cur[l].c = cur[l].rect.c0;
+        ++cur[l].r;
+        h1[l] = h2[l] = h3[l] = 0;
+        if (p.use_rc && cur[l].r < cv.h) rowpart[l] = m.rc[cv.row0 + cur[l].r];
       }
-      res[cur[l].r * w + cur[l].c] = tile::zz_decode(static_cast<int32_t>(u));
-      advance(cur[l]);
     }
   }
   if (ws.bad || ws.pos != ws.n) return false;
@@ -260,20 +289,29 @@ WC_HD inline bool decode_int_chunk(const ModelView& m, const ChunkView& cv, cons
       }
     }
   }
-  // Pack codes.
+  // Pack codes (rows are whole bytes: w * bits is a multiple of 8).
   const uint32_t cpb = int_codes_per_byte(p.sub);
   const uint32_t bits = 8 / cpb;
-  const uint64_t n = uint64_t{cv.h} * w;
-  for (uint64_t i = 0; i < n; i += cpb) {
-    uint32_t byte = 0;
-    for (uint32_t k = 0; k < cpb; ++k) {
-      const uint64_t e = i + k;
-      const uint32_t r = static_cast<uint32_t>(e / w), c = static_cast<uint32_t>(e % w);
-      uint32_t code;
-      if (!int_value_to_code(p.sub, res[e], int_center(m, cv.row0 + r, cv.col0 + c), &code)) return false;
-      byte |= code << (k * bits);
+  for (uint32_t r = 0; r < cv.h; ++r) {
+    const int32_t* vr = res + static_cast<uint64_t>(r) * w;
+    uint8_t* orow = out + static_cast<uint64_t>(r) * w / cpb;
+    if (p.sub == kIntI8) {
+      for (uint32_t c = 0; c < w; ++c) {
+        const int32_t v = vr[c];
+        if (v < -128 || v > 127) return false;
+        orow[c] = static_cast<uint8_t>(v);
+      }
+      continue;
     }
-    out[i / cpb] = static_cast<uint8_t>(byte);
+    for (uint32_t c = 0; c < w; c += cpb) {
+      uint32_t byte = 0;
+      for (uint32_t k = 0; k < cpb; ++k) {
+        uint32_t code;
+        if (!int_value_to_code(p.sub, vr[c + k], int_center(m, cv.row0 + r, cv.col0 + c + k), &code)) return false;
+        byte |= code << (k * bits);
+      }
+      orow[c / cpb] = static_cast<uint8_t>(byte);
+    }
   }
   return true;
 }
@@ -286,7 +324,9 @@ WC_HD inline bool decode_bytes_chunk(const ModelView& m, const ChunkView& cv, co
   if (rans_len < 4 * kLanes || (rans_len & 1)) return false;
   uint32_t x[kLanes];
   for (uint32_t l = 0; l < kLanes; ++l) x[l] = load_elem(rans + 4 * l, 4);
-  WordSource ws{rans + 4 * kLanes, (rans_len - 4 * kLanes) / 2, 0, false};
+  const uint8_t zero_word[2] = {0, 0};
+  const uint32_t nwords = (rans_len - 4 * kLanes) / 2;
+  WordSource ws{nwords ? rans + 4 * kLanes : zero_word, nwords, 0, 0};
   LaneCursor cur[kLanes];
   const uint32_t steps = init_cursors(cv.h, cv.w, cur);
   for (uint32_t t = 0; t < steps; ++t) {

@@ -137,45 +137,57 @@ WC_HD inline uint32_t int_nctx(const IntParams& p) {
 
 WC_HD inline uint32_t iabs32(int32_t v) { return v < 0 ? static_cast<uint32_t>(-v) : static_cast<uint32_t>(v); }
 
-// Context of the residual token at chunk position (r, c) (lane-local
-// rectangle starting at column c0 / row r0). res holds residuals decoded so
-// far (stride w). sc is the scale class.
-WC_HD inline uint32_t int_ctx(const IntParams& p, const int32_t* res, uint32_t w, uint32_t r, uint32_t c,
-                              uint32_t r0, uint32_t c0, uint32_t sc) {
-  const bool hl = c > c0, hl2 = c > c0 + 1, hl3 = c > c0 + 2, ht = r > r0;
-  const int32_t l = hl ? res[r * w + c - 1] : 0;
-  const int32_t t = ht ? res[(r - 1) * w + c] : 0;
+// Lookup tables derived from IntParams: activity -> class (activity is
+// clamped to 1023) and scale value rc + cc (0..62) -> scale class.
+struct IntLuts {
+  uint8_t act[1024];
+  uint8_t scale[64];
+};
+
+WC_HD inline void build_int_luts(const IntParams& p, IntLuts* L) {
+  for (uint32_t a = 0; a < 1024; ++a) {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i + 1 < p.nb; ++i) k += a >= p.thr[i];
+    L->act[a] = static_cast<uint8_t>(k);
+  }
+  for (uint32_t s = 0; s < 64; ++s) {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i + 1 < p.ns; ++i) k += s >= p.sthr[i];
+    L->scale[s] = static_cast<uint8_t>(k);
+  }
+}
+
+WC_HD inline uint32_t int_ctx_vals(const IntParams& p, const IntLuts& L, int32_t l, int32_t l2, int32_t l3,
+                                   int32_t t, bool hl, bool ht, uint32_t sc) {
   if (p.nbr_mode == 1) {
-    const int32_t l2 = hl2 ? res[r * w + c - 2] : 0;
-    const int32_t l3 = hl3 ? res[r * w + c - 3] : 0;
     auto q = [](int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); };
     return sc * 81u + ((q(l) * 3u + q(l2)) * 3u + q(l3)) * 3u + q(t);
   }
-  const int32_t l2 = hl2 ? res[r * w + c - 2] : 0;
   uint32_t a = 2 * iabs32(l) + iabs32(t) + iabs32(l2);
   if (!hl && ht) a += 2 * iabs32(t);
-  uint32_t nb = 0;
-  for (uint32_t i = 0; i + 1 < p.nb; ++i) nb += a >= p.thr[i];
+  if (a > 1023) a = 1023;
   const uint32_t ls = l > 0 ? 1u : (l < 0 ? 2u : 0u);
-  return (sc * p.nb + nb) * 3u + ls;
+  return (sc * p.nb + L.act[a]) * 3u + ls;
 }
 
-WC_HD inline uint32_t int_scale_class(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint32_t row,
-                                      uint32_t col) {
-  uint32_t s = (p.use_rc ? rc[row] : 0u) + (p.use_cc ? cc[col] : 0u);
-  uint32_t k = 0;
-  for (uint32_t i = 0; i + 1 < p.ns; ++i) k += s >= p.sthr[i];
-  return k;
+// Context of the residual token at chunk position (r, c) (lane-local
+// rectangle starting at column c0 / row r0): neighbours left (l, l2, l3 =
+// columns c-1, c-2, c-3) and top, absent ones read as 0. res holds residuals
+// decoded so far (stride w). sc is the scale class.
+WC_HD inline uint32_t int_ctx(const IntParams& p, const IntLuts& L, const int32_t* res, uint32_t w, uint32_t r,
+                              uint32_t c, uint32_t r0, uint32_t c0, uint32_t sc) {
+  const int32_t* row = res + static_cast<uint64_t>(r) * w;
+  const bool hl = c > c0, ht = r > r0;
+  const int32_t l = hl ? row[c - 1] : 0;
+  const int32_t l2 = c > c0 + 1 ? row[c - 2] : 0;
+  const int32_t l3 = c > c0 + 2 ? row[c - 3] : 0;
+  const int32_t t = ht ? row[static_cast<int64_t>(c) - static_cast<int64_t>(w)] : 0;
+  return int_ctx_vals(p, L, l, l2, l3, t, hl, ht, sc);
 }
 
-// Tile transform map: the chunk stores one byte per tile holding 2 bits per
-// 8x8 sub-block, sub-block (by, bx) of the 2x2 grid at bits 2*(2*by + bx).
-// tile_tools indexes its map by by * tile_blocks_x(w) + bx.
-WC_HD inline void unpack_xform_map(uint8_t packed, int th, int tw, uint8_t* out /*4*/) {
-  const int bx_n = tile::tile_blocks_x(tw), by_n = tile::tile_blocks_y(th);
-  for (int i = 0; i < 4; ++i) out[i] = 0;
-  for (int by = 0; by < by_n && by < 2; ++by)
-    for (int bx = 0; bx < bx_n && bx < 2; ++bx) out[by * bx_n + bx] = (packed >> (2 * (2 * by + bx))) & 3;
+WC_HD inline uint32_t int_scale_class(const IntParams& p, const IntLuts& L, const uint8_t* rc, const uint8_t* cc,
+                                      uint32_t row, uint32_t col) {
+  return L.scale[(p.use_rc ? rc[row] : 0u) + (p.use_cc ? cc[col] : 0u)];
 }
 
 // Token <-> zig-zag value. Escape: d = u - esc, nb = bit width of d; extra
@@ -187,6 +199,16 @@ WC_HD inline uint32_t bit_width32(uint32_t v) {
     v >>= 1;
   }
   return n;
+}
+
+// Tile transform map: the chunk stores one byte per tile holding 2 bits per
+// 8x8 sub-block, sub-block (by, bx) of the 2x2 grid at bits 2*(2*by + bx).
+// tile_tools indexes its map by by * tile_blocks_x(w) + bx.
+WC_HD inline void unpack_xform_map(uint8_t packed, int th, int tw, uint8_t* out /*4*/) {
+  const int bx_n = tile::tile_blocks_x(tw), by_n = tile::tile_blocks_y(th);
+  for (int i = 0; i < 4; ++i) out[i] = 0;
+  for (int by = 0; by < by_n && by < 2; ++by)
+    for (int bx = 0; bx < bx_n && bx < 2; ++bx) out[by * bx_n + bx] = (packed >> (2 * (2 * by + bx))) & 3;
 }
 
 // ---------------------------------------------------------------- bytes

@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include <zstd.h>
+
 #include "bytes.h"
 #include "tensor_codec.h"
 
@@ -231,7 +233,6 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
                          {"chunk_bytes", cfg.chunk_bytes}};
   const std::string meta_s = meta.dump();
   out.bytes(meta_s.data(), meta_s.size());
-  out.bytes(data, hdr.data_start);  // original safetensors header
   out.pad_to(kAlign);
   std::vector<std::vector<uint64_t>> offsets(nt);
   for (size_t i = 0; i < nt; ++i) {
@@ -244,10 +245,17 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
   out.pad_to(kAlign);
   const uint64_t index_off = out.size();
   {
+    // Index section: u64 raw size, then one zstd frame of [original
+    // safetensors header bytes][tensor records].
     ByteWriter ix;
+    ix.bytes(data, hdr.data_start);
     ix.u64(nt);
     for (size_t i = 0; i < nt; ++i) write_index_tensor(ix, hdr.tensors[i], enc[i], crcs[i], offsets[i]);
-    out.bytes(ix.buf().data(), ix.size());
+    std::vector<uint8_t> z(ZSTD_compressBound(ix.size()));
+    const size_t zn = ZSTD_compress(z.data(), z.size(), ix.buf().data(), ix.size(), 19);
+    if (ZSTD_isError(zn)) return Status::Internal(what + ": zstd failed on the index");
+    out.u64(ix.size());
+    out.bytes(z.data(), zn);
   }
   const uint64_t index_size = out.size() - index_off;
   const uint32_t index_crc = crc32_of(out.buf().data() + index_off, index_size);
@@ -466,15 +474,26 @@ Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
   if (index_off < kHeaderSize || index_off > body_end || index_size != body_end - index_off)
     return corrupt("index offset", index_off, "inside the file, ending at the footer");
   if (index_size > kMaxIndexSize) return corrupt("index size", index_size, "<= 2^31");
-  if (meta_len > (64u << 20) || kHeaderSize + uint64_t{meta_len} + orig_hdr_len > index_off)
+  if (meta_len > (64u << 20) || kHeaderSize + uint64_t{meta_len} > index_off)
     return corrupt("metadata length", meta_len, "within the file before the index");
   if (orig_hdr_len < 8 || orig_hdr_len > kMaxSafetensorsHeader + 8 || orig_hdr_len > rd->original_size_)
     return corrupt("original header length", orig_hdr_len, "8..100000008 and <= original size");
   std::string meta(meta_len, '\0');
   WC_RETURN_IF_ERROR(rd->pread_exact(kHeaderSize, meta_len, reinterpret_cast<uint8_t*>(meta.data())));
   rd->meta_json_ = meta;
-  rd->orig_header_.resize(orig_hdr_len);
-  WC_RETURN_IF_ERROR(rd->pread_exact(kHeaderSize + meta_len, orig_hdr_len, rd->orig_header_.data()));
+  std::vector<uint8_t> zix(index_size);
+  WC_RETURN_IF_ERROR(rd->pread_exact(index_off, index_size, zix.data()));
+  if (crc32_of(zix.data(), zix.size()) != index_crc) return Status::Corruption(P + ": index CRC32 mismatch");
+  if (index_size < 8) return corrupt("index size", index_size, ">= 8");
+  const uint64_t raw_index = load_u64le(zix.data());
+  if (raw_index > kMaxIndexSize || raw_index < orig_hdr_len + 8)
+    return corrupt("index raw size", raw_index, "original header length + 8 .. 2^31");
+  std::vector<uint8_t> ix(raw_index);
+  {
+    const size_t zr = ZSTD_decompress(ix.data(), ix.size(), zix.data() + 8, zix.size() - 8);
+    if (ZSTD_isError(zr) || zr != raw_index) return Status::Corruption(P + ": index does not decompress");
+  }
+  rd->orig_header_.assign(ix.begin(), ix.begin() + static_cast<std::ptrdiff_t>(orig_hdr_len));
   {
     auto h = parse_safetensors_header(rd->orig_header_.data(), rd->orig_header_.size(), rd->original_size_,
                                       P + " (stored safetensors header)");
@@ -483,11 +502,7 @@ Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
   }
   if (rd->header_.data_start != orig_hdr_len)
     return corrupt("original header length", orig_hdr_len, std::to_string(rd->header_.data_start));
-  std::vector<uint8_t> ix(index_size);
-  WC_RETURN_IF_ERROR(rd->pread_exact(index_off, index_size, ix.data()));
-  if (crc32_of(ix.data(), ix.size()) != index_crc) return Status::Corruption(P + ": index CRC32 mismatch");
-
-  ByteReader r(ix.data(), ix.size());
+  ByteReader r(ix.data() + orig_hdr_len, ix.size() - orig_hdr_len);
   const uint64_t nt = r.u64();
   if (!r.ok() || nt != rd->header_.tensors.size())
     return corrupt("tensor count", nt, std::to_string(rd->header_.tensors.size()) + " (from the safetensors header)");

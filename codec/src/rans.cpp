@@ -14,10 +14,12 @@ namespace wcodec {
 void FreqTable::build_lut() {
   lut.assign(size_t{1} << P, 0);
   start.resize(freq.size());
+  fs.assign(256, 0);
   uint32_t c = 0;
   for (size_t s = 0; s < freq.size(); ++s) {
     start[s] = static_cast<uint16_t>(c);
     for (uint32_t k = 0; k < freq[s]; ++k) lut[c + k] = static_cast<uint8_t>(s);
+    fs[s] = static_cast<uint32_t>(freq[s]) | (static_cast<uint32_t>(start[s]) << 16);
     c += freq[s];
   }
 }

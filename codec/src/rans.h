@@ -24,20 +24,20 @@ inline constexpr int kLanes = 32;
 inline constexpr uint32_t kRansL = 1u << 16;
 inline constexpr int kMaxProbBits = 12;
 
-// Decoding view of one table (device-copyable: plain pointers).
+// Decoding view of one table (device-copyable: plain pointers): a slot ->
+// symbol map (4 KiB) and per-symbol frequency/start pairs packed as
+// freq | start << 16, small enough that many context tables stay in cache.
 struct DecTable {
-  const uint16_t* freq;   // [nsym]
-  const uint16_t* start;  // [nsym]
-  const uint8_t* lut;     // [1 << P]: slot -> symbol
-  uint32_t P;
+  const uint8_t* sym;   // [1 << kMaxProbBits]
+  const uint32_t* fs;   // [256]
 };
 
 // One rANS decode step for lane state x (no renormalization).
 WC_HD inline uint32_t rans_decode_sym(uint32_t& x, const DecTable& t) {
-  const uint32_t mask = (1u << t.P) - 1;
-  const uint32_t slot = x & mask;
-  const uint32_t s = t.lut[slot];
-  x = static_cast<uint32_t>(t.freq[s]) * (x >> t.P) + slot - t.start[s];
+  const uint32_t slot = x & ((1u << kMaxProbBits) - 1);
+  const uint32_t s = t.sym[slot];
+  const uint32_t e = t.fs[s];
+  x = (e & 0xFFFFu) * (x >> kMaxProbBits) + slot - (e >> 16);
   return s;
 }
 
@@ -53,20 +53,19 @@ struct WordSource {
   const uint8_t* p;
   uint32_t n;    // words available
   uint32_t pos;  // next word
-  bool bad;
+  uint32_t bad;
 };
 
+// Branch-free: the word at min(pos, n - 1) is always loaded (REQUIRES n >= 1
+// or p pointing at two readable bytes).
 WC_HD inline void rans_renorm(uint32_t& x, WordSource& ws) {
-  if (x < kRansL) {
-    uint32_t w = 0;
-    if (ws.pos < ws.n) {
-      w = static_cast<uint32_t>(ws.p[2 * ws.pos]) | (static_cast<uint32_t>(ws.p[2 * ws.pos + 1]) << 8);
-      ++ws.pos;
-    } else {
-      ws.bad = true;
-    }
-    x = (x << 16) | w;
-  }
+  const uint32_t need = x < kRansL;
+  const uint32_t avail = ws.pos < ws.n;
+  const uint32_t idx = avail ? ws.pos : (ws.n ? ws.n - 1 : 0);
+  const uint32_t w = static_cast<uint32_t>(ws.p[2 * idx]) | (static_cast<uint32_t>(ws.p[2 * idx + 1]) << 8);
+  ws.bad |= need & !avail;
+  x = need ? ((x << 16) | w) : x;
+  ws.pos += need;
 }
 
 // A normalized frequency table (host side).
@@ -74,11 +73,12 @@ struct FreqTable {
   uint32_t P = kMaxProbBits;
   std::vector<uint16_t> freq;   // nsym entries, sum == 1 << P (or all 0 if unused)
   std::vector<uint16_t> start;  // cumulative
-  std::vector<uint8_t> lut;     // 1 << P entries (built by build_lut)
+  std::vector<uint8_t> lut;     // 1 << P: slot -> symbol (built by build_lut)
+  std::vector<uint32_t> fs;     // 256: freq | start << 16
 
   size_t nsym() const { return freq.size(); }
   bool empty() const { return lut.empty() && start.empty(); }
-  DecTable view() const { return DecTable{freq.data(), start.data(), lut.data(), P}; }
+  DecTable view() const { return DecTable{lut.data(), fs.data()}; }
   void build_lut();
 };
 

@@ -66,6 +66,7 @@ void TensorModel::finalize() {
   v1.clear();
   for (auto& t : t0) v0.push_back(t.view());
   for (auto& t : t1) v1.push_back(t.view());
+  if (kind == ModelKind::kInt) build_int_luts(ip, &luts);
 }
 
 ModelView TensorModel::view(const uint8_t* zp, uint32_t zcols) const {
@@ -82,6 +83,7 @@ ModelView TensorModel::view(const uint8_t* zp, uint32_t zcols) const {
   m.cc = cc.data();
   m.zp = zp;
   m.zcols = zcols;
+  m.luts = &luts;
   return m;
 }
 
@@ -347,13 +349,15 @@ static void walk_int(const IntParams& p, const uint8_t* rc, const uint8_t* cc, u
                      uint32_t h, uint32_t w, const int32_t* res, Emit&& emit, Bits&& bits) {
   LaneCursor cur[kLanes];
   IntToken tk[kLanes];
+  IntLuts L;
+  build_int_luts(p, &L);
   const uint32_t steps = init_cursors(h, w, cur);
   for (uint32_t t = 0; t < steps; ++t) {
     for (uint32_t l = 0; l < kLanes; ++l) {
       if (t >= cur[l].n) continue;
       const uint32_t r = cur[l].r, c = cur[l].c;
-      const uint32_t sc = int_scale_class(p, rc, cc, static_cast<uint32_t>(row0 + r), static_cast<uint32_t>(col0 + c));
-      const uint32_t ctx = int_ctx(p, res, w, r, c, cur[l].rect.r0, cur[l].rect.c0, sc);
+      const uint32_t sc = int_scale_class(p, L, rc, cc, static_cast<uint32_t>(row0 + r), static_cast<uint32_t>(col0 + c));
+      const uint32_t ctx = int_ctx(p, L, res, w, r, c, cur[l].rect.r0, cur[l].rect.c0, sc);
       tk[l] = make_token(p, res[r * w + c]);
       emit(l, 0, ctx, tk[l].tok);
     }
@@ -477,7 +481,7 @@ static bool float_layout(DType t, FloatLayout* f) {
 }
 
 static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayout fl, TensorModel* m) {
-  auto sample = sample_chunks(g, 1u << 20);
+  auto sample = sample_chunks(g, 1u << 19);
   uint64_t total = g.rows * g.cols, sampled = 0;
   // Mode exponent.
   FloatParams base{};
@@ -543,19 +547,30 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
   std::vector<uint8_t> ks;
   for (uint8_t k : {0, 2, 3, 4, 5, 7})
     if (k <= fl.mb && fl.mb - k <= 24) ks.push_back(k);
+  // Greedy: the mantissa split first, then the context shape.
   for (uint8_t k : ks) {
-    for (uint8_t nm : {1, 8, 16}) {
-      for (uint8_t sc : {0, 1}) {
-        FloatParams p = best;
-        p.k = k;
-        p.nm = nm;
-        p.mlo = static_cast<int16_t>(mode - nm + 2);
-        p.sign_ctx = sc;
-        double c = eval(p, false);
-        if (c < best_sm) {
-          best_sm = c;
-          bsm = p;
-        }
+    FloatParams p = best;
+    p.k = k;
+    p.nm = 8;
+    p.mlo = static_cast<int16_t>(mode - p.nm + 2);
+    p.sign_ctx = 0;
+    const double c = eval(p, false);
+    if (c < best_sm) {
+      best_sm = c;
+      bsm = p;
+    }
+  }
+  for (uint8_t nm : {1, 8, 16}) {
+    for (uint8_t sc : {0, 1}) {
+      if (nm == 8 && sc == 0) continue;
+      FloatParams p = bsm;
+      p.nm = nm;
+      p.mlo = static_cast<int16_t>(mode - nm + 2);
+      p.sign_ctx = sc;
+      const double c = eval(p, false);
+      if (c < best_sm) {
+        best_sm = c;
+        bsm = p;
       }
     }
   }
@@ -568,6 +583,8 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
 }
 
 // ------------------------------------------------------------------ int
+inline constexpr uint32_t kMaxWideContexts = 24;
+
 static int32_t code_at(uint32_t sub, const uint8_t* bytes, uint64_t i) {
   switch (sub) {
     case kIntNibble: return (bytes[i >> 1] >> ((i & 1) * 4)) & 15;
@@ -612,18 +629,26 @@ static void int_side_info(const TensorGeometry& g, const std::vector<int32_t>& v
   for (uint64_t c = 0; c < g.cols; ++c) (*cc)[c] = mag_class(cs[c] / static_cast<double>(g.rows));
 }
 
-// Thresholds splitting the distribution of x into k classes (quantiles).
+// Thresholds splitting the distribution of x (values clamped to 1023) into
+// k classes (quantiles), via a histogram.
 template <typename T>
-static std::vector<T> quantile_thresholds(std::vector<T> x, uint32_t k) {
+static std::vector<T> quantile_thresholds(const std::vector<T>& x, uint32_t k) {
   std::vector<T> thr;
   if (x.empty() || k < 2) return thr;
-  std::sort(x.begin(), x.end());
-  for (uint32_t i = 1; i < k; ++i) {
-    T t = x[x.size() * i / k];
-    if (t == 0) t = 1;
-    if (!thr.empty() && t <= thr.back()) t = thr.back() + 1;
-    thr.push_back(t);
+  std::vector<uint64_t> h(1024, 0);
+  for (auto v : x) h[std::min<uint64_t>(v, 1023)]++;
+  uint64_t acc = 0;
+  uint32_t next = 1;
+  for (uint32_t v = 0; v < 1024 && next < k; ++v) {
+    acc += h[v];
+    while (next < k && acc > x.size() * next / k) {
+      T t = static_cast<T>(v + 1 > 1 ? v + 1 : 1);
+      if (!thr.empty() && t <= thr.back()) t = thr.back() + 1;
+      thr.push_back(t);
+      ++next;
+    }
   }
+  while (thr.size() + 1 < k) thr.push_back(thr.empty() ? 1 : thr.back() + 1);
   return thr;
 }
 
@@ -674,7 +699,7 @@ static double block_cost(const int32_t* r, uint32_t n, const IntParams& p, const
 // transform on all full 8x8 sub-blocks.
 static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& vals, const ChunkRef& c,
                          const IntParams& p, const std::vector<double>& cost, bool exhaustive,
-                         std::vector<uint8_t>* map, TensorChoice* choice) {
+                         std::vector<uint8_t>* map) {
   const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
   const uint32_t tr = (h + kTile - 1) / kTile, tc = (w + kTile - 1) / kTile;
   map->assign(2u * tr * tc, 0);
@@ -739,22 +764,13 @@ static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& va
     if (pass == 0 && stride > 1 && used == 0) break;
   }
   if (used == 0) return false;
-  choice->tiles_with_tools += used;
-  for (uint32_t k = 0; k < tr * tc; ++k) {
-    if (!(*map)[2 * k] && !(*map)[2 * k + 1]) continue;
-    choice->tools_hist[(*map)[2 * k]]++;
-    for (int s = 0; s < 4; ++s) {
-      const uint8_t x = ((*map)[2 * k + 1] >> (2 * s)) & 3;
-      if (x) choice->xform_hist[x]++;
-    }
-  }
   return saved > 0;
 }
 
 static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals, IntParams base, TensorModel* m,
                        std::vector<uint8_t>* rc, std::vector<uint8_t>* cc) {
   int_side_info(g, vals, rc, cc);
-  auto sample = sample_chunks(g, 1u << 19);
+  auto sample = sample_chunks(g, 1u << 17);
   const uint64_t total = g.rows * g.cols;
   uint64_t sampled = 0;
   for (auto ci : sample) {
@@ -796,47 +812,56 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   best.nb = 1;
   best.ns = 1;
   double best_cost = eval(best);
-  std::vector<uint8_t> nbr_modes = {0};
-  if (base.sub == kIntTernary) nbr_modes.push_back(1);
-  for (uint8_t nm : nbr_modes) {
-    for (uint8_t nb : {1, 3, 6}) {
-      if (nm == 1 && nb != 1) continue;
-      for (uint8_t ns : {1, 4, 8}) {
-        for (int sides = 0; sides < 4; ++sides) {
-          if ((ns == 1) != (sides == 0)) continue;
-          IntParams p = base;
-          p.nbr_mode = nm;
-          p.nb = nm ? 1 : nb;
-          auto thr = quantile_thresholds(acts, p.nb);
-          for (size_t i = 0; i < thr.size(); ++i) p.thr[i] = static_cast<uint16_t>(std::min<uint32_t>(thr[i], 65535));
-          p.ns = ns;
-          p.use_rc = sides & 1;
-          p.use_cc = (sides >> 1) & 1;
-          if (ns > 1) {
-            std::vector<uint32_t> sv;
-            for (size_t i = 0; i < scs.size(); ++i) {
-              const uint32_t rcv = p.use_rc ? scs[i] : 0;  // recomputed below
-              (void)rcv;
-            }
-            // Scale values under this side-information choice.
-            sv.reserve(scs.size());
-            size_t idx = 0;
-            for (auto ci : sample) {
-              ChunkRef c = chunk_ref(g, nullptr, ci);
-              for (uint64_t r = 0; r < c.h; r += 1)
-                for (uint64_t cc2 = 0; cc2 < c.w; cc2 += 3, ++idx)
-                  sv.push_back((p.use_rc ? (*rc)[c.row0 + r] : 0u) + (p.use_cc ? (*cc)[c.col0 + cc2] : 0u));
-            }
-            auto st = quantile_thresholds(sv, ns);
-            for (size_t i = 0; i < st.size(); ++i) p.sthr[i] = static_cast<uint8_t>(std::min<uint32_t>(st[i], 255));
-          }
-          const double cst = eval(p);
-          if (cst < best_cost) {
-            best_cost = cst;
-            best = p;
-          }
-        }
+  auto set_thresholds = [&](IntParams& p) {
+    auto thr = quantile_thresholds(acts, p.nb);
+    for (size_t i = 0; i < thr.size(); ++i) p.thr[i] = static_cast<uint16_t>(std::min<uint32_t>(thr[i], 65535));
+    if (p.ns > 1) {
+      std::vector<uint32_t> sv;
+      sv.reserve(scs.size());
+      for (auto ci : sample) {
+        ChunkRef c = chunk_ref(g, nullptr, ci);
+        for (uint64_t r = 0; r < c.h; r += 1)
+          for (uint64_t cc2 = 0; cc2 < c.w; cc2 += 3)
+            sv.push_back((p.use_rc ? (*rc)[c.row0 + r] : 0u) + (p.use_cc ? (*cc)[c.col0 + cc2] : 0u));
       }
+      auto st = quantile_thresholds(sv, p.ns);
+      for (size_t i = 0; i < st.size(); ++i) p.sthr[i] = static_cast<uint8_t>(std::min<uint32_t>(st[i], 255));
+    }
+  };
+  auto consider = [&](IntParams p) {
+    // Decode speed: context tables of large alphabets must stay in the L2
+    // cache (5 KiB each).
+    if (p.nsym > 64 && int_nctx(p) > kMaxWideContexts) return;
+    set_thresholds(p);
+    const double cst = eval(p);
+    if (cst < best_cost) {
+      best_cost = cst;
+      best = p;
+    }
+  };
+  // Greedy search: the neighbour model first, then the scale classes.
+  for (uint8_t nb : {3, 6}) {
+    IntParams p = base;
+    p.nbr_mode = 0;
+    p.nb = nb;
+    p.ns = 1;
+    consider(p);
+  }
+  if (base.sub == kIntTernary) {
+    IntParams p = base;
+    p.nbr_mode = 1;
+    p.nb = 1;
+    p.ns = 1;
+    consider(p);
+  }
+  const IntParams stage1 = best;
+  for (uint8_t ns : {4, 8}) {
+    for (int sides = 1; sides < 4; ++sides) {
+      IntParams p = stage1;
+      p.ns = ns;
+      p.use_rc = sides & 1;
+      p.use_cc = (sides >> 1) & 1;
+      consider(p);
     }
   }
   m->kind = ModelKind::kInt;
@@ -898,14 +923,18 @@ static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_p
     best = model_payload.size();
     e.method = ChunkMethod::kModel;
   }
-  // zstd only where the model did not already win clearly.
-  if (e.method != ChunkMethod::kModel || model_payload.size() > c.nbytes * 9 / 10) {
-    auto z = zstd_compress(c.bytes, c.nbytes, opt.zstd_level);
-    if (!z.empty() && z.size() < best) {
-      e.method = ChunkMethod::kZstd;
-      e.payload = std::move(z);
-      return e;
-    }
+  // A fast zstd probe on every chunk (repetitive tensors, e.g. fixed
+  // bases or untrained embedding rows, favour LZ); the configured level
+  // only where the probe comes close to the best so far.
+  auto z = zstd_compress(c.bytes, c.nbytes, 3);
+  if (!z.empty() && opt.zstd_level > 3 && z.size() < best + best / 16) {
+    auto z2 = zstd_compress(c.bytes, c.nbytes, opt.zstd_level);
+    if (!z2.empty() && z2.size() < z.size()) z = std::move(z2);
+  }
+  if (!z.empty() && z.size() < best) {
+    e.method = ChunkMethod::kZstd;
+    e.payload = std::move(z);
+    return e;
   }
   if (e.method == ChunkMethod::kModel) e.payload = std::move(model_payload);
   else e.payload.assign(c.bytes, c.bytes + c.nbytes);
@@ -1037,9 +1066,73 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       ChunkRef c = chunk_ref(g, data, i);
       const uint32_t tr = static_cast<uint32_t>((c.h + kTile - 1) / kTile), tc = static_cast<uint32_t>((c.w + kTile - 1) / kTile);
       et.choice.tiles_total += tr * tc;
-      has_map[i] = choose_tiles(g, vals, c, m.ip, cost, opt.exhaustive_tools, &maps[i], &et.choice);
     }
-    for (auto hm : has_map) m.ip.tools |= hm ? 1 : 0;
+    // Default profile: search a sample of chunks; the rest only if some
+    // sampled chunk ends up smaller with tools (checked below).
+    std::vector<uint64_t> probe = opt.exhaustive_tools ? sample_chunks(g, UINT64_MAX) : sample_chunks(g, 1u << 17);
+    for (auto i : probe) has_map[i] = choose_tiles(g, vals, chunk_ref(g, data, i), m.ip, cost, opt.exhaustive_tools, &maps[i]);
+    bool search_rest = false;
+    // Measure, don't assume: keep a chunk's tile map only if the chunk
+    // codes smaller with it under context tables built without tools.
+    bool any = false;
+    for (auto hm : has_map) any |= hm != 0;
+    if (any) {
+      Stats sa;
+      sa.init(int_nctx(m.ip), m.ip.nsym, 0, 0);
+      std::vector<int32_t> rbuf;
+      for (uint64_t i = 0; i < nchunks; ++i) {
+        ChunkRef c = chunk_ref(g, data, i);
+        chunk_residuals(g, vals, c, nullptr, &rbuf);
+        walk_int(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
+                 static_cast<uint32_t>(c.w), rbuf.data(),
+                 [&](uint32_t, uint32_t set, uint32_t ctx, uint32_t sym) { sa.add(set, ctx, sym); },
+                 [](uint32_t, uint32_t, uint32_t) {});
+      }
+      TensorModel ma = m;
+      build_tables(sa, &ma);
+      std::vector<double> nlog(4097, 64.0);
+      for (uint32_t f = 1; f <= 4096; ++f) nlog[f] = 12.0 - std::log2(static_cast<double>(f));
+      auto cost_of = [&](const ChunkRef& c, const std::vector<uint8_t>* mp) {
+        chunk_residuals(g, vals, c, mp, &rbuf);
+        double bits = mp ? 8.0 * static_cast<double>(mp->size()) : 0.0;
+        walk_int(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
+                 static_cast<uint32_t>(c.w), rbuf.data(),
+                 [&](uint32_t, uint32_t, uint32_t ctx, uint32_t sym) { bits += nlog[ma.t0[ctx].freq[sym]]; },
+                 [&](uint32_t, uint32_t, uint32_t k) { bits += k; });
+        return bits;
+      };
+      auto check = [&](uint64_t i) {
+        if (!has_map[i]) return;
+        ChunkRef c = chunk_ref(g, data, i);
+        if (cost_of(c, &maps[i]) >= cost_of(c, nullptr)) has_map[i] = 0;
+      };
+      for (auto i : probe) {
+        check(i);
+        search_rest |= has_map[i] != 0;
+      }
+      if (search_rest && probe.size() < nchunks) {
+        std::vector<char> probed(nchunks, 0);
+        for (auto i : probe) probed[i] = 1;
+        for (uint64_t i = 0; i < nchunks; ++i) {
+          if (probed[i]) continue;
+          has_map[i] = choose_tiles(g, vals, chunk_ref(g, data, i), m.ip, cost, opt.exhaustive_tools, &maps[i]);
+          check(i);
+        }
+      }
+    }
+    for (uint64_t i = 0; i < nchunks; ++i) {
+      if (!has_map[i]) continue;
+      m.ip.tools = 1;
+      for (size_t k = 0; k < maps[i].size(); k += 2) {
+        if (!maps[i][k] && !maps[i][k + 1]) continue;
+        et.choice.tiles_with_tools++;
+        et.choice.tools_hist[maps[i][k]]++;
+        for (int sb = 0; sb < 4; ++sb) {
+          const uint8_t x = (maps[i][k + 1] >> (2 * sb)) & 3;
+          if (x) et.choice.xform_hist[x]++;
+        }
+      }
+    }
   }
 
   // Statistics over every chunk in its final form, then tables.

@@ -42,6 +42,7 @@ struct TensorModel {
   std::vector<uint8_t> rc, cc;  // int side information
   // Views for the decoder (rebuilt by finalize()).
   std::vector<DecTable> v0, v1;
+  IntLuts luts{};
 
   void finalize();
   ModelView view(const uint8_t* zp = nullptr, uint32_t zcols = 0) const;
