@@ -64,7 +64,7 @@ struct FloatParams {
   uint8_t elem_bytes;  // 1, 2 or 4
   uint8_t eb, mb;      // exponent and mantissa bits (sign is the top bit)
   uint8_t k;           // high mantissa bits coded with the sign (0..7, <= mb)
-  uint8_t emode;       // 0: order-0, 1: left, 2: left+top average, 3: top
+  uint8_t emode;       // 0: order-0, 1: left, 2: left+top average, 3: top, 4: joint left x top
   uint8_t ne;          // exponent context classes (>= 1)
   uint8_t nm;          // sign/mantissa context classes by exponent (>= 1)
   uint8_t sign_ctx;    // 1: sign/mantissa context also uses the left sign
@@ -72,7 +72,11 @@ struct FloatParams {
   int16_t mlo;         // exponent mapped to sign/mantissa class 0
 };
 
-WC_HD inline uint32_t float_e_nctx(const FloatParams& p) { return p.emode ? 2u * p.ne : 1u; }
+inline constexpr int kJointClasses = 6;
+WC_HD inline uint32_t float_e_nctx(const FloatParams& p) {
+  if (p.emode == 4) return 1u + kJointClasses * kJointClasses + 2u * kJointClasses;
+  return p.emode ? 2u * p.ne : 1u;
+}
 WC_HD inline uint32_t float_sm_nctx(const FloatParams& p) { return p.nm * (p.sign_ctx ? 3u : 1u); }
 WC_HD inline uint32_t float_raw_bits(const FloatParams& p) { return p.mb - p.k; }
 
@@ -83,6 +87,14 @@ WC_HD inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? 
 WC_HD inline uint32_t float_e_ctx(const FloatParams& p, const uint16_t* e_grid, uint32_t w, uint32_t r,
                                   uint32_t c, bool has_l, bool has_t) {
   if (p.emode == 0) return 0;
+  if (p.emode == 4) {
+    const int l4 = has_l ? e_grid[r * w + c - 1] : -1;
+    const int t4 = has_t ? e_grid[(r - 1) * w + c] : -1;
+    if (l4 < 0 && t4 < 0) return 0;
+    const int ql = clampi(l4 - p.elo, 0, kJointClasses - 1), qt = clampi(t4 - p.elo, 0, kJointClasses - 1);
+    if (l4 >= 0 && t4 >= 0) return static_cast<uint32_t>(1 + ql * kJointClasses + qt);
+    return static_cast<uint32_t>(1 + kJointClasses * kJointClasses + (l4 >= 0 ? ql : kJointClasses + qt));
+  }
   int pred;
   int act = 0;
   const int l = has_l ? e_grid[r * w + c - 1] : -1;

@@ -187,7 +187,7 @@ Result<TensorModel> TensorModel::deserialize(const uint8_t* p, size_t n, const T
       if (1u + f.eb + f.mb != f.elem_bytes * 8u) return bad("mantissa_bits", f.mb, "element bits - 1 - exponent bits");
       if (f.k > 7 || f.k > f.mb) return bad("k", f.k, "0..min(7, mantissa bits)");
       if (f.mb - f.k > 24) return bad("k", f.k, "raw bits <= 24");
-      if (f.emode > 3) return bad("emode", f.emode, "0..3");
+      if (f.emode > 4) return bad("emode", f.emode, "0..4");
       if (f.ne < 1 || f.ne > 64) return bad("ne", f.ne, "1..64");
       if (f.nm < 1 || f.nm > 64) return bad("nm", f.nm, "1..64");
       if (f.sign_ctx > 1) return bad("sign_ctx", f.sign_ctx, "0..1");
@@ -265,12 +265,12 @@ Result<TensorModel> TensorModel::deserialize(const uint8_t* p, size_t n, const T
 }
 
 std::string TensorModel::describe() const {
-  static const char* emodes[] = {"o0", "left", "avg", "top"};
+  static const char* emodes[] = {"o0", "left", "avg", "top", "l*t"};
   static const char* subs[] = {"i8", "u8", "u4", "tern"};
   char buf[160];
   switch (kind) {
     case ModelKind::kFloat:
-      std::snprintf(buf, sizeof buf, "exp:%s/%u sm:k%u/%u%s raw%u", emodes[fp.emode & 3], fp.ne, fp.k, fp.nm,
+      std::snprintf(buf, sizeof buf, "exp:%s/%u sm:k%u/%u%s raw%u", emodes[fp.emode <= 4 ? fp.emode : 0], fp.ne, fp.k, fp.nm,
                     fp.sign_ctx ? "+s" : "", fp.mb - fp.k);
       break;
     case ModelKind::kInt:
@@ -526,13 +526,13 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
   best.nm = 1;
   best.k = static_cast<uint8_t>(std::min<int>(3, fl.mb));
   double best_e = std::numeric_limits<double>::infinity();
-  for (uint8_t emode : {0, 1, 2, 3}) {
+  for (uint8_t emode : {0, 1, 2, 3, 4}) {
     for (uint8_t ne : {8, 16}) {
-      if (emode == 0 && ne != 8) continue;
+      if ((emode == 0 || emode == 4) && ne != 8) continue;
       FloatParams p = best;
       p.emode = emode;
       p.ne = emode ? ne : 1;
-      p.elo = static_cast<int16_t>(mode - p.ne + 3);
+      p.elo = static_cast<int16_t>(emode == 4 ? mode - kJointClasses + 2 : mode - p.ne + 3);
       double c = eval(p, true);
       if (c < best_e) {
         best_e = c;
