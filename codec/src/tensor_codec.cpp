@@ -335,9 +335,9 @@ static void walk_float(const FloatParams& p, uint32_t h, uint32_t w, const Float
 struct IntToken {
   uint32_t tok, extra, nb;
 };
-static IntToken make_token(const IntParams& p, int32_t v) {
+static inline __attribute__((always_inline)) IntToken make_token(const IntParams& p, int32_t v) {
   const uint32_t u = static_cast<uint32_t>(tile::zz_encode(v));
-  if (u < p.esc) return {u, 0, 0};
+  if (__builtin_expect(u < p.esc, 1)) return {u, 0, 0};
   const uint32_t d = u - p.esc;
   const uint32_t nb = bit_width32(d);
   const uint32_t extra = nb >= 2 ? d - (1u << (nb - 1)) : 0;
@@ -481,7 +481,7 @@ static bool float_layout(DType t, FloatLayout* f) {
 }
 
 static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayout fl, TensorModel* m) {
-  auto sample = sample_chunks(g, 1u << 19);
+  auto sample = sample_chunks(g, 1u << 18);
   uint64_t total = g.rows * g.cols, sampled = 0;
   // Mode exponent.
   FloatParams base{};
@@ -499,23 +499,44 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
   }
   const int mode = static_cast<int>(std::max_element(eh.begin(), eh.end()) - eh.begin());
   const double scale = static_cast<double>(total) / static_cast<double>(std::max<uint64_t>(1, sampled));
-  // Candidate grid, evaluated on the sample. Exponent and sign/mantissa
-  // costs are separable: choose each part independently.
-  struct Cand {
-    FloatParams p;
-    double cost;
+  // Candidates are evaluated on the sample with contexts computed over the
+  // whole chunk (lane edges ignored: an estimate). Exponent and
+  // sign/mantissa costs are separable: each part is chosen on its own.
+  struct SampleChunk {
+    uint32_t h, w;
+    std::vector<uint16_t> e;
+    std::vector<uint32_t> sm;  // sign << mb | mantissa
   };
-  FloatChunkData d;
+  std::vector<SampleChunk> sc;
+  for (auto ci : sample) {
+    ChunkRef c = chunk_ref(g, data, ci);
+    SampleChunk s2{static_cast<uint32_t>(c.h), static_cast<uint32_t>(c.w), {}, {}};
+    const uint64_t n = c.h * c.w;
+    s2.e.resize(n);
+    s2.sm.resize(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint32_t v = load_elem(c.bytes + i * fl.bytes, fl.bytes);
+      s2.e[i] = static_cast<uint16_t>((v >> fl.mb) & ((1u << fl.eb) - 1));
+      s2.sm[i] = ((v >> (fl.eb + fl.mb)) << fl.mb) | (v & ((1u << fl.mb) - 1));
+    }
+    sc.push_back(std::move(s2));
+  }
   auto eval = [&](const FloatParams& p, bool part_e) {
     Stats s;
     s.init(part_e ? float_e_nctx(p) : 0, 1u << p.eb, part_e ? 0 : float_sm_nctx(p), 2u << p.k);
-    for (auto ci : sample) {
-      ChunkRef c = chunk_ref(g, data, ci);
-      split_float(p, c.bytes, c.h * c.w, &d);
-      walk_float(p, static_cast<uint32_t>(c.h), static_cast<uint32_t>(c.w), d,
-                 [&](uint32_t, uint32_t set, uint32_t ctx, uint32_t sym) {
-                   if ((set == 0) == part_e) s.add(set, ctx, sym);
-                 });
+    const uint32_t rawb = p.mb - p.k;
+    for (const auto& ch : sc) {
+      for (uint32_t r = 0; r < ch.h; ++r) {
+        for (uint32_t c = 0; c < ch.w; ++c) {
+          const uint64_t i = uint64_t{r} * ch.w + c;
+          if (part_e) {
+            s.add(0, float_e_ctx(p, ch.e.data(), ch.w, r, c, c > 0, r > 0), ch.e[i]);
+          } else {
+            const int ls = c > 0 ? 1 + static_cast<int>(ch.sm[i - 1] >> p.mb) : 0;
+            s.add(1, float_sm_ctx(p, ch.e[i], ls), ch.sm[i] >> rawb);
+          }
+        }
+      }
     }
     double bits = s.cost(scale);
     if (!part_e) bits += static_cast<double>(total) * float_raw_bits(p);
@@ -685,11 +706,18 @@ static void chunk_residuals(const TensorGeometry& g, const std::vector<int32_t>&
 }
 
 // Estimated bits of a residual block under a per-token cost table.
+// cost holds the bits of each token; values with zig-zag code below esc
+// are looked up directly.
 static double block_cost(const int32_t* r, uint32_t n, const IntParams& p, const std::vector<double>& cost) {
   double b = 0;
   for (uint32_t i = 0; i < n; ++i) {
-    IntToken t = make_token(p, r[i]);
-    b += cost[t.tok] + (t.nb >= 2 ? t.nb - 1 : 0);
+    const uint32_t u = static_cast<uint32_t>(tile::zz_encode(r[i]));
+    if (u < p.esc) {
+      b += cost[u];
+    } else {
+      IntToken t = make_token(p, r[i]);
+      b += cost[t.tok] + (t.nb >= 2 ? t.nb - 1 : 0);
+    }
   }
   return b;
 }
@@ -709,7 +737,7 @@ static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& va
   double saved = 0;
   uint32_t used = 0;
   int32_t left[kTile], top[kTile];
-  const uint32_t stride = exhaustive ? 1 : 7;  // default profile probes every 7th tile first
+  const uint32_t stride = exhaustive ? 1 : 31;  // default profile probes every 31st tile first
   for (uint32_t pass = 0; pass < 2; ++pass) {
     uint32_t probed = 0;
     for (uint32_t k = 0; k < tr * tc; ++k) {
@@ -730,6 +758,9 @@ static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& va
       for (uint8_t pred = 0; pred <= tile::kPredDC; ++pred) {
         for (uint8_t xf = 0; xf <= tile::kXformADST; ++xf) {
           if (pred == 0 && xf == 0) continue;
+          // Default profile: every predictor alone, every transform alone,
+          // and DC/planar prediction with each transform.
+          if (!exhaustive && pred != 0 && xf != 0 && pred != tile::kPredDC && pred != tile::kPredPlanar) continue;
           uint8_t xmap[4] = {0, 0, 0, 0};
           uint8_t packed = 0;
           for (int s = 0; s < 4; ++s) {
@@ -792,16 +823,35 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
         scs.push_back((*rc)[c.row0 + r] + (*cc)[c.col0 + cc2]);
       }
   }
-  std::vector<int32_t> res;
+  // Candidates are evaluated on the sample with contexts over the whole
+  // chunk (lane edges ignored: an estimate).
+  struct SampleChunk {
+    ChunkRef c;
+    std::vector<int32_t> res;
+    std::vector<uint16_t> tok;
+  };
+  std::vector<SampleChunk> sch;
+  for (auto ci : sample) {
+    SampleChunk sc2{chunk_ref(g, nullptr, ci), {}, {}};
+    chunk_residuals(g, vals, sc2.c, nullptr, &sc2.res);
+    sc2.tok.resize(sc2.res.size());
+    for (size_t i = 0; i < sc2.res.size(); ++i) sc2.tok[i] = static_cast<uint16_t>(make_token(base, sc2.res[i]).tok);
+    sch.push_back(std::move(sc2));
+  }
   auto eval = [&](const IntParams& p) {
     Stats s;
     s.init(int_nctx(p), p.nsym, 0, 0);
-    for (auto ci : sample) {
-      ChunkRef c = chunk_ref(g, nullptr, ci);
-      chunk_residuals(g, vals, c, nullptr, &res);
-      walk_int(p, rc->data(), cc->data(), c.row0, c.col0, static_cast<uint32_t>(c.h), static_cast<uint32_t>(c.w),
-               res.data(), [&](uint32_t, uint32_t set, uint32_t ctx, uint32_t sym) { s.add(set, ctx, sym); },
-               [&](uint32_t, uint32_t, uint32_t) {});
+    IntLuts L;
+    build_int_luts(p, &L);
+    for (const auto& ch : sch) {
+      const uint32_t h = static_cast<uint32_t>(ch.c.h), w = static_cast<uint32_t>(ch.c.w);
+      for (uint32_t r = 0; r < h; ++r) {
+        for (uint32_t c = 0; c < w; ++c) {
+          const uint32_t scl = int_scale_class(p, L, rc->data(), cc->data(), static_cast<uint32_t>(ch.c.row0 + r),
+                                               static_cast<uint32_t>(ch.c.col0 + c));
+          s.add(0, int_ctx(p, L, ch.res.data(), w, r, c, 0, 0, scl), ch.tok[uint64_t{r} * w + c]);
+        }
+      }
     }
     double bits = s.cost(scale);
     if (p.use_rc) bits += 5.0 * static_cast<double>(g.rows);
@@ -1057,7 +1107,8 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   std::vector<char> has_map(nchunks, 0);
   if (kind == kIntK && opt.tool_search) {
     std::vector<uint64_t> hist(m.ip.nsym, 1);
-    for (auto v : vals) hist[make_token(m.ip, v).tok]++;
+    const uint64_t hstep = std::max<uint64_t>(1, vals.size() >> 16);
+    for (uint64_t i = 0; i < vals.size(); i += hstep) hist[make_token(m.ip, vals[i]).tok]++;
     double tot = 0;
     for (auto hc : hist) tot += static_cast<double>(hc);
     std::vector<double> cost(m.ip.nsym);
@@ -1069,7 +1120,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     }
     // Default profile: search a sample of chunks; the rest only if some
     // sampled chunk ends up smaller with tools (checked below).
-    std::vector<uint64_t> probe = opt.exhaustive_tools ? sample_chunks(g, UINT64_MAX) : sample_chunks(g, 1u << 17);
+    std::vector<uint64_t> probe = opt.exhaustive_tools ? sample_chunks(g, UINT64_MAX) : sample_chunks(g, 1u << 16);
     for (auto i : probe) has_map[i] = choose_tiles(g, vals, chunk_ref(g, data, i), m.ip, cost, opt.exhaustive_tools, &maps[i]);
     bool search_rest = false;
     // Measure, don't assume: keep a chunk's tile map only if the chunk
