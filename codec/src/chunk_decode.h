@@ -33,6 +33,13 @@ struct ModelView {
   const uint8_t* zp;   // int nibble: zero points [rows][zcols] or nullptr
   uint32_t zcols;
   const IntLuts* luts;  // int: derived lookup tables
+  // Flattened tables for vector decoders (nullptr if not built):
+  // sym_all[ctx * 4096 + slot], fs_all[ctx * 256 + sym]; rc/cc copies
+  // padded by 4 bytes.
+  const uint8_t* sym_all;
+  const uint32_t* fs_all;
+  const uint8_t* rc_pad;
+  const uint8_t* cc_pad;
 };
 
 // Reads the n-bit little-endian field at bit position pos of a packed bit
@@ -175,9 +182,9 @@ WC_HD inline int32_t int_center(const ModelView& m, uint32_t row, uint32_t col) 
 
 // Decodes the residual grid (scratch res: h*w int32) then reconstructs tiles
 // (when a tile map is present) and packs codes into out.
-WC_HD inline bool decode_int_chunk(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map,
-                                   const uint8_t* rans, uint32_t rans_len, uint8_t* out, int32_t* res,
-                                   int32_t* tmp_tile) {
+// Entropy-decodes the residual grid res (h*w int32) of an int chunk.
+WC_HD inline bool decode_int_residuals(const ModelView& m, const ChunkView& cv, const uint8_t* rans,
+                                       uint32_t rans_len, int32_t* res) {
   const IntParams& p = m.ip;
   const uint32_t w = cv.w;
   if (rans_len < 4 * kLanes || (rans_len & 1)) return false;
@@ -256,6 +263,15 @@ WC_HD inline bool decode_int_chunk(const ModelView& m, const ChunkView& cv, cons
   if (ws.bad || ws.pos != ws.n) return false;
   for (uint32_t l = 0; l < kLanes; ++l)
     if (x[l] != kRansL) return false;
+  return true;
+}
+
+// Reconstructs tiles (when a tile map is present) and packs the codes of
+// the residual grid res into out.
+WC_HD inline bool int_finish_chunk(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, uint8_t* out,
+                                   int32_t* res, int32_t* tmp_tile) {
+  const IntParams& p = m.ip;
+  const uint32_t w = cv.w;
   if (tile_map) {
     // Tiles in raster order; reconstruct in place (res becomes values).
     const uint32_t tr = (cv.h + kTile - 1) / kTile, tc = (w + kTile - 1) / kTile;
@@ -314,6 +330,12 @@ WC_HD inline bool decode_int_chunk(const ModelView& m, const ChunkView& cv, cons
     }
   }
   return true;
+}
+
+WC_HD inline bool decode_int_chunk(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map,
+                                   const uint8_t* rans, uint32_t rans_len, uint8_t* out, int32_t* res,
+                                   int32_t* tmp_tile) {
+  return decode_int_residuals(m, cv, rans, rans_len, res) && int_finish_chunk(m, cv, tile_map, out, res, tmp_tile);
 }
 
 // ---------------------------------------------------------------- bytes

@@ -154,6 +154,7 @@ WC_HD inline uint32_t iabs32(int32_t v) { return v < 0 ? static_cast<uint32_t>(-
 struct IntLuts {
   uint8_t act[1024];
   uint8_t scale[64];
+  uint8_t pad[4];  // 32-bit gathers of the last byte stay inside the struct
 };
 
 WC_HD inline void build_int_luts(const IntParams& p, IntLuts* L) {

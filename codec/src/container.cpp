@@ -664,9 +664,13 @@ Status Reader::load_aux(size_t ti) const {
   if (z.decoded_ready.load(std::memory_order_acquire)) return Status::OK();
   std::lock_guard<std::mutex> lk(aux_mu_);
   if (z.decoded_ready.load(std::memory_order_relaxed)) return Status::OK();
+  // Chunk by chunk into the buffer: the aux tensor has no aux of its own
+  // (checked at open), so this does not recurse.
   std::vector<uint8_t> buf(z.info.nbytes());
-  if (!z.chunks.empty()) {
-    WC_RETURN_IF_ERROR(read(z.chunks.front().decoded_offset, buf.size(), buf.data()));
+  uint64_t off = 0;
+  for (size_t c = 0; c < z.chunks.size(); ++c) {
+    WC_RETURN_IF_ERROR(decode_chunk(z.first_global + c, buf.data() + off));
+    off += z.chunks[c].decoded_size;
   }
   z.decoded = std::move(buf);
   z.decoded_ready.store(true, std::memory_order_release);
@@ -677,10 +681,8 @@ Status Reader::decode_chunk(size_t gi, uint8_t* out) const {
   if (gi >= all_chunks_.size()) return Status::OutOfRange(path_ + ": chunk index " + std::to_string(gi));
   const ChunkEntry& e = all_chunks_[gi];
   const Tensor& t = *tensors_[chunk_tensor_[gi]];
-  thread_local std::vector<uint8_t> payload;
-  thread_local DecodeScratch scratch;
-  payload.resize(e.stored_size);
-  WC_RETURN_IF_ERROR(pread_exact(e.file_offset, e.stored_size, payload.data()));
+  // Zero points first: loading them decodes other chunks on this thread,
+  // which reuses the thread's payload buffer.
   const uint8_t* zp = nullptr;
   uint32_t zcols = 0;
   if (e.method == 2 && t.model.kind == ModelKind::kInt && t.model.ip.zgroup) {
@@ -688,6 +690,10 @@ Status Reader::decode_chunk(size_t gi, uint8_t* out) const {
     zp = tensors_[static_cast<size_t>(t.aux)]->decoded.data();
     zcols = static_cast<uint32_t>((t.geom.cols + t.model.ip.zgroup - 1) / t.model.ip.zgroup);
   }
+  thread_local std::vector<uint8_t> payload;
+  thread_local DecodeScratch scratch;
+  payload.resize(e.stored_size);
+  WC_RETURN_IF_ERROR(pread_exact(e.file_offset, e.stored_size, payload.data()));
   return wcodec::decode_chunk(t.geom, t.has_model ? &t.model : nullptr, chunk_local_[gi],
                               static_cast<ChunkMethod>(e.method), payload.data(), payload.size(), e.decoded_size,
                               e.xxh3, zp, zcols, t.model.ip.zgroup, out, scratch, chunk_what(gi));

@@ -66,7 +66,19 @@ void TensorModel::finalize() {
   v1.clear();
   for (auto& t : t0) v0.push_back(t.view());
   for (auto& t : t1) v1.push_back(t.view());
-  if (kind == ModelKind::kInt) build_int_luts(ip, &luts);
+  if (kind == ModelKind::kInt) {
+    build_int_luts(ip, &luts);
+    sym_all.assign(t0.size() * 4096 + 64, 0);
+    fs_all.assign(t0.size() * 256 + 16, 0);
+    for (size_t i = 0; i < t0.size(); ++i) {
+      std::memcpy(sym_all.data() + i * 4096, t0[i].lut.data(), 4096);
+      std::memcpy(fs_all.data() + i * 256, t0[i].fs.data(), 256 * sizeof(uint32_t));
+    }
+    rc_pad = rc;
+    rc_pad.resize(rc.size() + 4, 0);
+    cc_pad = cc;
+    cc_pad.resize(cc.size() + 4, 0);
+  }
 }
 
 ModelView TensorModel::view(const uint8_t* zp, uint32_t zcols) const {
@@ -84,6 +96,10 @@ ModelView TensorModel::view(const uint8_t* zp, uint32_t zcols) const {
   m.zp = zp;
   m.zcols = zcols;
   m.luts = &luts;
+  m.sym_all = sym_all.empty() ? nullptr : sym_all.data();
+  m.fs_all = fs_all.empty() ? nullptr : fs_all.data();
+  m.rc_pad = rc_pad.empty() ? nullptr : rc_pad.data();
+  m.cc_pad = cc_pad.empty() ? nullptr : cc_pad.data();
   return m;
 }
 
@@ -1318,7 +1334,11 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
           if (model->ip.zgroup && !zp) return Status::Internal(what + ": zero points not provided");
           if (scratch.res.size() < n) scratch.res.resize(n);
           if (scratch.tile.size() < kTile * kTile) scratch.tile.resize(kTile * kTile);
-          ok = raw_len == 0 && decode_int_chunk(mv, cv, map, rans, rl, out, scratch.res.data(), scratch.tile.data());
+          if (raw_len == 0) {
+            const int simd = decode_int_residuals_simd(mv, cv, rans, rl, scratch.res.data());
+            ok = simd < 0 ? decode_int_residuals(mv, cv, rans, rl, scratch.res.data()) : simd == 1;
+            ok = ok && int_finish_chunk(mv, cv, map, out, scratch.res.data(), scratch.tile.data());
+          }
           break;
         case ModelKind::kBytes:
           ok = raw_len == 0 && decode_bytes_chunk(mv, cv, rans, rl, out);

@@ -43,6 +43,9 @@ struct TensorModel {
   // Views for the decoder (rebuilt by finalize()).
   std::vector<DecTable> v0, v1;
   IntLuts luts{};
+  // Flattened copies for the vector decoder (see ModelView).
+  std::vector<uint8_t> sym_all, rc_pad, cc_pad;
+  std::vector<uint32_t> fs_all;
 
   void finalize();
   ModelView view(const uint8_t* zp = nullptr, uint32_t zcols = 0) const;
@@ -117,5 +120,13 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
                     const std::string& what);
 
 uint64_t chunk_hash(const uint8_t* p, size_t n);
+
+// Vector (AVX-512) decoder of an int chunk's residual grid, producing exactly
+// what decode_int_residuals produces. Returns 1 on success, 0 for a
+// malformed stream, -1 when this CPU or model configuration is not handled
+// (the caller then uses the scalar decoder). WCODEC_NO_SIMD=1 in the
+// environment disables it.
+int decode_int_residuals_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                              int32_t* res);
 
 }  // namespace wcodec
