@@ -34,10 +34,10 @@ struct ModelView {
   uint32_t zcols;
   const IntLuts* luts;  // int: derived lookup tables
   // Flattened tables for vector decoders (nullptr if not built):
-  // sym_all[ctx * 4096 + slot], fs_all[ctx * 256 + sym]; rc/cc copies
-  // padded by 4 bytes.
-  const uint8_t* sym_all;
-  const uint32_t* fs_all;
+  // slot_all[ctx * 4096 + slot] = symbol | (freq - 1) << 8 | offset << 20;
+  // rc/cc copies padded by 4 bytes.
+  const uint32_t* slot_all;   // t0 (int tokens, float exponents)
+  const uint32_t* slot1_all;  // t1 (float sign/mantissa)
   const uint8_t* rc_pad;
   const uint8_t* cc_pad;
 };
@@ -88,14 +88,17 @@ WC_HD inline void advance(LaneCursor& k) {
 
 // ---------------------------------------------------------------- float
 // scratch: h*w uint16 exponents + h*w uint8 sign/mantissa.
-WC_HD inline bool decode_float_chunk(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
-                                     const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint16_t* e_grid,
-                                     uint8_t* sm_grid) {
+// Size check of the raw bit section (+4: get_bits reads 4 bytes).
+WC_HD inline bool float_raw_ok(const FloatParams& p, uint64_t n, uint64_t raw_len) {
+  const uint32_t rawb = float_raw_bits(p);
+  return raw_len >= (n * rawb + 7) / 8 + (rawb ? 4 : 0);
+}
+
+// Entropy-decodes the exponent and sign/mantissa grids of a float chunk.
+WC_HD inline bool decode_float_symbols(const ModelView& m, const ChunkView& cv, const uint8_t* rans,
+                                       uint32_t rans_len, uint16_t* e_grid, uint8_t* sm_grid) {
   const FloatParams& p = m.fp;
   const uint32_t w = cv.w;
-  const uint64_t n = uint64_t{cv.h} * cv.w;
-  const uint32_t rawb = float_raw_bits(p);
-  if (raw_len < (n * rawb + 7) / 8 + (rawb ? 4 : 0)) return false;  // +4: get_bits reads 4 bytes
   if (rans_len < 4 * kLanes || (rans_len & 1)) return false;
   uint32_t x[kLanes];
   for (uint32_t l = 0; l < kLanes; ++l) x[l] = load_elem(rans + 4 * l, 4);
@@ -128,6 +131,13 @@ WC_HD inline bool decode_float_chunk(const ModelView& m, const ChunkView& cv, co
   if (ws.bad || ws.pos != ws.n) return false;
   for (uint32_t l = 0; l < kLanes; ++l)
     if (x[l] != kRansL) return false;
+  return true;
+}
+
+// Assembles elements from the exponent, sign/mantissa and raw bits.
+WC_HD inline void float_assemble(const FloatParams& p, uint64_t n, const uint8_t* raw, const uint16_t* e_grid,
+                                 const uint8_t* sm_grid, uint8_t* out) {
+  const uint32_t rawb = float_raw_bits(p);
   const uint32_t eb = p.eb, mb = p.mb, k = p.k;
   for (uint64_t i = 0; i < n; ++i) {
     const uint32_t sm = sm_grid[i];
@@ -137,6 +147,15 @@ WC_HD inline bool decode_float_chunk(const ModelView& m, const ChunkView& cv, co
     const uint32_t v = (sign << (eb + mb)) | (static_cast<uint32_t>(e_grid[i]) << mb) | (mh << rawb) | lo;
     store_elem(out + i * p.elem_bytes, p.elem_bytes, v);
   }
+}
+
+WC_HD inline bool decode_float_chunk(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                                     const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint16_t* e_grid,
+                                     uint8_t* sm_grid) {
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (!float_raw_ok(m.fp, n, raw_len)) return false;
+  if (!decode_float_symbols(m, cv, rans, rans_len, e_grid, sm_grid)) return false;
+  float_assemble(m.fp, n, raw, e_grid, sm_grid, out);
   return true;
 }
 
@@ -312,11 +331,13 @@ WC_HD inline bool int_finish_chunk(const ModelView& m, const ChunkView& cv, cons
     const int32_t* vr = res + static_cast<uint64_t>(r) * w;
     uint8_t* orow = out + static_cast<uint64_t>(r) * w / cpb;
     if (p.sub == kIntI8) {
+      uint32_t bad = 0;
       for (uint32_t c = 0; c < w; ++c) {
         const int32_t v = vr[c];
-        if (v < -128 || v > 127) return false;
+        bad |= static_cast<uint32_t>(v + 128) > 255u;
         orow[c] = static_cast<uint8_t>(v);
       }
+      if (bad) return false;
       continue;
     }
     for (uint32_t c = 0; c < w; c += cpb) {

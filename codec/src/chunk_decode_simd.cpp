@@ -119,12 +119,11 @@ WC_AVX512 int decode_avx512(const ModelView& m, const ChunkView& cv, const uint8
       ctx = _mm512_add_epi32(_mm512_add_epi32(ctx, _mm512_slli_epi32(ctx, 1)), ls);
       // rANS step.
       const __m512i slot = _mm512_and_si512(X[k], vMask);
-      const __m512i sym = gather_bytes(act, _mm512_add_epi32(_mm512_slli_epi32(ctx, 12), slot), m.sym_all);
-      const __m512i fs =
-          _mm512_mask_i32gather_epi32(zero, act, _mm512_add_epi32(_mm512_slli_epi32(ctx, 8), sym), m.fs_all, 4);
-      __m512i nx = _mm512_add_epi32(
-          _mm512_mullo_epi32(_mm512_and_si512(fs, _mm512_set1_epi32(0xFFFF)), _mm512_srli_epi32(X[k], 12)),
-          _mm512_sub_epi32(slot, _mm512_srli_epi32(fs, 16)));
+      const __m512i e =
+          _mm512_mask_i32gather_epi32(zero, act, _mm512_add_epi32(_mm512_slli_epi32(ctx, 12), slot), m.slot_all, 4);
+      const __m512i sym = _mm512_and_si512(e, _mm512_set1_epi32(0xFF));
+      const __m512i freq = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(e, 8), vMask), vOne);
+      __m512i nx = _mm512_add_epi32(_mm512_mullo_epi32(freq, _mm512_srli_epi32(X[k], 12)), _mm512_srli_epi32(e, 20));
       nx = _mm512_mask_mov_epi32(X[k], act, nx);
       const __mmask16 need = _mm512_mask_cmplt_epu32_mask(act, nx, vL);
       const uint32_t cnt = static_cast<uint32_t>(__builtin_popcount(need));
@@ -218,12 +217,171 @@ WC_AVX512 int decode_avx512(const ModelView& m, const ChunkView& cv, const uint8
   return 1;
 }
 
+
+// Shared rANS step for one 16-lane half: decodes a symbol from the packed
+// slot table at row ctx, renormalizes from the word stream. Returns false
+// when the stream is exhausted.
+struct WordCursor {
+  const uint8_t* words;
+  uint32_t n, pos;
+  alignas(64) uint16_t pad[16];
+};
+
+WC_AVX512 inline bool rans_step16(__m512i& X, __mmask16 act, __m512i ctx, const uint32_t* slots, WordCursor& wc,
+                                  __m512i* sym_out) {
+  const __m512i vMask = _mm512_set1_epi32(4095);
+  const __m512i e = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), act,
+                                                _mm512_add_epi32(_mm512_slli_epi32(ctx, 12), _mm512_and_si512(X, vMask)),
+                                                slots, 4);
+  const __m512i freq = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(e, 8), vMask), _mm512_set1_epi32(1));
+  __m512i nx = _mm512_add_epi32(_mm512_mullo_epi32(freq, _mm512_srli_epi32(X, 12)), _mm512_srli_epi32(e, 20));
+  nx = _mm512_mask_mov_epi32(X, act, nx);
+  const __mmask16 need = _mm512_mask_cmplt_epu32_mask(act, nx, _mm512_set1_epi32(static_cast<int32_t>(kRansL)));
+  const uint32_t cnt = static_cast<uint32_t>(__builtin_popcount(need));
+  if (cnt) {
+    if (wc.pos + cnt > wc.n) return false;
+    __m256i w16;
+    if (wc.pos + 16 <= wc.n) {
+      w16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wc.words + 2 * wc.pos));
+    } else {
+      std::memset(wc.pad, 0, sizeof wc.pad);
+      std::memcpy(wc.pad, wc.words + 2 * wc.pos, 2 * (wc.n - wc.pos));
+      w16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wc.pad));
+    }
+    const __m512i wv = _mm512_maskz_expand_epi32(need, _mm512_cvtepu16_epi32(w16));
+    nx = _mm512_mask_or_epi32(nx, need, _mm512_slli_epi32(nx, 16), wv);
+    wc.pos += cnt;
+  }
+  X = nx;
+  *sym_out = _mm512_and_si512(e, _mm512_set1_epi32(0xFF));
+  return true;
+}
+
+WC_AVX512 inline __m512i clamp16(__m512i v, int lo, int hi) {
+  return _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(lo)), _mm512_set1_epi32(hi));
+}
+
+// Float chunk: exponent and sign/mantissa grids as int32 (e32, sm32).
+WC_AVX512 int decode_float_avx512(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                                  int32_t* e32, int32_t* sm32) {
+  const FloatParams& p = m.fp;
+  if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
+  const uint32_t w = cv.w;
+  WordCursor wc;
+  wc.words = rans + 4 * kLanes;
+  wc.n = (rans_len - 4 * kLanes) / 2;
+  wc.pos = 0;
+  LaneCursor cur[kLanes];
+  const uint32_t steps = init_cursors(cv.h, cv.w, cur);
+  alignas(64) int32_t a_r[kLanes], a_c[kLanes], a_r0[kLanes], a_c0[kLanes], a_cend[kLanes], a_n[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    a_r[l] = a_r0[l] = static_cast<int32_t>(cur[l].rect.r0);
+    a_c[l] = a_c0[l] = static_cast<int32_t>(cur[l].rect.c0);
+    a_cend[l] = static_cast<int32_t>(cur[l].rect.c0 + cur[l].rect.w);
+    a_n[l] = static_cast<int32_t>(cur[l].n);
+  }
+  __m512i X[2], R[2], C[2], R0[2], C0[2], CEND[2], N[2], LE[2], LS[2];
+  for (int k = 0; k < 2; ++k) {
+    X[k] = _mm512_loadu_si512(rans + 64 * k);
+    R[k] = _mm512_load_si512(a_r + 16 * k);
+    C[k] = _mm512_load_si512(a_c + 16 * k);
+    R0[k] = _mm512_load_si512(a_r0 + 16 * k);
+    C0[k] = _mm512_load_si512(a_c0 + 16 * k);
+    CEND[k] = _mm512_load_si512(a_cend + 16 * k);
+    N[k] = _mm512_load_si512(a_n + 16 * k);
+    LE[k] = LS[k] = _mm512_setzero_si512();  // left exponent, left sign+1 (0: none)
+  }
+  const __m512i vW = _mm512_set1_epi32(static_cast<int32_t>(w));
+  const __m512i vOne = _mm512_set1_epi32(1);
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i vElo = _mm512_set1_epi32(p.elo), vMlo = _mm512_set1_epi32(p.mlo);
+  const __m512i vNe = _mm512_set1_epi32(p.ne);
+  const int J = kJointClasses;
+  for (uint32_t t = 0; t < steps; ++t) {
+    const __m512i vT = _mm512_set1_epi32(static_cast<int32_t>(t));
+    __m512i POS[2], E[2];
+    __mmask16 ACT[2], HL[2];
+    for (int k = 0; k < 2; ++k) {  // exponents
+      const __mmask16 act = _mm512_cmpgt_epi32_mask(N[k], vT);
+      ACT[k] = act;
+      const __mmask16 ht = _mm512_mask_cmpgt_epi32_mask(act, R[k], R0[k]);
+      const __mmask16 hl = _mm512_mask_cmpgt_epi32_mask(act, C[k], C0[k]);
+      HL[k] = hl;
+      const __m512i pos = _mm512_add_epi32(_mm512_mullo_epi32(R[k], vW), C[k]);
+      POS[k] = pos;
+      __m512i ctx = zero;
+      if (p.emode != 0) {
+        const __m512i tv = _mm512_mask_i32gather_epi32(zero, ht, _mm512_sub_epi32(pos, vW), e32, 4);
+        const __m512i lv = LE[k];
+        const __mmask16 both = hl & ht, only_l = hl & ~ht, only_t = ht & ~hl;
+        if (p.emode == 4) {
+          const __m512i ql = clamp16(_mm512_sub_epi32(lv, vElo), 0, J - 1);
+          const __m512i qt = clamp16(_mm512_sub_epi32(tv, vElo), 0, J - 1);
+          const __m512i jb = _mm512_add_epi32(_mm512_add_epi32(vOne, _mm512_mullo_epi32(ql, _mm512_set1_epi32(J))), qt);
+          ctx = _mm512_mask_mov_epi32(ctx, both, jb);
+          ctx = _mm512_mask_mov_epi32(ctx, only_l, _mm512_add_epi32(_mm512_set1_epi32(1 + J * J), ql));
+          ctx = _mm512_mask_mov_epi32(ctx, only_t, _mm512_add_epi32(_mm512_set1_epi32(1 + J * J + J), qt));
+        } else {
+          __m512i pred;
+          __m512i actc = zero;
+          if (p.emode == 1) {
+            pred = _mm512_mask_mov_epi32(tv, hl, lv);
+          } else if (p.emode == 3) {
+            pred = _mm512_mask_mov_epi32(lv, ht, tv);
+          } else {
+            pred = _mm512_mask_mov_epi32(tv, hl, lv);
+            const __m512i avg = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(lv, tv), vOne), 1);
+            pred = _mm512_mask_mov_epi32(pred, both, avg);
+            const __mmask16 far = _mm512_mask_cmpgt_epi32_mask(
+                both, _mm512_abs_epi32(_mm512_sub_epi32(lv, tv)), vOne);
+            actc = _mm512_maskz_mov_epi32(far, vNe);
+          }
+          const __m512i q = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(pred, vElo), zero),
+                                             _mm512_sub_epi32(vNe, vOne));
+          ctx = _mm512_maskz_mov_epi32(static_cast<__mmask16>(hl | ht), _mm512_add_epi32(actc, q));
+        }
+      }
+      __m512i sym;
+      if (!rans_step16(X[k], act, ctx, m.slot_all, wc, &sym)) return 0;
+      E[k] = sym;
+      _mm512_mask_i32scatter_epi32(e32, act, pos, sym, 4);
+    }
+    for (int k = 0; k < 2; ++k) {  // sign + high mantissa
+      const __mmask16 act = ACT[k];
+      __m512i ctx = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(E[k], vMlo), zero),
+                                     _mm512_set1_epi32(p.nm - 1));
+      if (p.sign_ctx) ctx = _mm512_add_epi32(_mm512_mullo_epi32(ctx, _mm512_set1_epi32(3)), LS[k]);
+      __m512i sym;
+      if (!rans_step16(X[k], act, ctx, m.slot1_all, wc, &sym)) return 0;
+      _mm512_mask_i32scatter_epi32(sm32, act, POS[k], sym, 4);
+      LE[k] = _mm512_mask_mov_epi32(LE[k], act, E[k]);
+      LS[k] = _mm512_mask_mov_epi32(LS[k], act, _mm512_add_epi32(vOne, _mm512_srli_epi32(sym, p.k)));
+      C[k] = _mm512_mask_add_epi32(C[k], act, C[k], vOne);
+      const __mmask16 wrap = _mm512_mask_cmpeq_epi32_mask(act, C[k], CEND[k]);
+      if (wrap) {
+        C[k] = _mm512_mask_mov_epi32(C[k], wrap, C0[k]);
+        R[k] = _mm512_mask_add_epi32(R[k], wrap, R[k], vOne);
+        LS[k] = _mm512_mask_mov_epi32(LS[k], wrap, zero);
+      }
+    }
+  }
+  if (wc.pos != wc.n) return 0;
+  const __m512i vL = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
+  if (_mm512_cmpneq_epu32_mask(X[0], vL) | _mm512_cmpneq_epu32_mask(X[1], vL)) return 0;
+  return 1;
+}
 }  // namespace
+
+int decode_float_symbols_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                              int32_t* e32, int32_t* sm32) {
+  if (!simd_enabled() || m.kind != ModelKind::kFloat || !m.slot_all || !m.slot1_all) return -1;
+  if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
+  return decode_float_avx512(m, cv, rans, rans_len, e32, sm32);
+}
 
 int decode_int_residuals_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                               int32_t* res) {
-  if (!simd_enabled() || m.kind != ModelKind::kInt || m.ip.nbr_mode != 0 || !m.sym_all || !m.fs_all ||
-      !m.luts)
+  if (!simd_enabled() || m.kind != ModelKind::kInt || m.ip.nbr_mode != 0 || !m.slot_all || !m.luts)
     return -1;
   if ((m.ip.use_rc && !m.rc_pad) || (m.ip.use_cc && !m.cc_pad)) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;

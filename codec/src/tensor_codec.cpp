@@ -66,14 +66,23 @@ void TensorModel::finalize() {
   v1.clear();
   for (auto& t : t0) v0.push_back(t.view());
   for (auto& t : t1) v1.push_back(t.view());
+  // Packed slot entries for vector decoders:
+  // symbol | (freq - 1) << 8 | (slot - start) << 20.
+  auto pack = [](const std::vector<FreqTable>& ts, std::vector<uint32_t>* out) {
+    out->assign(ts.size() * 4096, 0);
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const FreqTable& t = ts[i];
+      for (uint32_t slot = 0; slot < 4096; ++slot) {
+        const uint32_t sym = t.lut[slot];
+        const uint32_t f = t.fs[sym] & 0xFFFF, st = t.fs[sym] >> 16;
+        (*out)[i * 4096 + slot] = f ? (sym | ((f - 1) << 8) | ((slot - st) << 20)) : 0;
+      }
+    }
+  };
+  pack(t0, &slot_all);
+  pack(t1, &slot1_all);
   if (kind == ModelKind::kInt) {
     build_int_luts(ip, &luts);
-    sym_all.assign(t0.size() * 4096 + 64, 0);
-    fs_all.assign(t0.size() * 256 + 16, 0);
-    for (size_t i = 0; i < t0.size(); ++i) {
-      std::memcpy(sym_all.data() + i * 4096, t0[i].lut.data(), 4096);
-      std::memcpy(fs_all.data() + i * 256, t0[i].fs.data(), 256 * sizeof(uint32_t));
-    }
     rc_pad = rc;
     rc_pad.resize(rc.size() + 4, 0);
     cc_pad = cc;
@@ -96,8 +105,8 @@ ModelView TensorModel::view(const uint8_t* zp, uint32_t zcols) const {
   m.zp = zp;
   m.zcols = zcols;
   m.luts = &luts;
-  m.sym_all = sym_all.empty() ? nullptr : sym_all.data();
-  m.fs_all = fs_all.empty() ? nullptr : fs_all.data();
+  m.slot_all = slot_all.empty() ? nullptr : slot_all.data();
+  m.slot1_all = slot1_all.empty() ? nullptr : slot1_all.data();
   m.rc_pad = rc_pad.empty() ? nullptr : rc_pad.data();
   m.cc_pad = cc_pad.empty() ? nullptr : cc_pad.data();
   return m;
@@ -1328,7 +1337,25 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
         case ModelKind::kFloat:
           if (scratch.e.size() < n) scratch.e.resize(n);
           if (scratch.sm.size() < n) scratch.sm.resize(n);
-          ok = decode_float_chunk(mv, cv, rans, rl, raw, raw_len, out, scratch.e.data(), scratch.sm.data());
+          if (!float_raw_ok(mv.fp, n, raw_len)) {
+            ok = false;
+            break;
+          }
+          if (scratch.e32.size() < n) scratch.e32.resize(n);
+          if (scratch.sm32.size() < n) scratch.sm32.resize(n);
+          {
+            const int simd = decode_float_symbols_simd(mv, cv, rans, rl, scratch.e32.data(), scratch.sm32.data());
+            if (simd < 0) {
+              ok = decode_float_symbols(mv, cv, rans, rl, scratch.e.data(), scratch.sm.data());
+            } else {
+              ok = simd == 1;
+              for (uint64_t i = 0; ok && i < n; ++i) {
+                scratch.e[i] = static_cast<uint16_t>(scratch.e32[i]);
+                scratch.sm[i] = static_cast<uint8_t>(scratch.sm32[i]);
+              }
+            }
+          }
+          if (ok) float_assemble(mv.fp, n, raw, scratch.e.data(), scratch.sm.data(), out);
           break;
         case ModelKind::kInt:
           if (model->ip.zgroup && !zp) return Status::Internal(what + ": zero points not provided");

@@ -44,8 +44,8 @@ struct TensorModel {
   std::vector<DecTable> v0, v1;
   IntLuts luts{};
   // Flattened copies for the vector decoder (see ModelView).
-  std::vector<uint8_t> sym_all, rc_pad, cc_pad;
-  std::vector<uint32_t> fs_all;
+  std::vector<uint8_t> rc_pad, cc_pad;
+  std::vector<uint32_t> slot_all, slot1_all;
 
   void finalize();
   ModelView view(const uint8_t* zp = nullptr, uint32_t zcols = 0) const;
@@ -104,6 +104,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
 
 // Per-thread scratch for decode_chunk.
 struct DecodeScratch {
+  std::vector<int32_t> e32, sm32;
   std::vector<uint16_t> e;
   std::vector<uint8_t> sm;
   std::vector<int32_t> res;
@@ -128,5 +129,8 @@ uint64_t chunk_hash(const uint8_t* p, size_t n);
 // environment disables it.
 int decode_int_residuals_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                               int32_t* res);
+// Same for the exponent / sign-mantissa grids of a float chunk (as int32).
+int decode_float_symbols_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                              int32_t* e32, int32_t* sm32);
 
 }  // namespace wcodec
