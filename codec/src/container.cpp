@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <thread>
 
 #include <zstd.h>
@@ -147,8 +148,11 @@ static void write_index_tensor(ByteWriter& w, const TensorInfo& t, const Encoded
   w.u64(et.geom.chunk_cols);
   w.u8(static_cast<uint8_t>(et.geom.elem_bits));
   w.i32(et.has_model ? et.aux_tensor : -1);
-  w.u8(et.has_model ? 1 : 0);
-  if (et.has_model) {
+  // 0: no model, 1: own model record, 2: the model of an earlier tensor.
+  w.u8(!et.has_model ? 0 : (et.model_ref >= 0 ? 2 : 1));
+  if (et.has_model && et.model_ref >= 0) {
+    w.i32(et.model_ref);
+  } else if (et.has_model) {
     auto mb = et.model.serialize();
     w.varint(mb.size());
     w.bytes(mb.data(), mb.size());
@@ -169,6 +173,47 @@ static void write_index_tensor(ByteWriter& w, const TensorInfo& t, const Encoded
   w.u32(et.choice.tiles_with_tools);
   for (auto v : et.choice.tools_hist) w.u32(v);
   for (auto v : et.choice.xform_hist) w.u32(v);
+}
+
+// Small tensors of one kind share one model when that is smaller in total
+// (their tables are stored once): per group, the model shape of its largest
+// tensor without per-tensor side information, tables from all members.
+static void share_models(const SafetensorsHeader& hdr, const uint8_t* base, const EncodeOptions& opt,
+                         std::vector<EncodedTensor>* enc) {
+  constexpr uint64_t kShareMax = 256 * 1024;
+  std::map<std::string, std::vector<size_t>> groups;
+  for (size_t i = 0; i < enc->size(); ++i) {
+    if (hdr.tensors[i].nbytes() <= kShareMax && shareable((*enc)[i])) groups[share_signature((*enc)[i])].push_back(i);
+  }
+  for (auto& [sig, members] : groups) {
+    if (members.size() < 2) continue;
+    uint64_t own = 0;
+    size_t largest = members[0];
+    for (size_t i : members) {
+      for (auto& c : (*enc)[i].chunks) own += c.payload.size();
+      own += (*enc)[i].model.serialize().size();
+      if (hdr.tensors[i].nbytes() > hdr.tensors[largest].nbytes()) largest = i;
+    }
+    SharedStats ss(shared_model_shape((*enc)[largest].model));
+    for (size_t i : members) ss.add((*enc)[i].geom, base + hdr.tensors[i].begin);
+    const TensorModel sm = ss.build();
+    uint64_t shared = sm.serialize().size();
+    std::vector<EncodedTensor> alt;
+    for (size_t i : members) {
+      alt.push_back(encode_with_model((*enc)[i].geom, base + hdr.tensors[i].begin, sm, opt));
+      for (auto& c : alt.back().chunks) shared += c.payload.size();
+    }
+    if (shared >= own) continue;
+    const size_t owner = members[0];  // members are in index order
+    for (size_t k = 0; k < members.size(); ++k) {
+      EncodedTensor& e = (*enc)[members[k]];
+      e.chunks = std::move(alt[k].chunks);
+      e.model = sm;
+      e.has_model = members[k] == owner ? true : alt[k].has_model;
+      e.model_ref = members[k] == owner ? -1 : static_cast<int32_t>(owner);
+      e.choice.model_desc = sm.describe() + " shared";
+    }
+  }
 }
 
 Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size, const EncodeConfig& cfg,
@@ -221,6 +266,7 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
   work();
   for (auto& th : pool) th.join();
   for (auto& e : errs) WC_RETURN_IF_ERROR(e);
+  share_models(hdr, base, opt, &enc);
 
   // Layout.
   ByteWriter out;
@@ -397,7 +443,8 @@ struct Reader::Tensor {
   TensorGeometry geom;
   int32_t aux = -1;
   bool has_model = false;
-  TensorModel model;
+  bool own_model = false;
+  std::shared_ptr<const TensorModel> model;  // own or another tensor's
   std::vector<ChunkEntry> chunks;
   size_t first_global = 0;
   std::string kind, model_desc;
@@ -525,11 +572,11 @@ Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
     t->geom.chunk_cols = r.u64();
     t->geom.elem_bits = r.u8();
     t->aux = r.i32();
-    t->has_model = r.u8() != 0;
+    const uint8_t model_kind = r.u8();
     if (!r.ok()) return Status::Corruption(W + ": index record truncated");
-    if (t->info.name != ref.name || t->info.dtype != ref.dtype || t->info.shape != ref.shape ||
-        t->info.begin != ref.begin || t->info.end != ref.end)
-      return Status::Corruption(W + ": index record does not match the stored safetensors header");
+    if (model_kind > 2) return corrupt(W + " model flag", model_kind, "0..2");
+    t->has_model = model_kind != 0;
+    t->own_model = model_kind == 1;
     const TensorGeometry& g = t->geom;
     const uint64_t nbytes = ref.nbytes();
     const uint32_t eb = g.elem_bits;
@@ -541,25 +588,33 @@ Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
         return Status::Corruption(W + ": geometry " + std::to_string(g.rows) + "x" + std::to_string(g.cols) +
                                   " does not cover " + std::to_string(nbytes) + " bytes");
       const bool band = g.chunk_cols == g.cols;
-      if (band ? (g.chunk_rows == 0 || g.chunk_rows > g.rows + 0 * 1)
+      if (band ? (g.chunk_rows == 0 || g.chunk_rows > g.rows)
                : (g.chunk_rows != 1 || g.chunk_cols == 0 || g.chunk_cols > g.cols || (g.chunk_cols * eb) % 8))
         return Status::Corruption(W + ": chunk geometry invalid");
-      if (band && g.chunk_rows > g.rows) return Status::Corruption(W + ": chunk rows exceed tensor rows");
       if (g.chunk_bytes() > kMaxChunkDecoded) return corrupt(W + " chunk size", g.chunk_bytes(), "<= 64 MiB");
       if (band && (g.row_bytes() * 8 != g.cols * eb)) return Status::Corruption(W + ": rows not byte aligned");
     }
-    if (t->has_model) {
+    if (model_kind == 1) {
       const uint64_t ml = r.varint();
       const uint8_t* mp = r.take(ml);
       if (!r.ok() || !mp) return Status::Corruption(W + ": model record truncated");
       auto m = TensorModel::deserialize(mp, ml, g, W);
       if (!m.ok()) return m.status();
-      t->model = std::move(m).value();
-      if (t->model.kind == ModelKind::kInt && t->model.ip.zgroup) {
-        if (t->aux < 0 || static_cast<uint64_t>(t->aux) >= i + nt || static_cast<uint64_t>(t->aux) >= nt ||
-            static_cast<uint64_t>(t->aux) == i)
+      t->model = std::make_shared<const TensorModel>(std::move(m).value());
+      if (t->model->kind == ModelKind::kInt && t->model->ip.zgroup) {
+        if (t->aux < 0 || static_cast<uint64_t>(t->aux) >= nt || static_cast<uint64_t>(t->aux) == i)
           return corrupt(W + " aux tensor", static_cast<uint64_t>(t->aux), "another tensor of the file");
+      } else if (t->aux != -1) {
+        return corrupt(W + " aux tensor", static_cast<uint64_t>(t->aux), "-1 for a model without zero points");
       }
+    } else if (model_kind == 2) {
+      const int32_t mr = r.i32();
+      if (!r.ok()) return Status::Corruption(W + ": index record truncated");
+      if (mr < 0 || static_cast<uint64_t>(mr) >= i || !rd->tensors_[static_cast<size_t>(mr)]->own_model)
+        return corrupt(W + " model reference", static_cast<uint64_t>(mr), "an earlier tensor with its own model");
+      t->model = rd->tensors_[static_cast<size_t>(mr)]->model;
+      WC_RETURN_IF_ERROR(check_shared_model(*t->model, g, W));
+      if (t->aux != -1) return corrupt(W + " aux tensor", static_cast<uint64_t>(t->aux), "-1 for a shared model");
     } else if (t->aux != -1) {
       return corrupt(W + " aux tensor", static_cast<uint64_t>(t->aux), "-1 without a model");
     }
@@ -609,11 +664,11 @@ Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
   if (r.remaining()) return corrupt("index trailing bytes", r.remaining(), "0");
   // Aux tensors must be plain (no aux of their own) and of the right shape.
   for (auto& t : rd->tensors_) {
-    if (!t->has_model || t->model.kind != ModelKind::kInt || !t->model.ip.zgroup) continue;
+    if (!t->has_model || t->model->kind != ModelKind::kInt || !t->model->ip.zgroup) continue;
     const Tensor& z = *rd->tensors_[static_cast<size_t>(t->aux)];
-    const uint64_t zc = (t->geom.cols + t->model.ip.zgroup - 1) / t->model.ip.zgroup;
+    const uint64_t zc = (t->geom.cols + t->model->ip.zgroup - 1) / t->model->ip.zgroup;
     if (z.info.dtype != DType::kU8 || z.info.nbytes() != t->geom.rows * zc ||
-        (z.has_model && z.model.kind == ModelKind::kInt && z.model.ip.zgroup))
+        (z.has_model && z.model->kind == ModelKind::kInt && z.model->ip.zgroup))
       return Status::Corruption(P + ": tensor \"" + t->info.name + "\": zero-point tensor \"" + z.info.name +
                                 "\" has the wrong type or shape");
   }
@@ -685,18 +740,18 @@ Status Reader::decode_chunk(size_t gi, uint8_t* out) const {
   // which reuses the thread's payload buffer.
   const uint8_t* zp = nullptr;
   uint32_t zcols = 0;
-  if (e.method == 2 && t.model.kind == ModelKind::kInt && t.model.ip.zgroup) {
+  if (e.method == 2 && t.model && t.model->kind == ModelKind::kInt && t.model->ip.zgroup) {
     WC_RETURN_IF_ERROR(load_aux(static_cast<size_t>(t.aux)));
     zp = tensors_[static_cast<size_t>(t.aux)]->decoded.data();
-    zcols = static_cast<uint32_t>((t.geom.cols + t.model.ip.zgroup - 1) / t.model.ip.zgroup);
+    zcols = static_cast<uint32_t>((t.geom.cols + t.model->ip.zgroup - 1) / t.model->ip.zgroup);
   }
   thread_local std::vector<uint8_t> payload;
   thread_local DecodeScratch scratch;
   payload.resize(e.stored_size);
   WC_RETURN_IF_ERROR(pread_exact(e.file_offset, e.stored_size, payload.data()));
-  return wcodec::decode_chunk(t.geom, t.has_model ? &t.model : nullptr, chunk_local_[gi],
+  return wcodec::decode_chunk(t.geom, t.has_model ? t.model.get() : nullptr, chunk_local_[gi],
                               static_cast<ChunkMethod>(e.method), payload.data(), payload.size(), e.decoded_size,
-                              e.xxh3, zp, zcols, t.model.ip.zgroup, out, scratch, chunk_what(gi));
+                              e.xxh3, zp, zcols, t.model ? t.model->ip.zgroup : 0, out, scratch, chunk_what(gi));
 }
 
 Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {

@@ -1016,6 +1016,14 @@ static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_p
   return e;
 }
 
+static void init_stats(const TensorModel& m, Stats* st);
+static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const std::vector<int32_t>& vals,
+                             const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
+                             const std::vector<char>& has_map, Stats* st);
+static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const std::vector<int32_t>& vals,
+                          const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
+                          const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et);
+
 Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data, const AuxInput& aux,
                                     const EncodeOptions& opt) {
   EncodedTensor et;
@@ -1213,35 +1221,53 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
 
   // Statistics over every chunk in its final form, then tables.
   Stats st;
+  init_stats(m, &st);
+  add_tensor_stats(g, data, vals, m, maps, has_map, &st);
+  build_tables(st, &m);
+  et.choice.model_desc = m.describe();
+  encode_chunks(g, data, vals, m, maps, has_map, opt, &et);
+  return et;
+}
+
+static void init_stats(const TensorModel& m, Stats* st) {
+  switch (m.kind) {
+    case ModelKind::kFloat: st->init(float_e_nctx(m.fp), 1u << m.fp.eb, float_sm_nctx(m.fp), 2u << m.fp.k); break;
+    case ModelKind::kInt: st->init(int_nctx(m.ip), m.ip.nsym, 0, 0); break;
+    case ModelKind::kBytes: st->init(bytes_nctx(m.bp), 256, 0, 0); break;
+  }
+}
+
+static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const std::vector<int32_t>& vals,
+                             const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
+                             const std::vector<char>& has_map, Stats* st) {
   FloatChunkData fd;
   std::vector<int32_t> res;
-  switch (m.kind) {
-    case ModelKind::kFloat: st.init(float_e_nctx(m.fp), 1u << m.fp.eb, float_sm_nctx(m.fp), 2u << m.fp.k); break;
-    case ModelKind::kInt: st.init(int_nctx(m.ip), m.ip.nsym, 0, 0); break;
-    case ModelKind::kBytes: st.init(bytes_nctx(m.bp), 256, 0, 0); break;
-  }
-  auto count = [&](uint32_t, uint32_t set, uint32_t ctx, uint32_t sym) { st.add(set, ctx, sym); };
-  for (uint64_t i = 0; i < nchunks; ++i) {
+  auto count = [&](uint32_t, uint32_t set, uint32_t ctx, uint32_t sym) { st->add(set, ctx, sym); };
+  for (uint64_t i = 0; i < g.num_chunks(); ++i) {
     ChunkRef c = chunk_ref(g, data, i);
     const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
     if (m.kind == ModelKind::kFloat) {
       split_float(m.fp, c.bytes, c.h * c.w, &fd);
       walk_float(m.fp, h, w, fd, count);
     } else if (m.kind == ModelKind::kInt) {
-      chunk_residuals(g, vals, c, has_map[i] ? &maps[i] : nullptr, &res);
+      chunk_residuals(g, vals, c, i < has_map.size() && has_map[i] ? &maps[i] : nullptr, &res);
       walk_int(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(), count,
                [](uint32_t, uint32_t, uint32_t) {});
     } else {
       walk_bytes(m.bp, h, w, c.bytes, count);
     }
   }
-  build_tables(st, &m);
-  et.choice.model_desc = m.describe();
+}
 
-  // Encode chunks.
+static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const std::vector<int32_t>& vals,
+                          const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
+                          const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et) {
   RansEncoder enc;
+  FloatChunkData fd;
+  std::vector<int32_t> res;
   bool any_model = false;
-  for (uint64_t i = 0; i < nchunks; ++i) {
+  et->chunks.clear();
+  for (uint64_t i = 0; i < g.num_chunks(); ++i) {
     ChunkRef c = chunk_ref(g, data, i);
     const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
     enc.clear();
@@ -1252,6 +1278,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     auto putbits = [&](uint32_t lane, uint32_t v, uint32_t k) { enc.put_bits(static_cast<int>(lane), v, k); };
     std::vector<uint8_t> raw;
     uint8_t flags = 0;
+    const std::vector<uint8_t>* mp = i < has_map.size() && has_map[i] ? &maps[i] : nullptr;
     if (m.kind == ModelKind::kFloat) {
       split_float(m.fp, c.bytes, c.h * c.w, &fd);
       walk_float(m.fp, h, w, fd, put);
@@ -1263,7 +1290,6 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
         raw.insert(raw.end(), 4, 0);  // slack for 32-bit reads
       }
     } else if (m.kind == ModelKind::kInt) {
-      const std::vector<uint8_t>* mp = has_map[i] ? &maps[i] : nullptr;
       chunk_residuals(g, vals, c, mp, &res);
       walk_int(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(), put, putbits);
       if (mp) flags |= 1;
@@ -1271,7 +1297,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       walk_bytes(m.bp, h, w, c.bytes, put);
     }
     payload.push_back(flags);
-    if (flags & 1) payload.insert(payload.end(), maps[i].begin(), maps[i].end());
+    if (mp) payload.insert(payload.end(), mp->begin(), mp->end());
     const size_t len_pos = payload.size();
     append_u32(payload, 0);
     const size_t rl = enc.finish(payload);
@@ -1279,10 +1305,102 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     payload.insert(payload.end(), raw.begin(), raw.end());
     EncodedChunk ec = pick_chunk(c, std::move(payload), opt);
     any_model |= ec.method == ChunkMethod::kModel;
-    et.chunks.push_back(std::move(ec));
+    et->chunks.push_back(std::move(ec));
   }
-  et.has_model = any_model;
-  if (!any_model) et.choice.model_desc += " (unused: fallback)";
+  et->has_model = any_model;
+  if (!any_model) et->choice.model_desc += " (unused: fallback)";
+}
+
+// ------------------------------------------------------------------ shared models
+bool shareable(const EncodedTensor& et) {
+  if (!et.has_model || et.aux_tensor >= 0) return false;
+  const TensorModel& m = et.model;
+  if (m.kind == ModelKind::kInt) return !m.ip.zgroup && !m.ip.tools;
+  return true;
+}
+
+std::string share_signature(const EncodedTensor& et) {
+  const TensorModel& m = et.model;
+  char b[96];
+  switch (m.kind) {
+    case ModelKind::kFloat:
+      std::snprintf(b, sizeof b, "f%u.%u.%u", m.fp.elem_bytes, m.fp.eb, m.fp.mb);
+      break;
+    case ModelKind::kInt:
+      std::snprintf(b, sizeof b, "i%u.%u.%u", m.ip.sub, m.ip.center, m.ip.esc);
+      break;
+    case ModelKind::kBytes:
+      std::snprintf(b, sizeof b, "b%u", m.bp.elem_bytes);
+      break;
+  }
+  return b;
+}
+
+TensorModel shared_model_shape(const TensorModel& base) {
+  TensorModel m;
+  m.kind = base.kind;
+  m.fp = base.fp;
+  m.ip = base.ip;
+  m.bp = base.bp;
+  if (m.kind == ModelKind::kInt) {
+    // No per-tensor side information in a shared model.
+    m.ip.use_rc = m.ip.use_cc = 0;
+    m.ip.ns = 1;
+    m.ip.tools = 0;
+    m.ip.zgroup = 0;
+    m.rc.assign(1, 0);
+    m.cc.assign(1, 0);
+  }
+  return m;
+}
+
+struct SharedStats::Impl {
+  Stats st;
+};
+SharedStats::SharedStats(const TensorModel& shape) : impl_(std::make_unique<Impl>()), model_(shape) {
+  init_stats(model_, &impl_->st);
+}
+SharedStats::~SharedStats() = default;
+
+static std::vector<int32_t> tensor_values(const TensorModel& m, const TensorGeometry& g, const uint8_t* data) {
+  std::vector<int32_t> vals;
+  if (m.kind == ModelKind::kInt) int_values(m.ip, g, data, AuxInput{}, &vals);
+  return vals;
+}
+
+void SharedStats::add(const TensorGeometry& g, const uint8_t* data) {
+  add_tensor_stats(g, data, tensor_values(model_, g, data), model_, {}, {}, &impl_->st);
+}
+
+TensorModel SharedStats::build() const {
+  TensorModel m = model_;
+  build_tables(impl_->st, &m);
+  return m;
+}
+
+Status check_shared_model(const TensorModel& m, const TensorGeometry& g, const std::string& what) {
+  uint32_t bits = 0;
+  switch (m.kind) {
+    case ModelKind::kFloat: bits = m.fp.elem_bytes * 8u; break;
+    case ModelKind::kInt:
+      bits = 8 / int_codes_per_byte(m.ip.sub);
+      if (m.ip.use_rc || m.ip.use_cc || m.ip.zgroup || m.ip.tools)
+        return Status::Corruption(what + ": shared model carries per-tensor side information");
+      break;
+    case ModelKind::kBytes: bits = m.bp.elem_bytes * 8u; break;
+  }
+  if (bits != g.elem_bits)
+    return Status::Corruption(what + ": shared model element size " + std::to_string(bits) + " bits != tensor's " +
+                              std::to_string(g.elem_bits));
+  return Status::OK();
+}
+
+EncodedTensor encode_with_model(const TensorGeometry& g, const uint8_t* data, const TensorModel& m,
+                                const EncodeOptions& opt) {
+  EncodedTensor et;
+  et.geom = g;
+  et.model = m;
+  encode_chunks(g, data, tensor_values(m, g, data), m, {}, {}, opt, &et);
   return et;
 }
 

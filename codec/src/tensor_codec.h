@@ -85,6 +85,7 @@ struct EncodedTensor {
   bool has_model = false;
   TensorModel model;
   int32_t aux_tensor = -1;  // index of the zero-point tensor (nibble codes)
+  int32_t model_ref = -1;   // >= 0: uses the model of that (earlier) tensor
   uint32_t zgroup = 0;
   std::vector<EncodedChunk> chunks;
   TensorChoice choice;
@@ -101,6 +102,35 @@ struct AuxInput {
 // Encodes one tensor's bytes.
 Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data, const AuxInput& aux,
                                     const EncodeOptions& opt);
+
+// Shared models: small tensors of one kind can share one model (tables
+// stored once). The shape of a shared model drops per-tensor side
+// information (int: row/column classes, tools, zero points).
+bool shareable(const EncodedTensor& et);
+// Tensors with equal signatures may share a model.
+std::string share_signature(const EncodedTensor& et);
+TensorModel shared_model_shape(const TensorModel& base);
+
+class SharedStats {
+ public:
+  explicit SharedStats(const TensorModel& shape);
+  ~SharedStats();
+  void add(const TensorGeometry& g, const uint8_t* data);
+  TensorModel build() const;  // shape + tables, finalized
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  TensorModel model_;
+};
+
+// Checks that a shared model fits a tensor's geometry (element size, no
+// per-tensor side information).
+Status check_shared_model(const TensorModel& m, const TensorGeometry& g, const std::string& what);
+
+// Encodes a tensor's chunks with a given (finalized) model.
+EncodedTensor encode_with_model(const TensorGeometry& g, const uint8_t* data, const TensorModel& m,
+                                const EncodeOptions& opt);
 
 // Per-thread scratch for decode_chunk.
 struct DecodeScratch {
