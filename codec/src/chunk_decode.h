@@ -216,12 +216,13 @@ WC_HD inline bool decode_int_residuals(const ModelView& m, const ChunkView& cv, 
   uint32_t tok[kLanes];
   uint32_t extra[kLanes];
   uint32_t rowpart[kLanes];
-  int32_t h1[kLanes], h2[kLanes], h3[kLanes];  // lane-local left neighbours
+  int32_t h1[kLanes], h2[kLanes];  // lane-local left neighbours
+  const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;
   const IntLuts& L = *m.luts;
   const uint32_t steps = init_cursors(cv.h, cv.w, cur);
   for (uint32_t l = 0; l < kLanes; ++l) {
     rowpart[l] = p.use_rc && cur[l].n ? m.rc[cv.row0 + cur[l].r] : 0u;
-    h1[l] = h2[l] = h3[l] = 0;
+    h1[l] = h2[l] = 0;
   }
   const uint8_t* ccol = p.use_cc ? m.cc + cv.col0 : nullptr;
   for (uint32_t t = 0; t < steps; ++t) {
@@ -232,13 +233,15 @@ WC_HD inline bool decode_int_residuals(const ModelView& m, const ChunkView& cv, 
       const uint32_t sc = L.scale[rowpart[l] + (ccol ? ccol[c] : 0u)];
       const bool ht = r > cur[l].rect.r0;
       const int32_t top = ht ? res[(r - 1) * w + c] : 0;
-      const uint32_t ctx = int_ctx_vals(p, L, h1[l], h2[l], h3[l], top, c > cur[l].rect.c0, ht, sc);
+      const int32_t* row = res + static_cast<uint64_t>(r) * w;
+      const int32_t la = oa && c >= cur[l].rect.c0 + oa ? row[c - oa] : 0;
+      const int32_t lb = ob && c >= cur[l].rect.c0 + ob ? row[c - ob] : 0;
+      const uint32_t ctx = int_ctx_vals(p, L, h1[l], h2[l], la, lb, top, c > cur[l].rect.c0, ht, sc);
       if (ctx >= m.n0) return false;
       const uint32_t tk = rans_decode_sym(x[l], m.t0[ctx]);
       rans_renorm(x[l], ws);
       const int32_t v = tile::zz_decode(static_cast<int32_t>(tk));
       res[r * w + c] = v;
-      h3[l] = h2[l];
       h2[l] = h1[l];
       h1[l] = v;
       any_esc |= tk >= p.esc;
@@ -274,7 +277,7 @@ WC_HD inline bool decode_int_residuals(const ModelView& m, const ChunkView& cv, 
       if (++cur[l].c == cur[l].rect.c0 + cur[l].rect.w) {
         cur[l].c = cur[l].rect.c0;
         ++cur[l].r;
-        h1[l] = h2[l] = h3[l] = 0;
+        h1[l] = h2[l] = 0;
         if (p.use_rc && cur[l].r < cv.h) rowpart[l] = m.rc[cv.row0 + cur[l].r];
       }
     }

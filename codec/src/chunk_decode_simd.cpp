@@ -106,6 +106,12 @@ WC_AVX512 int decode_avx512(const ModelView& m, const ChunkView& cv, const uint8
         const __m512i at = _mm512_abs_epi32(top);
         __m512i a = _mm512_add_epi32(_mm512_slli_epi32(_mm512_abs_epi32(H1[k]), 1),
                                      _mm512_add_epi32(at, _mm512_abs_epi32(H2[k])));
+        if (p.off_a) {
+          const __m512i vOa = _mm512_set1_epi32(p.off_a);
+          const __mmask16 has_a = _mm512_mask_cmpge_epi32_mask(act, _mm512_sub_epi32(C[k], C0[k]), vOa);
+          const __m512i la = _mm512_mask_i32gather_epi32(zero, has_a, _mm512_sub_epi32(pos, vOa), res, 4);
+          a = _mm512_add_epi32(a, _mm512_abs_epi32(la));
+        }
         a = _mm512_mask_add_epi32(a, static_cast<__mmask16>(ht & ~hl), a, _mm512_slli_epi32(at, 1));
         a = _mm512_min_epu32(a, v1023);
         ctx = _mm512_add_epi32(_mm512_mullo_epi32(sc, vNb), gather_bytes(act, a, act_lut));

@@ -138,13 +138,16 @@ struct IntParams {
   uint8_t use_rc, use_cc;
   uint8_t tools;       // 1: chunks may carry a tile mode map
   uint32_t zgroup;     // > 0: per-group zero points from an aux tensor (nibble)
+  uint8_t off_a;       // mode 0: extra activity neighbour this many columns back (0: none);
+                       // mode 1: third left neighbour offset (3..64)
+  uint8_t off_b;       // mode 1: fourth left neighbour offset (0: none, else 3..64)
 };
 
 inline constexpr uint32_t kEscClasses = 18;
 inline constexpr uint32_t kTile = 16;
 
 WC_HD inline uint32_t int_nctx(const IntParams& p) {
-  return p.nbr_mode == 1 ? p.ns * 81u : p.ns * p.nb * 3u;
+  return p.nbr_mode == 1 ? p.ns * (p.off_b ? 243u : 81u) : p.ns * p.nb * 3u;
 }
 
 WC_HD inline uint32_t iabs32(int32_t v) { return v < 0 ? static_cast<uint32_t>(-v) : static_cast<uint32_t>(v); }
@@ -170,13 +173,17 @@ WC_HD inline void build_int_luts(const IntParams& p, IntLuts* L) {
   }
 }
 
-WC_HD inline uint32_t int_ctx_vals(const IntParams& p, const IntLuts& L, int32_t l, int32_t l2, int32_t l3,
-                                   int32_t t, bool hl, bool ht, uint32_t sc) {
+// Context from the neighbours' residuals: l, l2 (1 and 2 columns back), la
+// (off_a back), lb (off_b back), t (row above); absent ones are 0. hl/ht:
+// whether the left / top neighbours exist.
+WC_HD inline uint32_t int_ctx_vals(const IntParams& p, const IntLuts& L, int32_t l, int32_t l2, int32_t la,
+                                   int32_t lb, int32_t t, bool hl, bool ht, uint32_t sc) {
   if (p.nbr_mode == 1) {
     auto q = [](int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); };
-    return sc * 81u + ((q(l) * 3u + q(l2)) * 3u + q(l3)) * 3u + q(t);
+    const uint32_t k = ((q(l) * 3u + q(l2)) * 3u + q(la)) * 3u + q(t);
+    return p.off_b ? sc * 243u + k * 3u + q(lb) : sc * 81u + k;
   }
-  uint32_t a = 2 * iabs32(l) + iabs32(t) + iabs32(l2);
+  uint32_t a = 2 * iabs32(l) + iabs32(t) + iabs32(l2) + iabs32(la);
   if (!hl && ht) a += 2 * iabs32(t);
   if (a > 1023) a = 1023;
   const uint32_t ls = l > 0 ? 1u : (l < 0 ? 2u : 0u);
@@ -184,18 +191,19 @@ WC_HD inline uint32_t int_ctx_vals(const IntParams& p, const IntLuts& L, int32_t
 }
 
 // Context of the residual token at chunk position (r, c) (lane-local
-// rectangle starting at column c0 / row r0): neighbours left (l, l2, l3 =
-// columns c-1, c-2, c-3) and top, absent ones read as 0. res holds residuals
-// decoded so far (stride w). sc is the scale class.
+// rectangle starting at column c0 / row r0); res holds residuals decoded so
+// far (stride w). sc is the scale class.
 WC_HD inline uint32_t int_ctx(const IntParams& p, const IntLuts& L, const int32_t* res, uint32_t w, uint32_t r,
                               uint32_t c, uint32_t r0, uint32_t c0, uint32_t sc) {
   const int32_t* row = res + static_cast<uint64_t>(r) * w;
   const bool hl = c > c0, ht = r > r0;
   const int32_t l = hl ? row[c - 1] : 0;
   const int32_t l2 = c > c0 + 1 ? row[c - 2] : 0;
-  const int32_t l3 = c > c0 + 2 ? row[c - 3] : 0;
+  const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;
+  const int32_t la = oa && c >= c0 + oa ? row[c - oa] : 0;
+  const int32_t lb = ob && c >= c0 + ob ? row[c - ob] : 0;
   const int32_t t = ht ? row[static_cast<int64_t>(c) - static_cast<int64_t>(w)] : 0;
-  return int_ctx_vals(p, L, l, l2, l3, t, hl, ht, sc);
+  return int_ctx_vals(p, L, l, l2, la, lb, t, hl, ht, sc);
 }
 
 WC_HD inline uint32_t int_scale_class(const IntParams& p, const IntLuts& L, const uint8_t* rc, const uint8_t* cc,

@@ -160,6 +160,8 @@ std::vector<uint8_t> TensorModel::serialize() const {
       w.u8(ip.use_cc);
       w.u8(ip.tools);
       w.u32(ip.zgroup);
+      w.u8(ip.off_a);
+      w.u8(ip.off_b);
       break;
     case ModelKind::kBytes:
       w.u8(bp.elem_bytes);
@@ -233,7 +235,12 @@ Result<TensorModel> TensorModel::deserialize(const uint8_t* p, size_t n, const T
       ip.use_cc = r.u8();
       ip.tools = r.u8();
       ip.zgroup = r.u32();
+      ip.off_a = r.u8();
+      ip.off_b = r.u8();
       if (!r.ok()) return Status::Corruption(what + ": model parameters truncated");
+      if (ip.off_a > 64 || (ip.nbr_mode == 1 && ip.off_a < 3)) return bad("off_a", ip.off_a, "mode 0: 0..64, mode 1: 3..64");
+      if (ip.off_b > 64 || (ip.off_b && (ip.nbr_mode != 1 || ip.off_b < 3)))
+        return bad("off_b", ip.off_b, "0, or 3..64 in mode 1");
       if (ip.sub > kIntTernary) return bad("int_sub", ip.sub, "0..3");
       const uint32_t bits = 8 / int_codes_per_byte(ip.sub);
       if (bits != g.elem_bits) return bad("int_sub", ip.sub, "matching the element size");
@@ -299,9 +306,9 @@ std::string TensorModel::describe() const {
                     fp.sign_ctx ? "+s" : "", fp.mb - fp.k);
       break;
     case ModelKind::kInt:
-      std::snprintf(buf, sizeof buf, "%s %s ns%u nb%u%s%s%s%s", subs[ip.sub & 3], ip.nbr_mode ? "nbr3^4" : "act",
-                    ip.ns, ip.nb, ip.use_rc ? " row" : "", ip.use_cc ? " col" : "", ip.tools ? " tools" : "",
-                    ip.zgroup ? " zp" : "");
+      std::snprintf(buf, sizeof buf, "%s %s%u/%u ns%u nb%u%s%s%s%s", subs[ip.sub & 3], ip.nbr_mode ? "nbr" : "act",
+                    ip.off_a, ip.off_b, ip.ns, ip.nb, ip.use_rc ? " row" : "", ip.use_cc ? " col" : "",
+                    ip.tools ? " tools" : "", ip.zgroup ? " zp" : "");
       break;
     case ModelKind::kBytes:
       std::snprintf(buf, sizeof buf, "planes%u%s", bp.elem_bytes, bp.ctx_mode ? "+left" : "");
@@ -836,7 +843,7 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   }
   const double scale = static_cast<double>(total) / static_cast<double>(std::max<uint64_t>(1, sampled));
   // Activity distribution for thresholds.
-  std::vector<uint32_t> acts, scs;
+  std::vector<uint32_t> acts, scs, la3, la9;
   for (auto ci : sample) {
     ChunkRef c = chunk_ref(g, nullptr, ci);
     for (uint64_t r = 0; r < c.h; r += 1)
@@ -845,6 +852,8 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
         const int32_t l = cc2 > 0 ? vals[i - 1] : 0, l2 = cc2 > 1 ? vals[i - 2] : 0;
         const int32_t t = r > 0 ? vals[i - g.cols] : 0;
         acts.push_back(2 * iabs32(l) + iabs32(t) + iabs32(l2));
+        la3.push_back(cc2 > 2 ? iabs32(vals[i - 3]) : 0);
+        la9.push_back(cc2 > 8 ? iabs32(vals[i - 9]) : 0);
         scs.push_back((*rc)[c.row0 + r] + (*cc)[c.col0 + cc2]);
       }
   }
@@ -888,7 +897,10 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   best.ns = 1;
   double best_cost = eval(best);
   auto set_thresholds = [&](IntParams& p) {
-    auto thr = quantile_thresholds(acts, p.nb);
+    std::vector<uint32_t> av = acts;
+    if (p.nbr_mode == 0 && p.off_a)
+      for (size_t i = 0; i < av.size(); ++i) av[i] += p.off_a == 3 ? la3[i] : (p.off_a == 9 ? la9[i] : 0);
+    auto thr = quantile_thresholds(av, p.nb);
     for (size_t i = 0; i < thr.size(); ++i) p.thr[i] = static_cast<uint16_t>(std::min<uint32_t>(thr[i], 65535));
     if (p.ns > 1) {
       std::vector<uint32_t> sv;
@@ -923,10 +935,21 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
     consider(p);
   }
   if (base.sub == kIntTernary) {
-    IntParams p = base;
-    p.nbr_mode = 1;
-    p.nb = 1;
-    p.ns = 1;
+    for (uint8_t ob : {0, 9}) {
+      IntParams p = base;
+      p.nbr_mode = 1;
+      p.nb = 1;
+      p.ns = 1;
+      p.off_a = 3;
+      p.off_b = ob;
+      consider(p);
+    }
+  }
+  // A periodic neighbour (convolution kernels flattened along a row).
+  for (uint8_t oa : {3, 9}) {
+    IntParams p = best;
+    if (p.nbr_mode != 0 || p.nb == 1) break;
+    p.off_a = oa;
     consider(p);
   }
   const IntParams stage1 = best;

@@ -1,0 +1,131 @@
+// tests/test_decoders.cpp — the vector (AVX-512) chunk decoders must produce
+// exactly what the scalar reference decoders (chunk_decode.h, the code the
+// CUDA decoder shares) produce, on every model-coded chunk of the real
+// model files and the edge cases, and both must reject damaged streams.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "bytes.h"
+#include "edge_cases.h"
+#include "tensor_codec.h"
+#include "testutil.h"
+#include "wcodec/safetensors.h"
+
+namespace {
+
+using namespace wcodec;
+
+struct Parsed {
+  const uint8_t* map = nullptr;
+  const uint8_t* rans = nullptr;
+  uint32_t rans_len = 0;
+  const uint8_t* raw = nullptr;
+  size_t raw_len = 0;
+};
+
+bool parse_payload(const TensorGeometry& g, uint64_t index, const std::vector<uint8_t>& p, Parsed* out) {
+  uint64_t row0, col0, h, w;
+  g.chunk_rect(index, &row0, &col0, &h, &w);
+  ByteReader r(p.data(), p.size());
+  const uint8_t flags = r.u8();
+  if (flags & 1) out->map = r.take(2 * ((h + kTile - 1) / kTile) * ((w + kTile - 1) / kTile));
+  out->rans_len = r.u32();
+  out->rans = r.take(out->rans_len);
+  out->raw = r.cur();
+  out->raw_len = r.remaining();
+  return r.ok();
+}
+
+// Adds the number of chunks compared to *compared.
+void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string& what, int* compared_out) {
+  int& compared = *compared_out;
+  auto r = encode_tensor(t, data, AuxInput{}, EncodeOptions{});
+  EXPECT_TRUE(r.ok()) << what << ": " << r.status().ToString();
+  if (!r.ok()) return;
+  const EncodedTensor& et = *r;
+  for (uint64_t i = 0; i < et.chunks.size(); ++i) {
+    const auto& c = et.chunks[i];
+    if (c.method != ChunkMethod::kModel) continue;
+    Parsed ps;
+    EXPECT_TRUE(parse_payload(et.geom, i, c.payload, &ps)) << what;
+    uint64_t row0, col0, h, w;
+    et.geom.chunk_rect(i, &row0, &col0, &h, &w);
+    ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                 static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+    const ModelView mv = et.model.view();
+    const uint64_t n = h * w;
+    if (et.model.kind == ModelKind::kInt) {
+      std::vector<int32_t> a(n, 0x7fffffff), b(n, 0x7fffffff);
+      ASSERT_TRUE(decode_int_residuals(mv, cv, ps.rans, ps.rans_len, a.data())) << what << " chunk " << i;
+      const int simd = decode_int_residuals_simd(mv, cv, ps.rans, ps.rans_len, b.data());
+      if (simd < 0) continue;  // not handled on this CPU / model: nothing to compare
+      ASSERT_EQ(simd, 1) << what << " chunk " << i;
+      ASSERT_EQ(a, b) << what << " chunk " << i << ": vector decoder differs from the reference";
+      ++compared;
+      // A damaged stream: both decoders must reject it (or, for a flip that
+      // happens to keep the stream valid, agree).
+      std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
+      bad[bad.size() / 2] ^= 0x5a;
+      const bool ok_ref = decode_int_residuals(mv, cv, bad.data(), ps.rans_len, a.data());
+      const int ok_simd = decode_int_residuals_simd(mv, cv, bad.data(), ps.rans_len, b.data());
+      EXPECT_EQ(ok_ref ? 1 : 0, ok_simd) << what << " chunk " << i << ": decoders disagree on a damaged stream";
+      if (ok_ref && ok_simd == 1) EXPECT_EQ(a, b);
+    } else if (et.model.kind == ModelKind::kFloat) {
+      std::vector<uint16_t> e(n);
+      std::vector<uint8_t> sm(n);
+      std::vector<int32_t> e32(n), sm32(n);
+      ASSERT_TRUE(decode_float_symbols(mv, cv, ps.rans, ps.rans_len, e.data(), sm.data())) << what << " chunk " << i;
+      const int simd = decode_float_symbols_simd(mv, cv, ps.rans, ps.rans_len, e32.data(), sm32.data());
+      if (simd < 0) continue;
+      ASSERT_EQ(simd, 1) << what << " chunk " << i;
+      for (uint64_t k = 0; k < n; ++k) {
+        ASSERT_EQ(static_cast<int32_t>(e[k]), e32[k]) << what << " chunk " << i << " element " << k;
+        ASSERT_EQ(static_cast<int32_t>(sm[k]), sm32[k]) << what << " chunk " << i << " element " << k;
+      }
+      ++compared;
+      std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
+      bad[bad.size() / 2] ^= 0x5a;
+      const bool ok_ref = decode_float_symbols(mv, cv, bad.data(), ps.rans_len, e.data(), sm.data());
+      const int ok_simd = decode_float_symbols_simd(mv, cv, bad.data(), ps.rans_len, e32.data(), sm32.data());
+      EXPECT_EQ(ok_ref ? 1 : 0, ok_simd) << what << " chunk " << i << ": decoders disagree on a damaged stream";
+    }
+  }
+}
+
+int compare_file(const std::vector<uint8_t>& f, const std::string& what, uint64_t max_tensor_bytes) {
+  auto h = parse_safetensors_header(f.data(), f.size(), f.size(), what);
+  EXPECT_TRUE(h.ok()) << h.status().ToString();
+  if (!h.ok()) return 0;
+  int n = 0;
+  for (const auto& t : h->tensors) {
+    if (t.nbytes() > max_tensor_bytes) continue;
+    compare_tensor(t, f.data() + h->data_start + t.begin, what + ": " + t.name, &n);
+  }
+  return n;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr uint64_t kMaxTensor = 1u << 20;
+#else
+constexpr uint64_t kMaxTensor = 8u << 20;
+#endif
+
+TEST(VectorDecoders, EqualReferenceOnRealFiles) {
+  int compared = 0;
+  for (const auto& p : wctest::data_safetensors_files()) {
+    const auto f = wctest::read_file(p);
+    compared += compare_file(f, p.filename().string(), kMaxTensor);
+  }
+  if (compared == 0) GTEST_SKIP() << "no AVX-512 on this CPU: vector decoders not compared";
+  EXPECT_GT(compared, 50);
+}
+
+TEST(VectorDecoders, EqualReferenceOnEdgeCases) {
+  int compared = 0;
+  for (const auto& c : wctest::make_edge_cases()) compared += compare_file(c.file, c.name, kMaxTensor);
+  if (compared == 0) GTEST_SKIP() << "no AVX-512 on this CPU: vector decoders not compared";
+}
+
+}  // namespace
