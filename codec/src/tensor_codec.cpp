@@ -824,7 +824,9 @@ static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& va
       ++probed;
     }
     // Default profile: skip the rest of the chunk when no probed tile won.
-    if (pass == 0 && stride > 1 && used == 0) break;
+    // Default profile: go on with the rest of the chunk only when tools won
+    // on at least a quarter of the probed tiles.
+    if (pass == 0 && stride > 1 && used * 4 < probed) break;
   }
   if (used == 0) return false;
   return saved > 0;
