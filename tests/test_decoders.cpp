@@ -84,6 +84,11 @@ void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string&
         ASSERT_EQ(static_cast<int32_t>(e[k]), e32[k]) << what << " chunk " << i << " element " << k;
         ASSERT_EQ(static_cast<int32_t>(sm[k]), sm32[k]) << what << " chunk " << i << " element " << k;
       }
+      std::vector<uint8_t> out_ref(c.decoded_size), out_simd(c.decoded_size);
+      float_assemble(mv.fp, n, ps.raw, e.data(), sm.data(), out_ref.data());
+      float_assemble_simd(mv.fp, n, ps.raw, e32.data(), sm32.data(), out_simd.data());
+      ASSERT_EQ(out_ref, out_simd) << what << " chunk " << i << ": vector assembly differs";
+      ASSERT_EQ(chunk_hash(out_ref.data(), out_ref.size()), c.xxh3) << what << " chunk " << i;
       ++compared;
       std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
       bad[bad.size() / 2] ^= 0x5a;

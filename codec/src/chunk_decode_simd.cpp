@@ -376,7 +376,56 @@ WC_AVX512 int decode_float_avx512(const ModelView& m, const ChunkView& cv, const
   if (_mm512_cmpneq_epu32_mask(X[0], vL) | _mm512_cmpneq_epu32_mask(X[1], vL)) return 0;
   return 1;
 }
+WC_AVX512 void float_assemble_avx512(const FloatParams& p, uint64_t n, const uint8_t* raw, const int32_t* e32,
+                                     const int32_t* sm32, uint8_t* out) {
+  const uint32_t rawb = float_raw_bits(p);
+  const uint32_t k = p.k;
+  const __m512i vIdx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i vMh = _mm512_set1_epi32(static_cast<int32_t>((1u << k) - 1));
+  const __m512i vRawMask = _mm512_set1_epi32(static_cast<int32_t>(rawb ? (1u << rawb) - 1 : 0));
+  const __m512i vRawb = _mm512_set1_epi32(static_cast<int32_t>(rawb));
+  uint64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i e = _mm512_loadu_si512(e32 + i);
+    const __m512i sm = _mm512_loadu_si512(sm32 + i);
+    const __m512i sign = _mm512_srli_epi32(sm, k);
+    const __m512i mh = _mm512_and_si512(sm, vMh);
+    __m512i v = _mm512_or_si512(_mm512_sll_epi32(sign, _mm_cvtsi32_si128(p.eb + p.mb)),
+                                _mm512_sll_epi32(e, _mm_cvtsi32_si128(p.mb)));
+    v = _mm512_or_si512(v, _mm512_sll_epi32(mh, _mm_cvtsi32_si128(static_cast<int>(rawb))));
+    if (rawb) {
+      // Raw fields of the 16 elements: a 64-bit base byte plus small
+      // relative bit offsets (at most 7 + 15 * 24), one 32-bit gather.
+      const uint64_t base_bit = i * rawb;
+      const uint8_t* base = raw + (base_bit >> 3);
+      const __m512i rel = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(base_bit & 7)),
+                                           _mm512_mullo_epi32(vIdx, vRawb));
+      const __m512i words = _mm512_i32gather_epi32(_mm512_srli_epi32(rel, 3), base, 1);
+      const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(words, _mm512_and_si512(rel, _mm512_set1_epi32(7))),
+                                          vRawMask);
+      v = _mm512_or_si512(v, lo);
+    }
+    switch (p.elem_bytes) {
+      case 1: _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(v)); break;
+      case 2: _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * i), _mm512_cvtepi32_epi16(v)); break;
+      default: _mm512_storeu_si512(out + 4 * i, v); break;
+    }
+  }
+  for (; i < n; ++i) {
+    const uint32_t sm = static_cast<uint32_t>(sm32[i]);
+    const uint32_t lo = rawb ? get_bits(raw, i * rawb, rawb) : 0u;
+    const uint32_t v = ((sm >> k) << (p.eb + p.mb)) | (static_cast<uint32_t>(e32[i]) << p.mb) |
+                       ((sm & ((1u << k) - 1)) << rawb) | lo;
+    store_elem(out + i * p.elem_bytes, p.elem_bytes, v);
+  }
+}
+
 }  // namespace
+
+void float_assemble_simd(const FloatParams& p, uint64_t n, const uint8_t* raw, const int32_t* e32,
+                         const int32_t* sm32, uint8_t* out) {
+  float_assemble_avx512(p, n, raw, e32, sm32, out);
+}
 
 int decode_float_symbols_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                               int32_t* e32, int32_t* sm32) {

@@ -1490,15 +1490,12 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
             const int simd = decode_float_symbols_simd(mv, cv, rans, rl, scratch.e32.data(), scratch.sm32.data());
             if (simd < 0) {
               ok = decode_float_symbols(mv, cv, rans, rl, scratch.e.data(), scratch.sm.data());
+              if (ok) float_assemble(mv.fp, n, raw, scratch.e.data(), scratch.sm.data(), out);
             } else {
               ok = simd == 1;
-              for (uint64_t i = 0; ok && i < n; ++i) {
-                scratch.e[i] = static_cast<uint16_t>(scratch.e32[i]);
-                scratch.sm[i] = static_cast<uint8_t>(scratch.sm32[i]);
-              }
+              if (ok) float_assemble_simd(mv.fp, n, raw, scratch.e32.data(), scratch.sm32.data(), out);
             }
           }
-          if (ok) float_assemble(mv.fp, n, raw, scratch.e.data(), scratch.sm.data(), out);
           break;
         case ModelKind::kInt:
           if (model->ip.zgroup && !zp) return Status::Internal(what + ": zero points not provided");

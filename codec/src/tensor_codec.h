@@ -162,5 +162,9 @@ int decode_int_residuals_simd(const ModelView& m, const ChunkView& cv, const uin
 // Same for the exponent / sign-mantissa grids of a float chunk (as int32).
 int decode_float_symbols_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                               int32_t* e32, int32_t* sm32);
+// Assembles float elements from int32 grids (after decode_float_symbols_simd
+// returned 1; REQUIRES the same CPU support). Same result as float_assemble.
+void float_assemble_simd(const FloatParams& p, uint64_t n, const uint8_t* raw, const int32_t* e32,
+                         const int32_t* sm32, uint8_t* out);
 
 }  // namespace wcodec
