@@ -4,6 +4,7 @@
 // model files and the edge cases, and both must reject damaged streams.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -11,6 +12,7 @@
 #include "edge_cases.h"
 #include "tensor_codec.h"
 #include "testutil.h"
+#include "wcodec/container.h"
 #include "wcodec/safetensors.h"
 
 namespace {
@@ -131,6 +133,55 @@ TEST(VectorDecoders, EqualReferenceOnEdgeCases) {
   int compared = 0;
   for (const auto& c : wctest::make_edge_cases()) compared += compare_file(c.file, c.name, kMaxTensor);
   if (compared == 0) GTEST_SKIP() << "no AVX-512 on this CPU: vector decoders not compared";
+}
+
+}  // namespace
+
+namespace {
+
+// A smooth int8 tensor (sum of slow waves plus a little noise): intra
+// prediction and the 8x8 transforms must win here, and the encoder must
+// choose them (tools that real weights never choose stay testable).
+std::vector<uint8_t> smooth_int8_file() {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> noise(-1, 1);
+  const uint64_t rows = 256, cols = 256;
+  wcodec::TensorData t{"smooth.weight", wcodec::DType::kI8, {rows, cols}, {}};
+  t.bytes.resize(rows * cols);
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint64_t c = 0; c < cols; ++c) {
+      const double v = 40 * std::sin(static_cast<double>(r) / 9.0) + 30 * std::cos(static_cast<double>(c) / 7.0);
+      t.bytes[r * cols + c] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(v) + noise(rng)));
+    }
+  auto f = wcodec::build_safetensors({t}, std::nullopt);
+  return f.ok() ? std::move(f).value() : std::vector<uint8_t>{};
+}
+
+TEST(TileTools, ChosenWhenTheyPayAndDecodeExactly) {
+  const auto f = smooth_int8_file();
+  ASSERT_FALSE(f.empty());
+  wcodec::EncodeConfig with, without;
+  without.tool_search = false;
+  wcodec::EncodeReport rep_with, rep_without;
+  auto a = wcodec::encode_safetensors(f.data(), f.size(), with, "smooth", &rep_with);
+  auto b = wcodec::encode_safetensors(f.data(), f.size(), without, "smooth", &rep_without);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(rep_with.tensors.size(), 1u);
+  EXPECT_GT(rep_with.tensors[0].tiles_with_tools, 0u) << "no tile chose a predictor or transform";
+  EXPECT_LT(a->size(), b->size()) << "tools chosen but the file did not shrink";
+  wctest::ScratchDir dir;
+  wctest::write_file(dir / "s.wcodec", *a);
+  auto rd = wcodec::Reader::open((dir / "s.wcodec").string());
+  ASSERT_TRUE(rd.ok()) << rd.status().ToString();
+  std::vector<uint8_t> back(f.size());
+  ASSERT_TRUE((*rd)->read(0, back.size(), back.data()).ok());
+  EXPECT_EQ(back, f);
+  EXPECT_TRUE((*rd)->verify(true).ok());
+  // The vector decoder agrees with the reference on these chunks too.
+  auto h = wcodec::parse_safetensors_header(f.data(), f.size(), f.size(), "smooth");
+  ASSERT_TRUE(h.ok());
+  int compared = 0;
+  compare_tensor(h->tensors[0], f.data() + h->data_start, "smooth", &compared);
 }
 
 }  // namespace

@@ -577,11 +577,16 @@ Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
     if (model_kind > 2) return corrupt(W + " model flag", model_kind, "0..2");
     t->has_model = model_kind != 0;
     t->own_model = model_kind == 1;
+    if (t->info.name != ref.name || t->info.dtype != ref.dtype || t->info.shape != ref.shape ||
+        t->info.begin != ref.begin || t->info.end != ref.end)
+      return Status::Corruption(W + ": index record does not match the stored safetensors header");
     const TensorGeometry& g = t->geom;
     const uint64_t nbytes = ref.nbytes();
     const uint32_t eb = g.elem_bits;
     if (eb != 2 && eb != 4 && eb % 8 != 0) return corrupt(W + " elem_bits", eb, "2, 4 or a multiple of 8");
     if (eb == 0 || eb > 128) return corrupt(W + " elem_bits", eb, "2..128");
+    if (!nbytes && (g.rows || g.cols || g.chunk_rows || g.chunk_cols))
+      return Status::Corruption(W + ": geometry of an empty tensor must be all zero");
     if (nbytes) {
       if (g.rows == 0 || g.cols == 0 || g.rows > nbytes * 4 || g.cols > nbytes * 4 ||
           g.rows * g.cols != nbytes * 8 / eb || (nbytes * 8) % eb)

@@ -19,7 +19,7 @@ uint64_t chunk_hash(const uint8_t* p, size_t n) { return XXH3_64bits(p, n); }
 
 // ------------------------------------------------------------------ geometry
 uint64_t TensorGeometry::num_chunks() const {
-  if (rows == 0 || cols == 0) return 0;
+  if (rows == 0 || cols == 0 || chunk_rows == 0 || chunk_cols == 0) return 0;
   if (chunk_cols == cols) return (rows + chunk_rows - 1) / chunk_rows;
   return rows * ((cols + chunk_cols - 1) / chunk_cols);
 }
@@ -1199,7 +1199,9 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       }
       TensorModel ma = m;
       build_tables(sa, &ma);
-      std::vector<double> nlog(4097, 64.0);
+      // A token the tool-free tables never saw would get a frequency once
+      // tables are rebuilt: charge it as a rare symbol, not as impossible.
+      std::vector<double> nlog(4097, 14.0);
       for (uint32_t f = 1; f <= 4096; ++f) nlog[f] = 12.0 - std::log2(static_cast<double>(f));
       auto cost_of = [&](const ChunkRef& c, const std::vector<uint8_t>* mp) {
         chunk_residuals(g, vals, c, mp, &rbuf);
