@@ -541,6 +541,10 @@ Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
     if (ZSTD_isError(zr) || zr != raw_index) return Status::Corruption(P + ": index does not decompress");
   }
   rd->orig_header_.assign(ix.begin(), ix.begin() + static_cast<std::ptrdiff_t>(orig_hdr_len));
+  if (8 + load_u64le(rd->orig_header_.data()) != orig_hdr_len)
+    return corrupt("original header length", orig_hdr_len,
+                   "8 + the stored safetensors header's length field (" +
+                       std::to_string(load_u64le(rd->orig_header_.data())) + ")");
   {
     auto h = parse_safetensors_header(rd->orig_header_.data(), rd->orig_header_.size(), rd->original_size_,
                                       P + " (stored safetensors header)");

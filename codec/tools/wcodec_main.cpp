@@ -201,12 +201,15 @@ int cmd_inspect(const std::string& file, bool json) {
   j["original_size"] = rd.original_size();
   j["stored_size"] = rd.file_size();
   j["metadata"] = nlohmann::json::parse(rd.metadata_json(), nullptr, false);
+  int name_w = 24;
+  for (size_t i = 0; i < rd.num_tensors(); ++i)
+    name_w = std::max<int>(name_w, static_cast<int>(rd.tensor_summary(i).name.size()));
   if (!json) {
     std::printf("%s: %llu -> %llu bytes (%.4f), %zu tensors, %zu chunks\n", file.c_str(),
                 static_cast<unsigned long long>(rd.original_size()), static_cast<unsigned long long>(rd.file_size()),
                 static_cast<double>(rd.file_size()) / std::max<uint64_t>(1, rd.original_size()), rd.num_tensors(),
                 rd.num_chunks());
-    std::printf("%-40s %-7s %-16s %-8s %9s %7s %-34s %s\n", "tensor", "dtype", "shape", "kind", "bytes",
+    std::printf("%-*s %-7s %-16s %-8s %9s %7s %-34s %s\n", name_w, "tensor", "dtype", "shape", "kind", "bytes",
                 "bits/w", "model", "chunks m/z/r  tools (pred L/T/A/P/DC, xform D/A)");
   }
   for (size_t i = 0; i < rd.num_tensors(); ++i) {
@@ -237,7 +240,7 @@ int cmd_inspect(const std::string& file, bool json) {
       std::snprintf(tools, sizeof tools, "%u/%u tiles (%u/%u/%u/%u/%u, %u/%u)", s.tiles_with_tools, s.tiles_total,
                     s.pred_hist[1], s.pred_hist[2], s.pred_hist[3], s.pred_hist[4], s.pred_hist[5], s.xform_hist[1],
                     s.xform_hist[2]);
-      std::printf("%-40.40s %-7s %-16.16s %-8s %9llu %7.3f %-34.34s %llu/%llu/%llu  %s\n", s.name.c_str(),
+      std::printf("%-*s %-7s %-16s %-8s %9llu %7.3f %-34s %llu/%llu/%llu  %s\n", name_w, s.name.c_str(),
                   wcodec::dtype_name(s.dtype), shape_str(s.shape).c_str(), s.kind.c_str(),
                   static_cast<unsigned long long>(s.original_bytes), bpw, s.model.c_str(),
                   static_cast<unsigned long long>(s.chunks_model), static_cast<unsigned long long>(s.chunks_zstd),

@@ -1,0 +1,760 @@
+// tests/test_roundtrip.cpp — lossless round trips through the .wcodec
+// container: every real model file in ../shared/data (full reads, decode to
+// file, verify, size against zstd -19, random-access reads around chunk,
+// tensor and header boundaries), every generated edge case (default and
+// 4 KiB chunks), concurrent reads from one Reader, the size bound on
+// incompressible data and encoder determinism.
+//
+// Runtime: the two largest real files are encoded once, in a shared fixture
+// (LargeRealFiles::SetUpTestSuite); every other real file is its own
+// parameterized test, so under ctest (one process per test) no file is
+// encoded more than once. Sanitizer builds only use real files below 2 MB.
+// Thread-safety: single-threaded test code except the concurrency test.
+#include <gtest/gtest.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <latch>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "edge_cases.h"
+#include "testutil.h"
+#include "wcodec/container.h"
+#include "wcodec/safetensors.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define WCTEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WCTEST_ASAN 1
+#endif
+#endif
+#ifndef WCTEST_ASAN
+#define WCTEST_ASAN 0
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+using wcodec::Code;
+using wcodec::EncodeConfig;
+using wcodec::EncodeReport;
+using wcodec::Reader;
+
+constexpr bool kAsan = WCTEST_ASAN != 0;
+constexpr uint64_t kAsanMaxFile = 2u << 20;
+// The two largest real files, encoded once in LargeRealFiles.
+const char* const kLargeFiles[] = {"isnet-medium.f16.safetensors", "isnet-medium.rtn-int8.safetensors"};
+
+bool is_large_file(const fs::path& p) {
+  for (const char* n : kLargeFiles)
+    if (p.filename() == n) return true;
+  return false;
+}
+
+// Real files this build tests (all, or those below 2 MB under ASan).
+std::vector<fs::path> real_files() {
+  std::vector<fs::path> out;
+  for (auto& p : wctest::data_safetensors_files()) {
+    std::error_code ec;
+    const auto sz = fs::file_size(p, ec);
+    if (ec) continue;
+    if (kAsan && sz >= kAsanMaxFile) continue;
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<fs::path> regular_real_files() {
+  std::vector<fs::path> out;
+  for (auto& p : real_files())
+    if (!is_large_file(p)) out.push_back(p);
+  return out;
+}
+
+std::string sanitize(const std::string& s) {
+  std::string o;
+  for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  return o;
+}
+
+EncodeConfig default_config() {
+  EncodeConfig cfg;
+  cfg.threads = 2;
+  return cfg;
+}
+
+// A process-wide scratch directory for encoded files.
+const fs::path& scratch() {
+  static wctest::ScratchDir dir;  // removed at exit
+  return dir.path();
+}
+
+uint64_t zstd19_size(const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> out(ZSTD_compressBound(data.size()));
+  const size_t n = ZSTD_compress(out.data(), out.size(), data.data(), data.size(), 19);
+  if (ZSTD_isError(n)) {
+    ADD_FAILURE() << "ZSTD_compress: " << ZSTD_getErrorName(n);
+    return 0;
+  }
+  return n;
+}
+
+struct EncodedFile {
+  std::string name;
+  std::vector<uint8_t> orig;
+  std::vector<uint8_t> enc;
+  fs::path enc_path;
+  EncodeReport report;
+  uint64_t zstd19 = 0;
+};
+
+// Reads `p` and starts zstd -19 of it on another thread.
+std::shared_ptr<EncodedFile> load_real(const fs::path& p, std::future<uint64_t>* zstd) {
+  auto e = std::make_shared<EncodedFile>();
+  e->name = p.filename().string();
+  e->orig = wctest::read_file(p);
+  if (e->orig.empty()) return nullptr;
+  *zstd = std::async(std::launch::async, [e] { return zstd19_size(e->orig); });
+  return e;
+}
+
+// Encodes a loaded file and writes it to the scratch directory.
+bool encode_loaded(EncodedFile* e) {
+  auto r = wcodec::encode_safetensors(e->orig.data(), e->orig.size(), default_config(), e->name, &e->report);
+  if (!r.ok()) {
+    ADD_FAILURE() << "encode " << e->name << ": " << r.status().ToString();
+    return false;
+  }
+  e->enc = std::move(r).value();
+  e->enc_path = scratch() / (e->name + ".wcodec");
+  wctest::write_file(e->enc_path, e->enc);
+  return true;
+}
+
+// Encodes `p` while zstd -19 of it runs on a second thread. Failures are
+// reported with ADD_FAILURE; returns nullptr then.
+std::shared_ptr<EncodedFile> encode_real(const fs::path& p) {
+  std::future<uint64_t> z;
+  auto e = load_real(p, &z);
+  if (!e) return nullptr;
+  const bool ok = encode_loaded(e.get());
+  e->zstd19 = z.get();
+  return ok ? e : nullptr;
+}
+
+std::string hex(const uint8_t* p, size_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += d[p[i] >> 4];
+    s += d[p[i] & 15];
+  }
+  return s;
+}
+
+::testing::AssertionResult same_bytes(const uint8_t* got, const uint8_t* want, uint64_t n) {
+  if (n == 0 || std::memcmp(got, want, n) == 0) return ::testing::AssertionSuccess();
+  uint64_t i = 0;
+  while (i < n && got[i] == want[i]) ++i;
+  return ::testing::AssertionFailure() << "first difference at +" << i << " of " << n << " (got "
+                                       << int(got[i]) << ", want " << int(want[i]) << ")";
+}
+
+// Structural checks of the chunk table against the safetensors header.
+void check_chunk_table(const Reader& rd, const std::vector<uint8_t>& orig) {
+  auto h = wcodec::parse_safetensors_header(orig.data(), orig.size(), orig.size(), "orig");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(rd.data_start(), h->data_start);
+  ASSERT_EQ(rd.num_tensors(), h->tensors.size());
+  uint64_t pos = rd.data_start();
+  for (size_t i = 0; i < rd.num_chunks(); ++i) {
+    const auto& c = rd.chunk(i);
+    ASSERT_EQ(c.decoded_offset, pos) << "chunk " << i << " is not contiguous with the previous one";
+    ASSERT_GT(c.decoded_size, 0u) << "chunk " << i;
+    ASSERT_LE(c.method, 2) << "chunk " << i;
+    ASSERT_EQ(rd.chunk_at(c.decoded_offset), i);
+    ASSERT_EQ(rd.chunk_at(c.decoded_offset + c.decoded_size - 1), i);
+    pos += c.decoded_size;
+  }
+  EXPECT_EQ(pos, orig.size()) << "chunks do not cover the data region";
+  if (rd.data_start() > 0) {
+    EXPECT_EQ(rd.chunk_at(rd.data_start() - 1), SIZE_MAX);
+  }
+  EXPECT_EQ(rd.chunk_at(0), SIZE_MAX);
+  uint64_t chunks = 0;
+  for (size_t i = 0; i < rd.num_tensors(); ++i) {
+    const auto s = rd.tensor_summary(i);
+    EXPECT_EQ(s.name, h->tensors[i].name);
+    EXPECT_EQ(s.dtype, h->tensors[i].dtype);
+    EXPECT_EQ(s.shape, h->tensors[i].shape);
+    EXPECT_EQ(s.original_bytes, h->tensors[i].nbytes());
+    EXPECT_EQ(s.chunks, s.chunks_model + s.chunks_zstd + s.chunks_raw) << s.name;
+    chunks += s.chunks;
+  }
+  EXPECT_EQ(chunks, rd.num_chunks());
+}
+
+// `count` random (offset, length) reads including boundary cases; every
+// result is compared with `orig`.
+void check_random_reads(const Reader& rd, const std::vector<uint8_t>& orig, int count, uint64_t seed) {
+  const uint64_t size = orig.size();
+  ASSERT_GT(size, 0u);
+  std::mt19937_64 rng(seed);
+  auto below = [&](uint64_t n) { return n ? rng() % n : 0; };
+  // Interesting offsets: header/data boundary, chunk and tensor boundaries.
+  std::vector<uint64_t> marks = {0, 1, rd.data_start(), size - 1, size};
+  for (size_t i = 0; i < rd.num_chunks(); ++i) {
+    marks.push_back(rd.chunk(i).decoded_offset);
+    marks.push_back(rd.chunk(i).decoded_offset + rd.chunk(i).decoded_size);
+  }
+  for (const auto& t : rd.header().tensors) {
+    marks.push_back(rd.data_start() + t.begin);
+    marks.push_back(rd.data_start() + t.end);
+  }
+  uint64_t max_chunk = 1;
+  for (size_t i = 0; i < rd.num_chunks(); ++i) max_chunk = std::max<uint64_t>(max_chunk, rd.chunk(i).decoded_size);
+
+  std::vector<std::pair<uint64_t, uint64_t>> reads;
+  // Fixed cases: empty reads, the last byte, the header/data boundary, a read
+  // exactly equal to a chunk, straddling the first chunk boundaries.
+  reads.push_back({0, 0});
+  reads.push_back({size, 0});
+  reads.push_back({size / 2, 0});
+  reads.push_back({size - 1, 1});
+  reads.push_back({0, 1});
+  if (rd.data_start() >= 3 && rd.data_start() + 3 <= size) reads.push_back({rd.data_start() - 3, 6});
+  if (rd.data_start() < size) reads.push_back({rd.data_start(), 1});
+  reads.push_back({rd.data_start() - 1, std::min<uint64_t>(2, size - rd.data_start() + 1)});
+  for (size_t i = 0; i < std::min<size_t>(rd.num_chunks(), 8); ++i) {
+    const auto& c = rd.chunk(i);
+    reads.push_back({c.decoded_offset, c.decoded_size});  // whole chunk
+    const uint64_t b = c.decoded_offset + c.decoded_size;
+    if (b + 1 <= size) reads.push_back({b - 1, 2});  // straddles into the next chunk
+  }
+  if (rd.num_chunks() >= 3) {  // spans several whole chunks
+    const auto& a = rd.chunk(0);
+    const auto& c = rd.chunk(2);
+    reads.push_back({a.decoded_offset + a.decoded_size / 2, c.decoded_offset + 1 - a.decoded_offset - a.decoded_size / 2});
+  }
+  while (static_cast<int>(reads.size()) < count) {
+    uint64_t off;
+    const uint64_t kind = below(10);
+    if (kind < 6) {
+      const uint64_t m = marks[below(marks.size())];
+      const int64_t d = static_cast<int64_t>(below(129)) - 64;
+      off = static_cast<uint64_t>(std::clamp<int64_t>(static_cast<int64_t>(m) + d, 0, static_cast<int64_t>(size)));
+    } else {
+      off = below(size + 1);
+    }
+    uint64_t len;
+    const uint64_t lk = below(8);
+    if (lk == 0) len = 0;
+    else if (lk <= 3) len = 1 + below(64);
+    else if (lk <= 5) len = 1 + below(8192);
+    else len = 1 + below(2 * max_chunk + 1);
+    len = std::min(len, size - off);
+    reads.push_back({off, len});
+  }
+  std::vector<uint8_t> buf;
+  for (auto [off, len] : reads) {
+    buf.assign(len + 16, 0xA5);
+    const auto st = rd.read(off, len, buf.data());
+    ASSERT_TRUE(st.ok()) << "read(" << off << ", " << len << "): " << st.ToString();
+    ASSERT_TRUE(same_bytes(buf.data(), orig.data() + off, len)) << "read(" << off << ", " << len << ")";
+    for (size_t k = len; k < buf.size(); ++k) ASSERT_EQ(buf[k], 0xA5) << "read(" << off << ", " << len << ") wrote past the end";
+  }
+}
+
+void check_out_of_range(const Reader& rd) {
+  const uint64_t size = rd.original_size();
+  std::vector<uint8_t> buf(64);
+  const std::pair<uint64_t, uint64_t> bad[] = {
+      {size, 1}, {size - 1, 2}, {size + 1, 0}, {0, size + 1}, {size + 1000, 5}, {1, UINT64_MAX}, {UINT64_MAX, 1},
+      {UINT64_MAX, 0}};
+  for (auto [off, len] : bad) {
+    std::vector<uint8_t> big(len <= size + 1 ? len : 0);
+    const auto st = rd.read(off, len, len <= 64 ? buf.data() : big.data());
+    EXPECT_FALSE(st.ok()) << "read(" << off << ", " << len << ") past the end succeeded";
+    EXPECT_EQ(st.code(), Code::kOutOfRange) << "read(" << off << ", " << len << "): " << st.ToString();
+  }
+}
+
+// Every check of one real file.
+void check_real_file(const EncodedFile& e) {
+  SCOPED_TRACE(e.name);
+  const uint64_t size = e.orig.size();
+  EXPECT_EQ(e.report.original_size, size);
+  EXPECT_EQ(e.report.encoded_size, e.enc.size());
+  EXPECT_LT(e.enc.size(), size) << e.name << ": the encoded file is not smaller than the original";
+  EXPECT_LT(e.enc.size(), e.zstd19) << e.name << ": wcodec " << e.enc.size() << " bytes vs zstd -19 " << e.zstd19
+                                    << " bytes of the whole file (original " << size << ")";
+
+  auto r = Reader::open(e.enc_path.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Reader& rd = **r;
+  EXPECT_EQ(rd.original_size(), size);
+  EXPECT_EQ(rd.file_size(), e.enc.size());
+  const std::string want_sha = wctest::sha256_hex(e.orig);
+  EXPECT_EQ(hex(rd.original_sha256().data(), 32), want_sha) << "stored SHA-256 of the original";
+  check_chunk_table(rd, e.orig);
+
+  {  // Full read.
+    std::vector<uint8_t> all(size);
+    const auto st = rd.read(0, size, all.data());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(wctest::sha256_hex(all), want_sha);
+  }
+  {  // Decode to file.
+    const fs::path out = scratch() / (e.name + ".decoded");
+    const auto st = rd.decode_to_file(out.string());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(fs::file_size(out), size);
+    EXPECT_EQ(wctest::sha256_hex(wctest::read_file(out)), want_sha);
+    fs::remove(out);
+  }
+  {
+    const auto st = rd.verify(false);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+  {
+    const auto st = rd.verify(true);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+  {  // A few chunks through decode_chunk directly.
+    std::vector<uint8_t> buf;
+    for (size_t i = 0; i < rd.num_chunks(); i += std::max<size_t>(1, rd.num_chunks() / 7)) {
+      const auto& c = rd.chunk(i);
+      buf.assign(c.decoded_size, 0);
+      const auto st = rd.decode_chunk(i, buf.data());
+      ASSERT_TRUE(st.ok()) << "chunk " << i << ": " << st.ToString();
+      ASSERT_TRUE(same_bytes(buf.data(), e.orig.data() + c.decoded_offset, c.decoded_size)) << "chunk " << i;
+    }
+    std::vector<uint8_t> one(1);
+    EXPECT_EQ(rd.decode_chunk(rd.num_chunks(), one.data()).code(), Code::kOutOfRange);
+  }
+  check_random_reads(rd, e.orig, 300, std::hash<std::string>{}(e.name) ^ 0x5eedULL);
+  check_out_of_range(rd);
+}
+
+// 8 threads read random ranges (a third of them straddling a chunk
+// boundary, lengths up to `max_len`) from one Reader at once, with an
+// occasional verify(false) in between; every result is checked.
+void concurrent_reads(const Reader& rd, const std::vector<uint8_t>& orig, uint64_t max_len, int per_thread) {
+  constexpr int kThreads = 8;
+  std::atomic<int> bad{0};
+  std::atomic<int> reads{0};
+  std::mutex mu;
+  std::string first_error;
+  std::latch start(kThreads);
+  std::vector<std::thread> th;
+  for (int t = 0; t < kThreads; ++t) {
+    th.emplace_back([&, t] {
+      std::mt19937_64 rng(4242 + t);
+      std::vector<uint8_t> buf;
+      start.arrive_and_wait();
+      for (int k = 0; k < per_thread; ++k) {
+        uint64_t off = rng() % orig.size();
+        if (k % 3 == 0 && rd.num_chunks()) {  // straddle a chunk boundary
+          const auto& c = rd.chunk(rng() % rd.num_chunks());
+          off = std::max<uint64_t>(c.decoded_offset, 5) - 5;
+        }
+        const uint64_t len = std::min<uint64_t>(1 + rng() % (k % 2 ? 64 : max_len), orig.size() - off);
+        buf.assign(len, 0);
+        const auto st = rd.read(off, len, buf.data());
+        reads.fetch_add(1);
+        if (!st.ok() || std::memcmp(buf.data(), orig.data() + off, len) != 0) {
+          std::lock_guard<std::mutex> lk(mu);
+          if (first_error.empty())
+            first_error = "read(" + std::to_string(off) + ", " + std::to_string(len) + "): " +
+                          (st.ok() ? std::string("wrong bytes") : st.ToString());
+          ++bad;
+        }
+        if (k % 50 == 49) {  // verify concurrently with reads
+          const auto v = rd.verify(false);
+          if (!v.ok()) {
+            std::lock_guard<std::mutex> lk(mu);
+            if (first_error.empty()) first_error = "verify: " + v.ToString();
+            ++bad;
+          }
+        }
+      }
+    });
+  }
+  for (auto& x : th) x.join();
+  EXPECT_EQ(reads.load(), kThreads * per_thread);
+  EXPECT_EQ(bad.load(), 0) << first_error;
+}
+
+
+// ------------------------------------------------------------ real files
+
+TEST(RealFiles, DataDirectoryHasTheModelFiles) {
+  const auto all = wctest::data_safetensors_files();
+  ASSERT_GE(all.size(), 10u) << "expected the real model files in " << wctest::data_dir();
+  bool small = false;
+  for (auto& p : all) small |= p.filename() == "stories260K.bf16.safetensors";
+  EXPECT_TRUE(small);
+  EXPECT_FALSE(real_files().empty());
+}
+
+class LargeRealFiles : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    files_ = new std::vector<std::shared_ptr<EncodedFile>>();
+    if (kAsan) return;
+    // zstd -19 of both files runs in the background while they are encoded
+    // one after the other.
+    std::vector<std::pair<std::shared_ptr<EncodedFile>, std::future<uint64_t>>> jobs;
+    for (const char* n : kLargeFiles) {
+      const fs::path p = wctest::data_dir() / n;
+      if (!fs::exists(p)) {
+        ADD_FAILURE() << "missing " << p;
+        continue;
+      }
+      std::future<uint64_t> z;
+      auto e = load_real(p, &z);
+      if (e) jobs.emplace_back(std::move(e), std::move(z));
+    }
+    for (auto& [e, z] : jobs) {
+      const bool ok = encode_loaded(e.get());
+      e->zstd19 = z.get();
+      if (ok) files_->push_back(e);
+    }
+  }
+  static void TearDownTestSuite() {
+    for (auto& e : *files_) fs::remove(e->enc_path);
+    delete files_;
+    files_ = nullptr;
+  }
+  static std::vector<std::shared_ptr<EncodedFile>>* files_;
+};
+std::vector<std::shared_ptr<EncodedFile>>* LargeRealFiles::files_ = nullptr;
+
+// One test for both files (under ctest every test is its own process, and
+// each would run SetUpTestSuite again). Includes 8 threads reading the
+// largest file concurrently.
+TEST_F(LargeRealFiles, RoundTripVerifyRandomAccessConcurrentReads) {
+  if (kAsan) GTEST_SKIP() << "real files of 2 MB and more are not used under AddressSanitizer";
+  ASSERT_EQ(files_->size(), std::size(kLargeFiles));
+  for (auto& e : *files_) check_real_file(*e);
+  const EncodedFile& e = *files_->front();
+  auto r = Reader::open(e.enc_path.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  concurrent_reads(**r, e.orig, 600 * 1024, 60);
+}
+
+class RealFileRoundTrip : public ::testing::TestWithParam<fs::path> {};
+
+TEST_P(RealFileRoundTrip, RoundTripVerifyRandomAccess) {
+  auto e = encode_real(GetParam());
+  ASSERT_TRUE(e);
+  check_real_file(*e);
+  fs::remove(e->enc_path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Data, RealFileRoundTrip, ::testing::ValuesIn(regular_real_files()),
+                         [](const ::testing::TestParamInfo<fs::path>& i) {
+                           return sanitize(i.param.stem().string());
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealFileRoundTrip);
+
+// The smallest real int4 case: one packed tensor and its zero-point tensor
+// (2.4 KB), taken from stories260K.rtn-int4.
+TEST(RealFiles, Int4PackedWithZeroPointTensorPair) {
+  const fs::path src = wctest::data_dir() / "stories260K.rtn-int4.safetensors";
+  const auto orig = wctest::read_file(src);
+  ASSERT_FALSE(orig.empty());
+  auto h = wcodec::parse_safetensors_header(orig.data(), orig.size(), orig.size(), src.string());
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  const std::string p = "model.layers.0.self_attn.q_proj.weight";
+  std::vector<wcodec::TensorData> ts;
+  for (const std::string& n : {p + "_packed", p + "_zero"}) {
+    for (auto& t : h->tensors) {
+      if (t.name != n) continue;
+      const auto* b = orig.data() + h->data_start + t.begin;
+      ts.push_back({t.name, t.dtype, t.shape, std::vector<uint8_t>(b, b + t.nbytes())});
+    }
+  }
+  ASSERT_EQ(ts.size(), 2u);
+  auto file = wcodec::build_safetensors(ts, std::nullopt);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto enc = wcodec::encode_safetensors(file->data(), file->size(), default_config(), "int4_pair");
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  const fs::path out = scratch() / "int4_pair.wcodec";
+  wctest::write_file(out, *enc);
+  auto r = Reader::open(out.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<uint8_t> all(file->size());
+  const auto st = (*r)->read(0, all.size(), all.data());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(same_bytes(all.data(), file->data(), all.size()));
+  EXPECT_TRUE((*r)->verify(true).ok());
+  fs::remove(out);
+}
+
+// ------------------------------------------------------------ edge cases
+
+const std::vector<wctest::EdgeCase>& edge_cases() {
+  static const auto* cases = new std::vector<wctest::EdgeCase>(wctest::make_edge_cases());
+  return *cases;
+}
+
+std::vector<std::string> edge_case_names() {
+  std::vector<std::string> n;
+  for (auto& c : edge_cases()) n.push_back(c.name);
+  return n;
+}
+
+const wctest::EdgeCase& edge_case(const std::string& name) {
+  for (auto& c : edge_cases())
+    if (c.name == name) return c;
+  static const wctest::EdgeCase none{};
+  ADD_FAILURE() << "no edge case " << name;
+  return none;
+}
+
+void check_edge_case(const wctest::EdgeCase& ec, uint64_t chunk_bytes) {
+  SCOPED_TRACE(ec.name + " chunk_bytes=" + std::to_string(chunk_bytes));
+  auto h = wcodec::parse_safetensors_header(ec.file.data(), ec.file.size(), ec.file.size(), ec.name);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EncodeConfig cfg = default_config();
+  cfg.chunk_bytes = chunk_bytes;
+  EncodeReport rep;
+  auto enc = wcodec::encode_safetensors(ec.file.data(), ec.file.size(), cfg, ec.name, &rep);
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  EXPECT_EQ(rep.tensors.size(), h->tensors.size());
+  const fs::path p = scratch() / (ec.name + "." + std::to_string(chunk_bytes) + ".wcodec");
+  wctest::write_file(p, *enc);
+  auto r = Reader::open(p.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Reader& rd = **r;
+  ASSERT_EQ(rd.original_size(), ec.file.size());
+  EXPECT_EQ(rd.num_tensors(), h->tensors.size());
+  check_chunk_table(rd, ec.file);
+  for (size_t i = 0; i < rd.num_chunks(); ++i)
+    ASSERT_LE(rd.chunk(i).decoded_size, chunk_bytes) << "chunk " << i << " exceeds the configured chunk size";
+  std::vector<uint8_t> all(ec.file.size());
+  const auto st = rd.read(0, all.size(), all.data());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(same_bytes(all.data(), ec.file.data(), all.size()));
+  const auto v = rd.verify(true);
+  EXPECT_TRUE(v.ok()) << v.ToString();
+  check_random_reads(rd, ec.file, 60, 77 + chunk_bytes);
+  check_out_of_range(rd);
+  fs::remove(p);
+}
+
+class EdgeCaseRoundTrip : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EdgeCaseRoundTrip, DefaultChunks) { check_edge_case(edge_case(GetParam()), EncodeConfig{}.chunk_bytes); }
+
+TEST_P(EdgeCaseRoundTrip, SmallChunks4096) { check_edge_case(edge_case(GetParam()), 4096); }
+
+INSTANTIATE_TEST_SUITE_P(Generated, EdgeCaseRoundTrip, ::testing::ValuesIn(edge_case_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return sanitize(i.param); });
+
+// A 1×N tensor wider than a chunk must be cut into row segments: several
+// chunks for one row, each within the chunk size.
+TEST(EdgeCases, RowWiderThanChunkIsSplitIntoSegments) {
+  const auto& ec = edge_case("row_vector_1xN");
+  ASSERT_FALSE(ec.file.empty());
+  EncodeConfig cfg = default_config();
+  cfg.chunk_bytes = 4096;
+  auto enc = wcodec::encode_safetensors(ec.file.data(), ec.file.size(), cfg, ec.name);
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  const fs::path p = scratch() / "row_segments.wcodec";
+  wctest::write_file(p, *enc);
+  auto r = Reader::open(p.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Reader& rd = **r;
+  ASSERT_EQ(rd.num_tensors(), 1u);
+  const auto s = rd.tensor_summary(0);
+  ASSERT_EQ(s.shape, (std::vector<uint64_t>{1, 4099}));
+  EXPECT_GE(s.chunks, 4u) << "a 16396-byte row with 4096-byte chunks";
+  EXPECT_EQ(rd.num_chunks(), s.chunks);
+  // Reads across every segment boundary.
+  std::vector<uint8_t> buf(64);
+  for (size_t i = 1; i < rd.num_chunks(); ++i) {
+    const uint64_t b = rd.chunk(i).decoded_offset;
+    ASSERT_TRUE(rd.read(b - 7, 14, buf.data()).ok());
+    ASSERT_TRUE(same_bytes(buf.data(), ec.file.data() + b - 7, 14)) << "boundary " << i;
+  }
+  EXPECT_TRUE(rd.verify(true).ok());
+  fs::remove(p);
+}
+
+// A wide U8 row (1 × 300000) much wider than the default chunk.
+TEST(EdgeCases, WideU8RowDefaultChunks) {
+  std::mt19937_64 rng(99);
+  std::vector<uint8_t> bytes(300000);
+  for (auto& b : bytes) b = static_cast<uint8_t>(128 + static_cast<int>(rng() % 9) - 4);
+  auto file = wcodec::build_safetensors({{"wide", wcodec::DType::kU8, {1, bytes.size()}, bytes}}, std::nullopt);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto enc = wcodec::encode_safetensors(file->data(), file->size(), default_config(), "wide");
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  const fs::path p = scratch() / "wide.wcodec";
+  wctest::write_file(p, *enc);
+  auto r = Reader::open(p.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GE((*r)->num_chunks(), 2u);
+  EXPECT_LT(enc->size(), file->size() / 2) << "9 distinct byte values compress to well under half";
+  check_random_reads(**r, *file, 100, 5);
+  EXPECT_TRUE((*r)->verify(true).ok());
+  fs::remove(p);
+}
+
+// ------------------------------------------------------------ concurrency
+
+void concurrent_reads(const std::vector<uint8_t>& orig, const std::string& name, uint64_t chunk_bytes) {
+  EncodeConfig cfg = default_config();
+  cfg.chunk_bytes = chunk_bytes;
+  auto enc = wcodec::encode_safetensors(orig.data(), orig.size(), cfg, name);
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  const fs::path p = scratch() / (name + ".concurrent.wcodec");
+  wctest::write_file(p, *enc);
+  // A fresh Reader: lazily decoded zero-point tensors are loaded under contention.
+  auto r = Reader::open(p.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  concurrent_reads(**r, orig, 3 * chunk_bytes, 150);
+  fs::remove(p);
+}
+
+TEST(Concurrency, EightThreadsReadRealInt4File) {
+  // rtn-int4: packed tensors depend on lazily decoded zero-point tensors.
+  const auto orig = wctest::read_file(wctest::data_dir() / "stories260K.rtn-int4.safetensors");
+  ASSERT_FALSE(orig.empty());
+  concurrent_reads(orig, "stories260K.rtn-int4", 16384);
+}
+
+TEST(Concurrency, EightThreadsReadRealBf16File) {
+  const auto orig = wctest::read_file(wctest::data_dir() / "stories260K.bf16.safetensors");
+  ASSERT_FALSE(orig.empty());
+  concurrent_reads(orig, "stories260K.bf16", EncodeConfig{}.chunk_bytes);
+}
+
+TEST(Concurrency, EightThreadsReadModelLikeInt4EdgeCase) {
+  concurrent_reads(wctest::make_named_model_like_file(), "model_like_int4", 4096);
+}
+
+// ------------------------------------------------------------ size bound
+
+TEST(SizeBound, RandomBytesExpandByAtMostOnePercentPlus4KiB) {
+  std::mt19937_64 rng(0xC0FFEE);
+  std::vector<uint8_t> noise(1u << 20);
+  for (size_t i = 0; i < noise.size(); i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(noise.data() + i, &v, 8);
+  }
+  auto file = wcodec::build_safetensors({{"noise", wcodec::DType::kU8, {noise.size()}, noise}}, std::nullopt);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  for (uint64_t chunk : {uint64_t{4096}, uint64_t{256 * 1024}}) {
+    EncodeConfig cfg = default_config();
+    cfg.chunk_bytes = chunk;
+    auto enc = wcodec::encode_safetensors(file->data(), file->size(), cfg, "noise");
+    ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+    const uint64_t bound = file->size() + file->size() / 100 + 4096;
+    EXPECT_LE(enc->size(), bound) << "chunk_bytes " << chunk << ": " << enc->size() << " bytes for " << file->size()
+                                  << " random bytes";
+    const fs::path p = scratch() / ("noise." + std::to_string(chunk) + ".wcodec");
+    wctest::write_file(p, *enc);
+    auto r = Reader::open(p.string());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    std::vector<uint8_t> all(file->size());
+    ASSERT_TRUE((*r)->read(0, all.size(), all.data()).ok());
+    EXPECT_TRUE(same_bytes(all.data(), file->data(), all.size()));
+    fs::remove(p);
+  }
+}
+
+TEST(SizeBound, RandomF32AndBf16ExpandByAtMostOnePercentPlus4KiB) {
+  std::mt19937_64 rng(0xBADC0DE);
+  std::vector<uint8_t> a(1u << 20), b(1u << 19);
+  for (auto& x : a) x = static_cast<uint8_t>(rng());
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  auto file = wcodec::build_safetensors({{"f32", wcodec::DType::kF32, {512, 512}, a},
+                                         {"bf16", wcodec::DType::kBF16, {512, 512}, b}},
+                                        std::nullopt);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto enc = wcodec::encode_safetensors(file->data(), file->size(), default_config(), "noise-float");
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  EXPECT_LE(enc->size(), file->size() + file->size() / 100 + 4096);
+}
+
+// ------------------------------------------------------------ determinism
+
+TEST(Determinism, SameFileTwiceGivesIdenticalBytes) {
+  for (const char* n : {"stories260K.bf16.safetensors", "stories260K.rtn-int4.safetensors"}) {
+    const auto orig = wctest::read_file(wctest::data_dir() / n);
+    ASSERT_FALSE(orig.empty());
+    auto a = wcodec::encode_safetensors(orig.data(), orig.size(), default_config(), n);
+    auto b = wcodec::encode_safetensors(orig.data(), orig.size(), default_config(), n);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->size(), b->size()) << n;
+    EXPECT_TRUE(*a == *b) << n << ": two encodings differ";
+  }
+}
+
+TEST(Determinism, ThreadCountDoesNotChangeTheOutput) {
+  const auto orig = wctest::read_file(wctest::data_dir() / "stories260K.rtn-int8.safetensors");
+  ASSERT_FALSE(orig.empty());
+  EncodeConfig one = default_config();
+  one.threads = 1;
+  EncodeConfig four = default_config();
+  four.threads = 4;
+  auto a = wcodec::encode_safetensors(orig.data(), orig.size(), one, "x");
+  auto b = wcodec::encode_safetensors(orig.data(), orig.size(), four, "x");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(*a == *b) << "1 thread: " << a->size() << " bytes, 4 threads: " << b->size() << " bytes";
+}
+
+TEST(Determinism, FileEncoderMatchesInMemoryEncoder) {
+  const fs::path in = wctest::data_dir() / "stories260K.rtn-ternary.safetensors";
+  const auto orig = wctest::read_file(in);
+  ASSERT_FALSE(orig.empty());
+  auto mem = wcodec::encode_safetensors(orig.data(), orig.size(), default_config(), in.string());
+  ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+  const fs::path out = scratch() / "file_encoder.wcodec";
+  EncodeReport rep;
+  const auto st = wcodec::encode_safetensors_file(in.string(), out.string(), default_config(), &rep);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(rep.encoded_size, mem->size());
+  const auto disk = wctest::read_file(out);
+  EXPECT_TRUE(disk == *mem) << "encode_safetensors_file wrote " << disk.size() << " bytes, in memory " << mem->size();
+  fs::remove(out);
+}
+
+// ------------------------------------------------------------ bad input to the encoder
+
+TEST(EncoderInput, RejectsChunkSizesOutsideTheRange) {
+  const auto& ec = edge_case("int8_quant");
+  for (uint64_t c : {uint64_t{0}, uint64_t{4095}, wcodec::kMaxChunkDecoded + 1}) {
+    EncodeConfig cfg = default_config();
+    cfg.chunk_bytes = c;
+    auto r = wcodec::encode_safetensors(ec.file.data(), ec.file.size(), cfg, "x");
+    EXPECT_FALSE(r.ok()) << "chunk_bytes " << c;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << r.status().ToString();
+  }
+}
+
+TEST(EncoderInput, RejectsAnInvalidSafetensorsFile) {
+  auto ec = edge_case("int8_quant").file;
+  ASSERT_GT(ec.size(), 16u);
+  ec.pop_back();  // data shorter than the header says
+  auto r = wcodec::encode_safetensors(ec.data(), ec.size(), default_config(), "short.safetensors");
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("short.safetensors"), std::string::npos) << r.status().ToString();
+}
+
+}  // namespace
