@@ -61,6 +61,26 @@ WC_HD inline void store_elem(uint8_t* p, uint32_t bytes, uint32_t v) {
   for (uint32_t i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
+// Reads the 32 initial lane states of a chunk stream and sets up the word
+// source (zero_word: two readable zero bytes for an empty word stream).
+WC_HD inline bool rans_open(const uint8_t* rans, uint32_t rans_len, uint32_t* x, WordSource* ws,
+                            const uint8_t* zero_word) {
+  if (rans_len < 4 * kLanes || (rans_len & 1)) return false;
+  for (uint32_t l = 0; l < kLanes; ++l) x[l] = load_elem(rans + 4 * l, 4);
+  const uint32_t nwords = (rans_len - 4 * kLanes) / 2;
+  *ws = WordSource{nwords ? rans + 4 * kLanes : zero_word, nwords, 0, 0};
+  return true;
+}
+
+// A stream decoded completely and correctly consumed every word and brought
+// every lane back to the encoder's initial state.
+WC_HD inline bool rans_closed(const uint32_t* x, const WordSource& ws) {
+  if (ws.bad || ws.pos != ws.n) return false;
+  for (uint32_t l = 0; l < kLanes; ++l)
+    if (x[l] != kRansL) return false;
+  return true;
+}
+
 // Lane cursors: position inside each lane's rectangle.
 struct LaneCursor {
   LaneRect rect;
@@ -99,12 +119,10 @@ WC_HD inline bool decode_float_symbols(const ModelView& m, const ChunkView& cv, 
                                        uint32_t rans_len, uint16_t* e_grid, uint8_t* sm_grid) {
   const FloatParams& p = m.fp;
   const uint32_t w = cv.w;
-  if (rans_len < 4 * kLanes || (rans_len & 1)) return false;
   uint32_t x[kLanes];
-  for (uint32_t l = 0; l < kLanes; ++l) x[l] = load_elem(rans + 4 * l, 4);
   const uint8_t zero_word[2] = {0, 0};
-  const uint32_t nwords = (rans_len - 4 * kLanes) / 2;
-  WordSource ws{nwords ? rans + 4 * kLanes : zero_word, nwords, 0, 0};
+  WordSource ws;
+  if (!rans_open(rans, rans_len, x, &ws, zero_word)) return false;
   LaneCursor cur[kLanes];
   const uint32_t steps = init_cursors(cv.h, cv.w, cur);
   for (uint32_t t = 0; t < steps; ++t) {
@@ -128,9 +146,7 @@ WC_HD inline bool decode_float_symbols(const ModelView& m, const ChunkView& cv, 
       advance(cur[l]);
     }
   }
-  if (ws.bad || ws.pos != ws.n) return false;
-  for (uint32_t l = 0; l < kLanes; ++l)
-    if (x[l] != kRansL) return false;
+  if (!rans_closed(x, ws)) return false;
   return true;
 }
 
@@ -206,12 +222,10 @@ WC_HD inline bool decode_int_residuals(const ModelView& m, const ChunkView& cv, 
                                        uint32_t rans_len, int32_t* res) {
   const IntParams& p = m.ip;
   const uint32_t w = cv.w;
-  if (rans_len < 4 * kLanes || (rans_len & 1)) return false;
   uint32_t x[kLanes];
-  for (uint32_t l = 0; l < kLanes; ++l) x[l] = load_elem(rans + 4 * l, 4);
   const uint8_t zero_word[2] = {0, 0};
-  const uint32_t nwords = (rans_len - 4 * kLanes) / 2;
-  WordSource ws{nwords ? rans + 4 * kLanes : zero_word, nwords, 0, 0};
+  WordSource ws;
+  if (!rans_open(rans, rans_len, x, &ws, zero_word)) return false;
   LaneCursor cur[kLanes];
   uint32_t tok[kLanes];
   uint32_t extra[kLanes];
@@ -282,9 +296,7 @@ WC_HD inline bool decode_int_residuals(const ModelView& m, const ChunkView& cv, 
       }
     }
   }
-  if (ws.bad || ws.pos != ws.n) return false;
-  for (uint32_t l = 0; l < kLanes; ++l)
-    if (x[l] != kRansL) return false;
+  if (!rans_closed(x, ws)) return false;
   return true;
 }
 
@@ -367,12 +379,10 @@ WC_HD inline bool decode_bytes_chunk(const ModelView& m, const ChunkView& cv, co
                                      uint8_t* out) {
   const uint32_t eb = m.bp.elem_bytes;
   const uint32_t w = cv.w;
-  if (rans_len < 4 * kLanes || (rans_len & 1)) return false;
   uint32_t x[kLanes];
-  for (uint32_t l = 0; l < kLanes; ++l) x[l] = load_elem(rans + 4 * l, 4);
   const uint8_t zero_word[2] = {0, 0};
-  const uint32_t nwords = (rans_len - 4 * kLanes) / 2;
-  WordSource ws{nwords ? rans + 4 * kLanes : zero_word, nwords, 0, 0};
+  WordSource ws;
+  if (!rans_open(rans, rans_len, x, &ws, zero_word)) return false;
   LaneCursor cur[kLanes];
   const uint32_t steps = init_cursors(cv.h, cv.w, cur);
   for (uint32_t t = 0; t < steps; ++t) {
@@ -391,9 +401,7 @@ WC_HD inline bool decode_bytes_chunk(const ModelView& m, const ChunkView& cv, co
     for (uint32_t l = 0; l < kLanes; ++l)
       if (t < cur[l].n) advance(cur[l]);
   }
-  if (ws.bad || ws.pos != ws.n) return false;
-  for (uint32_t l = 0; l < kLanes; ++l)
-    if (x[l] != kRansL) return false;
+  if (!rans_closed(x, ws)) return false;
   return true;
 }
 

@@ -8,6 +8,10 @@
 // Thread-safety: pure function over its arguments.
 #include <immintrin.h>
 
+// GCC 12's AVX-512 headers build some results from _mm512_undefined_*(),
+// which -Wmaybe-uninitialized reports at every inlined call site.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -34,195 +38,6 @@ WC_AVX512 inline __m512i gather_bytes(__mmask16 k, __m512i idx, const uint8_t* b
   const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, base, 1);
   return _mm512_and_si512(v, _mm512_set1_epi32(0xFF));
 }
-
-WC_AVX512 int decode_avx512(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
-                            int32_t* res) {
-  const IntParams& p = m.ip;
-  if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
-  const uint32_t w = cv.w;
-  const uint32_t nwords = (rans_len - 4 * kLanes) / 2;
-  const uint8_t* words = rans + 4 * kLanes;
-
-  LaneCursor cur[kLanes];
-  const uint32_t steps = init_cursors(cv.h, cv.w, cur);
-  alignas(64) int32_t a_r[kLanes], a_c[kLanes], a_r0[kLanes], a_c0[kLanes], a_cend[kLanes], a_n[kLanes],
-      a_rp[kLanes];
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    a_r[l] = a_r0[l] = static_cast<int32_t>(cur[l].rect.r0);
-    a_c[l] = a_c0[l] = static_cast<int32_t>(cur[l].rect.c0);
-    a_cend[l] = static_cast<int32_t>(cur[l].rect.c0 + cur[l].rect.w);
-    a_n[l] = static_cast<int32_t>(cur[l].n);
-    a_rp[l] = p.use_rc && cur[l].n ? m.rc_pad[cv.row0 + cur[l].rect.r0] : 0;
-  }
-  __m512i X[2], R[2], C[2], R0[2], C0[2], CEND[2], N[2], RP[2], H1[2], H2[2];
-  for (int k = 0; k < 2; ++k) {
-    X[k] = _mm512_loadu_si512(rans + 64 * k);
-    R[k] = _mm512_load_si512(a_r + 16 * k);
-    C[k] = _mm512_load_si512(a_c + 16 * k);
-    R0[k] = _mm512_load_si512(a_r0 + 16 * k);
-    C0[k] = _mm512_load_si512(a_c0 + 16 * k);
-    CEND[k] = _mm512_load_si512(a_cend + 16 * k);
-    N[k] = _mm512_load_si512(a_n + 16 * k);
-    RP[k] = _mm512_load_si512(a_rp + 16 * k);
-    H1[k] = H2[k] = _mm512_setzero_si512();
-  }
-  const __m512i vW = _mm512_set1_epi32(static_cast<int32_t>(w));
-  const __m512i vL = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
-  const __m512i vMask = _mm512_set1_epi32(4095);
-  const __m512i v1023 = _mm512_set1_epi32(1023);
-  const __m512i vOne = _mm512_set1_epi32(1), vTwo = _mm512_set1_epi32(2);
-  const __m512i vNb = _mm512_set1_epi32(p.nb);
-  const __m512i vEsc = _mm512_set1_epi32(p.esc);
-  const __m512i vRow0 = _mm512_set1_epi32(static_cast<int32_t>(cv.row0));
-  const __m512i zero = _mm512_setzero_si512();
-  const uint8_t* act_lut = m.luts->act;
-  const uint8_t* scale_lut = m.luts->scale;
-  const uint8_t* ccol = p.use_cc ? m.cc_pad + cv.col0 : nullptr;
-  const bool need_scale = p.ns > 1;
-  const bool need_act = p.nb > 1;
-  uint32_t wpos = 0;
-  alignas(64) uint16_t padw[16];
-
-  for (uint32_t t = 0; t < steps; ++t) {
-    const __m512i vT = _mm512_set1_epi32(static_cast<int32_t>(t));
-    __m512i V[2], POS[2], SYM[2];
-    __mmask16 ACT[2], ESC[2];
-    for (int k = 0; k < 2; ++k) {
-      const __mmask16 act = _mm512_cmpgt_epi32_mask(N[k], vT);
-      ACT[k] = act;
-      const __mmask16 ht = _mm512_mask_cmpgt_epi32_mask(act, R[k], R0[k]);
-      const __mmask16 hl = _mm512_mask_cmpgt_epi32_mask(act, C[k], C0[k]);
-      const __m512i pos = _mm512_add_epi32(_mm512_mullo_epi32(R[k], vW), C[k]);
-      POS[k] = pos;
-      const __m512i top = _mm512_mask_i32gather_epi32(zero, ht, _mm512_sub_epi32(pos, vW), res, 4);
-      __m512i sc = zero;
-      if (need_scale) {
-        __m512i idx = RP[k];
-        if (ccol) idx = _mm512_add_epi32(idx, gather_bytes(act, C[k], ccol));
-        sc = gather_bytes(act, idx, scale_lut);
-      }
-      __m512i ctx = sc;
-      if (need_act) {
-        const __m512i at = _mm512_abs_epi32(top);
-        __m512i a = _mm512_add_epi32(_mm512_slli_epi32(_mm512_abs_epi32(H1[k]), 1),
-                                     _mm512_add_epi32(at, _mm512_abs_epi32(H2[k])));
-        if (p.off_a) {
-          const __m512i vOa = _mm512_set1_epi32(p.off_a);
-          const __mmask16 has_a = _mm512_mask_cmpge_epi32_mask(act, _mm512_sub_epi32(C[k], C0[k]), vOa);
-          const __m512i la = _mm512_mask_i32gather_epi32(zero, has_a, _mm512_sub_epi32(pos, vOa), res, 4);
-          a = _mm512_add_epi32(a, _mm512_abs_epi32(la));
-        }
-        a = _mm512_mask_add_epi32(a, static_cast<__mmask16>(ht & ~hl), a, _mm512_slli_epi32(at, 1));
-        a = _mm512_min_epu32(a, v1023);
-        ctx = _mm512_add_epi32(_mm512_mullo_epi32(sc, vNb), gather_bytes(act, a, act_lut));
-      } else {
-        ctx = _mm512_mullo_epi32(sc, vNb);
-      }
-      const __mmask16 lpos = _mm512_cmpgt_epi32_mask(H1[k], zero);
-      const __mmask16 lneg = _mm512_cmplt_epi32_mask(H1[k], zero);
-      __m512i ls = _mm512_maskz_mov_epi32(lpos, vOne);
-      ls = _mm512_mask_mov_epi32(ls, lneg, vTwo);
-      ctx = _mm512_add_epi32(_mm512_add_epi32(ctx, _mm512_slli_epi32(ctx, 1)), ls);
-      // rANS step.
-      const __m512i slot = _mm512_and_si512(X[k], vMask);
-      const __m512i e =
-          _mm512_mask_i32gather_epi32(zero, act, _mm512_add_epi32(_mm512_slli_epi32(ctx, 12), slot), m.slot_all, 4);
-      const __m512i sym = _mm512_and_si512(e, _mm512_set1_epi32(0xFF));
-      const __m512i freq = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(e, 8), vMask), vOne);
-      __m512i nx = _mm512_add_epi32(_mm512_mullo_epi32(freq, _mm512_srli_epi32(X[k], 12)), _mm512_srli_epi32(e, 20));
-      nx = _mm512_mask_mov_epi32(X[k], act, nx);
-      const __mmask16 need = _mm512_mask_cmplt_epu32_mask(act, nx, vL);
-      const uint32_t cnt = static_cast<uint32_t>(__builtin_popcount(need));
-      if (cnt) {
-        if (wpos + cnt > nwords) return 0;
-        __m256i w16;
-        if (wpos + 16 <= nwords) {
-          w16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(words + 2 * wpos));
-        } else {
-          std::memset(padw, 0, sizeof padw);
-          std::memcpy(padw, words + 2 * wpos, 2 * (nwords - wpos));
-          w16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(padw));
-        }
-        const __m512i wv = _mm512_maskz_expand_epi32(need, _mm512_cvtepu16_epi32(w16));
-        nx = _mm512_mask_or_epi32(nx, need, _mm512_slli_epi32(nx, 16), wv);
-        wpos += cnt;
-      }
-      X[k] = nx;
-      SYM[k] = sym;
-      ESC[k] = _mm512_mask_cmpge_epu32_mask(act, sym, vEsc);
-      // zz_decode: (u >> 1) ^ -(u & 1)
-      V[k] = _mm512_xor_si512(_mm512_srli_epi32(sym, 1), _mm512_sub_epi32(zero, _mm512_and_si512(sym, vOne)));
-    }
-    if (ESC[0] | ESC[1]) {
-      // Extra bits of escaped tokens, in scalar stream order.
-      alignas(64) uint32_t xs[kLanes], ss[kLanes], extra[kLanes];
-      alignas(64) int32_t vs[kLanes];
-      _mm512_store_si512(xs, X[0]);
-      _mm512_store_si512(xs + 16, X[1]);
-      _mm512_store_si512(ss, SYM[0]);
-      _mm512_store_si512(ss + 16, SYM[1]);
-      _mm512_store_si512(vs, V[0]);
-      _mm512_store_si512(vs + 16, V[1]);
-      const uint32_t escm = static_cast<uint32_t>(ESC[0]) | (static_cast<uint32_t>(ESC[1]) << 16);
-      const uint8_t zero_word[2] = {0, 0};
-      WordSource ws{nwords ? words : zero_word, nwords, wpos, 0};
-      for (uint32_t l = 0; l < kLanes; ++l) {
-        extra[l] = 0;
-        if (!(escm >> l & 1)) continue;
-        const uint32_t nb = ss[l] - p.esc;
-        if (nb > kEscClasses - 1) return 0;
-        if (nb < 2) continue;
-        const uint32_t e = nb - 1, lo = e < 8 ? e : 8;
-        extra[l] = rans_decode_bits(xs[l], lo);
-        rans_renorm(xs[l], ws);
-      }
-      for (uint32_t l = 0; l < kLanes; ++l) {
-        if (!(escm >> l & 1)) continue;
-        const uint32_t nb = ss[l] - p.esc;
-        if (nb < 10) continue;
-        extra[l] |= rans_decode_bits(xs[l], nb - 9) << 8;
-        rans_renorm(xs[l], ws);
-      }
-      if (ws.bad) return 0;
-      wpos = ws.pos;
-      for (uint32_t l = 0; l < kLanes; ++l) {
-        if (!(escm >> l & 1)) continue;
-        const uint32_t nb = ss[l] - p.esc;
-        const uint32_t d = nb == 0 ? 0u : ((1u << (nb - 1)) | extra[l]);
-        vs[l] = tile::zz_decode(static_cast<int32_t>(p.esc + d));
-      }
-      X[0] = _mm512_load_si512(xs);
-      X[1] = _mm512_load_si512(xs + 16);
-      V[0] = _mm512_load_si512(vs);
-      V[1] = _mm512_load_si512(vs + 16);
-    }
-    for (int k = 0; k < 2; ++k) {
-      _mm512_mask_i32scatter_epi32(res, ACT[k], POS[k], V[k], 4);
-      H2[k] = _mm512_mask_mov_epi32(H2[k], ACT[k], H1[k]);
-      H1[k] = _mm512_mask_mov_epi32(H1[k], ACT[k], V[k]);
-      // Advance the cursors of active lanes; wrap to the next row.
-      C[k] = _mm512_mask_add_epi32(C[k], ACT[k], C[k], vOne);
-      const __mmask16 wrap = _mm512_mask_cmpeq_epi32_mask(ACT[k], C[k], CEND[k]);
-      if (wrap) {
-        C[k] = _mm512_mask_mov_epi32(C[k], wrap, C0[k]);
-        R[k] = _mm512_mask_add_epi32(R[k], wrap, R[k], vOne);
-        H1[k] = _mm512_mask_mov_epi32(H1[k], wrap, zero);
-        H2[k] = _mm512_mask_mov_epi32(H2[k], wrap, zero);
-        if (p.use_rc) {
-          // Lanes that finished their rectangle point one row past it: they
-          // are inactive from now on, so clamp the row read to a valid one.
-          const __mmask16 live = _mm512_mask_cmpgt_epi32_mask(wrap, N[k], _mm512_add_epi32(vT, vOne));
-          RP[k] = _mm512_mask_mov_epi32(RP[k], live, gather_bytes(live, _mm512_add_epi32(R[k], vRow0), m.rc_pad));
-        }
-      }
-    }
-  }
-  if (wpos != nwords) return 0;
-  const __mmask16 e0 = _mm512_cmpneq_epu32_mask(X[0], vL), e1 = _mm512_cmpneq_epu32_mask(X[1], vL);
-  if (e0 | e1) return 0;
-  return 1;
-}
-
 
 // Shared rANS step for one 16-lane half: decodes a symbol from the packed
 // slot table at row ctx, renormalizes from the word stream. Returns false
@@ -267,6 +82,172 @@ WC_AVX512 inline __m512i clamp16(__m512i v, int lo, int hi) {
   return _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(lo)), _mm512_set1_epi32(hi));
 }
 
+WC_AVX512 int decode_avx512(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                            int32_t* res) {
+  const IntParams& p = m.ip;
+  if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
+  const uint32_t w = cv.w;
+  WordCursor wc;
+  wc.words = rans + 4 * kLanes;
+  wc.n = (rans_len - 4 * kLanes) / 2;
+  wc.pos = 0;
+
+  LaneCursor cur[kLanes];
+  const uint32_t steps = init_cursors(cv.h, cv.w, cur);
+  alignas(64) int32_t a_r[kLanes], a_c[kLanes], a_r0[kLanes], a_c0[kLanes], a_cend[kLanes], a_n[kLanes],
+      a_rp[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    a_r[l] = a_r0[l] = static_cast<int32_t>(cur[l].rect.r0);
+    a_c[l] = a_c0[l] = static_cast<int32_t>(cur[l].rect.c0);
+    a_cend[l] = static_cast<int32_t>(cur[l].rect.c0 + cur[l].rect.w);
+    a_n[l] = static_cast<int32_t>(cur[l].n);
+    a_rp[l] = p.use_rc && cur[l].n ? m.rc_pad[cv.row0 + cur[l].rect.r0] : 0;
+  }
+  __m512i X[2], R[2], C[2], R0[2], C0[2], CEND[2], N[2], RP[2], H1[2], H2[2];
+  for (int k = 0; k < 2; ++k) {
+    X[k] = _mm512_loadu_si512(rans + 64 * k);
+    R[k] = _mm512_load_si512(a_r + 16 * k);
+    C[k] = _mm512_load_si512(a_c + 16 * k);
+    R0[k] = _mm512_load_si512(a_r0 + 16 * k);
+    C0[k] = _mm512_load_si512(a_c0 + 16 * k);
+    CEND[k] = _mm512_load_si512(a_cend + 16 * k);
+    N[k] = _mm512_load_si512(a_n + 16 * k);
+    RP[k] = _mm512_load_si512(a_rp + 16 * k);
+    H1[k] = H2[k] = _mm512_setzero_si512();
+  }
+  const __m512i vW = _mm512_set1_epi32(static_cast<int32_t>(w));
+  const __m512i vL = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
+  const __m512i v1023 = _mm512_set1_epi32(1023);
+  const __m512i vOne = _mm512_set1_epi32(1), vTwo = _mm512_set1_epi32(2);
+  const __m512i vNb = _mm512_set1_epi32(p.nb);
+  const __m512i vEsc = _mm512_set1_epi32(p.esc);
+  const __m512i vRow0 = _mm512_set1_epi32(static_cast<int32_t>(cv.row0));
+  const __m512i zero = _mm512_setzero_si512();
+  const uint8_t* act_lut = m.luts->act;
+  const uint8_t* scale_lut = m.luts->scale;
+  const uint8_t* ccol = p.use_cc ? m.cc_pad + cv.col0 : nullptr;
+  const bool need_scale = p.ns > 1;
+  const bool need_act = p.nb > 1;
+
+  for (uint32_t t = 0; t < steps; ++t) {
+    const __m512i vT = _mm512_set1_epi32(static_cast<int32_t>(t));
+    __m512i V[2], POS[2], SYM[2];
+    __mmask16 ACT[2], ESC[2];
+    for (int k = 0; k < 2; ++k) {
+      const __mmask16 act = _mm512_cmpgt_epi32_mask(N[k], vT);
+      ACT[k] = act;
+      const __mmask16 ht = _mm512_mask_cmpgt_epi32_mask(act, R[k], R0[k]);
+      const __mmask16 hl = _mm512_mask_cmpgt_epi32_mask(act, C[k], C0[k]);
+      const __m512i pos = _mm512_add_epi32(_mm512_mullo_epi32(R[k], vW), C[k]);
+      POS[k] = pos;
+      const __m512i top = _mm512_mask_i32gather_epi32(zero, ht, _mm512_sub_epi32(pos, vW), res, 4);
+      __m512i sc = zero;
+      if (need_scale) {
+        __m512i idx = RP[k];
+        if (ccol) idx = _mm512_add_epi32(idx, gather_bytes(act, C[k], ccol));
+        sc = gather_bytes(act, idx, scale_lut);
+      }
+      __m512i ctx = sc;
+      if (need_act) {
+        const __m512i at = _mm512_abs_epi32(top);
+        __m512i a = _mm512_add_epi32(_mm512_slli_epi32(_mm512_abs_epi32(H1[k]), 1),
+                                     _mm512_add_epi32(at, _mm512_abs_epi32(H2[k])));
+        if (p.off_a) {
+          const __m512i vOa = _mm512_set1_epi32(p.off_a);
+          const __mmask16 has_a = _mm512_mask_cmpge_epi32_mask(act, _mm512_sub_epi32(C[k], C0[k]), vOa);
+          const __m512i la = _mm512_mask_i32gather_epi32(zero, has_a, _mm512_sub_epi32(pos, vOa), res, 4);
+          a = _mm512_add_epi32(a, _mm512_abs_epi32(la));
+        }
+        a = _mm512_mask_add_epi32(a, static_cast<__mmask16>(ht & ~hl), a, _mm512_slli_epi32(at, 1));
+        a = _mm512_min_epu32(a, v1023);
+        ctx = _mm512_add_epi32(_mm512_mullo_epi32(sc, vNb), gather_bytes(act, a, act_lut));
+      } else {
+        ctx = _mm512_mullo_epi32(sc, vNb);
+      }
+      const __mmask16 lpos = _mm512_cmpgt_epi32_mask(H1[k], zero);
+      const __mmask16 lneg = _mm512_cmplt_epi32_mask(H1[k], zero);
+      __m512i ls = _mm512_maskz_mov_epi32(lpos, vOne);
+      ls = _mm512_mask_mov_epi32(ls, lneg, vTwo);
+      ctx = _mm512_add_epi32(_mm512_add_epi32(ctx, _mm512_slli_epi32(ctx, 1)), ls);
+      // rANS step.
+      __m512i sym;
+      if (!rans_step16(X[k], act, ctx, m.slot_all, wc, &sym)) return 0;
+      SYM[k] = sym;
+      ESC[k] = _mm512_mask_cmpge_epu32_mask(act, sym, vEsc);
+      // zz_decode: (u >> 1) ^ -(u & 1)
+      V[k] = _mm512_xor_si512(_mm512_srli_epi32(sym, 1), _mm512_sub_epi32(zero, _mm512_and_si512(sym, vOne)));
+    }
+    if (ESC[0] | ESC[1]) {
+      // Extra bits of escaped tokens, in scalar stream order.
+      alignas(64) uint32_t xs[kLanes], ss[kLanes], extra[kLanes];
+      alignas(64) int32_t vs[kLanes];
+      _mm512_store_si512(xs, X[0]);
+      _mm512_store_si512(xs + 16, X[1]);
+      _mm512_store_si512(ss, SYM[0]);
+      _mm512_store_si512(ss + 16, SYM[1]);
+      _mm512_store_si512(vs, V[0]);
+      _mm512_store_si512(vs + 16, V[1]);
+      const uint32_t escm = static_cast<uint32_t>(ESC[0]) | (static_cast<uint32_t>(ESC[1]) << 16);
+      const uint8_t zero_word[2] = {0, 0};
+      WordSource ws{wc.n ? wc.words : zero_word, wc.n, wc.pos, 0};
+      for (uint32_t l = 0; l < kLanes; ++l) {
+        extra[l] = 0;
+        if (!(escm >> l & 1)) continue;
+        const uint32_t nb = ss[l] - p.esc;
+        if (nb > kEscClasses - 1) return 0;
+        if (nb < 2) continue;
+        const uint32_t e = nb - 1, lo = e < 8 ? e : 8;
+        extra[l] = rans_decode_bits(xs[l], lo);
+        rans_renorm(xs[l], ws);
+      }
+      for (uint32_t l = 0; l < kLanes; ++l) {
+        if (!(escm >> l & 1)) continue;
+        const uint32_t nb = ss[l] - p.esc;
+        if (nb < 10) continue;
+        extra[l] |= rans_decode_bits(xs[l], nb - 9) << 8;
+        rans_renorm(xs[l], ws);
+      }
+      if (ws.bad) return 0;
+      wc.pos = ws.pos;
+      for (uint32_t l = 0; l < kLanes; ++l) {
+        if (!(escm >> l & 1)) continue;
+        const uint32_t nb = ss[l] - p.esc;
+        const uint32_t d = nb == 0 ? 0u : ((1u << (nb - 1)) | extra[l]);
+        vs[l] = tile::zz_decode(static_cast<int32_t>(p.esc + d));
+      }
+      X[0] = _mm512_load_si512(xs);
+      X[1] = _mm512_load_si512(xs + 16);
+      V[0] = _mm512_load_si512(vs);
+      V[1] = _mm512_load_si512(vs + 16);
+    }
+    for (int k = 0; k < 2; ++k) {
+      _mm512_mask_i32scatter_epi32(res, ACT[k], POS[k], V[k], 4);
+      H2[k] = _mm512_mask_mov_epi32(H2[k], ACT[k], H1[k]);
+      H1[k] = _mm512_mask_mov_epi32(H1[k], ACT[k], V[k]);
+      // Advance the cursors of active lanes; wrap to the next row.
+      C[k] = _mm512_mask_add_epi32(C[k], ACT[k], C[k], vOne);
+      const __mmask16 wrap = _mm512_mask_cmpeq_epi32_mask(ACT[k], C[k], CEND[k]);
+      if (wrap) {
+        C[k] = _mm512_mask_mov_epi32(C[k], wrap, C0[k]);
+        R[k] = _mm512_mask_add_epi32(R[k], wrap, R[k], vOne);
+        H1[k] = _mm512_mask_mov_epi32(H1[k], wrap, zero);
+        H2[k] = _mm512_mask_mov_epi32(H2[k], wrap, zero);
+        if (p.use_rc) {
+          // Lanes that finished their rectangle point one row past it: they
+          // are inactive from now on, so clamp the row read to a valid one.
+          const __mmask16 live = _mm512_mask_cmpgt_epi32_mask(wrap, N[k], _mm512_add_epi32(vT, vOne));
+          RP[k] = _mm512_mask_mov_epi32(RP[k], live, gather_bytes(live, _mm512_add_epi32(R[k], vRow0), m.rc_pad));
+        }
+      }
+    }
+  }
+  if (wc.pos != wc.n) return 0;
+  const __mmask16 e0 = _mm512_cmpneq_epu32_mask(X[0], vL), e1 = _mm512_cmpneq_epu32_mask(X[1], vL);
+  if (e0 | e1) return 0;
+  return 1;
+}
+
+
 // Float chunk: exponent and sign/mantissa grids as int32 (e32, sm32).
 WC_AVX512 int decode_float_avx512(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                                   int32_t* e32, int32_t* sm32) {
@@ -306,13 +287,12 @@ WC_AVX512 int decode_float_avx512(const ModelView& m, const ChunkView& cv, const
   for (uint32_t t = 0; t < steps; ++t) {
     const __m512i vT = _mm512_set1_epi32(static_cast<int32_t>(t));
     __m512i POS[2], E[2];
-    __mmask16 ACT[2], HL[2];
+    __mmask16 ACT[2];
     for (int k = 0; k < 2; ++k) {  // exponents
       const __mmask16 act = _mm512_cmpgt_epi32_mask(N[k], vT);
       ACT[k] = act;
       const __mmask16 ht = _mm512_mask_cmpgt_epi32_mask(act, R[k], R0[k]);
       const __mmask16 hl = _mm512_mask_cmpgt_epi32_mask(act, C[k], C0[k]);
-      HL[k] = hl;
       const __m512i pos = _mm512_add_epi32(_mm512_mullo_epi32(R[k], vW), C[k]);
       POS[k] = pos;
       __m512i ctx = zero;

@@ -60,13 +60,7 @@
 
 #include <cstdint>
 
-#ifndef WC_HD
-#ifdef __CUDACC__
-#define WC_HD __host__ __device__
-#else
-#define WC_HD
-#endif
-#endif
+#include "hd.h"
 
 namespace wcodec::tile {
 
