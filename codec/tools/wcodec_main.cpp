@@ -269,7 +269,7 @@ double best_time(F&& f, int reps) {
   return best;
 }
 
-int cmd_bench(const std::vector<std::string>& files, int threads, bool quick, const std::string& json_out) {
+int cmd_bench(const std::vector<std::string>& files, bool quick, const std::string& json_out) {
   nlohmann::json all = nlohmann::json::array();
   for (const auto& f : files) {
     std::vector<uint8_t> data;
@@ -308,12 +308,6 @@ int cmd_bench(const std::vector<std::string>& files, int threads, bool quick, co
     if (!dst.ok()) return fail(dst);
     if (dec != data) return fail(Status::Internal(f + ": wcodec round trip differs"));
     rows.push_back({"wcodec", enc.size(), te, td});
-    if (threads > 1) {
-      // Parallel decode of all chunks.
-      const size_t nc = (*rd)->num_chunks();
-      auto rd2 = wcodec::Reader::open(tmp);
-      (void)rd2;
-    }
     // zstd / lz4.
     for (int level : {3, 19}) {
       std::vector<uint8_t> z(ZSTD_compressBound(data.size()));
@@ -419,7 +413,6 @@ int main(int argc, char** argv) {
   std::string json_out;
   auto* ben = app.add_subcommand("bench", "Compare wcodec with zstd and lz4 on .safetensors files");
   ben->add_option("FILES", files, ".safetensors files")->required();
-  ben->add_option("-j,--threads", threads, "threads (per-core figures are single-threaded)");
   ben->add_flag("--quick", quick, "one repetition");
   ben->add_option("--json", json_out, "also write results as JSON to this file");
 
@@ -437,6 +430,6 @@ int main(int argc, char** argv) {
   if (*dec) return cmd_decode(in, out);
   if (*ver) return cmd_verify(files, full);
   if (*ins) return cmd_inspect(in, json);
-  if (*ben) return cmd_bench(files, threads, quick, json_out);
+  if (*ben) return cmd_bench(files, quick, json_out);
   return 2;
 }
