@@ -82,6 +82,22 @@ WC_AVX512 inline __m512i clamp16(__m512i v, int lo, int hi) {
   return _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(lo)), _mm512_set1_epi32(hi));
 }
 
+// 0 for v == 0, 1 for v > 0, 2 for v < 0.
+WC_AVX512 inline __m512i sign3(__m512i v) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i q = _mm512_maskz_mov_epi32(_mm512_cmpgt_epi32_mask(v, zero), _mm512_set1_epi32(1));
+  return _mm512_mask_mov_epi32(q, _mm512_cmplt_epi32_mask(v, zero), _mm512_set1_epi32(2));
+}
+
+// The residual `off` columns back in each lane's row (0 where that is
+// outside the lane's rectangle).
+WC_AVX512 inline __m512i back_gather(__mmask16 act, __m512i c, __m512i c0, __m512i pos, uint32_t off,
+                                     const int32_t* res) {
+  const __m512i vO = _mm512_set1_epi32(static_cast<int32_t>(off));
+  const __mmask16 has = _mm512_mask_cmpge_epi32_mask(act, _mm512_sub_epi32(c, c0), vO);
+  return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), has, _mm512_sub_epi32(pos, vO), res, 4);
+}
+
 WC_AVX512 int decode_avx512(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                             int32_t* res) {
   const IntParams& p = m.ip;
@@ -118,7 +134,7 @@ WC_AVX512 int decode_avx512(const ModelView& m, const ChunkView& cv, const uint8
   const __m512i vW = _mm512_set1_epi32(static_cast<int32_t>(w));
   const __m512i vL = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
   const __m512i v1023 = _mm512_set1_epi32(1023);
-  const __m512i vOne = _mm512_set1_epi32(1), vTwo = _mm512_set1_epi32(2);
+  const __m512i vOne = _mm512_set1_epi32(1);
   const __m512i vNb = _mm512_set1_epi32(p.nb);
   const __m512i vEsc = _mm512_set1_epi32(p.esc);
   const __m512i vRow0 = _mm512_set1_epi32(static_cast<int32_t>(cv.row0));
@@ -147,28 +163,31 @@ WC_AVX512 int decode_avx512(const ModelView& m, const ChunkView& cv, const uint8
         if (ccol) idx = _mm512_add_epi32(idx, gather_bytes(act, C[k], ccol));
         sc = gather_bytes(act, idx, scale_lut);
       }
-      __m512i ctx = sc;
-      if (need_act) {
-        const __m512i at = _mm512_abs_epi32(top);
-        __m512i a = _mm512_add_epi32(_mm512_slli_epi32(_mm512_abs_epi32(H1[k]), 1),
-                                     _mm512_add_epi32(at, _mm512_abs_epi32(H2[k])));
-        if (p.off_a) {
-          const __m512i vOa = _mm512_set1_epi32(p.off_a);
-          const __mmask16 has_a = _mm512_mask_cmpge_epi32_mask(act, _mm512_sub_epi32(C[k], C0[k]), vOa);
-          const __m512i la = _mm512_mask_i32gather_epi32(zero, has_a, _mm512_sub_epi32(pos, vOa), res, 4);
-          a = _mm512_add_epi32(a, _mm512_abs_epi32(la));
+      __m512i ctx;
+      if (p.nbr_mode == 1) {
+        const __m512i three = _mm512_set1_epi32(3);
+        __m512i kk = _mm512_add_epi32(_mm512_mullo_epi32(sign3(H1[k]), three), sign3(H2[k]));
+        kk = _mm512_add_epi32(_mm512_mullo_epi32(kk, three), sign3(back_gather(act, C[k], C0[k], pos, p.off_a, res)));
+        kk = _mm512_add_epi32(_mm512_mullo_epi32(kk, three), sign3(top));
+        if (p.off_b) {
+          kk = _mm512_add_epi32(_mm512_mullo_epi32(kk, three), sign3(back_gather(act, C[k], C0[k], pos, p.off_b, res)));
+          ctx = _mm512_add_epi32(_mm512_mullo_epi32(sc, _mm512_set1_epi32(243)), kk);
+        } else {
+          ctx = _mm512_add_epi32(_mm512_mullo_epi32(sc, _mm512_set1_epi32(81)), kk);
         }
-        a = _mm512_mask_add_epi32(a, static_cast<__mmask16>(ht & ~hl), a, _mm512_slli_epi32(at, 1));
-        a = _mm512_min_epu32(a, v1023);
-        ctx = _mm512_add_epi32(_mm512_mullo_epi32(sc, vNb), gather_bytes(act, a, act_lut));
       } else {
         ctx = _mm512_mullo_epi32(sc, vNb);
+        if (need_act) {
+          const __m512i at = _mm512_abs_epi32(top);
+          __m512i a = _mm512_add_epi32(_mm512_slli_epi32(_mm512_abs_epi32(H1[k]), 1),
+                                       _mm512_add_epi32(at, _mm512_abs_epi32(H2[k])));
+          if (p.off_a) a = _mm512_add_epi32(a, _mm512_abs_epi32(back_gather(act, C[k], C0[k], pos, p.off_a, res)));
+          a = _mm512_mask_add_epi32(a, static_cast<__mmask16>(ht & ~hl), a, _mm512_slli_epi32(at, 1));
+          a = _mm512_min_epu32(a, v1023);
+          ctx = _mm512_add_epi32(ctx, gather_bytes(act, a, act_lut));
+        }
+        ctx = _mm512_add_epi32(_mm512_add_epi32(ctx, _mm512_slli_epi32(ctx, 1)), sign3(H1[k]));
       }
-      const __mmask16 lpos = _mm512_cmpgt_epi32_mask(H1[k], zero);
-      const __mmask16 lneg = _mm512_cmplt_epi32_mask(H1[k], zero);
-      __m512i ls = _mm512_maskz_mov_epi32(lpos, vOne);
-      ls = _mm512_mask_mov_epi32(ls, lneg, vTwo);
-      ctx = _mm512_add_epi32(_mm512_add_epi32(ctx, _mm512_slli_epi32(ctx, 1)), ls);
       // rANS step.
       __m512i sym;
       if (!rans_step16(X[k], act, ctx, m.slot_all, wc, &sym)) return 0;
@@ -416,7 +435,7 @@ int decode_float_symbols_simd(const ModelView& m, const ChunkView& cv, const uin
 
 int decode_int_residuals_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                               int32_t* res) {
-  if (!simd_enabled() || m.kind != ModelKind::kInt || m.ip.nbr_mode != 0 || !m.slot_all || !m.luts)
+  if (!simd_enabled() || m.kind != ModelKind::kInt || m.ip.nbr_mode > 1 || !m.slot_all || !m.luts)
     return -1;
   if ((m.ip.use_rc && !m.rc_pad) || (m.ip.use_cc && !m.cc_pad)) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
