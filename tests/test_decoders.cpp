@@ -73,7 +73,9 @@ void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string&
       const bool ok_ref = decode_int_residuals(mv, cv, bad.data(), ps.rans_len, a.data());
       const int ok_simd = decode_int_residuals_simd(mv, cv, bad.data(), ps.rans_len, b.data());
       EXPECT_EQ(ok_ref ? 1 : 0, ok_simd) << what << " chunk " << i << ": decoders disagree on a damaged stream";
-      if (ok_ref && ok_simd == 1) EXPECT_EQ(a, b);
+      if (ok_ref && ok_simd == 1) {
+        EXPECT_EQ(a, b);
+      }
     } else if (et.model.kind == ModelKind::kFloat) {
       std::vector<uint16_t> e(n);
       std::vector<uint8_t> sm(n);

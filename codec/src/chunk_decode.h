@@ -355,6 +355,21 @@ WC_HD inline bool int_finish_chunk(const ModelView& m, const ChunkView& cv, cons
       if (bad) return false;
       continue;
     }
+    if (p.sub == kIntNibble) {
+      // Zero point (or fixed center) per group of zgroup codes of the row.
+      const uint8_t* zrow = m.zp ? m.zp + static_cast<uint64_t>(cv.row0 + r) * m.zcols : nullptr;
+      uint32_t bad = 0;
+      for (uint32_t c = 0; c < w; c += 2) {
+        const uint32_t col = cv.col0 + c;
+        const int32_t z0 = zrow ? zrow[col / p.zgroup] : p.center;
+        const int32_t z1 = zrow ? zrow[(col + 1) / p.zgroup] : p.center;
+        const uint32_t c0v = static_cast<uint32_t>(vr[c] + z0), c1v = static_cast<uint32_t>(vr[c + 1] + z1);
+        bad |= (c0v > 15u) | (c1v > 15u);
+        orow[c / 2] = static_cast<uint8_t>((c0v & 15u) | ((c1v & 15u) << 4));
+      }
+      if (bad) return false;
+      continue;
+    }
     for (uint32_t c = 0; c < w; c += cpb) {
       uint32_t byte = 0;
       for (uint32_t k = 0; k < cpb; ++k) {
