@@ -38,6 +38,10 @@ struct ModelView {
   // rc/cc copies padded by 4 bytes.
   const uint32_t* slot_all;   // t0 (int tokens, float exponents)
   const uint32_t* slot1_all;  // t1 (float sign/mantissa)
+  // Small int alphabets (nsym <= 32): sym_small[ctx * 4096 + slot] (padded by
+  // 4 bytes), fs_small[ctx * 32 + sym] = freq | start << 16.
+  const uint8_t* sym_small;
+  const uint32_t* fs_small;
   const uint8_t* rc_pad;
   const uint8_t* cc_pad;
 };
@@ -366,6 +370,21 @@ WC_HD inline bool int_finish_chunk(const ModelView& m, const ChunkView& cv, cons
         const uint32_t c0v = static_cast<uint32_t>(vr[c] + z0), c1v = static_cast<uint32_t>(vr[c + 1] + z1);
         bad |= (c0v > 15u) | (c1v > 15u);
         orow[c / 2] = static_cast<uint8_t>((c0v & 15u) | ((c1v & 15u) << 4));
+      }
+      if (bad) return false;
+      continue;
+    }
+    if (p.sub == kIntTernary) {
+      // value -> code: 0 -> 0, +1 -> 1, -1 -> 2, +2 -> 3 (reserved code).
+      uint32_t bad = 0;
+      for (uint32_t c = 0; c < w; c += 4) {
+        uint32_t byte = 0;
+        for (uint32_t k = 0; k < 4; ++k) {
+          const uint32_t u = static_cast<uint32_t>(vr[c + k] + 1);
+          bad |= u > 3u;
+          byte |= ((0xD2u >> (2 * (u & 3u))) & 3u) << (2 * k);
+        }
+        orow[c / 4] = static_cast<uint8_t>(byte);
       }
       if (bad) return false;
       continue;

@@ -78,6 +78,39 @@ WC_AVX512 inline bool rans_step16(__m512i& X, __mmask16 act, __m512i ctx, const 
   return true;
 }
 
+// The same step with the two-level small-alphabet tables.
+WC_AVX512 inline bool rans_step16_small(__m512i& X, __mmask16 act, __m512i ctx, const uint8_t* sym_tab,
+                                        const uint32_t* fs_tab, WordCursor& wc, __m512i* sym_out) {
+  const __m512i vMask = _mm512_set1_epi32(4095);
+  const __m512i slot = _mm512_and_si512(X, vMask);
+  const __m512i sym = gather_bytes(act, _mm512_add_epi32(_mm512_slli_epi32(ctx, 12), slot), sym_tab);
+  const __m512i fs = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), act,
+                                                 _mm512_add_epi32(_mm512_slli_epi32(ctx, 5), sym), fs_tab, 4);
+  __m512i nx = _mm512_add_epi32(
+      _mm512_mullo_epi32(_mm512_and_si512(fs, _mm512_set1_epi32(0xFFFF)), _mm512_srli_epi32(X, 12)),
+      _mm512_sub_epi32(slot, _mm512_srli_epi32(fs, 16)));
+  nx = _mm512_mask_mov_epi32(X, act, nx);
+  const __mmask16 need = _mm512_mask_cmplt_epu32_mask(act, nx, _mm512_set1_epi32(static_cast<int32_t>(kRansL)));
+  const uint32_t cnt = static_cast<uint32_t>(__builtin_popcount(need));
+  if (cnt) {
+    if (wc.pos + cnt > wc.n) return false;
+    __m256i w16;
+    if (wc.pos + 16 <= wc.n) {
+      w16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wc.words + 2 * wc.pos));
+    } else {
+      std::memset(wc.pad, 0, sizeof wc.pad);
+      std::memcpy(wc.pad, wc.words + 2 * wc.pos, 2 * (wc.n - wc.pos));
+      w16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wc.pad));
+    }
+    const __m512i wv = _mm512_maskz_expand_epi32(need, _mm512_cvtepu16_epi32(w16));
+    nx = _mm512_mask_or_epi32(nx, need, _mm512_slli_epi32(nx, 16), wv);
+    wc.pos += cnt;
+  }
+  X = nx;
+  *sym_out = sym;
+  return true;
+}
+
 WC_AVX512 inline __m512i clamp16(__m512i v, int lo, int hi) {
   return _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(lo)), _mm512_set1_epi32(hi));
 }
@@ -190,7 +223,9 @@ WC_AVX512 int decode_avx512(const ModelView& m, const ChunkView& cv, const uint8
       }
       // rANS step.
       __m512i sym;
-      if (!rans_step16(X[k], act, ctx, m.slot_all, wc, &sym)) return 0;
+      if (m.sym_small ? !rans_step16_small(X[k], act, ctx, m.sym_small, m.fs_small, wc, &sym)
+                      : !rans_step16(X[k], act, ctx, m.slot_all, wc, &sym))
+        return 0;
       SYM[k] = sym;
       ESC[k] = _mm512_mask_cmpge_epu32_mask(act, sym, vEsc);
       // zz_decode: (u >> 1) ^ -(u & 1)
@@ -435,7 +470,7 @@ int decode_float_symbols_simd(const ModelView& m, const ChunkView& cv, const uin
 
 int decode_int_residuals_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                               int32_t* res) {
-  if (!simd_enabled() || m.kind != ModelKind::kInt || m.ip.nbr_mode > 1 || !m.slot_all || !m.luts)
+  if (!simd_enabled() || m.kind != ModelKind::kInt || m.ip.nbr_mode > 1 || !(m.slot_all || m.sym_small) || !m.luts)
     return -1;
   if ((m.ip.use_rc && !m.rc_pad) || (m.ip.use_cc && !m.cc_pad)) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;

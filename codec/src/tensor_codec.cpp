@@ -79,8 +79,20 @@ void TensorModel::finalize() {
       }
     }
   };
-  pack(t0, &slot_all);
+  const bool small = kind == ModelKind::kInt && ip.nsym <= 32;
+  if (small) slot_all.clear();
+  else pack(t0, &slot_all);
   pack(t1, &slot1_all);
+  sym_small.clear();
+  fs_small.clear();
+  if (small) {
+    sym_small.resize(t0.size() * 4096 + 4, 0);
+    fs_small.assign(t0.size() * 32, 0);
+    for (size_t i = 0; i < t0.size(); ++i) {
+      std::memcpy(sym_small.data() + i * 4096, t0[i].lut.data(), 4096);
+      for (uint32_t k = 0; k < 32 && k < t0[i].fs.size(); ++k) fs_small[i * 32 + k] = t0[i].fs[k];
+    }
+  }
   if (kind == ModelKind::kInt) {
     build_int_luts(ip, &luts);
     rc_pad = rc;
@@ -107,6 +119,8 @@ ModelView TensorModel::view(const uint8_t* zp, uint32_t zcols) const {
   m.luts = &luts;
   m.slot_all = slot_all.empty() ? nullptr : slot_all.data();
   m.slot1_all = slot1_all.empty() ? nullptr : slot1_all.data();
+  m.sym_small = sym_small.empty() ? nullptr : sym_small.data();
+  m.fs_small = fs_small.empty() ? nullptr : fs_small.data();
   m.rc_pad = rc_pad.empty() ? nullptr : rc_pad.data();
   m.cc_pad = cc_pad.empty() ? nullptr : cc_pad.data();
   return m;

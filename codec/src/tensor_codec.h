@@ -46,6 +46,11 @@ struct TensorModel {
   // Flattened copies for the vector decoder (see ModelView).
   std::vector<uint8_t> rc_pad, cc_pad;
   std::vector<uint32_t> slot_all, slot1_all;
+  // Small alphabets (<= 32 symbols): slot -> symbol bytes and 32 packed
+  // freq | start << 16 entries per context (4.1 KiB per context instead of
+  // 16 KiB, so many contexts stay in cache).
+  std::vector<uint8_t> sym_small;
+  std::vector<uint32_t> fs_small;
 
   void finalize();
   ModelView view(const uint8_t* zp = nullptr, uint32_t zcols = 0) const;
