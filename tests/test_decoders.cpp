@@ -70,7 +70,9 @@ void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string&
       std::vector<int32_t> a(n, 0x7fffffff), b(n, 0x7fffffff);
       ASSERT_TRUE(decode_int_residuals(mv, cv, ps.rans, ps.rans_len, a.data())) << what << " chunk " << i;
       const int simd = decode_int_residuals_simd(mv, cv, ps.rans, ps.rans_len, b.data());
-      if (cpu_has_avx512()) EXPECT_GE(simd, 0) << what << " chunk " << i << ": vector decoder declined an int chunk";
+      if (cpu_has_avx512()) {
+        EXPECT_GE(simd, 0) << what << " chunk " << i << ": vector decoder declined an int chunk";
+      }
       if (simd < 0) continue;  // not handled on this CPU: nothing to compare
       ASSERT_EQ(simd, 1) << what << " chunk " << i;
       ASSERT_EQ(a, b) << what << " chunk " << i << ": vector decoder differs from the reference";
@@ -91,7 +93,9 @@ void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string&
       std::vector<int32_t> e32(n), sm32(n);
       ASSERT_TRUE(decode_float_symbols(mv, cv, ps.rans, ps.rans_len, e.data(), sm.data())) << what << " chunk " << i;
       const int simd = decode_float_symbols_simd(mv, cv, ps.rans, ps.rans_len, e32.data(), sm32.data());
-      if (cpu_has_avx512()) EXPECT_GE(simd, 0) << what << " chunk " << i << ": vector decoder declined a float chunk";
+      if (cpu_has_avx512()) {
+        EXPECT_GE(simd, 0) << what << " chunk " << i << ": vector decoder declined a float chunk";
+      }
       if (simd < 0) continue;
       ASSERT_EQ(simd, 1) << what << " chunk " << i;
       for (uint64_t k = 0; k < n; ++k) {
