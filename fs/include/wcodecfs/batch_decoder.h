@@ -1,0 +1,94 @@
+// wcodecfs/batch_decoder.h — decoding many chunks at once.
+//
+// The chunk cache hands every miss of one read (and every readahead chunk)
+// to a BatchDecoder as one batch. A decoder may run the requests in any
+// order and on any thread; it calls each request's `done` exactly once, also
+// when it is shut down before running it. The CPU implementation is a thread
+// pool; a GPU implementation (cuda/) can take whole batches at once.
+//
+// Demand requests (a reader is waiting) run before background ones
+// (readahead), so readahead never delays a read that is blocked.
+//
+// Thread-safety: submit() may be called from any thread, concurrently.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wcodecfs/chunk_source.h"
+#include "wcodecfs/fs_stats.h"
+
+namespace wcodecfs {
+
+// The message of requests failed because the decoder was shut down first.
+inline constexpr const char* kDecoderShutDown = "decoder is shut down";
+
+struct DecodeRequest {
+  std::shared_ptr<const ChunkSource> source;
+  size_t index = 0;
+  uint8_t* out = nullptr;  // source->chunk_size(index) bytes, owned by the caller until done
+  bool background = false;
+  // Called once with the result of decoding (checksum verified). Must not
+  // block for long: it runs on a decoder thread.
+  std::function<void(const Status&)> done;
+};
+
+class BatchDecoder {
+ public:
+  virtual ~BatchDecoder() = default;
+  virtual void submit(std::vector<DecodeRequest> batch) = 0;
+  // A reader now waits for a chunk submitted as background work: run it
+  // with demand priority if it has not started. Optional (default: no-op).
+  virtual void promote(uint64_t source_id, size_t index) {
+    (void)source_id;
+    (void)index;
+  }
+  // Stops accepting work; requests not yet started complete with an error.
+  // Waits for running requests. Idempotent.
+  virtual void shutdown() = 0;
+  // "cpu (4 threads)" — for the stats file and logs.
+  virtual std::string describe() const = 0;
+};
+
+// A pool of CPU threads, each decoding one chunk at a time with
+// ChunkSource::decode. Threads start at the first submit(), not in the
+// constructor, so a daemon may construct the filesystem before it forks
+// (fuse_daemonize) without losing the pool.
+class CpuBatchDecoder final : public BatchDecoder {
+ public:
+  // threads == 0 means one per online CPU. `stats` (may be null) receives
+  // chunks_decoded, bytes_decoded, decode_ns and decode_errors.
+  CpuBatchDecoder(unsigned threads, std::shared_ptr<Stats> stats);
+  ~CpuBatchDecoder() override;
+
+  void submit(std::vector<DecodeRequest> batch) override;
+  void promote(uint64_t source_id, size_t index) override;
+  void shutdown() override;
+  std::string describe() const override;
+  unsigned threads() const { return nthreads_; }
+
+ private:
+  void worker();
+  void run(DecodeRequest& r);
+
+  const unsigned nthreads_;
+  const std::shared_ptr<Stats> stats_;
+
+  // mu_ protects demand_, background_, stopping_ and workers_ (started
+  // lazily). A leaf lock: done callbacks run with it released.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<DecodeRequest> demand_;
+  std::deque<DecodeRequest> background_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace wcodecfs

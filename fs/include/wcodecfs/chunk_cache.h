@@ -1,0 +1,137 @@
+// wcodecfs/chunk_cache.h — decoded chunks shared by every reader of the mount.
+//
+// The cache maps (source id, chunk index) to the decoded bytes of that chunk.
+//  - Byte budget with LRU eviction of entries nobody uses.
+//  - Single-flight: concurrent misses on one chunk start one decode; the
+//    other readers wait for it (and count as hits).
+//  - Pinning: get() returns ChunkPins; a pinned entry is never evicted and
+//    its bytes stay valid until the pin is released, so a FUSE reply can point
+//    into the cache (iovec) without copying. Releasing the last pin of an
+//    entry trims the cache back to its budget, so at rest
+//    bytes() <= budget(); while readers hold pins the pinned bytes may exceed
+//    it.
+//  - Failed decodes are not cached: every reader waiting on it gets the
+//    error, and the next read tries again (and fails again for corrupt data).
+//
+// Thread-safety: every member function may be called from any thread. One
+// mutex (mu_) guards the map, the LRU list and each entry's state, pins and
+// flags; it is a leaf lock (the decoder is called and done-callbacks run
+// without it; the decoder never calls back into the cache while holding its
+// own lock). An entry's bytes are written only by the decoder while the
+// entry is pending and only read after it became ready (published under mu_).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "wcodecfs/batch_decoder.h"
+#include "wcodecfs/chunk_source.h"
+#include "wcodecfs/fs_stats.h"
+#include "wcodecfs/fs_status.h"
+
+namespace wcodecfs {
+
+class ChunkCache;
+struct CacheEntry;
+
+// A reference to one decoded chunk that keeps it in memory. Move-only.
+class ChunkPin {
+ public:
+  ChunkPin() = default;
+  ~ChunkPin() { reset(); }
+  ChunkPin(ChunkPin&& o) noexcept = default;
+  ChunkPin& operator=(ChunkPin&& o) noexcept {
+    if (this != &o) {
+      reset();
+      cache_ = std::move(o.cache_);
+      entry_ = std::move(o.entry_);
+    }
+    return *this;
+  }
+  ChunkPin(const ChunkPin&) = delete;
+  ChunkPin& operator=(const ChunkPin&) = delete;
+
+  // REQUIRES: the pin came from a successful ChunkCache::get().
+  const uint8_t* data() const;
+  uint32_t size() const;
+  explicit operator bool() const { return entry_ != nullptr; }
+  void reset();
+
+ private:
+  friend class ChunkCache;
+  ChunkPin(std::shared_ptr<ChunkCache> c, std::shared_ptr<CacheEntry> e) : cache_(std::move(c)), entry_(std::move(e)) {}
+  std::shared_ptr<ChunkCache> cache_;
+  std::shared_ptr<CacheEntry> entry_;
+};
+
+class ChunkCache : public std::enable_shared_from_this<ChunkCache> {
+ public:
+  // `budget_bytes` of decoded chunks kept when unpinned. `stats` receives
+  // cache_hits, cache_misses, cache_evictions and readahead counters.
+  static std::shared_ptr<ChunkCache> create(uint64_t budget_bytes, std::shared_ptr<BatchDecoder> decoder,
+                                            std::shared_ptr<Stats> stats);
+  ~ChunkCache();
+  ChunkCache(const ChunkCache&) = delete;
+  ChunkCache& operator=(const ChunkCache&) = delete;
+
+  // Pins chunks `indices` of `source`, submitting every missing one to the
+  // decoder as one batch, and waits for all of them. On failure returns the
+  // error of the first failed chunk (its message names file, tensor and
+  // chunk). REQUIRES: every index < source->num_chunks().
+  Result<std::vector<ChunkPin>> get(const std::shared_ptr<const ChunkSource>& source,
+                                    const std::vector<size_t>& indices);
+
+  // Readahead: submits the chunks among `indices` that are neither cached
+  // nor being decoded as background work and returns without waiting. The
+  // entries are marked so a later demand hit counts as a readahead hit.
+  // Returns how many chunks were submitted.
+  size_t prefetch(const std::shared_ptr<const ChunkSource>& source, const std::vector<size_t>& indices);
+
+  uint64_t budget() const { return budget_; }
+  uint64_t bytes() const { return bytes_mirror_.load(std::memory_order_relaxed); }
+  uint64_t entries() const { return entries_mirror_.load(std::memory_order_relaxed); }
+  const BatchDecoder& decoder() const { return *decoder_; }
+
+ private:
+  friend class ChunkPin;
+  struct Key {
+    uint64_t source;
+    uint64_t index;
+    bool operator==(const Key& o) const { return source == o.source && index == o.index; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.source * 0x9E3779B97F4A7C15ull ^ k.index); }
+  };
+
+  ChunkCache(uint64_t budget, std::shared_ptr<BatchDecoder> decoder, std::shared_ptr<Stats> stats);
+  // Allocates the entries' buffers (outside mu_) and submits them.
+  void submit(const std::shared_ptr<const ChunkSource>& source, std::vector<std::shared_ptr<CacheEntry>> fresh,
+              bool background);
+  void complete(const std::shared_ptr<CacheEntry>& e, const Status& st);
+  void unpin(CacheEntry* e);
+  void trim_locked();  // REQUIRES: mu_ held
+  void publish_gauges_locked();
+
+  const uint64_t budget_;
+  const std::shared_ptr<BatchDecoder> decoder_;
+  const std::shared_ptr<Stats> stats_;
+
+  // mu_ protects map_, lru_, bytes_ and every CacheEntry's state, error,
+  // pins, prefetched and lru fields. cv_ is signalled when an entry leaves
+  // the pending state.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_map<Key, std::shared_ptr<CacheEntry>, KeyHash> map_;
+  std::list<CacheEntry*> lru_;  // ready entries, most recently used first
+  uint64_t bytes_ = 0;          // sum of ready entries' sizes in map_
+  std::atomic<uint64_t> bytes_mirror_{0};
+  std::atomic<uint64_t> entries_mirror_{0};
+};
+
+}  // namespace wcodecfs

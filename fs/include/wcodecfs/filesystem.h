@@ -1,0 +1,206 @@
+// wcodecfs/filesystem.h — the mount's filesystem model, without FUSE.
+//
+// A Filesystem presents a store directory as a tree of nodes:
+//  - the store's directories, symlinks and plain files, unchanged
+//    (passthrough);
+//  - for every stored file an adapter takes (X.wcodec), its presented names
+//    (X.safetensors) as read-only virtual files; the stored name itself is
+//    hidden. When both X.wcodec and X.safetensors exist the plain file wins
+//    and a warning is logged once;
+//  - in the root, the directory ".wcodecfs" with the read-only file "stats"
+//    (JSON counters; its content is generated at open time).
+//
+// Nodes are addressed by NodeId, as FUSE does: lookup() hands out an id and
+// counts a reference, forget() drops references, and an id is never reused.
+// The root is kRootId.
+//
+// Safety: every store path is resolved relative to a directory fd with
+// O_NOFOLLOW / AT_SYMLINK_NOFOLLOW, one component at a time, so nothing
+// outside the store is reachable through the daemon. Symlinks are presented
+// as links (readlink returns the stored text) and never followed by the
+// daemon; resolving them is the kernel's job, on the client side.
+//
+// Everything is read-only in this version: opening for writing and every
+// modifying operation return kReadOnly.
+//
+// Stat, lookup, readdir and open decode nothing; read() decodes the chunks
+// it touches (through the shared ChunkCache) plus the handle's readahead.
+//
+// Thread-safety: every member function may be called from any thread.
+// Locks (all leaves, never two held at once): Filesystem::mu_ (node table),
+// ChunkCache::mu_, CpuBatchDecoder::mu_, Readahead::mu_ (per handle), the
+// logger's. No lock is held across a system call on the store except
+// ChunkCache/decoder internals that are themselves leaves.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <deque>
+#include <unordered_map>
+#include <vector>
+
+#include "wcodecfs/batch_decoder.h"
+#include "wcodecfs/chunk_cache.h"
+#include "wcodecfs/fs_stats.h"
+#include "wcodecfs/fs_status.h"
+#include "wcodecfs/store_adapter.h"
+#include "wcodecfs/virtual_file.h"
+
+namespace wcodecfs {
+
+using NodeId = uint64_t;
+
+struct FsOptions {
+  // Decoded-chunk cache budget; 0 selects default_cache_bytes().
+  uint64_t cache_bytes = 0;
+  // CPU decoder threads; 0 = one per online CPU.
+  unsigned decode_threads = 0;
+  // Readahead window cap per open file (bytes); 0 disables readahead. The
+  // effective cap is also at most a quarter of the cache budget.
+  uint64_t readahead_max = 64ull << 20;
+  // Decoder to use instead of the CPU pool (tests, GPU).
+  std::shared_ptr<BatchDecoder> decoder;
+};
+
+// min(1 GiB, 25% of physical memory).
+uint64_t default_cache_bytes();
+
+// How long the kernel may cache an entry or its attributes.
+enum class Cacheability {
+  kImmutable,  // virtual files of the store: cache for a long time
+  kMutable,    // passthrough entries: may change behind the mount
+  kVolatile,   // generated files (stats): never cache attributes
+};
+
+struct Entry {
+  NodeId id = 0;
+  struct stat attr {};
+  Cacheability cache = Cacheability::kMutable;
+};
+
+struct DirEntry {
+  std::string name;
+  mode_t type = 0;  // S_IFDIR, S_IFREG, S_IFLNK, ... (type bits only)
+  uint64_t ino = 0;
+};
+
+// An open file. Shared between the FUSE layer and in-flight reads.
+class FileHandle {
+ public:
+  FileHandle(std::shared_ptr<const VirtualFile> f, uint64_t ra_max, bool keep_cache, bool direct_io)
+      : file_(std::move(f)), ra_(ra_max), keep_cache_(keep_cache), direct_io_(direct_io) {}
+  const VirtualFile& file() const { return *file_; }
+  Readahead& readahead() { return ra_; }
+  // Keep the kernel page cache across opens (immutable content).
+  bool keep_cache() const { return keep_cache_; }
+  // Bypass the page cache (generated content; such a file cannot be mmapped).
+  bool direct_io() const { return direct_io_; }
+
+ private:
+  std::shared_ptr<const VirtualFile> file_;
+  Readahead ra_;
+  bool keep_cache_;
+  bool direct_io_;
+};
+
+class Filesystem {
+ public:
+  static constexpr NodeId kRootId = 1;
+  // Name of the control directory in the mount root and its stats file.
+  static constexpr const char* kControlDir = ".wcodecfs";
+  static constexpr const char* kStatsFile = "stats";
+
+  // Opens the store directory. Starts no threads (the decoder pool starts at
+  // the first decode), so a daemon may fork after this.
+  static Result<std::unique_ptr<Filesystem>> create(const std::string& store_path, FsOptions options = {});
+  ~Filesystem();
+  Filesystem(const Filesystem&) = delete;
+  Filesystem& operator=(const Filesystem&) = delete;
+
+  // Looks `name` up in directory `parent`, counting one reference to the
+  // returned node (release with forget). Names must be single components.
+  Result<Entry> lookup(NodeId parent, std::string_view name);
+  // Drops `n` references; the node is forgotten when none are left.
+  void forget(NodeId id, uint64_t n);
+  Result<Entry> getattr(NodeId id);
+  // The entries of directory `id` (including "." and ".."), as presented.
+  Result<std::vector<DirEntry>> readdir(NodeId id);
+  Result<std::string> readlink(NodeId id);
+  // Opens a file for reading (flags as for open(2); any write access or
+  // O_TRUNC is kReadOnly).
+  Result<std::shared_ptr<FileHandle>> open(NodeId id, int flags);
+  Result<ReadResult> read(FileHandle& fh, uint64_t off, uint64_t len);
+  Result<struct statvfs> statfs();
+  // Every modifying operation: returns kReadOnly naming `op`.
+  Status modify(const char* op) const;
+
+  // Convenience for tools and tests: looks up each component of a
+  // "/"-separated path from the root (counting references like lookup).
+  Result<Entry> lookup_path(std::string_view path);
+
+  Stats& stats() { return *stats_; }
+  const ChunkCache& cache() const { return *cache_; }
+  // The JSON document served as /.wcodecfs/stats.
+  std::string stats_json() const;
+  // Number of live nodes (tests: forget bookkeeping).
+  size_t node_count() const;
+
+ private:
+  struct Node;
+  Filesystem() = default;
+  Result<std::shared_ptr<Node>> get_node(NodeId id) const;
+  Result<Entry> lookup_store(const std::shared_ptr<Node>& parent, std::string_view name);
+  Result<std::shared_ptr<Node>> make_node(const std::shared_ptr<Node>& parent, std::string_view name);
+  Entry publish(const std::shared_ptr<Node>& parent, std::string_view name, std::shared_ptr<Node> fresh);
+  Result<Entry> entry_of(const std::shared_ptr<Node>& n) const;
+  Result<struct stat> stat_node(const Node& n) const;
+  struct stat control_dir_attr() const;
+  bool plain_exists(int dirfd, const std::string& name) const;
+  // The source entry of a stored file version (created on first use);
+  // returns its id and, when still alive, its virtual file.
+  std::pair<uint64_t, std::shared_ptr<const VirtualFile>> source_for(const struct stat& st,
+                                                                     const std::string& presented);
+  void remember(const struct stat& st, const std::string& presented, const std::shared_ptr<const VirtualFile>& vf);
+
+  std::string store_path_;  // absolute
+  FsOptions options_;
+  uint64_t readahead_cap_ = 0;
+  std::vector<std::shared_ptr<const StoreAdapter>> adapters_;
+  std::shared_ptr<Stats> stats_;
+  std::shared_ptr<BatchDecoder> decoder_;
+  std::shared_ptr<ChunkCache> cache_;
+  struct timespec started_ {};
+
+  // mu_ protects nodes_, children_, next_id_, sources_, recent_ and every Node's
+  // nlookup. Leaf lock: held only for map updates, never across IO or
+  // other locks.
+  mutable std::mutex mu_;
+  std::unordered_map<NodeId, std::shared_ptr<Node>> nodes_;
+  std::map<std::pair<NodeId, std::string>, NodeId> children_;
+  NodeId next_id_ = 0;
+  // Per stored file version seen, by (device, inode, size, mtime, presented
+  // name): the cache key of its chunk source and its virtual file while
+  // anyone holds it. The same unchanged file looked up again after the
+  // kernel forgot its node finds its decoded chunks still cached and, if
+  // recent, its container still open (opening one parses its index and
+  // builds decode tables: milliseconds per tensor). A few dozen bytes per
+  // entry; recent_ keeps the last kRecentFiles virtual files alive.
+  struct SourceEntry {
+    uint64_t id = 0;
+    std::weak_ptr<const VirtualFile> vfile;
+  };
+  using SourceKey = std::tuple<dev_t, ino_t, off_t, int64_t, int64_t, std::string>;
+  static constexpr size_t kRecentFiles = 32;
+  std::map<SourceKey, SourceEntry> sources_;
+  std::deque<std::shared_ptr<const VirtualFile>> recent_;
+};
+
+}  // namespace wcodecfs

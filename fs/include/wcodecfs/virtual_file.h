@@ -1,0 +1,156 @@
+// wcodecfs/virtual_file.h — a file of the mount as a layout of extents, and
+// its read path.
+//
+// A VirtualFile is what a store adapter makes of a stored file: a size and a
+// list of extents covering [0, size) without holes or overlaps:
+//   inline       bytes held in memory (e.g. the safetensors header of a
+//                .wcodec file, the stats snapshot)
+//   passthrough  a byte range of a backing file, read with pread
+//   decoded      a range of a ChunkSource's stream, served from the
+//                ChunkCache (decoding the chunks touched)
+// read() returns a ReadResult: a list of slices pointing into those buffers
+// (inline bytes, a pread buffer, pinned cache entries) that stays valid until
+// the ReadResult is destroyed, so the FUSE layer can reply with an iovec and
+// no extra copy.
+//
+// Readahead (per open handle) watches the offsets a handle reads. Sequential
+// reads grow a prefetch window (one chunk, doubling up to a cap); a read
+// elsewhere resets it to nothing. Prefetched chunks are decoded in the
+// background into the cache.
+//
+// Thread-safety: VirtualFile is immutable and may be read from many threads.
+// Readahead has its own mutex (a leaf: released before calling the cache).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "wcodecfs/chunk_cache.h"
+#include "wcodecfs/chunk_source.h"
+#include "wcodecfs/fs_stats.h"
+#include "wcodecfs/fs_status.h"
+
+namespace wcodecfs {
+
+// An open file descriptor of the store, closed when the last user goes.
+class BackingFile {
+ public:
+  // Takes ownership of fd. `name` is the store-relative path (messages).
+  BackingFile(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+  ~BackingFile();
+  BackingFile(const BackingFile&) = delete;
+  BackingFile& operator=(const BackingFile&) = delete;
+  int fd() const { return fd_; }
+  const std::string& name() const { return name_; }
+  // Reads up to n bytes at off; returns the count (short only at end of file).
+  Result<size_t> pread_full(uint64_t off, size_t n, uint8_t* out) const;
+
+ private:
+  int fd_;
+  std::string name_;
+};
+
+struct InlineExtent {
+  std::shared_ptr<const std::vector<uint8_t>> bytes;
+  uint64_t src_offset = 0;  // position in *bytes of the extent's first byte
+};
+struct PassthroughExtent {
+  std::shared_ptr<const BackingFile> file;
+  uint64_t src_offset = 0;  // file offset of the extent's first byte
+};
+struct DecodedExtent {
+  std::shared_ptr<const ChunkSource> source;
+  uint64_t src_offset = 0;  // stream position of the extent's first byte
+};
+
+struct Extent {
+  uint64_t offset = 0;  // in the virtual file
+  uint64_t length = 0;
+  std::variant<InlineExtent, PassthroughExtent, DecodedExtent> what;
+};
+
+// One contiguous piece of a read reply.
+struct ReadSlice {
+  const uint8_t* data;
+  size_t size;
+};
+
+// The bytes of one read, as slices into buffers this object keeps alive.
+// Move-only; destroying it releases the cache pins.
+class ReadResult {
+ public:
+  const std::vector<ReadSlice>& slices() const { return slices_; }
+  size_t size() const { return size_; }
+  // Copies the slices into one buffer (tests, small replies).
+  std::vector<uint8_t> gather() const;
+
+ private:
+  friend class VirtualFile;
+  std::vector<ReadSlice> slices_;
+  size_t size_ = 0;
+  std::vector<ChunkPin> pins_;
+  std::vector<std::shared_ptr<const void>> holders_;
+};
+
+class Readahead {
+ public:
+  // max_window == 0 disables readahead.
+  explicit Readahead(uint64_t max_window) : max_window_(max_window) {}
+  // Records a demand read of [off, off+len) of a file of `size` bytes whose
+  // chunks are about `unit` bytes; returns the range to prefetch (empty when
+  // the access is not sequential or the window already covers it).
+  std::pair<uint64_t, uint64_t> on_read(uint64_t off, uint64_t len, uint64_t size, uint64_t unit);
+  uint64_t window() const;
+
+ private:
+  const uint64_t max_window_;
+  // mu_ protects the fields below.
+  mutable std::mutex mu_;
+  bool started_ = false;
+  uint64_t expected_ = 0;  // end of the furthest sequential read
+  uint64_t window_ = 0;    // current prefetch window, bytes
+  uint64_t ra_end_ = 0;    // prefetch submitted up to here
+};
+
+class VirtualFile {
+ public:
+  // Validates the layout: extents in order, contiguous from 0, non-empty,
+  // no overflow, inline ranges inside their buffers and decoded ranges
+  // inside their source's stream. `name` is the store-relative path.
+  static Result<std::shared_ptr<const VirtualFile>> make(std::string name, std::vector<Extent> extents);
+
+  const std::string& name() const { return name_; }
+  uint64_t size() const { return size_; }
+  const std::vector<Extent>& extents() const { return extents_; }
+  // Typical decoded chunk size (readahead unit); 0 when nothing is decoded.
+  uint64_t chunk_unit() const { return unit_; }
+  // Number of chunks of all decoded extents (0 for plain files).
+  size_t decoded_chunks() const;
+
+  // Reads [off, off+len) clipped to size(). Touched chunks come from
+  // `cache` (decoded if missing, as one batch). With `ra`, the handle's
+  // readahead is updated and its prefetch submitted to the cache.
+  // `stats` (may be null) receives readahead_chunks via the cache only.
+  Result<ReadResult> read(uint64_t off, uint64_t len, ChunkCache& cache, Readahead* ra) const;
+
+  // Submits background decoding of the chunks overlapping [from, to).
+  size_t prefetch(uint64_t from, uint64_t to, ChunkCache& cache) const;
+
+ private:
+  VirtualFile() = default;
+  size_t extent_at(uint64_t off) const;
+
+  std::string name_;
+  uint64_t size_ = 0;
+  uint64_t unit_ = 0;
+  std::vector<Extent> extents_;
+};
+
+}  // namespace wcodecfs

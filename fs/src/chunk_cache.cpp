@@ -1,0 +1,208 @@
+// fs/src/chunk_cache.cpp — see wcodecfs/chunk_cache.h.
+#include "wcodecfs/chunk_cache.h"
+
+#include "wcodecfs/fs_log.h"
+
+namespace wcodecfs {
+
+// One cached chunk. Fields other than key/size/data are guarded by
+// ChunkCache::mu_.
+struct CacheEntry {
+  enum class State { kPending, kReady, kFailed };
+  CacheEntry(uint64_t src, uint64_t idx, uint32_t sz) : source(src), index(idx), size(sz) {}
+
+  const uint64_t source;
+  const uint64_t index;
+  const uint32_t size;
+  // Written by the decoder while pending; immutable once ready.
+  std::unique_ptr<uint8_t[]> data;
+
+  State state = State::kPending;
+  Status error;             // when failed
+  uint32_t pins = 0;        // live ChunkPins
+  bool prefetched = false;  // submitted by readahead and not yet used by a demand read
+  bool in_map = true;       // false once evicted or failed
+  bool in_lru = false;
+  std::list<CacheEntry*>::iterator lru_it;
+};
+
+const uint8_t* ChunkPin::data() const { return entry_->data.get(); }
+uint32_t ChunkPin::size() const { return entry_->size; }
+
+void ChunkPin::reset() {
+  if (entry_) {
+    cache_->unpin(entry_.get());
+    entry_.reset();
+    cache_.reset();
+  }
+}
+
+std::shared_ptr<ChunkCache> ChunkCache::create(uint64_t budget_bytes, std::shared_ptr<BatchDecoder> decoder,
+                                               std::shared_ptr<Stats> stats) {
+  return std::shared_ptr<ChunkCache>(new ChunkCache(budget_bytes, std::move(decoder), std::move(stats)));
+}
+
+ChunkCache::ChunkCache(uint64_t budget, std::shared_ptr<BatchDecoder> decoder, std::shared_ptr<Stats> stats)
+    : budget_(budget), decoder_(std::move(decoder)), stats_(stats ? std::move(stats) : std::make_shared<Stats>()) {}
+
+ChunkCache::~ChunkCache() = default;
+
+void ChunkCache::publish_gauges_locked() {
+  bytes_mirror_.store(bytes_, std::memory_order_relaxed);
+  entries_mirror_.store(map_.size(), std::memory_order_relaxed);
+}
+
+Result<std::vector<ChunkPin>> ChunkCache::get(const std::shared_ptr<const ChunkSource>& source,
+                                              const std::vector<size_t>& indices) {
+  std::vector<ChunkPin> pins;
+  pins.reserve(indices.size());
+  std::vector<std::shared_ptr<CacheEntry>> fresh;
+  std::vector<size_t> promote;  // pending readahead entries a reader now waits for
+  bool any_pending = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (size_t i : indices) {
+      WC_CHECK(i < source->num_chunks());
+      const Key key{source->id(), i};
+      auto it = map_.find(key);
+      std::shared_ptr<CacheEntry> e;
+      if (it != map_.end()) {
+        e = it->second;
+        Stats::add(stats_->cache_hits);
+        if (e->prefetched) {
+          e->prefetched = false;
+          Stats::add(stats_->readahead_hits);
+          if (e->state == CacheEntry::State::kPending) promote.push_back(i);
+        }
+        if (e->in_lru) lru_.splice(lru_.begin(), lru_, e->lru_it);
+      } else {
+        e = std::make_shared<CacheEntry>(key.source, key.index, source->chunk_size(i));
+        map_.emplace(key, e);
+        fresh.push_back(e);
+        Stats::add(stats_->cache_misses);
+      }
+      if (e->state == CacheEntry::State::kPending) any_pending = true;
+      ++e->pins;
+      pins.push_back(ChunkPin(shared_from_this(), std::move(e)));
+    }
+    publish_gauges_locked();
+  }
+  for (size_t i : promote) decoder_->promote(source->id(), i);
+  if (!fresh.empty()) submit(source, std::move(fresh), /*background=*/false);
+  if (any_pending) {
+    std::unique_lock<std::mutex> lk(mu_);
+    for (const ChunkPin& p : pins) {
+      cv_.wait(lk, [&] { return p.entry_->state != CacheEntry::State::kPending; });
+    }
+  }
+  // States are final now (ready or failed) and published under mu_ above.
+  for (const ChunkPin& p : pins) {
+    if (p.entry_->state == CacheEntry::State::kFailed) {
+      std::lock_guard<std::mutex> lk(mu_);
+      return p.entry_->error;
+    }
+  }
+  return pins;
+}
+
+size_t ChunkCache::prefetch(const std::shared_ptr<const ChunkSource>& source, const std::vector<size_t>& indices) {
+  std::vector<std::shared_ptr<CacheEntry>> fresh;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (size_t i : indices) {
+      WC_CHECK(i < source->num_chunks());
+      const Key key{source->id(), i};
+      if (map_.count(key)) continue;
+      auto e = std::make_shared<CacheEntry>(key.source, key.index, source->chunk_size(i));
+      e->prefetched = true;
+      map_.emplace(key, e);
+      fresh.push_back(std::move(e));
+    }
+    publish_gauges_locked();
+  }
+  const size_t n = fresh.size();
+  if (n) {
+    Stats::add(stats_->readahead_chunks, n);
+    submit(source, std::move(fresh), /*background=*/true);
+  }
+  return n;
+}
+
+void ChunkCache::submit(const std::shared_ptr<const ChunkSource>& source,
+                        std::vector<std::shared_ptr<CacheEntry>> fresh, bool background) {
+  std::vector<DecodeRequest> batch;
+  batch.reserve(fresh.size());
+  std::shared_ptr<ChunkCache> self = shared_from_this();
+  for (auto& e : fresh) {
+    // Pending entries' buffers belong to whoever created them until submitted.
+    e->data.reset(new (std::nothrow) uint8_t[e->size]);
+    if (!e->data) {
+      complete(e, Status(Code::kNoResources, source->name() + ": cannot allocate " + std::to_string(e->size) +
+                                                 " bytes for chunk " + std::to_string(e->index)));
+      continue;
+    }
+    DecodeRequest r;
+    r.source = source;
+    r.index = e->index;
+    r.out = e->data.get();
+    r.background = background;
+    r.done = [self, e](const Status& st) { self->complete(e, st); };
+    batch.push_back(std::move(r));
+  }
+  decoder_->submit(std::move(batch));
+}
+
+void ChunkCache::complete(const std::shared_ptr<CacheEntry>& e, const Status& st) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (st.ok()) {
+      e->state = CacheEntry::State::kReady;
+      if (e->in_map) {
+        bytes_ += e->size;
+        lru_.push_front(e.get());
+        e->lru_it = lru_.begin();
+        e->in_lru = true;
+        trim_locked();
+      }
+    } else {
+      e->state = CacheEntry::State::kFailed;
+      e->error = st;
+      e->data.reset();
+      if (e->in_map) {
+        map_.erase(Key{e->source, e->index});
+        e->in_map = false;
+      }
+    }
+    publish_gauges_locked();
+  }
+  cv_.notify_all();
+  // One line per failed decode (not per waiting reader): it names the store
+  // file, tensor and chunk.
+  if (!st.ok() && st.message() != kDecoderShutDown) log_error(st.ToString());
+}
+
+void ChunkCache::unpin(CacheEntry* e) {
+  std::lock_guard<std::mutex> lk(mu_);
+  WC_CHECK(e->pins > 0);
+  if (--e->pins == 0 && bytes_ > budget_) {
+    trim_locked();
+    publish_gauges_locked();
+  }
+}
+
+void ChunkCache::trim_locked() {
+  auto it = lru_.end();
+  while (bytes_ > budget_ && it != lru_.begin()) {
+    --it;
+    CacheEntry* e = *it;
+    if (e->pins != 0) continue;
+    it = lru_.erase(it);
+    e->in_lru = false;
+    e->in_map = false;
+    bytes_ -= e->size;
+    Stats::add(stats_->cache_evictions);
+    map_.erase(Key{e->source, e->index});  // may free *e: last use above
+  }
+}
+
+}  // namespace wcodecfs

@@ -1,0 +1,110 @@
+// fs/src/cpu_decoder.cpp — see wcodecfs/batch_decoder.h.
+#include <unistd.h>
+
+#include <chrono>
+#include <new>
+
+#include "wcodecfs/batch_decoder.h"
+
+namespace wcodecfs {
+namespace {
+unsigned online_cpus() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<unsigned>(n) : 1u;
+}
+}  // namespace
+
+CpuBatchDecoder::CpuBatchDecoder(unsigned threads, std::shared_ptr<Stats> stats)
+    : nthreads_(threads ? threads : online_cpus()), stats_(std::move(stats)) {}
+
+CpuBatchDecoder::~CpuBatchDecoder() { shutdown(); }
+
+std::string CpuBatchDecoder::describe() const { return "cpu (" + std::to_string(nthreads_) + " threads)"; }
+
+void CpuBatchDecoder::submit(std::vector<DecodeRequest> batch) {
+  if (batch.empty()) return;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!stopping_) {
+      if (workers_.empty()) {
+        workers_.reserve(nthreads_);
+        for (unsigned i = 0; i < nthreads_; ++i) workers_.emplace_back([this] { worker(); });
+      }
+      for (auto& r : batch) (r.background ? background_ : demand_).push_back(std::move(r));
+      lk.unlock();
+      if (batch.size() == 1) cv_.notify_one(); else cv_.notify_all();
+      return;
+    }
+  }
+  for (auto& r : batch) r.done(Status::Internal(kDecoderShutDown));
+}
+
+void CpuBatchDecoder::promote(uint64_t source_id, size_t index) {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto it = background_.begin(); it != background_.end(); ++it) {
+    if (it->index == index && it->source->id() == source_id) {
+      demand_.push_back(std::move(*it));
+      background_.erase(it);
+      return;
+    }
+  }
+}
+
+void CpuBatchDecoder::worker() {
+  for (;;) {
+    DecodeRequest r;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || !demand_.empty() || !background_.empty(); });
+      if (stopping_) return;  // shutdown() fails what is left
+      std::deque<DecodeRequest>& q = demand_.empty() ? background_ : demand_;
+      r = std::move(q.front());
+      q.pop_front();
+    }
+    run(r);
+  }
+}
+
+void CpuBatchDecoder::run(DecodeRequest& r) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st;
+  try {
+    st = r.source->decode(r.index, r.out);
+  } catch (const std::bad_alloc&) {
+    st = Status(Code::kNoResources, r.source->name() + ": out of memory decoding chunk " + std::to_string(r.index));
+  }
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+  if (stats_) {
+    Stats::add(stats_->decode_ns, static_cast<uint64_t>(ns.count()));
+    if (st.ok()) {
+      Stats::add(stats_->chunks_decoded);
+      Stats::add(stats_->bytes_decoded, r.source->chunk_size(r.index));
+    } else {
+      Stats::add(stats_->decode_errors);
+    }
+  }
+  r.done(st);
+}
+
+void CpuBatchDecoder::shutdown() {
+  std::vector<std::thread> workers;
+  std::deque<DecodeRequest> left;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_ && workers_.empty()) return;
+    stopping_ = true;
+    workers.swap(workers_);
+  }
+  cv_.notify_all();
+  for (auto& t : workers) t.join();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& r : demand_) left.push_back(std::move(r));
+    for (auto& r : background_) left.push_back(std::move(r));
+    demand_.clear();
+    background_.clear();
+  }
+  for (auto& r : left) r.done(Status::Internal(kDecoderShutDown));
+}
+
+}  // namespace wcodecfs

@@ -1,0 +1,210 @@
+// fs/src/virtual_file.cpp — see wcodecfs/virtual_file.h.
+#include "wcodecfs/virtual_file.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+namespace wcodecfs {
+
+BackingFile::~BackingFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<size_t> BackingFile::pread_full(uint64_t off, size_t n, uint8_t* out) const {
+  if (off > static_cast<uint64_t>(std::numeric_limits<off_t>::max()))
+    return Status::Invalid(name_ + ": read offset " + std::to_string(off) + " out of range");
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(fd_, out + done, n - done, static_cast<off_t>(off + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return from_errno(errno, "pread " + name_);
+    }
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  return done;
+}
+
+std::vector<uint8_t> ReadResult::gather() const {
+  std::vector<uint8_t> out;
+  out.reserve(size_);
+  for (const ReadSlice& s : slices_) out.insert(out.end(), s.data, s.data + s.size);
+  return out;
+}
+
+// ---------------------------------------------------------------- Readahead
+
+std::pair<uint64_t, uint64_t> Readahead::on_read(uint64_t off, uint64_t len, uint64_t size, uint64_t unit) {
+  if (max_window_ == 0 || unit == 0 || len == 0) return {0, 0};
+  std::lock_guard<std::mutex> lk(mu_);
+  const uint64_t end = off + len;  // caller clipped to size
+  // The kernel sends its own readahead as several concurrent requests that
+  // FUSE threads serve out of order, up to the kernel's readahead window
+  // (16 MiB) ahead: a read counts as sequential when it lands that close to
+  // the furthest point read so far, bounded by our own window so a small
+  // window still notices a jump.
+  constexpr uint64_t kJitter = 16ull << 20;
+  const uint64_t slack = std::max({2 * len, 2 * unit, std::min(window_, kJitter)});
+  const uint64_t lo = expected_ > slack ? expected_ - slack : 0;
+  const uint64_t hi = expected_ + slack;
+  const bool sequential = started_ ? (off >= lo && off <= hi) : off == 0;
+  started_ = true;
+  if (!sequential) {
+    window_ = 0;
+    ra_end_ = 0;
+    expected_ = end;
+    return {0, 0};
+  }
+  window_ = window_ ? std::min(window_ * 2, max_window_) : std::min(unit, max_window_);
+  expected_ = std::max(expected_, end);
+  const uint64_t target = std::min(size, expected_ + window_);
+  const uint64_t from = std::max(ra_end_, expected_);
+  if (target <= from) return {0, 0};
+  ra_end_ = target;
+  return {from, target};
+}
+
+uint64_t Readahead::window() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return window_;
+}
+
+// -------------------------------------------------------------- VirtualFile
+
+Result<std::shared_ptr<const VirtualFile>> VirtualFile::make(std::string name, std::vector<Extent> extents) {
+  std::shared_ptr<VirtualFile> vf(new VirtualFile());
+  uint64_t pos = 0;
+  uint64_t unit = 0;
+  for (size_t k = 0; k < extents.size(); ++k) {
+    const Extent& e = extents[k];
+    const std::string where = name + ": extent " + std::to_string(k);
+    if (e.offset != pos || e.length == 0 || e.length > std::numeric_limits<uint64_t>::max() - pos)
+      return Status::Internal(where + " at " + std::to_string(e.offset) + " +" + std::to_string(e.length) +
+                              " does not continue the layout at " + std::to_string(pos));
+    if (const auto* in = std::get_if<InlineExtent>(&e.what)) {
+      if (!in->bytes || in->src_offset > in->bytes->size() || e.length > in->bytes->size() - in->src_offset)
+        return Status::Internal(where + ": inline range outside its buffer");
+    } else if (const auto* pt = std::get_if<PassthroughExtent>(&e.what)) {
+      if (!pt->file || pt->src_offset > static_cast<uint64_t>(std::numeric_limits<off_t>::max()) - e.length)
+        return Status::Internal(where + ": passthrough range out of range");
+    } else {
+      const auto& dx = std::get<DecodedExtent>(e.what);
+      if (!dx.source || dx.src_offset < dx.source->stream_begin() || dx.src_offset > dx.source->stream_end() ||
+          e.length > dx.source->stream_end() - dx.src_offset)
+        return Status::Internal(where + ": decoded range outside its source");
+      if (dx.source->num_chunks()) unit = std::max<uint64_t>(unit, dx.source->chunk_size(0));
+    }
+    pos += e.length;
+  }
+  if (pos > static_cast<uint64_t>(std::numeric_limits<off_t>::max()))
+    return Status::Corruption(name + ": size " + std::to_string(pos) + " too large for a file");
+  vf->name_ = std::move(name);
+  vf->size_ = pos;
+  vf->unit_ = unit;
+  vf->extents_ = std::move(extents);
+  return std::shared_ptr<const VirtualFile>(std::move(vf));
+}
+
+size_t VirtualFile::decoded_chunks() const {
+  size_t n = 0;
+  for (const Extent& e : extents_) {
+    if (const auto* dx = std::get_if<DecodedExtent>(&e.what)) {
+      n += dx->source->chunk_at(dx->src_offset + e.length - 1) - dx->source->chunk_at(dx->src_offset) + 1;
+    }
+  }
+  return n;
+}
+
+size_t VirtualFile::extent_at(uint64_t off) const {
+  auto it = std::upper_bound(extents_.begin(), extents_.end(), off,
+                             [](uint64_t o, const Extent& e) { return o < e.offset; });
+  return static_cast<size_t>(it - extents_.begin()) - 1;
+}
+
+namespace {
+// Chunk indices of `src` overlapping stream range [s, t), s < t.
+std::vector<size_t> chunks_overlapping(const ChunkSource& src, uint64_t s, uint64_t t) {
+  std::vector<size_t> out;
+  const size_t i0 = src.chunk_at(s), i1 = src.chunk_at(t - 1);
+  if (i0 == SIZE_MAX || i1 == SIZE_MAX) return out;  // excluded by make()
+  out.reserve(i1 - i0 + 1);
+  for (size_t i = i0; i <= i1; ++i) out.push_back(i);
+  return out;
+}
+}  // namespace
+
+size_t VirtualFile::prefetch(uint64_t from, uint64_t to, ChunkCache& cache) const {
+  to = std::min(to, size_);
+  size_t n = 0;
+  if (from >= to) return 0;
+  for (size_t k = extent_at(from); k < extents_.size() && extents_[k].offset < to; ++k) {
+    const Extent& e = extents_[k];
+    const auto* dx = std::get_if<DecodedExtent>(&e.what);
+    if (!dx) continue;
+    const uint64_t a = std::max(from, e.offset), b = std::min(to, e.offset + e.length);
+    n += cache.prefetch(dx->source, chunks_overlapping(*dx->source, dx->src_offset + (a - e.offset),
+                                                       dx->src_offset + (b - e.offset)));
+  }
+  return n;
+}
+
+Result<ReadResult> VirtualFile::read(uint64_t off, uint64_t len, ChunkCache& cache, Readahead* ra) const {
+  ReadResult rr;
+  if (off >= size_ || len == 0) return rr;
+  const uint64_t end = off + std::min(len, size_ - off);
+  // Readahead first: its chunks queue behind this read's (demand) chunks.
+  if (ra && unit_) {
+    const auto [from, to] = ra->on_read(off, end - off, size_, unit_);
+    if (from < to) prefetch(from, to, cache);
+  }
+  uint64_t pos = off;
+  for (size_t k = extent_at(off); pos < end; ++k) {
+    WC_CHECK(k < extents_.size());
+    const Extent& e = extents_[k];
+    const uint64_t a = pos, b = std::min(end, e.offset + e.length);
+    const uint64_t rel = a - e.offset;
+    if (const auto* in = std::get_if<InlineExtent>(&e.what)) {
+      rr.slices_.push_back({in->bytes->data() + in->src_offset + rel, static_cast<size_t>(b - a)});
+      rr.holders_.push_back(in->bytes);
+    } else if (const auto* pt = std::get_if<PassthroughExtent>(&e.what)) {
+      auto buf = std::make_shared<std::vector<uint8_t>>(b - a);
+      WCFS_ASSIGN_OR_RETURN(const size_t got, pt->file->pread_full(pt->src_offset + rel, buf->size(), buf->data()));
+      if (got < buf->size()) {
+        // The backing file shrank since open. Fine at the end of a plain
+        // file (a short read); in the middle of a layout it is an error.
+        if (k + 1 != extents_.size())
+          return Status(Code::kStale, pt->file->name() + ": file is shorter than when it was opened");
+        buf->resize(got);
+        if (got) rr.slices_.push_back({buf->data(), got});
+        rr.size_ += got;
+        rr.holders_.push_back(std::move(buf));
+        return rr;
+      }
+      rr.slices_.push_back({buf->data(), buf->size()});
+      rr.holders_.push_back(std::move(buf));
+    } else {
+      const auto& dx = std::get<DecodedExtent>(e.what);
+      const ChunkSource& src = *dx.source;
+      const uint64_t s = dx.src_offset + rel, t = s + (b - a);
+      WCFS_ASSIGN_OR_RETURN(std::vector<ChunkPin> pins, cache.get(dx.source, chunks_overlapping(src, s, t)));
+      size_t i = src.chunk_at(s);
+      for (ChunkPin& p : pins) {
+        const uint64_t cs = src.chunk_offset(i), ce = cs + src.chunk_size(i);
+        const uint64_t x = std::max(s, cs), y = std::min(t, ce);
+        rr.slices_.push_back({p.data() + (x - cs), static_cast<size_t>(y - x)});
+        rr.pins_.push_back(std::move(p));
+        ++i;
+      }
+    }
+    rr.size_ += b - a;
+    pos = b;
+  }
+  return rr;
+}
+
+}  // namespace wcodecfs

@@ -1,0 +1,51 @@
+// mount/fuse_binding.h — the libfuse3 low-level operations of wcodecfs.
+//
+// A thin layer: each FUSE request becomes one wcodecfs::Filesystem call, and
+// the Status it returns becomes an errno here and nowhere else. Read replies
+// are iovecs pointing into the filesystem's buffers (pinned cache entries),
+// released after fuse_reply_iov has copied them into the kernel.
+//
+// Thread-safety: the operations run on libfuse's worker threads
+// (fuse_session_loop_mt); they share only the Filesystem (thread-safe) and
+// MountContext, whose mutable parts are atomics / std::once_flag.
+#pragma once
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include "wcodecfs/filesystem.h"
+
+namespace wcodecfs::mount {
+
+struct MountContext {
+  Filesystem* fs = nullptr;
+  std::string mountpoint;           // absolute
+  // Kernel readahead per file (/sys/class/bdi/<dev>/read_ahead_kb), set
+  // after INIT when permitted. 1 MiB = one maximal FUSE read: the daemon's
+  // own decode-ahead keeps sequential readers fed, and a larger kernel
+  // window mostly makes mmap page faults decode more than they use
+  // (measured with bench/mount_bench.sh: loading one 1.2 MB tensor through
+  // safetensors decoded 2.7 B/B at 1 MiB, 5-15 B/B at 16 MiB, with no loss
+  // in sequential MB/s). INIT still offers 16 MiB, so -o kernel_readahead=
+  // can raise it.
+  unsigned max_readahead_kb = 1024;
+  std::once_flag tune_once;          // raise the bdi readahead after INIT, once
+};
+
+// The operations table. userdata passed to fuse_session_new must be a
+// MountContext* that outlives the session.
+const struct fuse_lowlevel_ops& operations();
+
+// The errno reported to the kernel for a filesystem error.
+int errno_of(const Status& st);
+
+// Raises /sys/class/bdi/<dev>/read_ahead_kb of the mount at `mountpoint`
+// (best effort; the kernel caps FUSE readahead at its default otherwise).
+// Returns what it did, for the log.
+std::string raise_bdi_readahead(const std::string& mountpoint, unsigned kb);
+
+}  // namespace wcodecfs::mount

@@ -1,0 +1,267 @@
+// mount/wcodecfs_main.cpp — the wcodecfs daemon:
+//
+//   wcodecfs STORE MOUNTPOINT [-o OPTIONS] [-f] [-d] [-s]
+//
+// Mounts STORE (a directory of .wcodec containers and plain files) at
+// MOUNTPOINT with the libfuse3 low-level API and serves it with the
+// multithreaded session loop. By default the process daemonizes after the
+// mount exists: the parent exits only once the kernel mount is in place, so
+// `wcodecfs STORE MNT && ls MNT` works (requests queue until the loop runs).
+// SIGINT/SIGTERM/SIGHUP end the loop and unmount cleanly.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "fuse_binding.h"
+#include "wcodecfs/filesystem.h"
+#include "wcodecfs/fs_log.h"
+
+#ifndef WCODECFS_VERSION
+#define WCODECFS_VERSION "unknown"
+#endif
+
+namespace {
+
+using wcodecfs::Filesystem;
+using wcodecfs::FsOptions;
+
+// Filled by fuse_opt_parse (plain C layout: fuse_opt stores by offset).
+struct CliOptions {
+  char* store;
+  char* cache_size;
+  char* threads;
+  char* readahead;
+  char* max_readahead;
+};
+
+const struct fuse_opt kOptionSpecs[] = {
+    {"cache_size=%s", offsetof(CliOptions, cache_size), 0},
+    {"threads=%s", offsetof(CliOptions, threads), 0},
+    {"readahead=%s", offsetof(CliOptions, readahead), 0},
+    {"kernel_readahead=%s", offsetof(CliOptions, max_readahead), 0},
+    FUSE_OPT_END,
+};
+
+// The first non-option argument is STORE (consumed here); the second stays
+// for fuse_parse_cmdline, which takes it as the mountpoint.
+int opt_proc(void* data, const char* arg, int key, struct fuse_args* outargs) {
+  (void)outargs;
+  auto* o = static_cast<CliOptions*>(data);
+  if (key == FUSE_OPT_KEY_NONOPT && o->store == nullptr) {
+    o->store = ::strdup(arg);
+    return 0;
+  }
+  return 1;
+}
+
+void usage(const char* prog) {
+  std::printf(
+      "usage: %s STORE MOUNTPOINT [-o OPTIONS] [-f] [-d] [-s]\n"
+      "\n"
+      "Serves the .wcodec containers of STORE as the original .safetensors files\n"
+      "(decoded on demand); every other file and directory passes through unchanged.\n"
+      "The mount is read-only.\n"
+      "\n"
+      "wcodecfs options:\n"
+      "    -o cache_size=BYTES    decoded-chunk cache (K/M/G/T suffixes; default\n"
+      "                           min(1G, 25%% of RAM))\n"
+      "    -o threads=N           decoder threads (default: one per CPU)\n"
+      "    -o readahead=BYTES     largest readahead window per open file (default 64M;\n"
+      "                           0 disables the daemon's readahead)\n"
+      "    -o kernel_readahead=BYTES  kernel readahead per file, set through\n"
+      "                           /sys/class/bdi when permitted (default 1M)\n"
+      "    -o allow_other         let other users read the mount (opt-in)\n"
+      "    -f                     stay in the foreground\n"
+      "    -d                     debug output (implies -f)\n"
+      "    -s                     single-threaded session loop\n"
+      "\n"
+      "Counters: MOUNTPOINT/.wcodecfs/stats (JSON).\n"
+      "Unmount: fusermount3 -u MOUNTPOINT (or SIGTERM to the daemon).\n"
+      "\n",
+      prog);
+}
+
+// "512", "64K", "1.5G"? no: integers only, with optional K/M/G/T (powers of
+// 1024) and optional trailing "B"/"iB".
+std::optional<uint64_t> parse_bytes(const char* s) {
+  if (!s || !std::isdigit(static_cast<unsigned char>(*s))) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s, &end, 10);
+  if (errno != 0) return std::nullopt;
+  std::string suffix(end);
+  for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (suffix.size() > 1 && (suffix.substr(1) == "B" || suffix.substr(1) == "IB")) suffix.resize(1);
+  unsigned shift = 0;
+  if (suffix.empty() || suffix == "B") shift = 0;
+  else if (suffix == "K") shift = 10;
+  else if (suffix == "M") shift = 20;
+  else if (suffix == "G") shift = 30;
+  else if (suffix == "T") shift = 40;
+  else return std::nullopt;
+  if (shift && v > (std::numeric_limits<uint64_t>::max() >> shift)) return std::nullopt;
+  return static_cast<uint64_t>(v) << shift;
+}
+
+// Escapes ',' and '\' for a -o option value.
+std::string escape_opt(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == ',' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+void raise_fd_limit() {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+  struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+  CliOptions cli{};
+  struct fuse_cmdline_opts opts {};
+  int rc = 1;
+  wcodecfs::mount::MountContext ctx;
+  std::unique_ptr<Filesystem> fs;
+  struct fuse_session* se = nullptr;
+  FsOptions fo;
+
+  if (fuse_opt_parse(&args, &cli, kOptionSpecs, opt_proc) != 0) goto out_args;
+  if (fuse_parse_cmdline(&args, &opts) != 0) goto out_args;
+  if (opts.show_help) {
+    usage(argv[0]);
+    fuse_cmdline_help();
+    fuse_lowlevel_help();
+    rc = 0;
+    goto out_opts;
+  }
+  if (opts.show_version) {
+    std::printf("wcodecfs %s (decoders: cpu)\n", WCODECFS_VERSION);
+    fuse_lowlevel_version();
+    rc = 0;
+    goto out_opts;
+  }
+  if (!cli.store || !opts.mountpoint) {
+    std::fprintf(stderr, "usage: %s STORE MOUNTPOINT [-o OPTIONS] [-f] [-d]  (--help for more)\n", argv[0]);
+    rc = 2;
+    goto out_opts;
+  }
+
+  if (cli.cache_size) {
+    auto v = parse_bytes(cli.cache_size);
+    if (!v || *v == 0) {
+      std::fprintf(stderr, "wcodecfs: bad cache_size=%s (bytes, optional K/M/G/T suffix, > 0)\n", cli.cache_size);
+      rc = 2;
+      goto out_opts;
+    }
+    fo.cache_bytes = *v;
+  }
+  if (cli.threads) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(cli.threads, &end, 10);
+    if (!std::isdigit(static_cast<unsigned char>(cli.threads[0])) || *end || n == 0 || n > 1024) {
+      std::fprintf(stderr, "wcodecfs: bad threads=%s (1..1024)\n", cli.threads);
+      rc = 2;
+      goto out_opts;
+    }
+    fo.decode_threads = static_cast<unsigned>(n);
+  }
+  if (cli.readahead) {
+    auto v = parse_bytes(cli.readahead);
+    if (!v) {
+      std::fprintf(stderr, "wcodecfs: bad readahead=%s (bytes, optional K/M/G suffix)\n", cli.readahead);
+      rc = 2;
+      goto out_opts;
+    }
+    fo.readahead_max = *v;
+  }
+  if (cli.max_readahead) {
+    auto v = parse_bytes(cli.max_readahead);
+    if (!v || *v / 1024 > UINT_MAX) {
+      std::fprintf(stderr, "wcodecfs: bad kernel_readahead=%s\n", cli.max_readahead);
+      rc = 2;
+      goto out_opts;
+    }
+    ctx.max_readahead_kb = static_cast<unsigned>(*v / 1024);
+  }
+  if (opts.debug) wcodecfs::set_log_level(wcodecfs::LogLevel::kDebug);
+
+  {
+    // Opens the store (errors go to the terminal); starts no threads, so
+    // the fork in fuse_daemonize loses nothing.
+    auto r = Filesystem::create(cli.store, fo);
+    if (!r.ok()) {
+      std::fprintf(stderr, "wcodecfs: %s\n", r.status().ToString().c_str());
+      goto out_opts;
+    }
+    fs = std::move(r).value();
+  }
+  ctx.fs = fs.get();
+  ctx.mountpoint = opts.mountpoint;  // fuse_parse_cmdline made it absolute
+  raise_fd_limit();
+
+  // Options every wcodecfs mount has: the kernel checks permissions against
+  // the attributes we report; the mount table names the store.
+  fuse_opt_insert_arg(&args, 1, "-odefault_permissions");
+  fuse_opt_insert_arg(&args, 1, ("-ofsname=" + escape_opt(cli.store)).c_str());
+  fuse_opt_insert_arg(&args, 1, "-osubtype=wcodecfs");
+
+  se = fuse_session_new(&args, &wcodecfs::mount::operations(), sizeof(struct fuse_lowlevel_ops), &ctx);
+  if (!se) goto out_fs;
+  if (fuse_set_signal_handlers(se) != 0) goto out_session;
+  if (fuse_session_mount(se, opts.mountpoint) != 0) goto out_signals;
+  // After the mount exists: the parent returns to its caller only now.
+  if (fuse_daemonize(opts.foreground) != 0) goto out_unmount;
+  if (!opts.foreground) wcodecfs::set_log_sink(wcodecfs::LogSink::kSyslog);
+  wcodecfs::log_info(std::string("mounted ") + cli.store + " at " + opts.mountpoint);
+
+  if (opts.singlethread) {
+    rc = fuse_session_loop(se);
+  } else {
+    struct fuse_loop_config* cfg = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_clone_fd(cfg, static_cast<unsigned>(opts.clone_fd));
+    if (opts.max_idle_threads != UINT_MAX) fuse_loop_cfg_set_idle_threads(cfg, opts.max_idle_threads);
+    fuse_loop_cfg_set_max_threads(cfg, opts.max_threads);
+    rc = fuse_session_loop_mt(se, cfg);
+    fuse_loop_cfg_destroy(cfg);
+  }
+  if (rc != 0) wcodecfs::log_warn("session loop ended with " + std::to_string(rc));
+  wcodecfs::log_info(std::string("unmounting ") + opts.mountpoint);
+  rc = rc == 0 ? 0 : 1;
+
+out_unmount:
+  fuse_session_unmount(se);
+out_signals:
+  fuse_remove_signal_handlers(se);
+out_session:
+  fuse_session_destroy(se);
+out_fs:
+  fs.reset();
+out_opts:
+  std::free(opts.mountpoint);
+out_args:
+  std::free(cli.store);
+  std::free(cli.cache_size);
+  std::free(cli.threads);
+  std::free(cli.readahead);
+  std::free(cli.max_readahead);
+  fuse_opt_free_args(&args);
+  return rc;
+}

@@ -1,0 +1,683 @@
+// tests/test_fs_core.cpp — the filesystem core (fs/) in-process, no FUSE.
+//
+// Builds stores from the real model files (test_fs_store.h) and checks the
+// read path through wcodecfs::Filesystem: presented names, sizes without
+// decoding, byte-exact reads (whole files, concurrent random ranges across
+// chunk and tensor boundaries), single-flight decoding, the cache budget,
+// readahead, corruption handling, the plain-wins rule, read-only behaviour,
+// symlinks and hostile stored files.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <latch>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "test_fs_store.h"
+#include "testutil.h"
+#include "wcodecfs/filesystem.h"
+#include "wcodecfs/fs_log.h"
+
+using namespace wcodecfs;
+namespace sfs = std::filesystem;
+
+namespace {
+
+// A scratch store and helpers to open filesystems over it.
+class TestStore {
+ public:
+  explicit TestStore(bool with_large = false) {
+    root_ = scratch_.path() / "store";
+    sfs::create_directory(root_);
+    models_ = fstest::build_store(root_, with_large);
+  }
+  const sfs::path& root() const { return root_; }
+  const std::vector<fstest::ModelFile>& models() const { return models_; }
+  std::unique_ptr<Filesystem> open(FsOptions o = {}) const {
+    auto r = Filesystem::create(root_.string(), std::move(o));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? std::move(r).value() : nullptr;
+  }
+
+ private:
+  wctest::ScratchDir scratch_;
+  sfs::path root_;
+  std::vector<fstest::ModelFile> models_;
+};
+
+// Collects log lines (warnings, errors) while alive.
+class LogCapture {
+ public:
+  LogCapture() {
+    set_log_capture([this](LogLevel, const std::string& m) {
+      std::lock_guard<std::mutex> lk(mu_);
+      lines_.push_back(m);
+    });
+  }
+  ~LogCapture() { set_log_capture({}); }
+  std::vector<std::string> lines() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return lines_;
+  }
+  size_t count_containing(const std::string& s) const {
+    size_t n = 0;
+    for (const auto& l : lines())
+      if (l.find(s) != std::string::npos) ++n;
+    return n;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+std::shared_ptr<FileHandle> open_path(Filesystem& fs, const std::string& path) {
+  auto e = fs.lookup_path(path);
+  EXPECT_TRUE(e.ok()) << path << ": " << e.status().ToString();
+  if (!e.ok()) return nullptr;
+  auto h = fs.open(e->id, O_RDONLY);
+  EXPECT_TRUE(h.ok()) << path << ": " << h.status().ToString();
+  return h.ok() ? h.value() : nullptr;
+}
+
+std::vector<uint8_t> read_range(Filesystem& fs, FileHandle& h, uint64_t off, uint64_t len, Status* err = nullptr) {
+  auto r = fs.read(h, off, len);
+  if (err) *err = r.status();
+  if (!r.ok()) return {};
+  return r->gather();
+}
+
+// Reads a whole file in `piece`-byte requests, as the kernel would.
+std::vector<uint8_t> read_all(Filesystem& fs, FileHandle& h, size_t piece) {
+  std::vector<uint8_t> out;
+  for (;;) {
+    auto r = fs.read(h, out.size(), piece);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok() || r->size() == 0) break;
+    for (const ReadSlice& s : r->slices()) out.insert(out.end(), s.data, s.data + s.size);
+  }
+  return out;
+}
+
+uint64_t counter(const Stats::Counter& c) { return Stats::get(c); }
+
+// A decoder that waits before decoding, so concurrent readers of one chunk
+// surely arrive while its decode is in flight. Counts requests per chunk.
+class SlowDecoder final : public BatchDecoder {
+ public:
+  void submit(std::vector<DecodeRequest> batch) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    requests_ += batch.size();
+    threads_.emplace_back([b = std::move(batch)]() mutable {
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      for (auto& r : b) r.done(r.source->decode(r.index, r.out));
+    });
+  }
+  void shutdown() override {
+    std::vector<std::thread> t;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      t.swap(threads_);
+    }
+    for (auto& th : t) th.join();
+  }
+  std::string describe() const override { return "slow test decoder"; }
+  size_t requests() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return requests_;
+  }
+  ~SlowDecoder() override { shutdown(); }
+
+ private:
+  std::mutex mu_;
+  size_t requests_ = 0;
+  std::vector<std::thread> threads_;
+};
+
+// Chunk and tensor boundaries of a container (offsets in the original file).
+std::vector<uint64_t> boundaries(const sfs::path& container) {
+  std::vector<uint64_t> b;
+  auto rd = wcodec::Reader::open(container.string());
+  EXPECT_TRUE(rd.ok()) << rd.status().ToString();
+  if (!rd.ok()) return b;
+  b.push_back(0);
+  b.push_back((*rd)->data_start());
+  for (size_t i = 0; i < (*rd)->num_chunks(); ++i) b.push_back((*rd)->chunk(i).decoded_offset);
+  for (const auto& t : (*rd)->header().tensors) b.push_back((*rd)->data_start() + t.begin);
+  b.push_back((*rd)->original_size());
+  return b;
+}
+
+}  // namespace
+
+TEST(fs_core, ListingShowsPresentedNames) {
+  TestStore store;
+  auto fs = store.open();
+  ASSERT_TRUE(fs);
+  auto r = fs->readdir(Filesystem::kRootId);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::map<std::string, mode_t> names;
+  for (const auto& d : *r) {
+    EXPECT_EQ(names.count(d.name), 0u) << "duplicate entry " << d.name;
+    names[d.name] = d.type;
+  }
+  for (const auto& m : store.models()) {
+    EXPECT_EQ(names[m.stem + ".safetensors"], S_IFREG) << m.stem;
+    EXPECT_EQ(names.count(m.stem + ".wcodec"), 0u) << "stored name must be hidden";
+  }
+  EXPECT_EQ(names["notes.txt"], S_IFREG);
+  EXPECT_EQ(names["sub"], S_IFDIR);
+  EXPECT_EQ(names["escape"], S_IFLNK);
+  EXPECT_EQ(names["up"], S_IFLNK);
+  EXPECT_EQ(names["linkdir"], S_IFLNK);
+  EXPECT_EQ(names[".wcodecfs"], S_IFDIR);
+  EXPECT_EQ(names.count("."), 1u);
+  EXPECT_EQ(names.count(".."), 1u);
+
+  auto sub = fs->lookup(Filesystem::kRootId, "sub");
+  ASSERT_TRUE(sub.ok());
+  auto rs = fs->readdir(sub->id);
+  ASSERT_TRUE(rs.ok());
+  std::set<std::string> sub_names;
+  for (const auto& d : *rs) sub_names.insert(d.name);
+  EXPECT_EQ(sub_names, (std::set<std::string>{".", "..", "readme.md", "stories260K.rtn-int8.safetensors"}));
+}
+
+TEST(fs_core, StatAndOpenDecodeNothing) {
+  TestStore store(/*with_large=*/true);
+  auto fs = store.open();
+  ASSERT_TRUE(fs);
+  ASSERT_TRUE(fs->readdir(Filesystem::kRootId).ok());
+  for (const auto& m : store.models()) {
+    auto e = fs->lookup_path(m.stem + ".safetensors");
+    ASSERT_TRUE(e.ok()) << m.stem << ": " << e.status().ToString();
+    EXPECT_EQ(static_cast<uint64_t>(e->attr.st_size), sfs::file_size(fstest::original_of(m.stem))) << m.stem;
+    EXPECT_TRUE(S_ISREG(e->attr.st_mode));
+    EXPECT_EQ(e->attr.st_mode & 0222, 0u) << "virtual files are read-only";
+    EXPECT_EQ(e->cache, Cacheability::kImmutable);
+    auto a = fs->getattr(e->id);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->attr.st_size, e->attr.st_size);
+    auto h = fs->open(e->id, O_RDONLY);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    EXPECT_TRUE((*h)->keep_cache());
+    EXPECT_FALSE((*h)->direct_io());
+  }
+  auto nested = fs->lookup_path("sub/stories260K.rtn-int8.safetensors");
+  ASSERT_TRUE(nested.ok());
+  EXPECT_EQ(static_cast<uint64_t>(nested->attr.st_size),
+            sfs::file_size(fstest::original_of("stories260K.rtn-int8")));
+  Stats& s = fs->stats();
+  EXPECT_EQ(counter(s.chunks_decoded), 0u);
+  EXPECT_EQ(counter(s.bytes_decoded), 0u);
+  EXPECT_EQ(counter(s.cache_misses), 0u);
+  EXPECT_EQ(counter(s.readahead_chunks), 0u);
+  EXPECT_EQ(fs->cache().bytes(), 0u);
+}
+
+TEST(fs_core, FullReadsMatchOriginal) {
+  TestStore store(/*with_large=*/true);
+  auto fs = store.open();
+  ASSERT_TRUE(fs);
+  for (const auto& m : store.models()) {
+    const auto original = wctest::read_file(fstest::original_of(m.stem));
+    auto h = open_path(*fs, m.stem + ".safetensors");
+    ASSERT_TRUE(h);
+    // 128 KiB requests, the kernel's default read size.
+    const auto got = read_all(*fs, *h, 128 * 1024);
+    EXPECT_EQ(got.size(), original.size()) << m.stem;
+    EXPECT_EQ(wctest::sha256_hex(got), wctest::sha256_hex(original)) << m.stem;
+    // Past the end: nothing; straddling the end: the tail only.
+    EXPECT_TRUE(read_range(*fs, *h, original.size(), 4096).empty());
+    EXPECT_TRUE(read_range(*fs, *h, original.size() + 12345, 4096).empty());
+    const auto tail = read_range(*fs, *h, original.size() - 100, 4096);
+    EXPECT_EQ(tail, std::vector<uint8_t>(original.end() - 100, original.end()));
+  }
+  // One read of a whole small file at once (many chunks in one batch).
+  const auto original = wctest::read_file(fstest::original_of("stories260K.f32"));
+  auto h = open_path(*fs, "stories260K.f32.safetensors");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(read_range(*fs, *h, 0, original.size()), original);
+  EXPECT_EQ(counter(fs->stats().read_errors), 0u);
+}
+
+TEST(fs_core, ConcurrentRandomReadsAreCorrect) {
+  TestStore store(/*with_large=*/true);
+  auto fs = store.open(FsOptions{.cache_bytes = 8u << 20, .decode_threads = 4, .readahead_max = 64u << 20, .decoder = nullptr});
+  ASSERT_TRUE(fs);
+  struct File {
+    std::string name;
+    std::vector<uint8_t> original;
+    std::vector<uint64_t> edges;
+    std::shared_ptr<FileHandle> shared;
+  };
+  std::vector<File> files;
+  for (const auto& m : store.models()) {
+    File f;
+    f.name = m.stem + ".safetensors";
+    f.original = wctest::read_file(fstest::original_of(m.stem));
+    f.edges = boundaries(fstest::encoded(m));
+    f.shared = open_path(*fs, f.name);
+    ASSERT_TRUE(f.shared);
+    files.push_back(std::move(f));
+  }
+  constexpr int kThreads = 8;
+  const int kReads = fstest::kSanitized ? 120 : 400;
+  std::atomic<int> bad{0}, done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(1234 + t);
+      // Half the threads share one handle per file (shared readahead state),
+      // the others open their own.
+      std::vector<std::shared_ptr<FileHandle>> handles;
+      for (auto& f : files) handles.push_back(t % 2 ? f.shared : open_path(*fs, f.name));
+      static const uint64_t kLens[] = {1, 7, 4096, 65536 + 13, 128 * 1024, 1 << 20};
+      for (int i = 0; i < kReads; ++i) {
+        const size_t fi = rng() % files.size();
+        const File& f = files[fi];
+        const uint64_t size = f.original.size();
+        uint64_t off;
+        if (rng() % 2) {
+          // Around a chunk or tensor boundary, so the range straddles it.
+          const uint64_t edge = f.edges[rng() % f.edges.size()];
+          const int64_t delta = static_cast<int64_t>(rng() % 601) - 300;
+          off = static_cast<uint64_t>(std::clamp<int64_t>(static_cast<int64_t>(edge) + delta, 0,
+                                                          static_cast<int64_t>(size) - 1));
+        } else {
+          off = rng() % size;
+        }
+        const uint64_t len = rng() % 3 ? kLens[rng() % 6] : 1 + rng() % (2u << 20);
+        auto r = fs->read(*handles[fi], off, len);
+        if (!r.ok()) {
+          ++bad;
+          ADD_FAILURE() << f.name << " [" << off << ", +" << len << "): " << r.status().ToString();
+          continue;
+        }
+        const uint64_t want = std::min(len, size - off);
+        const auto got = r->gather();
+        if (got.size() != want || !std::equal(got.begin(), got.end(), f.original.begin() + off)) {
+          if (++bad < 5) ADD_FAILURE() << f.name << " [" << off << ", +" << len << ") differs";
+        }
+        ++done;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(done.load(), kThreads * kReads);
+  EXPECT_EQ(counter(fs->stats().read_errors), 0u);
+}
+
+TEST(fs_core, ConcurrentMissesOnOneChunkDecodeOnce) {
+  TestStore store;
+  auto slow = std::make_shared<SlowDecoder>();
+  auto fs = store.open(FsOptions{.cache_bytes = 0, .decode_threads = 0, .readahead_max = 0, .decoder = slow});
+  ASSERT_TRUE(fs);
+  const auto original = wctest::read_file(fstest::original_of("stories260K.f32"));
+  const auto edges = boundaries(fstest::encoded({"stories260K.f32", 32 * 1024}));
+  const uint64_t off = edges[edges.size() / 2] + 10;  // inside one chunk
+  constexpr int kThreads = 8;
+  std::latch start(kThreads);
+  std::vector<std::vector<uint8_t>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto h = open_path(*fs, "stories260K.f32.safetensors");
+      start.arrive_and_wait();
+      got[t] = read_range(*fs, *h, off, 1000);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t)
+    EXPECT_TRUE(std::equal(got[t].begin(), got[t].end(), original.begin() + off) && got[t].size() == 1000) << t;
+  EXPECT_EQ(slow->requests(), 1u);
+  EXPECT_EQ(counter(fs->stats().cache_misses), 1u);
+  EXPECT_EQ(counter(fs->stats().cache_hits), kThreads - 1u);
+}
+
+TEST(fs_core, CacheStaysWithinBudget) {
+  TestStore store(/*with_large=*/true);
+  const auto& m = store.models().back();  // the largest available
+  const uint64_t chunk = m.chunk_bytes ? m.chunk_bytes : wcodec::EncodeConfig{}.chunk_bytes;
+  const uint64_t budget = 2 * chunk + chunk / 2;
+  auto fs = store.open(FsOptions{.cache_bytes = budget, .decode_threads = 0, .readahead_max = 64u << 20, .decoder = nullptr});
+  ASSERT_TRUE(fs);
+  auto h = open_path(*fs, m.stem + ".safetensors");
+  ASSERT_TRUE(h);
+  const auto original = wctest::read_file(fstest::original_of(m.stem));
+  std::vector<uint8_t> got;
+  uint64_t most = 0;
+  while (got.size() < original.size()) {
+    auto r = fs->read(*h, got.size(), 128 * 1024);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_GT(r->size(), 0u);
+    for (const ReadSlice& s : r->slices()) got.insert(got.end(), s.data, s.data + s.size);
+    r = Status::Internal("released");  // drop the pins before measuring
+    most = std::max(most, fs->cache().bytes());
+    ASSERT_LE(fs->cache().bytes(), budget + chunk) << "at offset " << got.size();
+  }
+  EXPECT_EQ(wctest::sha256_hex(got), wctest::sha256_hex(original));
+  EXPECT_GT(counter(fs->stats().cache_evictions), 0u);
+  EXPECT_LE(most, budget + chunk);
+}
+
+TEST(fs_core, ReadaheadFollowsSequentialReadsOnly) {
+  TestStore store(/*with_large=*/true);
+  const auto& m = store.models().back();
+  const uint64_t unit = m.chunk_bytes ? m.chunk_bytes : wcodec::EncodeConfig{}.chunk_bytes;
+  // A window of two chunks at most, so a jump of a fraction of the file is
+  // recognisably not sequential even for the small files of ASan builds.
+  auto fs = store.open(FsOptions{.cache_bytes = 0, .decode_threads = 0, .readahead_max = 2 * unit, .decoder = nullptr});
+  ASSERT_TRUE(fs);
+  const auto original = wctest::read_file(fstest::original_of(m.stem));
+  const uint64_t size = original.size();
+  ASSERT_GT(size, 8 * unit);
+
+  // Sequential: 64 KiB reads over the first half.
+  auto seq = open_path(*fs, m.stem + ".safetensors");
+  ASSERT_TRUE(seq);
+  for (uint64_t off = 0; off < size / 2; off += 64 * 1024) {
+    auto r = fs->read(*seq, off, 64 * 1024);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  EXPECT_GT(counter(fs->stats().readahead_chunks), 0u);
+  EXPECT_GT(counter(fs->stats().readahead_hits), 0u);
+  EXPECT_GT(seq->readahead().window(), 0u);
+  // A jump elsewhere stops it.
+  ASSERT_TRUE(fs->read(*seq, size - size / 10, 4096).ok());
+  EXPECT_EQ(seq->readahead().window(), 0u);
+
+  // Random: a fresh handle reading far-apart small ranges submits nothing.
+  const uint64_t before = counter(fs->stats().readahead_chunks);
+  auto rnd = open_path(*fs, m.stem + ".safetensors");
+  ASSERT_TRUE(rnd);
+  for (double frac : {0.9, 0.1, 0.6, 0.05, 0.95, 0.3}) {
+    const uint64_t off = static_cast<uint64_t>(frac * static_cast<double>(size));
+    auto r = fs->read(*rnd, off, 4096);
+    ASSERT_TRUE(r.ok());
+    const auto got = r->gather();
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), original.begin() + off));
+  }
+  EXPECT_EQ(counter(fs->stats().readahead_chunks), before);
+  EXPECT_EQ(rnd->readahead().window(), 0u);
+}
+
+TEST(fs_core, CorruptedChunkIsAnErrorAndTheRestReads) {
+  wctest::ScratchDir scratch;
+  const fstest::ModelFile m{"stories260K.f32", 32 * 1024};
+  size_t nchunks = 0;
+  {
+    auto rd = wcodec::Reader::open(fstest::encoded(m).string());
+    ASSERT_TRUE(rd.ok());
+    nchunks = (*rd)->num_chunks();
+  }
+  ASSERT_GT(nchunks, 4u);
+  const auto [bad_begin, bad_end] = fstest::corrupt_copy(fstest::encoded(m), scratch / "bad.wcodec", nchunks / 2);
+  ASSERT_LT(bad_begin, bad_end);
+  LogCapture logs;
+  auto r = Filesystem::create(scratch.path().string());
+  ASSERT_TRUE(r.ok());
+  auto fs = std::move(r).value();
+  const auto original = wctest::read_file(fstest::original_of(m.stem));
+
+  // Stat and open still work: nothing is decoded.
+  auto e = fs->lookup_path("bad.safetensors");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(static_cast<uint64_t>(e->attr.st_size), original.size());
+  auto h = fs->open(e->id, O_RDONLY);
+  ASSERT_TRUE(h.ok());
+
+  Status st;
+  EXPECT_TRUE(read_range(*fs, **h, bad_begin, bad_end - bad_begin, &st).empty());
+  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
+  // A range straddling into the bad chunk fails too; again on a retry.
+  read_range(*fs, **h, bad_begin - 100, 200, &st);
+  EXPECT_EQ(st.code(), Code::kCorruption);
+  read_range(*fs, **h, bad_end - 1, 1, &st);
+  EXPECT_EQ(st.code(), Code::kCorruption);
+  // Everything else reads correctly.
+  EXPECT_EQ(read_range(*fs, **h, 0, bad_begin), std::vector<uint8_t>(original.begin(), original.begin() + bad_begin));
+  EXPECT_EQ(read_range(*fs, **h, bad_end, original.size()),
+            std::vector<uint8_t>(original.begin() + bad_end, original.end()));
+  EXPECT_GE(counter(fs->stats().read_errors), 3u);
+  EXPECT_GE(counter(fs->stats().decode_errors), 1u);
+
+  // Logged, naming store file, tensor and chunk (not the /proc path).
+  size_t named = 0;
+  for (const auto& l : logs.lines()) {
+    EXPECT_EQ(l.find("/proc/self/fd"), std::string::npos) << l;
+    if (l.find("bad.wcodec") != std::string::npos && l.find("tensor") != std::string::npos &&
+        l.find("chunk") != std::string::npos)
+      ++named;
+  }
+  EXPECT_GE(named, 1u) << "no log line names file, tensor and chunk";
+}
+
+TEST(fs_core, PlainFileWinsOverContainer) {
+  wctest::ScratchDir scratch;
+  fstest::place(fstest::encoded({"stories260K.rtn-int8", 0}), scratch / "x.wcodec");
+  sfs::copy_file(fstest::original_of("stories260K.f32"), scratch / "x.safetensors");
+  LogCapture logs;
+  auto fs = std::move(Filesystem::create(scratch.path().string())).value();
+  for (int i = 0; i < 2; ++i) {
+    auto r = fs->readdir(Filesystem::kRootId);
+    ASSERT_TRUE(r.ok());
+    size_t n = 0;
+    for (const auto& d : *r) {
+      EXPECT_NE(d.name, "x.wcodec");
+      n += d.name == "x.safetensors";
+    }
+    EXPECT_EQ(n, 1u);
+    auto e = fs->lookup(Filesystem::kRootId, "x.safetensors");
+    ASSERT_TRUE(e.ok());
+    EXPECT_EQ(static_cast<uint64_t>(e->attr.st_size), sfs::file_size(fstest::original_of("stories260K.f32")));
+    EXPECT_EQ(e->cache, Cacheability::kMutable) << "the plain file is passed through";
+  }
+  auto h = open_path(*fs, "x.safetensors");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(read_all(*fs, *h, 1 << 20), wctest::read_file(fstest::original_of("stories260K.f32")));
+  EXPECT_EQ(fs->lookup(Filesystem::kRootId, "x.wcodec").status().code(), Code::kNotFound);
+  EXPECT_EQ(logs.count_containing("x.safetensors"), 1u) << "warned once";
+}
+
+TEST(fs_core, WritesAreRefused) {
+  TestStore store;
+  auto fs = store.open();
+  ASSERT_TRUE(fs);
+  for (const char* path : {"stories260K.f32.safetensors", "notes.txt"}) {
+    auto e = fs->lookup_path(path);
+    ASSERT_TRUE(e.ok());
+    for (int flags : {O_WRONLY, O_RDWR, O_RDONLY | O_TRUNC, O_WRONLY | O_APPEND}) {
+      EXPECT_EQ(fs->open(e->id, flags).status().code(), Code::kReadOnly) << path << " flags " << flags;
+    }
+  }
+  EXPECT_EQ(fs->modify("mkdir").code(), Code::kReadOnly);
+  EXPECT_EQ(wctest::read_file(store.root() / "notes.txt").size(), 24u) << "store untouched";
+}
+
+TEST(fs_core, SymlinksArePresentedNotFollowed) {
+  TestStore store;
+  auto fs = store.open();
+  ASSERT_TRUE(fs);
+  auto e = fs->lookup(Filesystem::kRootId, "escape");
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(S_ISLNK(e->attr.st_mode));
+  auto text = fs->readlink(e->id);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "/etc");
+  EXPECT_EQ(fs->open(e->id, O_RDONLY).status().code(), Code::kLoop);
+  EXPECT_EQ(fs->lookup(e->id, "passwd").status().code(), Code::kNotDirectory);
+  EXPECT_FALSE(fs->lookup_path("escape/hostname").ok());
+  EXPECT_FALSE(fs->readdir(e->id).ok());
+
+  auto up = fs->lookup(Filesystem::kRootId, "up");
+  ASSERT_TRUE(up.ok());
+  EXPECT_EQ(*fs->readlink(up->id), "../..");
+  EXPECT_FALSE(fs->lookup_path("up/etc").ok());
+  EXPECT_FALSE(fs->lookup_path("linkdir/readme.md").ok()) << "a link to a directory is not traversed";
+  EXPECT_TRUE(fs->lookup_path("sub/readme.md").ok());
+  // readlink of something else is refused.
+  EXPECT_FALSE(fs->readlink(fs->lookup_path("notes.txt")->id).ok());
+}
+
+TEST(fs_core, HostileNamesAndStoredFiles) {
+  wctest::ScratchDir scratch;
+  const sfs::path good = fstest::encoded({"stories260K.rtn-int8", 0});
+  std::vector<uint8_t> junk(10000);
+  std::mt19937 rng(7);
+  for (auto& b : junk) b = static_cast<uint8_t>(rng());
+  wctest::write_file(scratch / "junk.wcodec", junk);
+  auto bytes = wctest::read_file(good);
+  wctest::write_file(scratch / "trunc.wcodec", std::vector<uint8_t>(bytes.begin(), bytes.begin() + bytes.size() / 2));
+  wctest::write_file(scratch / "empty.wcodec", {});
+  sfs::create_directory(scratch / "dir.wcodec");
+  fstest::write_text(scratch / ".wcodec", "only an extension\n");
+  fstest::write_text(scratch / "a.gguf.wcodec", "for a future adapter\n");
+  sfs::create_symlink("trunc.wcodec", scratch / "link.wcodec");
+  // A valid container under a name with a newline, a tab and invalid UTF-8.
+  const std::string odd = std::string("we\nird\t\xff\xfe name");
+  fstest::place(good, scratch / (odd + ".wcodec"));
+
+  auto fs = std::move(Filesystem::create(scratch.path().string())).value();
+  auto r = fs->readdir(Filesystem::kRootId);
+  ASSERT_TRUE(r.ok());
+  std::set<std::string> names;
+  for (const auto& d : *r) names.insert(d.name);
+  for (const char* n : {"junk.safetensors", "trunc.safetensors", "empty.safetensors", "dir.wcodec", ".wcodec",
+                        "a.gguf.wcodec", "link.wcodec"})
+    EXPECT_EQ(names.count(n), 1u) << n;
+  for (const char* n : {"junk.safetensors", "trunc.safetensors", "empty.safetensors"}) {
+    auto e = fs->lookup(Filesystem::kRootId, n);
+    EXPECT_FALSE(e.ok()) << n;
+    EXPECT_EQ(e.status().code(), Code::kCorruption) << n << ": " << e.status().ToString();
+  }
+  EXPECT_EQ(names.count(odd + ".safetensors"), 1u);
+  {
+    auto h = open_path(*fs, odd + ".safetensors");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(read_all(*fs, *h, 1 << 20), wctest::read_file(fstest::original_of("stories260K.rtn-int8")));
+  }
+  EXPECT_TRUE(fs->lookup(Filesystem::kRootId, "dir.wcodec").ok());
+  EXPECT_TRUE(fs->lookup(Filesystem::kRootId, ".wcodec").ok());
+  EXPECT_TRUE(fs->lookup(Filesystem::kRootId, "a.gguf.wcodec").ok());
+  EXPECT_TRUE(S_ISLNK(fs->lookup(Filesystem::kRootId, "link.wcodec")->attr.st_mode));
+  EXPECT_EQ(fs->lookup(Filesystem::kRootId, "link.safetensors").status().code(), Code::kNotFound)
+      << "a symlinked container is not followed";
+
+  EXPECT_EQ(fs->lookup(Filesystem::kRootId, "").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(fs->lookup(Filesystem::kRootId, ".").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(fs->lookup(Filesystem::kRootId, "..").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(fs->lookup(Filesystem::kRootId, "a/b").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(fs->lookup(Filesystem::kRootId, std::string(300, 'x')).status().code(), Code::kNameTooLong);
+  EXPECT_EQ(fs->getattr(987654321).status().code(), Code::kStale);
+  EXPECT_EQ(fs->lookup(987654321, "x").status().code(), Code::kStale);
+}
+
+TEST(fs_core, StatsFileIsJson) {
+  TestStore store;
+  auto fs = store.open();
+  ASSERT_TRUE(fs);
+  auto h0 = open_path(*fs, "stories260K.f32.safetensors");
+  ASSERT_TRUE(h0);
+  ASSERT_TRUE(fs->read(*h0, 0, 100000).ok());
+
+  auto e = fs->lookup_path(".wcodecfs/stats");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->cache, Cacheability::kVolatile);
+  EXPECT_EQ(e->attr.st_mode & 0777, 0444u);
+  auto h = fs->open(e->id, O_RDONLY);
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE((*h)->direct_io());
+  const auto bytes = read_all(*fs, **h, 4096);
+  const auto j = nlohmann::json::parse(std::string(bytes.begin(), bytes.end()));
+  EXPECT_GT(j["cache"]["bytes"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["decode"]["chunks"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["decode"]["bytes"].get<uint64_t>(), 0u);
+  EXPECT_GE(j["decode"]["seconds"].get<double>(), 0.0);
+  EXPECT_GT(j["cache"]["misses"].get<uint64_t>(), 0u);
+  EXPECT_TRUE(j["cache"].contains("hits"));
+  EXPECT_TRUE(j["readahead"].contains("hits"));
+  EXPECT_EQ(j["errors"].get<uint64_t>(), 0u);
+  // Stats cannot be written; the control directory lists it.
+  EXPECT_EQ(fs->open(e->id, O_WRONLY).status().code(), Code::kReadOnly);
+  auto cd = fs->lookup(Filesystem::kRootId, ".wcodecfs");
+  ASSERT_TRUE(cd.ok());
+  auto list = fs->readdir(cd->id);
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->size(), 3u);
+}
+
+TEST(fs_core, ForgetReleasesNodes) {
+  TestStore store;
+  auto fs = store.open();
+  ASSERT_TRUE(fs);
+  const size_t base = fs->node_count();
+  auto a = fs->lookup(Filesystem::kRootId, "stories260K.f32.safetensors");
+  auto b = fs->lookup(Filesystem::kRootId, "stories260K.f32.safetensors");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->id, b->id) << "one node per name while referenced";
+  EXPECT_EQ(fs->node_count(), base + 1);
+  fs->forget(a->id, 1);
+  EXPECT_EQ(fs->node_count(), base + 1);
+  fs->forget(a->id, 1);
+  EXPECT_EQ(fs->node_count(), base);
+  auto c = fs->lookup(Filesystem::kRootId, "stories260K.f32.safetensors");
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(c->id, a->id) << "ids are never reused";
+  fs->forget(Filesystem::kRootId, 100);  // the root is never forgotten
+  EXPECT_TRUE(fs->getattr(Filesystem::kRootId).ok());
+}
+
+TEST(fs_core, ForgottenFileKeepsItsDecodedChunks) {
+  TestStore store;
+  auto fs = store.open();
+  ASSERT_TRUE(fs);
+  const auto original = wctest::read_file(fstest::original_of("stories260K.f32"));
+  auto e = fs->lookup(Filesystem::kRootId, "stories260K.f32.safetensors");
+  ASSERT_TRUE(e.ok());
+  {
+    auto h = fs->open(e->id, O_RDONLY);
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(read_all(*fs, **h, 1 << 20), original);
+  }
+  const uint64_t decoded = counter(fs->stats().chunks_decoded);
+  EXPECT_GT(decoded, 0u);
+  // The kernel forgets the inode (memory pressure, drop_caches) and looks
+  // the name up again: a new node, but the same cache key.
+  fs->forget(e->id, 1);
+  auto e2 = fs->lookup(Filesystem::kRootId, "stories260K.f32.safetensors");
+  ASSERT_TRUE(e2.ok());
+  EXPECT_NE(e2->id, e->id);
+  auto h2 = fs->open(e2->id, O_RDONLY);
+  ASSERT_TRUE(h2.ok());
+  EXPECT_EQ(read_all(*fs, **h2, 1 << 20), original);
+  EXPECT_EQ(counter(fs->stats().chunks_decoded), decoded) << "chunks were decoded again";
+}
+
+TEST(fs_core, PassthroughAndNestedFiles) {
+  TestStore store;
+  auto fs = store.open();
+  ASSERT_TRUE(fs);
+  auto h = open_path(*fs, "notes.txt");
+  ASSERT_TRUE(h);
+  EXPECT_FALSE(h->keep_cache());
+  const auto notes = read_all(*fs, *h, 4096);
+  EXPECT_EQ(std::string(notes.begin(), notes.end()), "plain file in the store\n");
+  auto h2 = open_path(*fs, "sub/readme.md");
+  ASSERT_TRUE(h2);
+  EXPECT_EQ(read_all(*fs, *h2, 3).size(), 9u);
+  auto h3 = open_path(*fs, "sub/stories260K.rtn-int8.safetensors");
+  ASSERT_TRUE(h3);
+  EXPECT_EQ(read_all(*fs, *h3, 100000), wctest::read_file(fstest::original_of("stories260K.rtn-int8")));
+  auto st = fs->statfs();
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(st->f_flag & ST_RDONLY);
+}
