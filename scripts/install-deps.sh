@@ -12,6 +12,17 @@ PACKAGES=(
   zstd lz4 python3 python3-pip python3-venv
 )
 
+# The mount tests load models with the Python safetensors package (numpy
+# framework), as users do; they skip visibly when it cannot be installed.
+install_python_packages() {
+  if python3 -c 'import safetensors, numpy' >/dev/null 2>&1; then
+    return 0
+  fi
+  python3 -m pip install --quiet safetensors numpy >/dev/null 2>&1 ||
+    python3 -m pip install --quiet --break-system-packages safetensors numpy >/dev/null 2>&1 ||
+    echo "install-deps: could not install the Python safetensors/numpy packages (mount tests will skip that part)"
+}
+
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
@@ -22,6 +33,7 @@ done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "install-deps: all ${#PACKAGES[@]} packages already installed"
+  install_python_packages
   exit 0
 fi
 
@@ -40,4 +52,5 @@ export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
   apt-get install -y --no-install-recommends "${PACKAGES[@]}"
+install_python_packages
 echo "install-deps: done"
