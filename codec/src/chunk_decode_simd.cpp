@@ -48,6 +48,28 @@ struct WordCursor {
   alignas(64) uint16_t pad[16];
 };
 
+// Renormalization of the active lanes whose state fell below 2^16: they take
+// the next words of the stream in lane order (vpexpandd), exactly the scalar
+// order. False when the stream has too few words.
+WC_AVX512 inline bool renorm16(__m512i& nx, __mmask16 act, WordCursor& wc) {
+  const __mmask16 need = _mm512_mask_cmplt_epu32_mask(act, nx, _mm512_set1_epi32(static_cast<int32_t>(kRansL)));
+  const uint32_t cnt = static_cast<uint32_t>(__builtin_popcount(need));
+  if (!cnt) return true;
+  if (wc.pos + cnt > wc.n) return false;
+  __m256i w16;
+  if (wc.pos + 16 <= wc.n) {
+    w16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wc.words + 2 * wc.pos));
+  } else {
+    std::memset(wc.pad, 0, sizeof wc.pad);
+    std::memcpy(wc.pad, wc.words + 2 * wc.pos, 2 * (wc.n - wc.pos));
+    w16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wc.pad));
+  }
+  const __m512i wv = _mm512_maskz_expand_epi32(need, _mm512_cvtepu16_epi32(w16));
+  nx = _mm512_mask_or_epi32(nx, need, _mm512_slli_epi32(nx, 16), wv);
+  wc.pos += cnt;
+  return true;
+}
+
 WC_AVX512 inline bool rans_step16(__m512i& X, __mmask16 act, __m512i ctx, const uint32_t* slots, WordCursor& wc,
                                   __m512i* sym_out) {
   const __m512i vMask = _mm512_set1_epi32(4095);
@@ -57,22 +79,7 @@ WC_AVX512 inline bool rans_step16(__m512i& X, __mmask16 act, __m512i ctx, const 
   const __m512i freq = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(e, 8), vMask), _mm512_set1_epi32(1));
   __m512i nx = _mm512_add_epi32(_mm512_mullo_epi32(freq, _mm512_srli_epi32(X, 12)), _mm512_srli_epi32(e, 20));
   nx = _mm512_mask_mov_epi32(X, act, nx);
-  const __mmask16 need = _mm512_mask_cmplt_epu32_mask(act, nx, _mm512_set1_epi32(static_cast<int32_t>(kRansL)));
-  const uint32_t cnt = static_cast<uint32_t>(__builtin_popcount(need));
-  if (cnt) {
-    if (wc.pos + cnt > wc.n) return false;
-    __m256i w16;
-    if (wc.pos + 16 <= wc.n) {
-      w16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wc.words + 2 * wc.pos));
-    } else {
-      std::memset(wc.pad, 0, sizeof wc.pad);
-      std::memcpy(wc.pad, wc.words + 2 * wc.pos, 2 * (wc.n - wc.pos));
-      w16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wc.pad));
-    }
-    const __m512i wv = _mm512_maskz_expand_epi32(need, _mm512_cvtepu16_epi32(w16));
-    nx = _mm512_mask_or_epi32(nx, need, _mm512_slli_epi32(nx, 16), wv);
-    wc.pos += cnt;
-  }
+  if (!renorm16(nx, act, wc)) return false;
   X = nx;
   *sym_out = _mm512_and_si512(e, _mm512_set1_epi32(0xFF));
   return true;
@@ -90,22 +97,7 @@ WC_AVX512 inline bool rans_step16_small(__m512i& X, __mmask16 act, __m512i ctx, 
       _mm512_mullo_epi32(_mm512_and_si512(fs, _mm512_set1_epi32(0xFFFF)), _mm512_srli_epi32(X, 12)),
       _mm512_sub_epi32(slot, _mm512_srli_epi32(fs, 16)));
   nx = _mm512_mask_mov_epi32(X, act, nx);
-  const __mmask16 need = _mm512_mask_cmplt_epu32_mask(act, nx, _mm512_set1_epi32(static_cast<int32_t>(kRansL)));
-  const uint32_t cnt = static_cast<uint32_t>(__builtin_popcount(need));
-  if (cnt) {
-    if (wc.pos + cnt > wc.n) return false;
-    __m256i w16;
-    if (wc.pos + 16 <= wc.n) {
-      w16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wc.words + 2 * wc.pos));
-    } else {
-      std::memset(wc.pad, 0, sizeof wc.pad);
-      std::memcpy(wc.pad, wc.words + 2 * wc.pos, 2 * (wc.n - wc.pos));
-      w16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wc.pad));
-    }
-    const __m512i wv = _mm512_maskz_expand_epi32(need, _mm512_cvtepu16_epi32(w16));
-    nx = _mm512_mask_or_epi32(nx, need, _mm512_slli_epi32(nx, 16), wv);
-    wc.pos += cnt;
-  }
+  if (!renorm16(nx, act, wc)) return false;
   X = nx;
   *sym_out = sym;
   return true;
