@@ -12,14 +12,14 @@ set(CPACK_PACKAGE_CONTACT "wcodecfs authors")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
     "Compressed storage for neural-network checkpoints, served as ordinary files")
 set(CPACK_PACKAGE_DESCRIPTION
-    "wcodecfs stores model checkpoints (safetensors, GGUF) compressed with a lossless weight codec and serves the original files. This package contains the wcodec command-line tool (encode, decode, verify, inspect, bench).")
+    "wcodecfs stores model checkpoints (safetensors, GGUF) compressed with a lossless weight codec and serves the original files. This package contains the wcodec command-line tool (encode, decode, verify, inspect, bench), the wcodecfs FUSE daemon with its mount.wcodecfs helper for /etc/fstab, and a systemd unit example.")
 set(CPACK_RESOURCE_FILE_LICENSE "${PROJECT_SOURCE_DIR}/LICENSE")
 set(CPACK_PACKAGING_INSTALL_PREFIX "/usr")
 
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "wcodecfs authors")
 set(CPACK_DEBIAN_PACKAGE_SECTION "utils")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libzstd1, liblz4-1, libxxhash0, libssl3, libfuse3-3, fuse3")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libzstd1, liblz4-1, libxxhash0, libssl3, zlib1g, libfuse3-3, fuse3")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 
