@@ -61,13 +61,10 @@ static TensorGeometry make_geometry(uint64_t nbytes, uint64_t rows, uint32_t ele
 }
 
 // ------------------------------------------------------------------ model
-void TensorModel::finalize() {
-  v0.clear();
-  v1.clear();
-  for (auto& t : t0) v0.push_back(t.view());
-  for (auto& t : t1) v1.push_back(t.view());
-  // Packed slot entries for vector decoders:
-  // symbol | (freq - 1) << 8 | (slot - start) << 20.
+// Packed slot entries for vector decoders:
+// symbol | (freq - 1) << 8 | (slot - start) << 20; small int alphabets use
+// the two-level layout instead.
+static void build_vector_tables(const TensorModel& m, TensorModel::VectorTables* vt) {
   auto pack = [](const std::vector<FreqTable>& ts, std::vector<uint32_t>* out) {
     out->assign(ts.size() * 4096, 0);
     for (size_t i = 0; i < ts.size(); ++i) {
@@ -79,20 +76,25 @@ void TensorModel::finalize() {
       }
     }
   };
-  const bool small = kind == ModelKind::kInt && ip.nsym <= 32;
-  if (small) slot_all.clear();
-  else pack(t0, &slot_all);
-  pack(t1, &slot1_all);
-  sym_small.clear();
-  fs_small.clear();
+  const bool small = m.kind == ModelKind::kInt && m.ip.nsym <= 32;
+  if (!small) pack(m.t0, &vt->slot_all);
+  pack(m.t1, &vt->slot1_all);
   if (small) {
-    sym_small.resize(t0.size() * 4096 + 4, 0);
-    fs_small.assign(t0.size() * 32, 0);
-    for (size_t i = 0; i < t0.size(); ++i) {
-      std::memcpy(sym_small.data() + i * 4096, t0[i].lut.data(), 4096);
-      for (uint32_t k = 0; k < 32 && k < t0[i].fs.size(); ++k) fs_small[i * 32 + k] = t0[i].fs[k];
+    vt->sym_small.resize(m.t0.size() * 4096 + 4, 0);
+    vt->fs_small.assign(m.t0.size() * 32, 0);
+    for (size_t i = 0; i < m.t0.size(); ++i) {
+      std::memcpy(vt->sym_small.data() + i * 4096, m.t0[i].lut.data(), 4096);
+      for (uint32_t k = 0; k < 32 && k < m.t0[i].fs.size(); ++k) vt->fs_small[i * 32 + k] = m.t0[i].fs[k];
     }
   }
+}
+
+void TensorModel::finalize() {
+  v0.clear();
+  v1.clear();
+  for (auto& t : t0) v0.push_back(t.view());
+  for (auto& t : t1) v1.push_back(t.view());
+  vt = std::make_shared<VectorTables>();
   if (kind == ModelKind::kInt) {
     build_int_luts(ip, &luts);
     rc_pad = rc;
@@ -117,10 +119,13 @@ ModelView TensorModel::view(const uint8_t* zp, uint32_t zcols) const {
   m.zp = zp;
   m.zcols = zcols;
   m.luts = &luts;
-  m.slot_all = slot_all.empty() ? nullptr : slot_all.data();
-  m.slot1_all = slot1_all.empty() ? nullptr : slot1_all.data();
-  m.sym_small = sym_small.empty() ? nullptr : sym_small.data();
-  m.fs_small = fs_small.empty() ? nullptr : fs_small.data();
+  if (vt) {
+    std::call_once(vt->once, [&] { build_vector_tables(*this, vt.get()); });
+    m.slot_all = vt->slot_all.empty() ? nullptr : vt->slot_all.data();
+    m.slot1_all = vt->slot1_all.empty() ? nullptr : vt->slot1_all.data();
+    m.sym_small = vt->sym_small.empty() ? nullptr : vt->sym_small.data();
+    m.fs_small = vt->fs_small.empty() ? nullptr : vt->fs_small.data();
+  }
   m.rc_pad = rc_pad.empty() ? nullptr : rc_pad.data();
   m.cc_pad = cc_pad.empty() ? nullptr : cc_pad.data();
   return m;

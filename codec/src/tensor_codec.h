@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -43,14 +44,21 @@ struct TensorModel {
   // Views for the decoder (rebuilt by finalize()).
   std::vector<DecTable> v0, v1;
   IntLuts luts{};
-  // Flattened copies for the vector decoder (see ModelView).
+  // Padded copies of the side information for the vector decoder.
   std::vector<uint8_t> rc_pad, cc_pad;
-  std::vector<uint32_t> slot_all, slot1_all;
-  // Small alphabets (<= 32 symbols): slot -> symbol bytes and 32 packed
-  // freq | start << 16 entries per context (4.1 KiB per context instead of
-  // 16 KiB, so many contexts stay in cache).
-  std::vector<uint8_t> sym_small;
-  std::vector<uint32_t> fs_small;
+  // Flattened tables for the vector decoder (see ModelView), built on the
+  // first view() so that opening a file does not pay for them. Shared by
+  // copies of the model (the tables are immutable once built).
+  struct VectorTables {
+    std::once_flag once;
+    std::vector<uint32_t> slot_all, slot1_all;
+    // Small alphabets (<= 32 symbols): slot -> symbol bytes and 32 packed
+    // freq | start << 16 entries per context (4.1 KiB per context instead
+    // of 16 KiB, so many contexts stay in cache).
+    std::vector<uint8_t> sym_small;
+    std::vector<uint32_t> fs_small;
+  };
+  std::shared_ptr<VectorTables> vt;
 
   void finalize();
   ModelView view(const uint8_t* zp = nullptr, uint32_t zcols = 0) const;
