@@ -123,37 +123,59 @@ WC_AVX512 inline __m512i back_gather(__mmask16 act, __m512i c, __m512i c0, __m51
   return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), has, _mm512_sub_epi32(pos, vO), res, 4);
 }
 
+// Lane geometry of a chunk as vectors (two halves of 16 lanes) plus the
+// initial rANS states and the word cursor. Returns the number of steps.
+struct LaneVectors {
+  __m512i X[2], R[2], C[2], R0[2], C0[2], CEND[2], N[2];
+};
+
+WC_AVX512 inline uint32_t init_lanes(const ChunkView& cv, const uint8_t* rans, uint32_t rans_len, LaneVectors* v,
+                                     WordCursor* wc) {
+  wc->words = rans + 4 * kLanes;
+  wc->n = (rans_len - 4 * kLanes) / 2;
+  wc->pos = 0;
+  LaneCursor cur[kLanes];
+  const uint32_t steps = init_cursors(cv.h, cv.w, cur);
+  alignas(64) int32_t a_r0[kLanes], a_c0[kLanes], a_cend[kLanes], a_n[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    a_r0[l] = static_cast<int32_t>(cur[l].rect.r0);
+    a_c0[l] = static_cast<int32_t>(cur[l].rect.c0);
+    a_cend[l] = static_cast<int32_t>(cur[l].rect.c0 + cur[l].rect.w);
+    a_n[l] = static_cast<int32_t>(cur[l].n);
+  }
+  for (int k = 0; k < 2; ++k) {
+    v->X[k] = _mm512_loadu_si512(rans + 64 * k);
+    v->R[k] = v->R0[k] = _mm512_load_si512(a_r0 + 16 * k);
+    v->C[k] = v->C0[k] = _mm512_load_si512(a_c0 + 16 * k);
+    v->CEND[k] = _mm512_load_si512(a_cend + 16 * k);
+    v->N[k] = _mm512_load_si512(a_n + 16 * k);
+  }
+  return steps;
+}
+
 WC_AVX512 int decode_avx512(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                             int32_t* res) {
   const IntParams& p = m.ip;
   if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
   const uint32_t w = cv.w;
   WordCursor wc;
-  wc.words = rans + 4 * kLanes;
-  wc.n = (rans_len - 4 * kLanes) / 2;
-  wc.pos = 0;
-
-  LaneCursor cur[kLanes];
-  const uint32_t steps = init_cursors(cv.h, cv.w, cur);
-  alignas(64) int32_t a_r[kLanes], a_c[kLanes], a_r0[kLanes], a_c0[kLanes], a_cend[kLanes], a_n[kLanes],
-      a_rp[kLanes];
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    a_r[l] = a_r0[l] = static_cast<int32_t>(cur[l].rect.r0);
-    a_c[l] = a_c0[l] = static_cast<int32_t>(cur[l].rect.c0);
-    a_cend[l] = static_cast<int32_t>(cur[l].rect.c0 + cur[l].rect.w);
-    a_n[l] = static_cast<int32_t>(cur[l].n);
-    a_rp[l] = p.use_rc && cur[l].n ? m.rc_pad[cv.row0 + cur[l].rect.r0] : 0;
-  }
-  __m512i X[2], R[2], C[2], R0[2], C0[2], CEND[2], N[2], RP[2], H1[2], H2[2];
+  LaneVectors lv;
+  const uint32_t steps = init_lanes(cv, rans, rans_len, &lv, &wc);
+  __m512i(&X)[2] = lv.X;
+  __m512i(&R)[2] = lv.R;
+  __m512i(&C)[2] = lv.C;
+  const __m512i(&R0)[2] = lv.R0;
+  const __m512i(&C0)[2] = lv.C0;
+  const __m512i(&CEND)[2] = lv.CEND;
+  const __m512i(&N)[2] = lv.N;
+  __m512i RP[2], H1[2], H2[2];
   for (int k = 0; k < 2; ++k) {
-    X[k] = _mm512_loadu_si512(rans + 64 * k);
-    R[k] = _mm512_load_si512(a_r + 16 * k);
-    C[k] = _mm512_load_si512(a_c + 16 * k);
-    R0[k] = _mm512_load_si512(a_r0 + 16 * k);
-    C0[k] = _mm512_load_si512(a_c0 + 16 * k);
-    CEND[k] = _mm512_load_si512(a_cend + 16 * k);
-    N[k] = _mm512_load_si512(a_n + 16 * k);
-    RP[k] = _mm512_load_si512(a_rp + 16 * k);
+    alignas(64) int32_t a_rp[16];
+    alignas(64) int32_t r0s[16], ns[16];
+    _mm512_store_si512(r0s, R0[k]);
+    _mm512_store_si512(ns, N[k]);
+    for (int l = 0; l < 16; ++l) a_rp[l] = p.use_rc && ns[l] ? m.rc_pad[cv.row0 + static_cast<uint32_t>(r0s[l])] : 0;
+    RP[k] = _mm512_load_si512(a_rp);
     H1[k] = H2[k] = _mm512_setzero_si512();
   }
   const __m512i vW = _mm512_set1_epi32(static_cast<int32_t>(w));
@@ -301,29 +323,17 @@ WC_AVX512 int decode_float_avx512(const ModelView& m, const ChunkView& cv, const
   if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
   const uint32_t w = cv.w;
   WordCursor wc;
-  wc.words = rans + 4 * kLanes;
-  wc.n = (rans_len - 4 * kLanes) / 2;
-  wc.pos = 0;
-  LaneCursor cur[kLanes];
-  const uint32_t steps = init_cursors(cv.h, cv.w, cur);
-  alignas(64) int32_t a_r[kLanes], a_c[kLanes], a_r0[kLanes], a_c0[kLanes], a_cend[kLanes], a_n[kLanes];
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    a_r[l] = a_r0[l] = static_cast<int32_t>(cur[l].rect.r0);
-    a_c[l] = a_c0[l] = static_cast<int32_t>(cur[l].rect.c0);
-    a_cend[l] = static_cast<int32_t>(cur[l].rect.c0 + cur[l].rect.w);
-    a_n[l] = static_cast<int32_t>(cur[l].n);
-  }
-  __m512i X[2], R[2], C[2], R0[2], C0[2], CEND[2], N[2], LE[2], LS[2];
-  for (int k = 0; k < 2; ++k) {
-    X[k] = _mm512_loadu_si512(rans + 64 * k);
-    R[k] = _mm512_load_si512(a_r + 16 * k);
-    C[k] = _mm512_load_si512(a_c + 16 * k);
-    R0[k] = _mm512_load_si512(a_r0 + 16 * k);
-    C0[k] = _mm512_load_si512(a_c0 + 16 * k);
-    CEND[k] = _mm512_load_si512(a_cend + 16 * k);
-    N[k] = _mm512_load_si512(a_n + 16 * k);
-    LE[k] = LS[k] = _mm512_setzero_si512();  // left exponent, left sign+1 (0: none)
-  }
+  LaneVectors lv;
+  const uint32_t steps = init_lanes(cv, rans, rans_len, &lv, &wc);
+  __m512i(&X)[2] = lv.X;
+  __m512i(&R)[2] = lv.R;
+  __m512i(&C)[2] = lv.C;
+  const __m512i(&R0)[2] = lv.R0;
+  const __m512i(&C0)[2] = lv.C0;
+  const __m512i(&CEND)[2] = lv.CEND;
+  const __m512i(&N)[2] = lv.N;
+  __m512i LE[2], LS[2];  // left exponent, left sign + 1 (0: none)
+  for (int k = 0; k < 2; ++k) LE[k] = LS[k] = _mm512_setzero_si512();
   const __m512i vW = _mm512_set1_epi32(static_cast<int32_t>(w));
   const __m512i vOne = _mm512_set1_epi32(1);
   const __m512i zero = _mm512_setzero_si512();
