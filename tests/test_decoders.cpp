@@ -66,23 +66,31 @@ void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string&
                  static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
     const ModelView mv = et.model.view();
     const uint64_t n = h * w;
+    std::vector<uint8_t> lm(simd_lane_major_bytes(cv));
     if (et.model.kind == ModelKind::kInt) {
-      std::vector<int32_t> a(n, 0x7fffffff), b(n, 0x7fffffff);
-      ASSERT_TRUE(decode_int_residuals(mv, cv, ps.rans, ps.rans_len, a.data())) << what << " chunk " << i;
-      const int simd = decode_int_residuals_simd(mv, cv, ps.rans, ps.rans_len, b.data());
+      std::vector<int32_t> res(n), tile(kTile * kTile);
+      std::vector<uint8_t> a(c.decoded_size, 0x11), b(c.decoded_size, 0x22);
+      ASSERT_TRUE(decode_int_residuals(mv, cv, ps.rans, ps.rans_len, res.data()) &&
+                  int_finish_chunk(mv, cv, ps.map, a.data(), res.data(), tile.data()))
+          << what << " chunk " << i;
+      const int simd =
+          decode_int_chunk_simd(mv, cv, ps.map, ps.rans, ps.rans_len, b.data(), res.data(), tile.data(), lm.data());
       if (cpu_has_avx512()) {
         EXPECT_GE(simd, 0) << what << " chunk " << i << ": vector decoder declined an int chunk";
       }
       if (simd < 0) continue;  // not handled on this CPU: nothing to compare
       ASSERT_EQ(simd, 1) << what << " chunk " << i;
       ASSERT_EQ(a, b) << what << " chunk " << i << ": vector decoder differs from the reference";
+      ASSERT_EQ(chunk_hash(b.data(), b.size()), c.xxh3) << what << " chunk " << i;
       ++compared;
       // A damaged stream: both decoders must reject it (or, for a flip that
       // happens to keep the stream valid, agree).
       std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
       bad[bad.size() / 2] ^= 0x5a;
-      const bool ok_ref = decode_int_residuals(mv, cv, bad.data(), ps.rans_len, a.data());
-      const int ok_simd = decode_int_residuals_simd(mv, cv, bad.data(), ps.rans_len, b.data());
+      const bool ok_ref = decode_int_residuals(mv, cv, bad.data(), ps.rans_len, res.data()) &&
+                          int_finish_chunk(mv, cv, ps.map, a.data(), res.data(), tile.data());
+      const int ok_simd =
+          decode_int_chunk_simd(mv, cv, ps.map, bad.data(), ps.rans_len, b.data(), res.data(), tile.data(), lm.data());
       EXPECT_EQ(ok_ref ? 1 : 0, ok_simd) << what << " chunk " << i << ": decoders disagree on a damaged stream";
       if (ok_ref && ok_simd == 1) {
         EXPECT_EQ(a, b);
@@ -90,29 +98,30 @@ void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string&
     } else if (et.model.kind == ModelKind::kFloat) {
       std::vector<uint16_t> e(n);
       std::vector<uint8_t> sm(n);
-      std::vector<int32_t> e32(n), sm32(n);
-      ASSERT_TRUE(decode_float_symbols(mv, cv, ps.rans, ps.rans_len, e.data(), sm.data())) << what << " chunk " << i;
-      const int simd = decode_float_symbols_simd(mv, cv, ps.rans, ps.rans_len, e32.data(), sm32.data());
+      std::vector<uint8_t> out_ref(c.decoded_size, 0x11), out_simd(c.decoded_size, 0x22);
+      ASSERT_TRUE(decode_float_chunk(mv, cv, ps.rans, ps.rans_len, ps.raw, ps.raw_len, out_ref.data(), e.data(),
+                                     sm.data()))
+          << what << " chunk " << i;
+      const int simd =
+          decode_float_chunk_simd(mv, cv, ps.rans, ps.rans_len, ps.raw, ps.raw_len, out_simd.data(), lm.data());
       if (cpu_has_avx512()) {
         EXPECT_GE(simd, 0) << what << " chunk " << i << ": vector decoder declined a float chunk";
       }
       if (simd < 0) continue;
       ASSERT_EQ(simd, 1) << what << " chunk " << i;
-      for (uint64_t k = 0; k < n; ++k) {
-        ASSERT_EQ(static_cast<int32_t>(e[k]), e32[k]) << what << " chunk " << i << " element " << k;
-        ASSERT_EQ(static_cast<int32_t>(sm[k]), sm32[k]) << what << " chunk " << i << " element " << k;
-      }
-      std::vector<uint8_t> out_ref(c.decoded_size), out_simd(c.decoded_size);
-      float_assemble(mv.fp, n, ps.raw, e.data(), sm.data(), out_ref.data());
-      float_assemble_simd(mv.fp, n, ps.raw, e32.data(), sm32.data(), out_simd.data());
-      ASSERT_EQ(out_ref, out_simd) << what << " chunk " << i << ": vector assembly differs";
+      ASSERT_EQ(out_ref, out_simd) << what << " chunk " << i << ": vector decoder differs from the reference";
       ASSERT_EQ(chunk_hash(out_ref.data(), out_ref.size()), c.xxh3) << what << " chunk " << i;
       ++compared;
       std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
       bad[bad.size() / 2] ^= 0x5a;
-      const bool ok_ref = decode_float_symbols(mv, cv, bad.data(), ps.rans_len, e.data(), sm.data());
-      const int ok_simd = decode_float_symbols_simd(mv, cv, bad.data(), ps.rans_len, e32.data(), sm32.data());
+      const bool ok_ref = decode_float_chunk(mv, cv, bad.data(), ps.rans_len, ps.raw, ps.raw_len, out_ref.data(),
+                                             e.data(), sm.data());
+      const int ok_simd =
+          decode_float_chunk_simd(mv, cv, bad.data(), ps.rans_len, ps.raw, ps.raw_len, out_simd.data(), lm.data());
       EXPECT_EQ(ok_ref ? 1 : 0, ok_simd) << what << " chunk " << i << ": decoders disagree on a damaged stream";
+      if (ok_ref && ok_simd == 1) {
+        EXPECT_EQ(out_ref, out_simd);
+      }
     }
   }
 }

@@ -1,17 +1,31 @@
-// codec/src/chunk_decode_simd.cpp — AVX-512 decoder of int chunks.
+// codec/src/chunk_decode_simd.cpp — AVX-512 decoders of int and float chunks.
 //
-// Decodes the same stream as decode_int_residuals (chunk_decode.h), which
-// stays the reference: 32 lanes as two 16-wide vectors processed in lane
-// order, so renormalization words are consumed in exactly the scalar order
-// (vpexpandd hands consecutive words to the lanes that need one). Escaped
-// tokens (rare) take their extra-bit symbols through the scalar step.
-// Thread-safety: pure function over its arguments.
+// They decode the same streams as the scalar reference decoders
+// (chunk_decode.h), which stay the reference: 32 lanes as two 16-wide
+// vectors processed in lane order, so renormalization words are consumed in
+// exactly the scalar order (vpexpandd hands consecutive words to the lanes
+// that need one). Escaped int tokens (rare) take their extra-bit symbols
+// through the scalar step.
+//
+// Layout: the decode loop writes each step's 32 elements as one contiguous
+// row of a lane-major buffer (step t, lane l at t * 32 + l), already in
+// their final form where one exists (int8 / uint8 codes, float elements
+// without their raw mantissa bits). A lane's neighbours are then plain
+// vector loads: left is in registers, top is W steps back (W = lane width,
+// at most two distinct widths per chunk), the periodic neighbours are off_a
+// / off_b steps back. One pass then transposes blocks of 16 steps x 32 lanes
+// with a vpermt2b network and stores each lane's run of 16 elements into the
+// chunk's raster order; a last pass ORs in the float raw bits. No gathers
+// other than the rANS table lookups, no scatters.
+// Thread-safety: pure functions over their arguments and the caller's
+// scratch.
 #include <immintrin.h>
 
 // GCC 12's AVX-512 headers build some results from _mm512_undefined_*(),
 // which -Wmaybe-uninitialized reports at every inlined call site.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 
@@ -27,21 +41,194 @@ bool simd_enabled() {
     if (e && *e && *e != '0') return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vbmi");
   }();
   return on;
 }
 
-#define WC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt")))
+#define WC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,popcnt")))
 
-WC_AVX512 inline __m512i gather_bytes(__mmask16 k, __m512i idx, const uint8_t* base) {
-  const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, base, 1);
-  return _mm512_and_si512(v, _mm512_set1_epi32(0xFF));
+// ------------------------------------------------------------ transposition
+// A block of 16 steps x L lanes x E bytes is a 2^B-byte array with address
+// a = s * L * E + l * E + e; the raster runs want b = l * 16 * E + s * E + e.
+// Registers hold 64 bytes, so address bits 0..5 are positions in a register
+// and bits 6.. the register number. Each vpermt2b stage exchanges one
+// register bit with one position bit (an output register draws from exactly
+// two input registers); the plan is computed at compile time.
+struct TPlan {
+  int nregs = 0, nstages = 0;
+  std::array<std::array<std::array<uint8_t, 2>, 16>, 4> src{};       // [stage][reg] -> input regs
+  std::array<std::array<std::array<uint8_t, 64>, 16>, 4> idx{};      // [stage][reg] -> vpermt2b index
+};
+
+constexpr TPlan make_plan(int eps, int lam) {
+  const int B = eps + lam + 4;
+  TPlan P;
+  P.nregs = 1 << (B - 6);
+  // Logical bit ids: e bits 0..eps-1, lane bits eps.., step bits eps+lam..
+  // (the input layout is the identity). Layout arrays map physical -> logical.
+  std::array<int, 12> cur{}, out{};
+  for (int q = 0; q < B; ++q) cur[q] = q;
+  for (int q = 0; q < eps; ++q) out[q] = q;
+  for (int q = 0; q < 4; ++q) out[eps + q] = eps + lam + q;
+  for (int q = 0; q < lam; ++q) out[eps + 4 + q] = eps + q;
+  auto in_out_regs = [&](int logical) {
+    for (int q = 6; q < B; ++q)
+      if (out[q] == logical) return true;
+    return false;
+  };
+  for (;;) {
+    int i = -1, j = -1;
+    for (int q = 6; q < B && i < 0; ++q)
+      if (!in_out_regs(cur[q])) i = q;
+    if (i < 0) break;
+    for (int q = 0; q < 6 && j < 0; ++q)
+      if (in_out_regs(cur[q])) j = q;
+    std::array<int, 12> nxt = cur;
+    nxt[i] = cur[j];
+    nxt[j] = cur[i];
+    bool last = true;
+    for (int q = 6; q < B; ++q)
+      if (!in_out_regs(nxt[q])) last = false;
+    if (last) nxt = out;
+    const int st = P.nstages++;
+    for (int R = 0; R < P.nregs; ++R) {
+      int s0 = -1, s1 = -1;
+      for (int p = 0; p < 64; ++p) {
+        const int a2 = R * 64 + p;
+        int L = 0;
+        for (int q = 0; q < B; ++q)
+          if ((a2 >> q) & 1) L |= 1 << nxt[q];
+        int a = 0;
+        for (int q = 0; q < B; ++q)
+          if ((L >> cur[q]) & 1) a |= 1 << q;
+        const int r = a >> 6, pos = a & 63;
+        int slot;
+        if (s0 < 0 || s0 == r) {
+          s0 = r;
+          slot = 0;
+        } else {
+          if (s1 < 0) s1 = r;
+          slot = 1;  // a third source cannot occur for a one-bit exchange
+        }
+        P.idx[st][R][p] = static_cast<uint8_t>(pos + 64 * slot);
+      }
+      P.src[st][R][0] = static_cast<uint8_t>(s0);
+      P.src[st][R][1] = static_cast<uint8_t>(s1 < 0 ? s0 : s1);
+    }
+    cur = nxt;
+  }
+  return P;
 }
 
-// Shared rANS step for one 16-lane half: decodes a symbol from the packed
-// slot table at row ctx, renormalizes from the word stream. Returns false
-// when the stream is exhausted.
+// E = 1, 2: blocks of 32 lanes; E = 4: blocks of 16 lanes (one half).
+template <int E>
+struct PlanFor {
+  static constexpr int kLanes = E == 4 ? 16 : 32;
+  static constexpr TPlan plan = make_plan(E == 1 ? 0 : (E == 2 ? 1 : 2), E == 4 ? 4 : 5);
+};
+
+template <int E, int ST>
+WC_AVX512 inline void run_stage(__m512i* v) {
+  constexpr const TPlan& P = PlanFor<E>::plan;
+  constexpr int NR = 8 * E / (E == 4 ? 2 : 1);
+  static_assert(NR == P.nregs || ST >= P.nstages, "plan size");
+  if constexpr (ST < P.nstages) {
+    __m512i nv[NR];
+#pragma GCC unroll 16
+    for (int R = 0; R < NR; ++R) {
+      const __m512i ix = _mm512_loadu_si512(P.idx[ST][R].data());
+      nv[R] = _mm512_permutex2var_epi8(v[P.src[ST][R][0]], ix, v[P.src[ST][R][1]]);
+    }
+#pragma GCC unroll 16
+    for (int R = 0; R < NR; ++R) v[R] = nv[R];
+  }
+}
+
+// Per-lane geometry of a chunk.
+struct LaneGeom {
+  uint32_t steps;
+  uint32_t wa;         // narrowest lane width among non-empty lanes
+  uint32_t wide;       // lanes of width wa + 1 (bit l)
+  bool uniform;        // all non-empty lanes have width wa
+  alignas(64) int32_t r0[kLanes], c0[kLanes], w[kLanes], n[kLanes];
+};
+
+inline void lane_geom(const ChunkView& cv, LaneGeom* g) {
+  LaneCursor cur[kLanes];
+  g->steps = init_cursors(cv.h, cv.w, cur);
+  uint32_t wa = ~0u;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    g->r0[l] = static_cast<int32_t>(cur[l].rect.r0);
+    g->c0[l] = static_cast<int32_t>(cur[l].rect.c0);
+    g->w[l] = static_cast<int32_t>(cur[l].rect.w);
+    g->n[l] = static_cast<int32_t>(cur[l].n);
+    if (cur[l].n && cur[l].rect.w < wa) wa = cur[l].rect.w;
+  }
+  if (wa == ~0u) wa = 1;
+  g->wa = wa;
+  g->wide = 0;
+  for (uint32_t l = 0; l < kLanes; ++l)
+    if (cur[l].n && cur[l].rect.w != wa) g->wide |= 1u << l;
+  g->uniform = g->wide == 0;
+}
+
+// Lane-major elements (E bytes, step t lane l at (t * 32 + l) * E) -> raster
+// chunk order (element (r, c) at (r * w + c) * E). lm must be readable for
+// 16 steps past g.steps.
+template <int E>
+WC_AVX512 void lane_major_to_raster(const uint8_t* lm, const LaneGeom& g, uint32_t w, uint8_t* out) {
+  constexpr int LB = PlanFor<E>::kLanes;  // lanes per block
+  constexpr int NR = E == 4 ? 16 : 8 * E;
+  constexpr int LPR = 64 / (16 * E);      // lanes per output register
+  uint32_t lr[kLanes] = {}, lc[kLanes] = {};  // lane-local row / column at step t0
+  for (uint32_t t0 = 0; t0 < g.steps; t0 += 16) {
+    for (int half = 0; half < kLanes / LB; ++half) {
+      __m512i v[NR];
+      if constexpr (E == 4) {
+#pragma GCC unroll 16
+        for (int s = 0; s < 16; ++s) v[s] = _mm512_loadu_si512(lm + (uint64_t{t0} + s) * 128 + 64 * half);
+      } else {
+#pragma GCC unroll 16
+        for (int R = 0; R < NR; ++R) v[R] = _mm512_loadu_si512(lm + uint64_t{t0} * 32 * E + 64 * R);
+      }
+      run_stage<E, 0>(v);
+      run_stage<E, 1>(v);
+      run_stage<E, 2>(v);
+      run_stage<E, 3>(v);
+#pragma GCC unroll 32
+      for (int li = 0; li < LB; ++li) {
+        const int l = half * LB + li;
+        const uint32_t nl = static_cast<uint32_t>(g.n[l]);
+        if (nl <= t0) continue;
+        const uint32_t W = static_cast<uint32_t>(g.w[l]);
+        uint32_t rem = nl - t0 < 16 ? nl - t0 : 16;
+        uint32_t r = lr[l], c = lc[l], j = 0;
+        const __m512i y = v[li / LPR];
+        const uint32_t o = static_cast<uint32_t>(li % LPR) * 16 * E;
+        while (rem) {
+          const uint32_t len = W - c < rem ? W - c : rem;
+          uint8_t* dst = out + ((uint64_t{static_cast<uint32_t>(g.r0[l]) + r} * w + static_cast<uint32_t>(g.c0[l]) + c) * E);
+          const uint32_t nbits = len * E;
+          const uint64_t m = (nbits >= 64 ? ~0ull : ((1ull << nbits) - 1)) << (o + j * E);
+          _mm512_mask_storeu_epi8(dst - (o + j * E), m, y);
+          j += len;
+          rem -= len;
+          c += len;
+          if (c == W) {
+            c = 0;
+            ++r;
+          }
+        }
+        lr[l] = r;
+        lc[l] = c;
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------ rANS steps
 struct WordCursor {
   const uint8_t* words;
   uint32_t n, pos;
@@ -70,6 +257,12 @@ WC_AVX512 inline bool renorm16(__m512i& nx, __mmask16 act, WordCursor& wc) {
   return true;
 }
 
+WC_AVX512 inline __m512i gather_bytes(__mmask16 k, __m512i idx, const uint8_t* base) {
+  const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, base, 1);
+  return _mm512_and_si512(v, _mm512_set1_epi32(0xFF));
+}
+
+// One decode step of 16 lanes with the packed slot table (row ctx).
 WC_AVX512 inline bool rans_step16(__m512i& X, __mmask16 act, __m512i ctx, const uint32_t* slots, WordCursor& wc,
                                   __m512i* sym_out) {
   const __m512i vMask = _mm512_set1_epi32(4095);
@@ -114,128 +307,182 @@ WC_AVX512 inline __m512i sign3(__m512i v) {
   return _mm512_mask_mov_epi32(q, _mm512_cmplt_epi32_mask(v, zero), _mm512_set1_epi32(2));
 }
 
-// The residual `off` columns back in each lane's row (0 where that is
-// outside the lane's rectangle).
-WC_AVX512 inline __m512i back_gather(__mmask16 act, __m512i c, __m512i c0, __m512i pos, uint32_t off,
-                                     const int32_t* res) {
-  const __m512i vO = _mm512_set1_epi32(static_cast<int32_t>(off));
-  const __mmask16 has = _mm512_mask_cmpge_epi32_mask(act, _mm512_sub_epi32(c, c0), vO);
-  return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), has, _mm512_sub_epi32(pos, vO), res, 4);
-}
-
-// Lane geometry of a chunk as vectors (two halves of 16 lanes) plus the
-// initial rANS states and the word cursor. Returns the number of steps.
+// Per-chunk lane state as vectors (two halves of 16 lanes).
 struct LaneVectors {
-  __m512i X[2], R[2], C[2], R0[2], C0[2], CEND[2], N[2];
+  __m512i X[2], J[2], W[2], N[2];
+  __mmask16 HT[2];  // lanes past their first row
+  __mmask16 WIDE[2];
 };
 
-WC_AVX512 inline uint32_t init_lanes(const ChunkView& cv, const uint8_t* rans, uint32_t rans_len, LaneVectors* v,
-                                     WordCursor* wc) {
+WC_AVX512 inline void init_lane_vectors(const uint8_t* rans, uint32_t rans_len, const LaneGeom& g, LaneVectors* v,
+                                        WordCursor* wc) {
   wc->words = rans + 4 * kLanes;
   wc->n = (rans_len - 4 * kLanes) / 2;
   wc->pos = 0;
-  LaneCursor cur[kLanes];
-  const uint32_t steps = init_cursors(cv.h, cv.w, cur);
-  alignas(64) int32_t a_r0[kLanes], a_c0[kLanes], a_cend[kLanes], a_n[kLanes];
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    a_r0[l] = static_cast<int32_t>(cur[l].rect.r0);
-    a_c0[l] = static_cast<int32_t>(cur[l].rect.c0);
-    a_cend[l] = static_cast<int32_t>(cur[l].rect.c0 + cur[l].rect.w);
-    a_n[l] = static_cast<int32_t>(cur[l].n);
-  }
   for (int k = 0; k < 2; ++k) {
     v->X[k] = _mm512_loadu_si512(rans + 64 * k);
-    v->R[k] = v->R0[k] = _mm512_load_si512(a_r0 + 16 * k);
-    v->C[k] = v->C0[k] = _mm512_load_si512(a_c0 + 16 * k);
-    v->CEND[k] = _mm512_load_si512(a_cend + 16 * k);
-    v->N[k] = _mm512_load_si512(a_n + 16 * k);
+    v->J[k] = _mm512_setzero_si512();
+    v->W[k] = _mm512_load_si512(g.w + 16 * k);
+    v->N[k] = _mm512_load_si512(g.n + 16 * k);
+    v->HT[k] = 0;
+    v->WIDE[k] = static_cast<__mmask16>(g.wide >> (16 * k));
   }
-  return steps;
 }
 
-WC_AVX512 int decode_avx512(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
-                            int32_t* res) {
+// Loads the 16 lane-major elements of half k at step s (s may be negative:
+// then the result is unused and the load is clamped to step 0).
+template <int E>
+WC_AVX512 inline __m512i load_elems(const uint8_t* lm, int64_t s, int k) {
+  if (s < 0) s = 0;
+  const uint8_t* p = lm + (static_cast<uint64_t>(s) * 32 + 16 * k) * E;
+  if constexpr (E == 1) return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  if constexpr (E == 2) return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  if constexpr (E == 4) return _mm512_loadu_si512(p);
+}
+
+// The element above each lane's current one (W_l steps back), raw lane-major
+// form, zero where there is none.
+template <int E>
+WC_AVX512 inline __m512i load_top(const uint8_t* lm, const LaneGeom& g, const LaneVectors& lv, uint32_t t, int k,
+                                  __mmask16 ht) {
+  if (!ht) return _mm512_setzero_si512();
+  const __m512i a = load_elems<E>(lm, static_cast<int64_t>(t) - g.wa, k);
+  if (g.uniform) return _mm512_maskz_mov_epi32(ht, a);
+  const __m512i b = load_elems<E>(lm, static_cast<int64_t>(t) - g.wa - 1, k);
+  return _mm512_maskz_mov_epi32(ht, _mm512_mask_mov_epi32(a, lv.WIDE[k], b));
+}
+
+template <int E>
+WC_AVX512 inline void store_elems(uint8_t* lm, uint32_t t, int k, __m512i v) {
+  uint8_t* p = lm + (uint64_t{t} * 32 + 16 * k) * E;
+  if constexpr (E == 1) _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
+  if constexpr (E == 2) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
+  if constexpr (E == 4) _mm512_storeu_si512(p, v);
+}
+
+// ------------------------------------------------------------ int chunks
+// Lane-major element forms of the int decoder: int8 codes (the byte of the
+// value), uint8 codes (value + center), or int32 residuals (everything else;
+// tile reconstruction and packing then run on the raster grid).
+enum class IntForm { kI8, kU8, kRes32 };
+
+template <IntForm F>
+constexpr int form_bytes() {
+  return F == IntForm::kRes32 ? 4 : 1;
+}
+
+// Residual value of a lane-major element.
+template <IntForm F>
+WC_AVX512 inline __m512i elem_value(__m512i e, __m512i center) {
+  if constexpr (F == IntForm::kI8) return _mm512_srai_epi32(_mm512_slli_epi32(e, 24), 24);
+  if constexpr (F == IntForm::kU8) return _mm512_sub_epi32(e, center);
+  if constexpr (F == IntForm::kRes32) return e;
+}
+
+// The residual off columns back in each lane's row (0 where that is outside
+// the lane's rectangle).
+template <IntForm F>
+WC_AVX512 inline __m512i back_value(const uint8_t* lm, uint32_t t, int k, __mmask16 act, __m512i J, uint32_t off,
+                                    __m512i center) {
+  const __mmask16 has = _mm512_mask_cmpge_epi32_mask(act, J, _mm512_set1_epi32(static_cast<int32_t>(off)));
+  if (!has) return _mm512_setzero_si512();
+  const __m512i e = load_elems<form_bytes<F>()>(lm, static_cast<int64_t>(t) - off, k);
+  return _mm512_maskz_mov_epi32(has, elem_value<F>(e, center));
+}
+
+template <IntForm F>
+WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                               const LaneGeom& g, uint8_t* lm) {
+  constexpr int E = form_bytes<F>();
   const IntParams& p = m.ip;
-  if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
-  const uint32_t w = cv.w;
   WordCursor wc;
   LaneVectors lv;
-  const uint32_t steps = init_lanes(cv, rans, rans_len, &lv, &wc);
+  init_lane_vectors(rans, rans_len, g, &lv, &wc);
   __m512i(&X)[2] = lv.X;
-  __m512i(&R)[2] = lv.R;
-  __m512i(&C)[2] = lv.C;
-  const __m512i(&R0)[2] = lv.R0;
-  const __m512i(&C0)[2] = lv.C0;
-  const __m512i(&CEND)[2] = lv.CEND;
-  const __m512i(&N)[2] = lv.N;
-  __m512i RP[2], H1[2], H2[2];
+  __m512i(&J)[2] = lv.J;
+  __m512i RP[2], H1[2], H2[2], ROW[2];
   for (int k = 0; k < 2; ++k) {
     alignas(64) int32_t a_rp[16];
-    alignas(64) int32_t r0s[16], ns[16];
-    _mm512_store_si512(r0s, R0[k]);
-    _mm512_store_si512(ns, N[k]);
-    for (int l = 0; l < 16; ++l) a_rp[l] = p.use_rc && ns[l] ? m.rc_pad[cv.row0 + static_cast<uint32_t>(r0s[l])] : 0;
+    for (int l = 0; l < 16; ++l)
+      a_rp[l] = p.use_rc && g.n[16 * k + l] ? m.rc_pad[cv.row0 + static_cast<uint32_t>(g.r0[16 * k + l])] : 0;
     RP[k] = _mm512_load_si512(a_rp);
+    ROW[k] = _mm512_add_epi32(_mm512_load_si512(g.r0 + 16 * k), _mm512_set1_epi32(static_cast<int32_t>(cv.row0)));
     H1[k] = H2[k] = _mm512_setzero_si512();
   }
-  const __m512i vW = _mm512_set1_epi32(static_cast<int32_t>(w));
   const __m512i vL = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
-  const __m512i v1023 = _mm512_set1_epi32(1023);
   const __m512i vOne = _mm512_set1_epi32(1);
   const __m512i vNb = _mm512_set1_epi32(p.nb);
   const __m512i vEsc = _mm512_set1_epi32(p.esc);
-  const __m512i vRow0 = _mm512_set1_epi32(static_cast<int32_t>(cv.row0));
+  const __m512i vCenter = _mm512_set1_epi32(p.center);
   const __m512i zero = _mm512_setzero_si512();
-  const uint8_t* act_lut = m.luts->act;
   const uint8_t* scale_lut = m.luts->scale;
   const uint8_t* ccol = p.use_cc ? m.cc_pad + cv.col0 : nullptr;
   const bool need_scale = p.ns > 1;
-  const bool need_act = p.nb > 1;
+  const uint32_t nthr = p.nb > 1 ? p.nb - 1u : 0u;
+  // Activity class: vpermi2b over 128 bytes when every threshold is below
+  // 128 (activity clamped to 127 then classifies the same), else compares.
+  bool act_perm = true;
+  for (uint32_t i = 0; i < nthr; ++i) act_perm &= p.thr[i] < 128;
+  const __m512i actA = _mm512_loadu_si512(m.luts->act), actB = _mm512_loadu_si512(m.luts->act + 64);
+  __m512i thr[7];
+  for (uint32_t i = 0; i < 7; ++i) thr[i] = _mm512_set1_epi32(i < nthr ? p.thr[i] : 0);
+  const __m512i lane_c0[2] = {_mm512_load_si512(g.c0), _mm512_load_si512(g.c0 + 16)};
+  __mmask16 bad = 0;
 
-  for (uint32_t t = 0; t < steps; ++t) {
+  for (uint32_t t = 0; t < g.steps; ++t) {
     const __m512i vT = _mm512_set1_epi32(static_cast<int32_t>(t));
-    __m512i V[2], POS[2], SYM[2];
+    __m512i V[2], SYM[2];
     __mmask16 ACT[2], ESC[2];
     for (int k = 0; k < 2; ++k) {
-      const __mmask16 act = _mm512_cmpgt_epi32_mask(N[k], vT);
+      const __mmask16 act = _mm512_cmpgt_epi32_mask(lv.N[k], vT);
       ACT[k] = act;
-      const __mmask16 ht = _mm512_mask_cmpgt_epi32_mask(act, R[k], R0[k]);
-      const __mmask16 hl = _mm512_mask_cmpgt_epi32_mask(act, C[k], C0[k]);
-      const __m512i pos = _mm512_add_epi32(_mm512_mullo_epi32(R[k], vW), C[k]);
-      POS[k] = pos;
-      const __m512i top = _mm512_mask_i32gather_epi32(zero, ht, _mm512_sub_epi32(pos, vW), res, 4);
+      const __mmask16 ht = lv.HT[k] & act;
+      const __mmask16 hl = _mm512_mask_cmpgt_epi32_mask(act, J[k], zero);
+      const __m512i top = elem_value<F>(load_top<E>(lm, g, lv, t, k, ht), vCenter);
+      const __m512i topz = _mm512_maskz_mov_epi32(ht, top);
       __m512i sc = zero;
       if (need_scale) {
         __m512i idx = RP[k];
-        if (ccol) idx = _mm512_add_epi32(idx, gather_bytes(act, C[k], ccol));
+        if (ccol) idx = _mm512_add_epi32(idx, gather_bytes(act, _mm512_add_epi32(lane_c0[k], J[k]), ccol));
         sc = gather_bytes(act, idx, scale_lut);
       }
       __m512i ctx;
       if (p.nbr_mode == 1) {
         const __m512i three = _mm512_set1_epi32(3);
         __m512i kk = _mm512_add_epi32(_mm512_mullo_epi32(sign3(H1[k]), three), sign3(H2[k]));
-        kk = _mm512_add_epi32(_mm512_mullo_epi32(kk, three), sign3(back_gather(act, C[k], C0[k], pos, p.off_a, res)));
-        kk = _mm512_add_epi32(_mm512_mullo_epi32(kk, three), sign3(top));
+        kk = _mm512_add_epi32(_mm512_mullo_epi32(kk, three),
+                              sign3(back_value<F>(lm, t, k, act, J[k], p.off_a, vCenter)));
+        kk = _mm512_add_epi32(_mm512_mullo_epi32(kk, three), sign3(topz));
         if (p.off_b) {
-          kk = _mm512_add_epi32(_mm512_mullo_epi32(kk, three), sign3(back_gather(act, C[k], C0[k], pos, p.off_b, res)));
+          kk = _mm512_add_epi32(_mm512_mullo_epi32(kk, three),
+                                sign3(back_value<F>(lm, t, k, act, J[k], p.off_b, vCenter)));
           ctx = _mm512_add_epi32(_mm512_mullo_epi32(sc, _mm512_set1_epi32(243)), kk);
         } else {
           ctx = _mm512_add_epi32(_mm512_mullo_epi32(sc, _mm512_set1_epi32(81)), kk);
         }
       } else {
-        ctx = _mm512_mullo_epi32(sc, vNb);
-        if (need_act) {
-          const __m512i at = _mm512_abs_epi32(top);
+        ctx = need_scale ? _mm512_mullo_epi32(sc, vNb) : zero;
+        if (nthr) {
+          const __m512i at = _mm512_abs_epi32(topz);
           __m512i a = _mm512_add_epi32(_mm512_slli_epi32(_mm512_abs_epi32(H1[k]), 1),
                                        _mm512_add_epi32(at, _mm512_abs_epi32(H2[k])));
-          if (p.off_a) a = _mm512_add_epi32(a, _mm512_abs_epi32(back_gather(act, C[k], C0[k], pos, p.off_a, res)));
+          if (p.off_a)
+            a = _mm512_add_epi32(a, _mm512_abs_epi32(back_value<F>(lm, t, k, act, J[k], p.off_a, vCenter)));
           a = _mm512_mask_add_epi32(a, static_cast<__mmask16>(ht & ~hl), a, _mm512_slli_epi32(at, 1));
-          a = _mm512_min_epu32(a, v1023);
-          ctx = _mm512_add_epi32(ctx, gather_bytes(act, a, act_lut));
+          __m512i cls;
+          if (act_perm) {
+            a = _mm512_min_epu32(a, _mm512_set1_epi32(127));
+            cls = _mm512_and_si512(_mm512_permutex2var_epi8(actA, a, actB), _mm512_set1_epi32(0xFF));
+          } else {
+            a = _mm512_min_epu32(a, _mm512_set1_epi32(1023));
+            cls = zero;
+            for (uint32_t i = 0; i < nthr; ++i)
+              cls = _mm512_mask_add_epi32(cls, _mm512_cmpge_epu32_mask(a, thr[i]), cls, vOne);
+          }
+          ctx = _mm512_add_epi32(ctx, cls);
         }
         ctx = _mm512_add_epi32(_mm512_add_epi32(ctx, _mm512_slli_epi32(ctx, 1)), sign3(H1[k]));
       }
-      // rANS step.
       __m512i sym;
       if (m.sym_small ? !rans_step16_small(X[k], act, ctx, m.sym_small, m.fs_small, wc, &sym)
                       : !rans_step16(X[k], act, ctx, m.slot_all, wc, &sym))
@@ -289,22 +536,34 @@ WC_AVX512 int decode_avx512(const ModelView& m, const ChunkView& cv, const uint8
       V[1] = _mm512_load_si512(vs + 16);
     }
     for (int k = 0; k < 2; ++k) {
-      _mm512_mask_i32scatter_epi32(res, ACT[k], POS[k], V[k], 4);
-      H2[k] = _mm512_mask_mov_epi32(H2[k], ACT[k], H1[k]);
-      H1[k] = _mm512_mask_mov_epi32(H1[k], ACT[k], V[k]);
+      const __mmask16 act = ACT[k];
+      if constexpr (F == IntForm::kI8) {
+        bad |= _mm512_mask_cmpgt_epu32_mask(act, _mm512_add_epi32(V[k], _mm512_set1_epi32(128)),
+                                            _mm512_set1_epi32(255));
+        store_elems<E>(lm, t, k, V[k]);
+      } else if constexpr (F == IntForm::kU8) {
+        const __m512i code = _mm512_add_epi32(V[k], vCenter);
+        bad |= _mm512_mask_cmpgt_epu32_mask(act, code, _mm512_set1_epi32(255));
+        store_elems<E>(lm, t, k, code);
+      } else {
+        store_elems<E>(lm, t, k, V[k]);
+      }
+      H2[k] = _mm512_mask_mov_epi32(H2[k], act, H1[k]);
+      H1[k] = _mm512_mask_mov_epi32(H1[k], act, V[k]);
       // Advance the cursors of active lanes; wrap to the next row.
-      C[k] = _mm512_mask_add_epi32(C[k], ACT[k], C[k], vOne);
-      const __mmask16 wrap = _mm512_mask_cmpeq_epi32_mask(ACT[k], C[k], CEND[k]);
+      J[k] = _mm512_mask_add_epi32(J[k], act, J[k], vOne);
+      const __mmask16 wrap = _mm512_mask_cmpeq_epi32_mask(act, J[k], lv.W[k]);
       if (wrap) {
-        C[k] = _mm512_mask_mov_epi32(C[k], wrap, C0[k]);
-        R[k] = _mm512_mask_add_epi32(R[k], wrap, R[k], vOne);
+        J[k] = _mm512_mask_mov_epi32(J[k], wrap, zero);
+        lv.HT[k] |= wrap;
         H1[k] = _mm512_mask_mov_epi32(H1[k], wrap, zero);
         H2[k] = _mm512_mask_mov_epi32(H2[k], wrap, zero);
+        ROW[k] = _mm512_mask_add_epi32(ROW[k], wrap, ROW[k], vOne);
         if (p.use_rc) {
           // Lanes that finished their rectangle point one row past it: they
-          // are inactive from now on, so clamp the row read to a valid one.
-          const __mmask16 live = _mm512_mask_cmpgt_epi32_mask(wrap, N[k], _mm512_add_epi32(vT, vOne));
-          RP[k] = _mm512_mask_mov_epi32(RP[k], live, gather_bytes(live, _mm512_add_epi32(R[k], vRow0), m.rc_pad));
+          // are inactive from now on, so read no row class for them.
+          const __mmask16 live = _mm512_mask_cmpgt_epi32_mask(wrap, lv.N[k], _mm512_add_epi32(vT, vOne));
+          RP[k] = _mm512_mask_mov_epi32(RP[k], live, gather_bytes(live, ROW[k], m.rc_pad));
         }
       }
     }
@@ -312,70 +571,68 @@ WC_AVX512 int decode_avx512(const ModelView& m, const ChunkView& cv, const uint8
   if (wc.pos != wc.n) return 0;
   const __mmask16 e0 = _mm512_cmpneq_epu32_mask(X[0], vL), e1 = _mm512_cmpneq_epu32_mask(X[1], vL);
   if (e0 | e1) return 0;
+  if (bad) return 0;  // a value without a code: the reference's packing rejects it too
   return 1;
 }
 
-
-// Float chunk: exponent and sign/mantissa grids as int32 (e32, sm32).
-WC_AVX512 int decode_float_avx512(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
-                                  int32_t* e32, int32_t* sm32) {
+// ------------------------------------------------------------ float chunks
+// Lane-major elements: the final element bits except the raw mantissa bits.
+template <int E>
+WC_AVX512 int decode_float_lanes(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
+                                 uint8_t* lm) {
   const FloatParams& p = m.fp;
-  if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
-  const uint32_t w = cv.w;
   WordCursor wc;
   LaneVectors lv;
-  const uint32_t steps = init_lanes(cv, rans, rans_len, &lv, &wc);
+  init_lane_vectors(rans, rans_len, g, &lv, &wc);
   __m512i(&X)[2] = lv.X;
-  __m512i(&R)[2] = lv.R;
-  __m512i(&C)[2] = lv.C;
-  const __m512i(&R0)[2] = lv.R0;
-  const __m512i(&C0)[2] = lv.C0;
-  const __m512i(&CEND)[2] = lv.CEND;
-  const __m512i(&N)[2] = lv.N;
+  __m512i(&J)[2] = lv.J;
   __m512i LE[2], LS[2];  // left exponent, left sign + 1 (0: none)
   for (int k = 0; k < 2; ++k) LE[k] = LS[k] = _mm512_setzero_si512();
-  const __m512i vW = _mm512_set1_epi32(static_cast<int32_t>(w));
   const __m512i vOne = _mm512_set1_epi32(1);
   const __m512i zero = _mm512_setzero_si512();
   const __m512i vElo = _mm512_set1_epi32(p.elo), vMlo = _mm512_set1_epi32(p.mlo);
   const __m512i vNe = _mm512_set1_epi32(p.ne);
-  const int J = kJointClasses;
-  for (uint32_t t = 0; t < steps; ++t) {
+  const __m512i vEmask = _mm512_set1_epi32(static_cast<int32_t>((1u << p.eb) - 1));
+  const __m512i vMh = _mm512_set1_epi32(static_cast<int32_t>((1u << p.k) - 1));
+  const __m128i sh_sign = _mm_cvtsi32_si128(p.eb + p.mb), sh_e = _mm_cvtsi32_si128(p.mb),
+                sh_mh = _mm_cvtsi32_si128(static_cast<int>(float_raw_bits(p))), sh_k = _mm_cvtsi32_si128(p.k);
+  const int J6 = kJointClasses;
+  for (uint32_t t = 0; t < g.steps; ++t) {
     const __m512i vT = _mm512_set1_epi32(static_cast<int32_t>(t));
-    __m512i POS[2], E[2];
+    __m512i EXP[2];
     __mmask16 ACT[2];
     for (int k = 0; k < 2; ++k) {  // exponents
-      const __mmask16 act = _mm512_cmpgt_epi32_mask(N[k], vT);
+      const __mmask16 act = _mm512_cmpgt_epi32_mask(lv.N[k], vT);
       ACT[k] = act;
-      const __mmask16 ht = _mm512_mask_cmpgt_epi32_mask(act, R[k], R0[k]);
-      const __mmask16 hl = _mm512_mask_cmpgt_epi32_mask(act, C[k], C0[k]);
-      const __m512i pos = _mm512_add_epi32(_mm512_mullo_epi32(R[k], vW), C[k]);
-      POS[k] = pos;
       __m512i ctx = zero;
       if (p.emode != 0) {
-        const __m512i tv = _mm512_mask_i32gather_epi32(zero, ht, _mm512_sub_epi32(pos, vW), e32, 4);
-        const __m512i lv = LE[k];
+        const __mmask16 ht = lv.HT[k] & act;
+        const __mmask16 hl = _mm512_mask_cmpgt_epi32_mask(act, J[k], zero);
+        const __m512i tv =
+            _mm512_and_si512(_mm512_srl_epi32(load_top<E>(lm, g, lv, t, k, ht), sh_e), vEmask);
+        const __m512i lv_ = LE[k];
         const __mmask16 both = hl & ht, only_l = hl & ~ht, only_t = ht & ~hl;
         if (p.emode == 4) {
-          const __m512i ql = clamp16(_mm512_sub_epi32(lv, vElo), 0, J - 1);
-          const __m512i qt = clamp16(_mm512_sub_epi32(tv, vElo), 0, J - 1);
-          const __m512i jb = _mm512_add_epi32(_mm512_add_epi32(vOne, _mm512_mullo_epi32(ql, _mm512_set1_epi32(J))), qt);
+          const __m512i ql = clamp16(_mm512_sub_epi32(lv_, vElo), 0, J6 - 1);
+          const __m512i qt = clamp16(_mm512_sub_epi32(tv, vElo), 0, J6 - 1);
+          const __m512i jb =
+              _mm512_add_epi32(_mm512_add_epi32(vOne, _mm512_mullo_epi32(ql, _mm512_set1_epi32(J6))), qt);
           ctx = _mm512_mask_mov_epi32(ctx, both, jb);
-          ctx = _mm512_mask_mov_epi32(ctx, only_l, _mm512_add_epi32(_mm512_set1_epi32(1 + J * J), ql));
-          ctx = _mm512_mask_mov_epi32(ctx, only_t, _mm512_add_epi32(_mm512_set1_epi32(1 + J * J + J), qt));
+          ctx = _mm512_mask_mov_epi32(ctx, only_l, _mm512_add_epi32(_mm512_set1_epi32(1 + J6 * J6), ql));
+          ctx = _mm512_mask_mov_epi32(ctx, only_t, _mm512_add_epi32(_mm512_set1_epi32(1 + J6 * J6 + J6), qt));
         } else {
           __m512i pred;
           __m512i actc = zero;
           if (p.emode == 1) {
-            pred = _mm512_mask_mov_epi32(tv, hl, lv);
+            pred = _mm512_mask_mov_epi32(tv, hl, lv_);
           } else if (p.emode == 3) {
-            pred = _mm512_mask_mov_epi32(lv, ht, tv);
+            pred = _mm512_mask_mov_epi32(lv_, ht, tv);
           } else {
-            pred = _mm512_mask_mov_epi32(tv, hl, lv);
-            const __m512i avg = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(lv, tv), vOne), 1);
+            pred = _mm512_mask_mov_epi32(tv, hl, lv_);
+            const __m512i avg = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(lv_, tv), vOne), 1);
             pred = _mm512_mask_mov_epi32(pred, both, avg);
-            const __mmask16 far = _mm512_mask_cmpgt_epi32_mask(
-                both, _mm512_abs_epi32(_mm512_sub_epi32(lv, tv)), vOne);
+            const __mmask16 far =
+                _mm512_mask_cmpgt_epi32_mask(both, _mm512_abs_epi32(_mm512_sub_epi32(lv_, tv)), vOne);
             actc = _mm512_maskz_mov_epi32(far, vNe);
           }
           const __m512i q = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(pred, vElo), zero),
@@ -385,24 +642,27 @@ WC_AVX512 int decode_float_avx512(const ModelView& m, const ChunkView& cv, const
       }
       __m512i sym;
       if (!rans_step16(X[k], act, ctx, m.slot_all, wc, &sym)) return 0;
-      E[k] = sym;
-      _mm512_mask_i32scatter_epi32(e32, act, pos, sym, 4);
+      EXP[k] = sym;
     }
     for (int k = 0; k < 2; ++k) {  // sign + high mantissa
       const __mmask16 act = ACT[k];
-      __m512i ctx = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(E[k], vMlo), zero),
+      __m512i ctx = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(EXP[k], vMlo), zero),
                                      _mm512_set1_epi32(p.nm - 1));
       if (p.sign_ctx) ctx = _mm512_add_epi32(_mm512_mullo_epi32(ctx, _mm512_set1_epi32(3)), LS[k]);
       __m512i sym;
       if (!rans_step16(X[k], act, ctx, m.slot1_all, wc, &sym)) return 0;
-      _mm512_mask_i32scatter_epi32(sm32, act, POS[k], sym, 4);
-      LE[k] = _mm512_mask_mov_epi32(LE[k], act, E[k]);
-      LS[k] = _mm512_mask_mov_epi32(LS[k], act, _mm512_add_epi32(vOne, _mm512_srli_epi32(sym, p.k)));
-      C[k] = _mm512_mask_add_epi32(C[k], act, C[k], vOne);
-      const __mmask16 wrap = _mm512_mask_cmpeq_epi32_mask(act, C[k], CEND[k]);
+      const __m512i sign = _mm512_srl_epi32(sym, sh_k);
+      const __m512i hi = _mm512_or_si512(
+          _mm512_or_si512(_mm512_sll_epi32(sign, sh_sign), _mm512_sll_epi32(EXP[k], sh_e)),
+          _mm512_sll_epi32(_mm512_and_si512(sym, vMh), sh_mh));
+      store_elems<E>(lm, t, k, hi);
+      LE[k] = _mm512_mask_mov_epi32(LE[k], act, EXP[k]);
+      LS[k] = _mm512_mask_mov_epi32(LS[k], act, _mm512_add_epi32(vOne, sign));
+      J[k] = _mm512_mask_add_epi32(J[k], act, J[k], vOne);
+      const __mmask16 wrap = _mm512_mask_cmpeq_epi32_mask(act, J[k], lv.W[k]);
       if (wrap) {
-        C[k] = _mm512_mask_mov_epi32(C[k], wrap, C0[k]);
-        R[k] = _mm512_mask_add_epi32(R[k], wrap, R[k], vOne);
+        J[k] = _mm512_mask_mov_epi32(J[k], wrap, zero);
+        lv.HT[k] |= wrap;
         LS[k] = _mm512_mask_mov_epi32(LS[k], wrap, zero);
       }
     }
@@ -412,71 +672,126 @@ WC_AVX512 int decode_float_avx512(const ModelView& m, const ChunkView& cv, const
   if (_mm512_cmpneq_epu32_mask(X[0], vL) | _mm512_cmpneq_epu32_mask(X[1], vL)) return 0;
   return 1;
 }
-WC_AVX512 void float_assemble_avx512(const FloatParams& p, uint64_t n, const uint8_t* raw, const int32_t* e32,
-                                     const int32_t* sm32, uint8_t* out) {
-  const uint32_t rawb = float_raw_bits(p);
-  const uint32_t k = p.k;
-  const __m512i vIdx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i vMh = _mm512_set1_epi32(static_cast<int32_t>((1u << k) - 1));
-  const __m512i vRawMask = _mm512_set1_epi32(static_cast<int32_t>(rawb ? (1u << rawb) - 1 : 0));
-  const __m512i vRawb = _mm512_set1_epi32(static_cast<int32_t>(rawb));
-  uint64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i e = _mm512_loadu_si512(e32 + i);
-    const __m512i sm = _mm512_loadu_si512(sm32 + i);
-    const __m512i sign = _mm512_srli_epi32(sm, k);
-    const __m512i mh = _mm512_and_si512(sm, vMh);
-    __m512i v = _mm512_or_si512(_mm512_sll_epi32(sign, _mm_cvtsi32_si128(p.eb + p.mb)),
-                                _mm512_sll_epi32(e, _mm_cvtsi32_si128(p.mb)));
-    v = _mm512_or_si512(v, _mm512_sll_epi32(mh, _mm_cvtsi32_si128(static_cast<int>(rawb))));
-    if (rawb) {
-      // Raw fields of the 16 elements: a 64-bit base byte plus small
-      // relative bit offsets (at most 7 + 15 * 24), one 32-bit gather.
-      const uint64_t base_bit = i * rawb;
-      const uint8_t* base = raw + (base_bit >> 3);
-      const __m512i rel = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(base_bit & 7)),
-                                           _mm512_mullo_epi32(vIdx, vRawb));
-      const __m512i words = _mm512_i32gather_epi32(_mm512_srli_epi32(rel, 3), base, 1);
-      const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(words, _mm512_and_si512(rel, _mm512_set1_epi32(7))),
-                                          vRawMask);
-      v = _mm512_or_si512(v, lo);
-    }
-    switch (p.elem_bytes) {
-      case 1: _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(v)); break;
-      case 2: _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * i), _mm512_cvtepi32_epi16(v)); break;
-      default: _mm512_storeu_si512(out + 4 * i, v); break;
+
+// ORs the raw mantissa bits into the raster elements (E bytes each). Field
+// i (rawb bits at bit i * rawb of the section) goes to the low bits of
+// element i. Blocks of 32 fields (16-bit intermediates, when a field plus
+// its bit shift fits 16 bits) or 16 fields (32-bit intermediates) start at
+// whole bytes of the section; vpermb brings each field's bytes into its
+// element, a variable shift aligns it.
+template <int E, int I>
+WC_AVX512 void or_raw_bits(uint64_t n, const uint8_t* raw, uint64_t raw_len, uint32_t rawb, uint8_t* out) {
+  constexpr int NB = 512 / I;  // fields per block
+  alignas(64) uint8_t idx[64];
+  alignas(64) uint32_t sh32[16];
+  alignas(64) uint16_t sh16[32];
+  for (int i = 0; i < NB; ++i) {
+    const uint32_t bit = static_cast<uint32_t>(i) * rawb;
+    for (int b = 0; b < I / 8; ++b) idx[i * (I / 8) + b] = static_cast<uint8_t>((bit >> 3) + b);
+    if constexpr (I == 16) sh16[i] = static_cast<uint16_t>(bit & 7);
+    else sh32[i] = bit & 7;
+  }
+  const __m512i vIdx = _mm512_load_si512(idx);
+  const __m512i vSh = I == 16 ? _mm512_load_si512(sh16) : _mm512_load_si512(sh32);
+  const __m512i vMask = I == 16 ? _mm512_set1_epi16(static_cast<int16_t>((1u << rawb) - 1))
+                                : _mm512_set1_epi32(static_cast<int32_t>((1u << rawb) - 1));
+  const uint64_t blk_bytes = uint64_t{NB} * rawb / 8;
+  for (uint64_t i = 0; i < n; i += NB) {
+    const uint64_t base = i / NB * blk_bytes;
+    const uint64_t avail = raw_len - base;  // raw_len >= ceil(n * rawb / 8) + 4 > base
+    const __m512i src = avail >= 64 ? _mm512_loadu_si512(raw + base)
+                                    : _mm512_maskz_loadu_epi8((1ull << avail) - 1, raw + base);
+    const __m512i perm = _mm512_permutexvar_epi8(vIdx, src);
+    __m512i f;
+    if constexpr (I == 16) f = _mm512_and_si512(_mm512_srlv_epi16(perm, vSh), vMask);
+    else f = _mm512_and_si512(_mm512_srlv_epi32(perm, vSh), vMask);
+    const uint64_t cnt = n - i < NB ? n - i : NB;
+    uint8_t* o = out + i * E;
+    if constexpr (E * 8 == I) {
+      const uint64_t m = cnt * E >= 64 ? ~0ull : (1ull << (cnt * E)) - 1;
+      const __m512i cur = _mm512_maskz_loadu_epi8(m, o);
+      _mm512_mask_storeu_epi8(o, m, _mm512_or_si512(cur, f));
+    } else if constexpr (E == 1 && I == 16) {
+      const __mmask32 m = cnt >= 32 ? ~0u : (1u << cnt) - 1;
+      const __m256i cur = _mm256_maskz_loadu_epi8(m, o);
+      _mm256_mask_storeu_epi8(o, m, _mm256_or_si256(cur, _mm512_cvtepi16_epi8(f)));
+    } else {  // E == 2, I == 32
+      const __mmask16 m = cnt >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cnt) - 1);
+      const __m256i cur = _mm256_maskz_loadu_epi16(m, o);
+      _mm256_mask_storeu_epi16(o, m, _mm256_or_si256(cur, _mm512_cvtepi32_epi16(f)));
     }
   }
-  for (; i < n; ++i) {
-    const uint32_t sm = static_cast<uint32_t>(sm32[i]);
-    const uint32_t lo = rawb ? get_bits(raw, i * rawb, rawb) : 0u;
-    const uint32_t v = ((sm >> k) << (p.eb + p.mb)) | (static_cast<uint32_t>(e32[i]) << p.mb) |
-                       ((sm & ((1u << k) - 1)) << rawb) | lo;
-    store_elem(out + i * p.elem_bytes, p.elem_bytes, v);
+}
+
+template <int E>
+WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                                   const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm,
+                                   const LaneGeom& g) {
+  if (!decode_float_lanes<E>(m, rans, rans_len, g, lm)) return 0;
+  lane_major_to_raster<E>(lm, g, cv.w, out);
+  const uint32_t rawb = float_raw_bits(m.fp);
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (!rawb) return 1;
+  // 1-byte floats have at most 6 mantissa bits: always the 16-bit form.
+  if constexpr (E == 1) or_raw_bits<1, 16>(n, raw, raw_len, rawb, out);
+  if constexpr (E == 2) {
+    if (rawb + 7 <= 16) or_raw_bits<2, 16>(n, raw, raw_len, rawb, out);
+    else or_raw_bits<2, 32>(n, raw, raw_len, rawb, out);
   }
+  if constexpr (E == 4) or_raw_bits<4, 32>(n, raw, raw_len, rawb, out);
+  return 1;
 }
 
 }  // namespace
 
-void float_assemble_simd(const FloatParams& p, uint64_t n, const uint8_t* raw, const int32_t* e32,
-                         const int32_t* sm32, uint8_t* out) {
-  float_assemble_avx512(p, n, raw, e32, sm32, out);
+size_t simd_lane_major_bytes(const ChunkView& cv) {
+  // steps <= ceil(h / ly) * ceil(w / lx) <= h * w / 32 + h + w; 16 steps of
+  // padding for the transposition's last block; 4 bytes per element.
+  const uint64_t steps = uint64_t{cv.h} * cv.w / kLanes + cv.h + cv.w + 1;
+  return static_cast<size_t>((steps + 16) * kLanes * 4 + 64);
 }
 
-int decode_float_symbols_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
-                              int32_t* e32, int32_t* sm32) {
+int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                            const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm) {
   if (!simd_enabled() || m.kind != ModelKind::kFloat || !m.slot_all || !m.slot1_all) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
-  return decode_float_avx512(m, cv, rans, rans_len, e32, sm32);
+  if (m.fp.eb > 8 || m.fp.k > 7 || float_raw_bits(m.fp) > 24) return -1;
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (!float_raw_ok(m.fp, n, raw_len)) return 0;
+  if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
+  LaneGeom g;
+  lane_geom(cv, &g);
+  switch (m.fp.elem_bytes) {
+    case 1: return decode_float_chunk_e<1>(m, cv, rans, rans_len, raw, raw_len, out, lm, g);
+    case 2: return decode_float_chunk_e<2>(m, cv, rans, rans_len, raw, raw_len, out, lm, g);
+    case 4: return decode_float_chunk_e<4>(m, cv, rans, rans_len, raw, raw_len, out, lm, g);
+    default: return -1;
+  }
 }
 
-int decode_int_residuals_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
-                              int32_t* res) {
+int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
+                          uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm) {
   if (!simd_enabled() || m.kind != ModelKind::kInt || m.ip.nbr_mode > 1 || !(m.slot_all || m.sym_small) || !m.luts)
     return -1;
   if ((m.ip.use_rc && !m.rc_pad) || (m.ip.use_cc && !m.cc_pad)) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
-  return decode_avx512(m, cv, rans, rans_len, res);
+  if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
+  LaneGeom g;
+  lane_geom(cv, &g);
+  const bool direct = !tile_map && !m.zp && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8);
+  if (direct && m.ip.sub == kIntI8) {
+    if (!decode_int_lanes<IntForm::kI8>(m, cv, rans, rans_len, g, lm)) return 0;
+    lane_major_to_raster<1>(lm, g, cv.w, out);
+    return 1;
+  }
+  if (direct) {
+    if (!decode_int_lanes<IntForm::kU8>(m, cv, rans, rans_len, g, lm)) return 0;
+    lane_major_to_raster<1>(lm, g, cv.w, out);
+    return 1;
+  }
+  if (!decode_int_lanes<IntForm::kRes32>(m, cv, rans, rans_len, g, lm)) return 0;
+  lane_major_to_raster<4>(lm, g, cv.w, reinterpret_cast<uint8_t*>(res));
+  return int_finish_chunk(m, cv, tile_map, out, res, tmp_tile) ? 1 : 0;
 }
 
 }  // namespace wcodec

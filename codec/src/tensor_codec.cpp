@@ -1499,22 +1499,21 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
       bool ok = false;
       switch (model->kind) {
         case ModelKind::kFloat:
-          if (scratch.e.size() < n) scratch.e.resize(n);
-          if (scratch.sm.size() < n) scratch.sm.resize(n);
           if (!float_raw_ok(mv.fp, n, raw_len)) {
             ok = false;
             break;
           }
-          if (scratch.e32.size() < n) scratch.e32.resize(n);
-          if (scratch.sm32.size() < n) scratch.sm32.resize(n);
           {
-            const int simd = decode_float_symbols_simd(mv, cv, rans, rl, scratch.e32.data(), scratch.sm32.data());
+            const size_t lmb = simd_lane_major_bytes(cv);
+            if (scratch.lm.size() < lmb) scratch.lm.resize(lmb);
+            const int simd = decode_float_chunk_simd(mv, cv, rans, rl, raw, raw_len, out, scratch.lm.data());
             if (simd < 0) {
+              if (scratch.e.size() < n) scratch.e.resize(n);
+              if (scratch.sm.size() < n) scratch.sm.resize(n);
               ok = decode_float_symbols(mv, cv, rans, rl, scratch.e.data(), scratch.sm.data());
               if (ok) float_assemble(mv.fp, n, raw, scratch.e.data(), scratch.sm.data(), out);
             } else {
               ok = simd == 1;
-              if (ok) float_assemble_simd(mv.fp, n, raw, scratch.e32.data(), scratch.sm32.data(), out);
             }
           }
           break;
@@ -1523,9 +1522,13 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
           if (scratch.res.size() < n) scratch.res.resize(n);
           if (scratch.tile.size() < kTile * kTile) scratch.tile.resize(kTile * kTile);
           if (raw_len == 0) {
-            const int simd = decode_int_residuals_simd(mv, cv, rans, rl, scratch.res.data());
-            ok = simd < 0 ? decode_int_residuals(mv, cv, rans, rl, scratch.res.data()) : simd == 1;
-            ok = ok && int_finish_chunk(mv, cv, map, out, scratch.res.data(), scratch.tile.data());
+            const size_t lmb = simd_lane_major_bytes(cv);
+            if (scratch.lm.size() < lmb) scratch.lm.resize(lmb);
+            const int simd = decode_int_chunk_simd(mv, cv, map, rans, rl, out, scratch.res.data(),
+                                                   scratch.tile.data(), scratch.lm.data());
+            ok = simd < 0 ? decode_int_residuals(mv, cv, rans, rl, scratch.res.data()) &&
+                                int_finish_chunk(mv, cv, map, out, scratch.res.data(), scratch.tile.data())
+                          : simd == 1;
           }
           break;
         case ModelKind::kBytes:

@@ -147,7 +147,7 @@ EncodedTensor encode_with_model(const TensorGeometry& g, const uint8_t* data, co
 
 // Per-thread scratch for decode_chunk.
 struct DecodeScratch {
-  std::vector<int32_t> e32, sm32;
+  std::vector<uint8_t> lm;  // lane-major elements of the vector decoders
   std::vector<uint16_t> e;
   std::vector<uint8_t> sm;
   std::vector<int32_t> res;
@@ -165,19 +165,17 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
 
 uint64_t chunk_hash(const uint8_t* p, size_t n);
 
-// Vector (AVX-512) decoder of an int chunk's residual grid, producing exactly
-// what decode_int_residuals produces. Returns 1 on success, 0 for a
-// malformed stream, -1 when this CPU or model configuration is not handled
-// (the caller then uses the scalar decoder). WCODEC_NO_SIMD=1 in the
-// environment disables it.
-int decode_int_residuals_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
-                              int32_t* res);
-// Same for the exponent / sign-mantissa grids of a float chunk (as int32).
-int decode_float_symbols_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
-                              int32_t* e32, int32_t* sm32);
-// Assembles float elements from int32 grids (after decode_float_symbols_simd
-// returned 1; REQUIRES the same CPU support). Same result as float_assemble.
-void float_assemble_simd(const FloatParams& p, uint64_t n, const uint8_t* raw, const int32_t* e32,
-                         const int32_t* sm32, uint8_t* out);
+// Vector (AVX-512) decoders of a model-coded chunk: the same result as the
+// reference decoders (decode_float_chunk; decode_int_residuals followed by
+// int_finish_chunk) into out. Return 1 on success, 0 for a malformed chunk,
+// -1 when this CPU or model configuration is not handled (the caller then
+// uses the reference decoder). WCODEC_NO_SIMD=1 in the environment disables
+// them. lm: scratch of simd_lane_major_bytes(cv) bytes; res, tmp_tile as for
+// int_finish_chunk.
+size_t simd_lane_major_bytes(const ChunkView& cv);
+int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                            const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm);
+int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
+                          uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm);
 
 }  // namespace wcodec
