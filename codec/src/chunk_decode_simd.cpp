@@ -152,6 +152,8 @@ struct LaneGeom {
   uint32_t wa;         // narrowest lane width among non-empty lanes
   uint32_t wide;       // lanes of width wa + 1 (bit l)
   bool uniform;        // all non-empty lanes have width wa
+  bool same_rect;      // all 32 lanes have the same non-empty rectangle size
+  uint32_t rows;       // rows per lane when same_rect
   alignas(64) int32_t r0[kLanes], c0[kLanes], w[kLanes], n[kLanes];
 };
 
@@ -172,6 +174,10 @@ inline void lane_geom(const ChunkView& cv, LaneGeom* g) {
   for (uint32_t l = 0; l < kLanes; ++l)
     if (cur[l].n && cur[l].rect.w != wa) g->wide |= 1u << l;
   g->uniform = g->wide == 0;
+  g->same_rect = true;
+  for (uint32_t l = 0; l < kLanes; ++l)
+    g->same_rect &= cur[l].n != 0 && cur[l].n == cur[0].n && cur[l].rect.w == cur[0].rect.w;
+  g->rows = g->same_rect ? cur[0].rect.h : 0;
 }
 
 // Lane-major elements (E bytes, step t lane l at (t * 32 + l) * E) -> raster
@@ -229,32 +235,50 @@ WC_AVX512 void lane_major_to_raster(const uint8_t* lm, const LaneGeom& g, uint32
 }
 
 // ------------------------------------------------------------ rANS steps
+// The shared word stream. Reads are unchecked: while more than kStepWords
+// words remain, a step cannot run past the end; before the last steps the
+// remaining words move to a zero-padded buffer (tail), so reads stay in
+// bounds and a stream that runs short decodes zeros and fails the final
+// check (all words consumed, every state back at 2^16).
+inline constexpr uint32_t kStepWords = 64;  // most words one step can take
+
 struct WordCursor {
-  const uint8_t* words;
-  uint32_t n, pos;
-  alignas(64) uint16_t pad[16];
+  const uint8_t* p;  // word 0 of the current base
+  uint32_t n, pos;   // words at p; next word
+  bool in_pad;
+  alignas(64) uint8_t pad[4 * kStepWords + 64];
 };
+
+inline void words_open(WordCursor* wc, const uint8_t* rans, uint32_t rans_len) {
+  wc->p = rans + 4 * kLanes;
+  wc->n = (rans_len - 4 * kLanes) / 2;
+  wc->pos = 0;
+  wc->in_pad = false;
+}
+
+// Call before a step when pos + kStepWords > n. False: the stream ran short.
+inline bool words_tail(WordCursor* wc) {
+  if (wc->pos > wc->n) return false;
+  if (!wc->in_pad) {
+    std::memset(wc->pad, 0, sizeof wc->pad);
+    std::memcpy(wc->pad, wc->p + 2 * uint64_t{wc->pos}, 2 * uint64_t{wc->n - wc->pos});
+    wc->p = wc->pad;
+    wc->n -= wc->pos;
+    wc->pos = 0;
+    wc->in_pad = true;
+  }
+  return true;
+}
 
 // Renormalization of the active lanes whose state fell below 2^16: they take
 // the next words of the stream in lane order (vpexpandd), exactly the scalar
-// order. False when the stream has too few words.
-WC_AVX512 inline bool renorm16(__m512i& nx, __mmask16 act, WordCursor& wc) {
+// order.
+WC_AVX512 inline void renorm16(__m512i& nx, __mmask16 act, WordCursor& wc) {
   const __mmask16 need = _mm512_mask_cmplt_epu32_mask(act, nx, _mm512_set1_epi32(static_cast<int32_t>(kRansL)));
-  const uint32_t cnt = static_cast<uint32_t>(__builtin_popcount(need));
-  if (!cnt) return true;
-  if (wc.pos + cnt > wc.n) return false;
-  __m256i w16;
-  if (wc.pos + 16 <= wc.n) {
-    w16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wc.words + 2 * wc.pos));
-  } else {
-    std::memset(wc.pad, 0, sizeof wc.pad);
-    std::memcpy(wc.pad, wc.words + 2 * wc.pos, 2 * (wc.n - wc.pos));
-    w16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(wc.pad));
-  }
+  const __m256i w16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wc.p + 2 * uint64_t{wc.pos}));
   const __m512i wv = _mm512_maskz_expand_epi32(need, _mm512_cvtepu16_epi32(w16));
   nx = _mm512_mask_or_epi32(nx, need, _mm512_slli_epi32(nx, 16), wv);
-  wc.pos += cnt;
-  return true;
+  wc.pos += static_cast<uint32_t>(__builtin_popcount(need));
 }
 
 WC_AVX512 inline __m512i gather_bytes(__mmask16 k, __m512i idx, const uint8_t* base) {
@@ -263,7 +287,7 @@ WC_AVX512 inline __m512i gather_bytes(__mmask16 k, __m512i idx, const uint8_t* b
 }
 
 // One decode step of 16 lanes with the packed slot table (row ctx).
-WC_AVX512 inline bool rans_step16(__m512i& X, __mmask16 act, __m512i ctx, const uint32_t* slots, WordCursor& wc,
+WC_AVX512 inline void rans_step16(__m512i& X, __mmask16 act, __m512i ctx, const uint32_t* slots, WordCursor& wc,
                                   __m512i* sym_out) {
   const __m512i vMask = _mm512_set1_epi32(4095);
   const __m512i e = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), act,
@@ -272,14 +296,13 @@ WC_AVX512 inline bool rans_step16(__m512i& X, __mmask16 act, __m512i ctx, const 
   const __m512i freq = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(e, 8), vMask), _mm512_set1_epi32(1));
   __m512i nx = _mm512_add_epi32(_mm512_mullo_epi32(freq, _mm512_srli_epi32(X, 12)), _mm512_srli_epi32(e, 20));
   nx = _mm512_mask_mov_epi32(X, act, nx);
-  if (!renorm16(nx, act, wc)) return false;
+  renorm16(nx, act, wc);
   X = nx;
   *sym_out = _mm512_and_si512(e, _mm512_set1_epi32(0xFF));
-  return true;
 }
 
 // The same step with the two-level small-alphabet tables.
-WC_AVX512 inline bool rans_step16_small(__m512i& X, __mmask16 act, __m512i ctx, const uint8_t* sym_tab,
+WC_AVX512 inline void rans_step16_small(__m512i& X, __mmask16 act, __m512i ctx, const uint8_t* sym_tab,
                                         const uint32_t* fs_tab, WordCursor& wc, __m512i* sym_out) {
   const __m512i vMask = _mm512_set1_epi32(4095);
   const __m512i slot = _mm512_and_si512(X, vMask);
@@ -290,10 +313,9 @@ WC_AVX512 inline bool rans_step16_small(__m512i& X, __mmask16 act, __m512i ctx, 
       _mm512_mullo_epi32(_mm512_and_si512(fs, _mm512_set1_epi32(0xFFFF)), _mm512_srli_epi32(X, 12)),
       _mm512_sub_epi32(slot, _mm512_srli_epi32(fs, 16)));
   nx = _mm512_mask_mov_epi32(X, act, nx);
-  if (!renorm16(nx, act, wc)) return false;
+  renorm16(nx, act, wc);
   X = nx;
   *sym_out = sym;
-  return true;
 }
 
 WC_AVX512 inline __m512i clamp16(__m512i v, int lo, int hi) {
@@ -316,9 +338,7 @@ struct LaneVectors {
 
 WC_AVX512 inline void init_lane_vectors(const uint8_t* rans, uint32_t rans_len, const LaneGeom& g, LaneVectors* v,
                                         WordCursor* wc) {
-  wc->words = rans + 4 * kLanes;
-  wc->n = (rans_len - 4 * kLanes) / 2;
-  wc->pos = 0;
+  words_open(wc, rans, rans_len);
   for (int k = 0; k < 2; ++k) {
     v->X[k] = _mm512_loadu_si512(rans + 64 * k);
     v->J[k] = _mm512_setzero_si512();
@@ -430,9 +450,11 @@ WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const ui
   __mmask16 bad = 0;
 
   for (uint32_t t = 0; t < g.steps; ++t) {
+    if (__builtin_expect(wc.pos + kStepWords > wc.n, 0) && !words_tail(&wc)) return 0;
     const __m512i vT = _mm512_set1_epi32(static_cast<int32_t>(t));
     __m512i V[2], SYM[2];
     __mmask16 ACT[2], ESC[2];
+#pragma GCC unroll 2
     for (int k = 0; k < 2; ++k) {
       const __mmask16 act = _mm512_cmpgt_epi32_mask(lv.N[k], vT);
       ACT[k] = act;
@@ -484,9 +506,8 @@ WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const ui
         ctx = _mm512_add_epi32(_mm512_add_epi32(ctx, _mm512_slli_epi32(ctx, 1)), sign3(H1[k]));
       }
       __m512i sym;
-      if (m.sym_small ? !rans_step16_small(X[k], act, ctx, m.sym_small, m.fs_small, wc, &sym)
-                      : !rans_step16(X[k], act, ctx, m.slot_all, wc, &sym))
-        return 0;
+      if (m.sym_small) rans_step16_small(X[k], act, ctx, m.sym_small, m.fs_small, wc, &sym);
+      else rans_step16(X[k], act, ctx, m.slot_all, wc, &sym);
       SYM[k] = sym;
       ESC[k] = _mm512_mask_cmpge_epu32_mask(act, sym, vEsc);
       // zz_decode: (u >> 1) ^ -(u & 1)
@@ -504,7 +525,7 @@ WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const ui
       _mm512_store_si512(vs + 16, V[1]);
       const uint32_t escm = static_cast<uint32_t>(ESC[0]) | (static_cast<uint32_t>(ESC[1]) << 16);
       const uint8_t zero_word[2] = {0, 0};
-      WordSource ws{wc.n ? wc.words : zero_word, wc.n, wc.pos, 0};
+      WordSource ws{wc.n ? wc.p : zero_word, wc.n, wc.pos, 0};
       for (uint32_t l = 0; l < kLanes; ++l) {
         extra[l] = 0;
         if (!(escm >> l & 1)) continue;
@@ -535,6 +556,7 @@ WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const ui
       V[0] = _mm512_load_si512(vs);
       V[1] = _mm512_load_si512(vs + 16);
     }
+#pragma GCC unroll 2
     for (int k = 0; k < 2; ++k) {
       const __mmask16 act = ACT[k];
       if constexpr (F == IntForm::kI8) {
@@ -575,6 +597,411 @@ WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const ui
   return 1;
 }
 
+
+// ------------------------------------------------------------ same-size lanes
+// When all 32 lanes have the same rectangle size (W x H), every lane is
+// active at every step and has (or lacks) its left / top neighbours at the
+// same steps, so the geometry is scalar: row r, column j of every lane at
+// step r * W + j. The context arithmetic then runs once for all 32 lanes in
+// 16-bit elements; only the rANS states need two 16-lane vectors.
+
+#define WC_INLINE __attribute__((always_inline)) inline
+
+// Low 16-bit words of the 32 dwords of two vectors, in lane order.
+WC_AVX512 WC_INLINE __m512i pack_lo16(__m512i a, __m512i b) {
+  alignas(64) static constexpr uint16_t kIdx[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20,
+                                                    22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 42,
+                                                    44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
+  return _mm512_permutex2var_epi16(a, _mm512_load_si512(kIdx), b);
+}
+
+// Table index ctx * 4096 + (x & 4095) of the two halves; ctx16 holds the 32
+// contexts as 16-bit words.
+WC_AVX512 WC_INLINE void slot_index(__m512i ctx16, __m512i X0, __m512i X1, __m512i* i0, __m512i* i1) {
+  const __m512i m = _mm512_set1_epi32(4095);
+  const __m512i c0 = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(ctx16));
+  const __m512i c1 = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(ctx16, 1));
+  *i0 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c0, 12), X0, m, 0xF8);  // a | (b & c)
+  *i1 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c1, 12), X1, m, 0xF8);
+}
+
+// rANS step of 16 lanes, all active, from packed slot entries at idx.
+// Returns the entries (symbol in the low byte).
+WC_AVX512 WC_INLINE __m512i rans_all16(__m512i& X, __m512i idx, const uint32_t* slots, WordCursor& wc) {
+  const __m512i e = _mm512_i32gather_epi32(idx, slots, 4);
+  const __m512i freq =
+      _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(e, 8), _mm512_set1_epi32(4095)), _mm512_set1_epi32(1));
+  __m512i nx = _mm512_add_epi32(_mm512_mullo_epi32(freq, _mm512_srli_epi32(X, 12)), _mm512_srli_epi32(e, 20));
+  renorm16(nx, 0xFFFF, wc);
+  X = nx;
+  return e;
+}
+
+// ---- int (int8 / uint8 codes, activity contexts, one scale class)
+struct IntFastConsts {
+  const uint32_t* slots;
+  const uint8_t* lm;
+  uint32_t W, oa;
+  __m512i lut[4];     // activity (clamped) -> 3 * class, bytes
+  __m512i thr3[7];    // compare mode: thresholds (16-bit)
+  uint32_t nthr;
+  __m512i center;     // 16-bit
+  __m512i esc;        // 16-bit
+};
+
+struct IntFastState {
+  __m512i X0, X1;
+  __m512i A1, A2, LS;  // |left|, |left 2|, sign class of left (16-bit, 32 lanes)
+  __mmask32 bad;
+};
+
+// |value| of the 32 lane-major codes at step s (16-bit).
+template <bool U8>
+WC_AVX512 WC_INLINE __m512i abs_codes(const uint8_t* row, __m512i center) {
+  const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
+  if constexpr (U8) return _mm512_abs_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(c), center));
+  return _mm512_cvtepu8_epi16(_mm256_abs_epi8(c));  // |-128| = 0x80 read unsigned
+}
+
+// Escaped tokens of one step: extra bits in scalar stream order, then the
+// values, their codes' validity and the context inputs of the escaped lanes.
+template <bool U8>
+WC_AVX512 __attribute__((noinline, cold)) bool int_fast_escapes(const IntParams& p, __mmask32 escm, __m512i tok,
+                                                                 IntFastState& s, __m512i* V, __m512i* A1n,
+                                                                 __m512i* LSn, WordCursor& wc) {
+  alignas(64) uint32_t xs[kLanes];
+  alignas(64) uint16_t ts[kLanes], a1[kLanes], ls[kLanes];
+  alignas(64) int16_t vs[kLanes];
+  uint32_t extra[kLanes] = {};
+  _mm512_store_si512(xs, s.X0);
+  _mm512_store_si512(xs + 16, s.X1);
+  _mm512_store_si512(ts, tok);
+  _mm512_store_si512(vs, *V);
+  _mm512_store_si512(a1, *A1n);
+  _mm512_store_si512(ls, *LSn);
+  const uint8_t zero_word[2] = {0, 0};
+  WordSource ws{wc.n ? wc.p : zero_word, wc.n, wc.pos, 0};
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    if (!(escm >> l & 1)) continue;
+    const uint32_t nb = ts[l] - p.esc;
+    if (nb > kEscClasses - 1) return false;
+    if (nb < 2) continue;
+    const uint32_t e = nb - 1, lo = e < 8 ? e : 8;
+    extra[l] = rans_decode_bits(xs[l], lo);
+    rans_renorm(xs[l], ws);
+  }
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    if (!(escm >> l & 1)) continue;
+    const uint32_t nb = ts[l] - p.esc;
+    if (nb < 10) continue;
+    extra[l] |= rans_decode_bits(xs[l], nb - 9) << 8;
+    rans_renorm(xs[l], ws);
+  }
+  if (ws.bad) return false;
+  wc.pos = ws.pos;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    if (!(escm >> l & 1)) continue;
+    const uint32_t nb = ts[l] - p.esc;
+    const uint32_t d = nb == 0 ? 0u : ((1u << (nb - 1)) | extra[l]);
+    const int32_t v = tile::zz_decode(static_cast<int32_t>(p.esc + d));
+    // A value without a code: the reference's packing rejects the chunk.
+    if (U8 ? (v + p.center < 0 || v + p.center > 255) : (v < -128 || v > 127)) return false;
+    vs[l] = static_cast<int16_t>(v);
+    a1[l] = static_cast<uint16_t>(v < 0 ? -v : v);
+    ls[l] = static_cast<uint16_t>(v > 0 ? 1 : (v < 0 ? 2 : 0));
+  }
+  s.X0 = _mm512_load_si512(xs);
+  s.X1 = _mm512_load_si512(xs + 16);
+  *V = _mm512_load_si512(vs);
+  *A1n = _mm512_load_si512(a1);
+  *LSn = _mm512_load_si512(ls);
+  return true;
+}
+
+// One step (32 symbols) at lane-major row t. HT: rows above exist; HL: the
+// left neighbour exists; HA: the off_a neighbour exists. AM: activity
+// classes: 0 none (nb = 1), 1 one 128-byte table, 2 two tables (< 256),
+// 3 compares.
+template <bool U8, int AM, bool HT, bool HL, bool HA>
+WC_AVX512 WC_INLINE bool int_fast_step(const IntParams& p, const IntFastConsts& c, IntFastState& s, uint32_t t,
+                                       WordCursor& wc, uint8_t* lm) {
+  if (__builtin_expect(wc.pos + kStepWords > wc.n, 0) && !words_tail(&wc)) return false;
+  const __m512i zero = _mm512_setzero_si512();
+  __m512i ctx = zero;
+  if constexpr (AM != 0) {
+    __m512i a = _mm512_add_epi16(_mm512_slli_epi16(s.A1, 1), s.A2);
+    if constexpr (HT) {
+      const __m512i at = abs_codes<U8>(lm + (uint64_t{t} - c.W) * 32, c.center);
+      a = _mm512_add_epi16(a, at);
+      if constexpr (!HL) a = _mm512_add_epi16(a, _mm512_slli_epi16(at, 1));
+    }
+    if constexpr (HA) a = _mm512_add_epi16(a, abs_codes<U8>(lm + (uint64_t{t} - c.oa) * 32, c.center));
+    if constexpr (AM == 1) {
+      a = _mm512_min_epu16(a, _mm512_set1_epi16(127));
+      ctx = _mm512_and_si512(_mm512_permutex2var_epi8(c.lut[0], a, c.lut[1]), _mm512_set1_epi16(0xFF));
+    } else if constexpr (AM == 2) {
+      a = _mm512_min_epu16(a, _mm512_set1_epi16(255));
+      const __m512i lo = _mm512_permutex2var_epi8(c.lut[0], a, c.lut[1]);
+      const __m512i hi = _mm512_permutex2var_epi8(c.lut[2], a, c.lut[3]);
+      ctx = _mm512_and_si512(_mm512_mask_mov_epi16(lo, _mm512_cmpge_epu16_mask(a, _mm512_set1_epi16(128)), hi),
+                             _mm512_set1_epi16(0xFF));
+    } else {
+      a = _mm512_min_epu16(a, _mm512_set1_epi16(1023));
+      const __m512i three = _mm512_set1_epi16(3);
+      for (uint32_t i = 0; i < c.nthr; ++i)
+        ctx = _mm512_mask_add_epi16(ctx, _mm512_cmpge_epu16_mask(a, c.thr3[i]), ctx, three);
+    }
+  }
+  ctx = _mm512_add_epi16(ctx, s.LS);
+  __m512i i0, i1;
+  slot_index(ctx, s.X0, s.X1, &i0, &i1);
+  const __m512i e0 = rans_all16(s.X0, i0, c.slots, wc);
+  const __m512i e1 = rans_all16(s.X1, i1, c.slots, wc);
+  const __m512i one = _mm512_set1_epi16(1);
+  const __m512i tok = _mm512_and_si512(pack_lo16(e0, e1), _mm512_set1_epi16(0xFF));
+  __m512i V = _mm512_xor_si512(_mm512_srli_epi16(tok, 1), _mm512_sub_epi16(zero, _mm512_and_si512(tok, one)));
+  __m512i A1n = _mm512_avg_epu16(tok, zero);  // |zz^-1(u)| = (u + 1) >> 1
+  __m512i LSn = _mm512_add_epi16(_mm512_min_epu16(tok, one), _mm512_and_si512(tok, one));
+  const __mmask32 escm = _mm512_cmpge_epu16_mask(tok, c.esc);
+  if (__builtin_expect(escm != 0, 0) && !int_fast_escapes<U8>(p, escm, tok, s, &V, &A1n, &LSn, wc)) return false;
+  if constexpr (U8) {
+    V = _mm512_add_epi16(V, c.center);
+    s.bad |= _mm512_cmpgt_epu16_mask(V, _mm512_set1_epi16(255));
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lm + uint64_t{t} * 32), _mm512_cvtepi16_epi8(V));
+  s.A2 = s.A1;
+  s.A1 = A1n;
+  s.LS = LSn;
+  return true;
+}
+
+template <bool U8, int AM, bool HT>
+WC_AVX512 bool int_fast_row(const IntParams& p, const IntFastConsts& c, IntFastState& s, uint32_t t0,
+                            WordCursor& wc, uint8_t* lm) {
+  const __m512i zero = _mm512_setzero_si512();
+  s.A1 = s.A2 = s.LS = zero;
+  if (!int_fast_step<U8, AM, HT, false, false>(p, c, s, t0, wc, lm)) return false;
+  const uint32_t ja = c.oa ? (c.oa < c.W ? c.oa : c.W) : c.W;
+  for (uint32_t j = 1; j < ja; ++j)
+    if (!int_fast_step<U8, AM, HT, true, false>(p, c, s, t0 + j, wc, lm)) return false;
+  for (uint32_t j = ja; j < c.W; ++j)
+    if (!int_fast_step<U8, AM, HT, true, true>(p, c, s, t0 + j, wc, lm)) return false;
+  return true;
+}
+
+template <bool U8, int AM>
+WC_AVX512 int int_fast_lanes(const IntParams& p, const IntFastConsts& c, const uint8_t* rans, uint32_t rans_len,
+                             const LaneGeom& g, uint8_t* lm) {
+  WordCursor wc;
+  words_open(&wc, rans, rans_len);
+  IntFastState s;
+  s.X0 = _mm512_loadu_si512(rans);
+  s.X1 = _mm512_loadu_si512(rans + 64);
+  s.bad = 0;
+  for (uint32_t r = 0; r < g.rows; ++r) {
+    const bool ok = r ? int_fast_row<U8, AM, true>(p, c, s, r * c.W, wc, lm)
+                      : int_fast_row<U8, AM, false>(p, c, s, 0, wc, lm);
+    if (!ok) return 0;
+  }
+  if (wc.pos != wc.n) return 0;
+  const __m512i vL = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
+  if (_mm512_cmpneq_epu32_mask(s.X0, vL) | _mm512_cmpneq_epu32_mask(s.X1, vL)) return 0;
+  return s.bad ? 0 : 1;
+}
+
+// Handles int8 / uint8 codes without tile map or zero points, activity
+// contexts (nbr_mode 0) with one scale class, same-size lanes; -1 otherwise.
+WC_AVX512 int decode_int_fast(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
+                              uint8_t* lm) {
+  const IntParams& p = m.ip;
+  if (!g.same_rect || p.nbr_mode != 0 || p.ns != 1 || !m.slot_all) return -1;
+  const bool u8 = p.sub == kIntU8;
+  IntFastConsts c;
+  c.slots = m.slot_all;
+  c.lm = lm;
+  c.W = static_cast<uint32_t>(g.w[0]);
+  c.oa = p.off_a;
+  c.center = _mm512_set1_epi16(static_cast<int16_t>(p.center));
+  c.esc = _mm512_set1_epi16(static_cast<int16_t>(p.esc));
+  c.nthr = p.nb > 1 ? p.nb - 1u : 0u;
+  uint32_t max_thr = 0;
+  for (uint32_t i = 0; i < c.nthr; ++i) max_thr = p.thr[i] > max_thr ? p.thr[i] : max_thr;
+  alignas(64) uint8_t lut[256];
+  for (uint32_t a = 0; a < 256; ++a) lut[a] = static_cast<uint8_t>(3 * m.luts->act[a]);
+  for (int i = 0; i < 4; ++i) c.lut[i] = _mm512_load_si512(lut + 64 * i);
+  for (uint32_t i = 0; i < 7; ++i) c.thr3[i] = _mm512_set1_epi16(static_cast<int16_t>(i < c.nthr ? p.thr[i] : 0));
+  const int am = c.nthr == 0 ? 0 : (max_thr < 128 ? 1 : (max_thr < 256 ? 2 : 3));
+#define WC_INT_FAST(U, A) \
+  if (u8 == U && am == A) return int_fast_lanes<U, A>(p, c, rans, rans_len, g, lm);
+  WC_INT_FAST(false, 0) WC_INT_FAST(false, 1) WC_INT_FAST(false, 2) WC_INT_FAST(false, 3)
+  WC_INT_FAST(true, 0) WC_INT_FAST(true, 1) WC_INT_FAST(true, 2) WC_INT_FAST(true, 3)
+#undef WC_INT_FAST
+  return -1;
+}
+
+// ---- float (1- and 2-byte elements)
+struct FloatFastConsts {
+  const uint32_t *slots_e, *slots_s;
+  uint32_t W;
+  __m512i elo16, ne1_16, emask16;  // 16-bit
+  __m512i mlo, nm1;                // 32-bit
+  __m128i sh_e, sh_sign, sh_mh, sh_k;
+  __m512i mh16;
+};
+
+struct FloatFastState {
+  __m512i X0, X1;
+  __m512i LE;        // left exponents (16-bit, 32 lanes)
+  __m512i LS0, LS1;  // left sign + 1, 0 for none (32-bit halves)
+};
+
+template <int E>
+WC_AVX512 WC_INLINE __m512i load_exps16(const uint8_t* row, const FloatFastConsts& c) {
+  __m512i v;
+  if constexpr (E == 1) v = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)));
+  else v = _mm512_loadu_si512(row);
+  return _mm512_and_si512(_mm512_srl_epi16(v, c.sh_e), c.emask16);
+}
+
+WC_AVX512 WC_INLINE __m512i clamp_sub16(__m512i v, const FloatFastConsts& c) {
+  return _mm512_min_epi16(_mm512_max_epi16(_mm512_subs_epi16(v, c.elo16), _mm512_setzero_si512()), c.ne1_16);
+}
+
+template <int E, int EM, bool SMC, bool HT, bool HL>
+WC_AVX512 WC_INLINE bool float_fast_step(const FloatParams& p, const FloatFastConsts& c, FloatFastState& s,
+                                         uint32_t t, WordCursor& wc, uint8_t* lm) {
+  if (__builtin_expect(wc.pos + kStepWords > wc.n, 0) && !words_tail(&wc)) return false;
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i one16 = _mm512_set1_epi16(1);
+  __m512i ctx = zero;
+  if constexpr (EM != 0 && (HT || HL)) {
+    __m512i tv = zero;
+    if constexpr (HT) tv = load_exps16<E>(lm + (uint64_t{t} - c.W) * 32 * E, c);
+    const __m512i lv = s.LE;
+    if constexpr (EM == 1) {
+      ctx = clamp_sub16(HL ? lv : tv, c);
+    } else if constexpr (EM == 3) {
+      ctx = clamp_sub16(HT ? tv : lv, c);
+    } else if constexpr (EM == 2) {
+      if constexpr (HL && HT) {
+        const __m512i q = clamp_sub16(_mm512_avg_epu16(lv, tv), c);
+        const __mmask32 far = _mm512_cmpgt_epu16_mask(_mm512_abs_epi16(_mm512_sub_epi16(lv, tv)), one16);
+        ctx = _mm512_mask_add_epi16(q, far, q, _mm512_add_epi16(c.ne1_16, one16));
+      } else {
+        ctx = clamp_sub16(HL ? lv : tv, c);
+      }
+    } else {  // EM == 4: joint classes
+      const int J = kJointClasses;
+      const __m512i j1 = _mm512_set1_epi16(J - 1);
+      const __m512i ql = _mm512_min_epi16(_mm512_max_epi16(_mm512_subs_epi16(lv, c.elo16), zero), j1);
+      const __m512i qt = _mm512_min_epi16(_mm512_max_epi16(_mm512_subs_epi16(tv, c.elo16), zero), j1);
+      if constexpr (HL && HT) ctx = _mm512_add_epi16(_mm512_add_epi16(_mm512_mullo_epi16(ql, _mm512_set1_epi16(J)), qt), one16);
+      else if constexpr (HL) ctx = _mm512_add_epi16(ql, _mm512_set1_epi16(1 + J * J));
+      else ctx = _mm512_add_epi16(qt, _mm512_set1_epi16(1 + J * J + J));
+    }
+  }
+  __m512i i0, i1;
+  if constexpr (EM != 0 && (HT || HL)) {
+    slot_index(ctx, s.X0, s.X1, &i0, &i1);
+  } else {
+    i0 = _mm512_and_si512(s.X0, _mm512_set1_epi32(4095));
+    i1 = _mm512_and_si512(s.X1, _mm512_set1_epi32(4095));
+  }
+  const __m512i ee0 = _mm512_and_si512(rans_all16(s.X0, i0, c.slots_e, wc), _mm512_set1_epi32(0xFF));
+  const __m512i ee1 = _mm512_and_si512(rans_all16(s.X1, i1, c.slots_e, wc), _mm512_set1_epi32(0xFF));
+  // Sign / high mantissa, context from the exponent (and the left sign).
+  const __m512i m4095 = _mm512_set1_epi32(4095);
+  __m512i j0, j1;
+  if constexpr (SMC) {
+    __m512i c0 = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(ee0, c.mlo), zero), c.nm1);
+    __m512i c1 = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(ee1, c.mlo), zero), c.nm1);
+    if (p.sign_ctx) {
+      c0 = _mm512_add_epi32(_mm512_add_epi32(c0, _mm512_slli_epi32(c0, 1)), s.LS0);
+      c1 = _mm512_add_epi32(_mm512_add_epi32(c1, _mm512_slli_epi32(c1, 1)), s.LS1);
+    }
+    j0 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c0, 12), s.X0, m4095, 0xF8);
+    j1 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c1, 12), s.X1, m4095, 0xF8);
+  } else {
+    j0 = _mm512_and_si512(s.X0, m4095);
+    j1 = _mm512_and_si512(s.X1, m4095);
+  }
+  const __m512i se0 = rans_all16(s.X0, j0, c.slots_s, wc);
+  const __m512i se1 = rans_all16(s.X1, j1, c.slots_s, wc);
+  const __m512i E16 = pack_lo16(ee0, ee1);
+  const __m512i S16 = _mm512_and_si512(pack_lo16(se0, se1), _mm512_set1_epi16(0xFF));
+  const __m512i sign = _mm512_srl_epi16(S16, c.sh_k);
+  const __m512i hi = _mm512_ternarylogic_epi32(_mm512_sll_epi16(sign, c.sh_sign), _mm512_sll_epi16(E16, c.sh_e),
+                                               _mm512_sll_epi16(_mm512_and_si512(S16, c.mh16), c.sh_mh), 0xFE);
+  if constexpr (E == 1) _mm256_storeu_si256(reinterpret_cast<__m256i*>(lm + uint64_t{t} * 32), _mm512_cvtepi16_epi8(hi));
+  else _mm512_storeu_si512(lm + uint64_t{t} * 64, hi);
+  s.LE = E16;
+  if constexpr (SMC) {
+    const __m512i one = _mm512_set1_epi32(1);
+    s.LS0 = _mm512_add_epi32(_mm512_srl_epi32(_mm512_and_si512(se0, _mm512_set1_epi32(0xFF)), c.sh_k), one);
+    s.LS1 = _mm512_add_epi32(_mm512_srl_epi32(_mm512_and_si512(se1, _mm512_set1_epi32(0xFF)), c.sh_k), one);
+  }
+  return true;
+}
+
+template <int E, int EM, bool SMC, bool HT>
+WC_AVX512 bool float_fast_row(const FloatParams& p, const FloatFastConsts& c, FloatFastState& s, uint32_t t0,
+                              WordCursor& wc, uint8_t* lm) {
+  s.LS0 = s.LS1 = _mm512_setzero_si512();
+  if (!float_fast_step<E, EM, SMC, HT, false>(p, c, s, t0, wc, lm)) return false;
+  for (uint32_t j = 1; j < c.W; ++j)
+    if (!float_fast_step<E, EM, SMC, HT, true>(p, c, s, t0 + j, wc, lm)) return false;
+  return true;
+}
+
+template <int E, int EM, bool SMC>
+WC_AVX512 int float_fast_lanes(const FloatParams& p, const FloatFastConsts& c, const uint8_t* rans,
+                               uint32_t rans_len, const LaneGeom& g, uint8_t* lm) {
+  WordCursor wc;
+  words_open(&wc, rans, rans_len);
+  FloatFastState s;
+  s.X0 = _mm512_loadu_si512(rans);
+  s.X1 = _mm512_loadu_si512(rans + 64);
+  s.LE = _mm512_setzero_si512();
+  for (uint32_t r = 0; r < g.rows; ++r) {
+    const bool ok = r ? float_fast_row<E, EM, SMC, true>(p, c, s, r * c.W, wc, lm)
+                      : float_fast_row<E, EM, SMC, false>(p, c, s, 0, wc, lm);
+    if (!ok) return 0;
+  }
+  if (wc.pos != wc.n) return 0;
+  const __m512i vL = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
+  if (_mm512_cmpneq_epu32_mask(s.X0, vL) | _mm512_cmpneq_epu32_mask(s.X1, vL)) return 0;
+  return 1;
+}
+
+template <int E>
+WC_AVX512 int decode_float_fast(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
+                                uint8_t* lm) {
+  const FloatParams& p = m.fp;
+  if (!g.same_rect) return -1;
+  FloatFastConsts c;
+  c.slots_e = m.slot_all;
+  c.slots_s = m.slot1_all;
+  c.W = static_cast<uint32_t>(g.w[0]);
+  c.elo16 = _mm512_set1_epi16(p.elo);
+  c.ne1_16 = _mm512_set1_epi16(static_cast<int16_t>(p.ne - 1));
+  c.emask16 = _mm512_set1_epi16(static_cast<int16_t>((1u << p.eb) - 1));
+  c.mlo = _mm512_set1_epi32(p.mlo);
+  c.nm1 = _mm512_set1_epi32(p.nm - 1);
+  c.sh_e = _mm_cvtsi32_si128(p.mb);
+  c.sh_sign = _mm_cvtsi32_si128(p.eb + p.mb);
+  c.sh_mh = _mm_cvtsi32_si128(static_cast<int>(float_raw_bits(p)));
+  c.sh_k = _mm_cvtsi32_si128(p.k);
+  c.mh16 = _mm512_set1_epi16(static_cast<int16_t>((1u << p.k) - 1));
+  const bool smc = p.nm > 1 || p.sign_ctx;
+#define WC_FLOAT_FAST(EMv, S) \
+  if (p.emode == EMv && smc == S) return float_fast_lanes<E, EMv, S>(p, c, rans, rans_len, g, lm);
+  WC_FLOAT_FAST(0, false) WC_FLOAT_FAST(1, false) WC_FLOAT_FAST(2, false) WC_FLOAT_FAST(3, false)
+  WC_FLOAT_FAST(4, false) WC_FLOAT_FAST(0, true) WC_FLOAT_FAST(1, true) WC_FLOAT_FAST(2, true)
+  WC_FLOAT_FAST(3, true) WC_FLOAT_FAST(4, true)
+#undef WC_FLOAT_FAST
+  return -1;
+}
+
 // ------------------------------------------------------------ float chunks
 // Lane-major elements: the final element bits except the raw mantissa bits.
 template <int E>
@@ -598,6 +1025,7 @@ WC_AVX512 int decode_float_lanes(const ModelView& m, const uint8_t* rans, uint32
                 sh_mh = _mm_cvtsi32_si128(static_cast<int>(float_raw_bits(p))), sh_k = _mm_cvtsi32_si128(p.k);
   const int J6 = kJointClasses;
   for (uint32_t t = 0; t < g.steps; ++t) {
+    if (__builtin_expect(wc.pos + kStepWords > wc.n, 0) && !words_tail(&wc)) return 0;
     const __m512i vT = _mm512_set1_epi32(static_cast<int32_t>(t));
     __m512i EXP[2];
     __mmask16 ACT[2];
@@ -641,7 +1069,7 @@ WC_AVX512 int decode_float_lanes(const ModelView& m, const uint8_t* rans, uint32
         }
       }
       __m512i sym;
-      if (!rans_step16(X[k], act, ctx, m.slot_all, wc, &sym)) return 0;
+      rans_step16(X[k], act, ctx, m.slot_all, wc, &sym);
       EXP[k] = sym;
     }
     for (int k = 0; k < 2; ++k) {  // sign + high mantissa
@@ -650,7 +1078,7 @@ WC_AVX512 int decode_float_lanes(const ModelView& m, const uint8_t* rans, uint32
                                      _mm512_set1_epi32(p.nm - 1));
       if (p.sign_ctx) ctx = _mm512_add_epi32(_mm512_mullo_epi32(ctx, _mm512_set1_epi32(3)), LS[k]);
       __m512i sym;
-      if (!rans_step16(X[k], act, ctx, m.slot1_all, wc, &sym)) return 0;
+      rans_step16(X[k], act, ctx, m.slot1_all, wc, &sym);
       const __m512i sign = _mm512_srl_epi32(sym, sh_k);
       const __m512i hi = _mm512_or_si512(
           _mm512_or_si512(_mm512_sll_epi32(sign, sh_sign), _mm512_sll_epi32(EXP[k], sh_e)),
@@ -727,7 +1155,10 @@ template <int E>
 WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                                    const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm,
                                    const LaneGeom& g) {
-  if (!decode_float_lanes<E>(m, rans, rans_len, g, lm)) return 0;
+  int r = -1;
+  if constexpr (E <= 2) r = decode_float_fast<E>(m, rans, rans_len, g, lm);
+  if (r == 0) return 0;
+  if (r < 0 && !decode_float_lanes<E>(m, rans, rans_len, g, lm)) return 0;
   lane_major_to_raster<E>(lm, g, cv.w, out);
   const uint32_t rawb = float_raw_bits(m.fp);
   const uint64_t n = uint64_t{cv.h} * cv.w;
@@ -779,6 +1210,14 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
   LaneGeom g;
   lane_geom(cv, &g);
   const bool direct = !tile_map && !m.zp && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8);
+  if (direct) {
+    const int r = decode_int_fast(m, rans, rans_len, g, lm);
+    if (r == 0) return 0;
+    if (r == 1) {
+      lane_major_to_raster<1>(lm, g, cv.w, out);
+      return 1;
+    }
+  }
   if (direct && m.ip.sub == kIntI8) {
     if (!decode_int_lanes<IntForm::kI8>(m, cv, rans, rans_len, g, lm)) return 0;
     lane_major_to_raster<1>(lm, g, cv.w, out);
