@@ -48,6 +48,7 @@ bool simd_enabled() {
 }
 
 #define WC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,popcnt")))
+#define WC_INLINE __attribute__((always_inline)) inline
 
 // ------------------------------------------------------------ transposition
 // A block of 16 steps x L lanes x E bytes is a 2^B-byte array with address
@@ -234,6 +235,46 @@ WC_AVX512 void lane_major_to_raster(const uint8_t* lm, const LaneGeom& g, uint32
   }
 }
 
+// The same for lanes with the same rectangle (W x rows): blocks of up to 16
+// steps never cross a lane row, so each lane's run is one store.
+template <int E>
+WC_AVX512 void same_rect_to_raster(const uint8_t* lm, const LaneGeom& g, uint32_t w, uint8_t* out) {
+  constexpr int LB = PlanFor<E>::kLanes;
+  constexpr int NR = E == 4 ? 16 : 8 * E;
+  constexpr int LPR = 64 / (16 * E);
+  const uint32_t W = static_cast<uint32_t>(g.w[0]);
+  uint8_t* base[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l)
+    base[l] = out + (uint64_t{static_cast<uint32_t>(g.r0[l])} * w + static_cast<uint32_t>(g.c0[l])) * E;
+  for (uint32_t r = 0; r < g.rows; ++r) {
+    for (uint32_t j0 = 0; j0 < W; j0 += 16) {
+      const uint32_t len = W - j0 < 16 ? W - j0 : 16;
+      const uint64_t t0 = uint64_t{r} * W + j0;
+      const uint64_t off = (uint64_t{r} * w + j0) * E;
+      const uint64_t m0 = len * E >= 64 ? ~0ull : (1ull << (len * E)) - 1;
+      for (int half = 0; half < kLanes / LB; ++half) {
+        __m512i v[NR];
+        if constexpr (E == 4) {
+#pragma GCC unroll 16
+          for (int s = 0; s < 16; ++s) v[s] = _mm512_loadu_si512(lm + (t0 + s) * 128 + 64 * half);
+        } else {
+#pragma GCC unroll 16
+          for (int R = 0; R < NR; ++R) v[R] = _mm512_loadu_si512(lm + t0 * 32 * E + 64 * R);
+        }
+        run_stage<E, 0>(v);
+        run_stage<E, 1>(v);
+        run_stage<E, 2>(v);
+        run_stage<E, 3>(v);
+#pragma GCC unroll 32
+        for (int li = 0; li < LB; ++li) {
+          const int q = li % LPR;
+          _mm512_mask_storeu_epi8(base[half * LB + li] + off - q * 16 * E, m0 << (q * 16 * E), v[li / LPR]);
+        }
+      }
+    }
+  }
+}
+
 // ------------------------------------------------------------ rANS steps
 // The shared word stream. Reads are unchecked: while more than kStepWords
 // words remain, a step cannot run past the end; before the last steps the
@@ -246,21 +287,23 @@ struct WordCursor {
   const uint8_t* p;  // word 0 of the current base
   uint32_t n, pos;   // words at p; next word
   bool in_pad;
-  alignas(64) uint8_t pad[4 * kStepWords + 64];
+  uint8_t* pad;      // kPadBytes, owned by the caller
 };
+inline constexpr size_t kPadBytes = 4 * kStepWords + 64;
 
-inline void words_open(WordCursor* wc, const uint8_t* rans, uint32_t rans_len) {
+inline void words_open(WordCursor* wc, const uint8_t* rans, uint32_t rans_len, uint8_t* pad) {
   wc->p = rans + 4 * kLanes;
   wc->n = (rans_len - 4 * kLanes) / 2;
   wc->pos = 0;
   wc->in_pad = false;
+  wc->pad = pad;
 }
 
 // Call before a step when pos + kStepWords > n. False: the stream ran short.
-inline bool words_tail(WordCursor* wc) {
+WC_INLINE bool words_tail(WordCursor* wc) {
   if (wc->pos > wc->n) return false;
   if (!wc->in_pad) {
-    std::memset(wc->pad, 0, sizeof wc->pad);
+    std::memset(wc->pad, 0, kPadBytes);
     std::memcpy(wc->pad, wc->p + 2 * uint64_t{wc->pos}, 2 * uint64_t{wc->n - wc->pos});
     wc->p = wc->pad;
     wc->n -= wc->pos;
@@ -337,8 +380,8 @@ struct LaneVectors {
 };
 
 WC_AVX512 inline void init_lane_vectors(const uint8_t* rans, uint32_t rans_len, const LaneGeom& g, LaneVectors* v,
-                                        WordCursor* wc) {
-  words_open(wc, rans, rans_len);
+                                        WordCursor* wc, uint8_t* pad) {
+  words_open(wc, rans, rans_len, pad);
   for (int k = 0; k < 2; ++k) {
     v->X[k] = _mm512_loadu_si512(rans + 64 * k);
     v->J[k] = _mm512_setzero_si512();
@@ -416,8 +459,9 @@ WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const ui
   constexpr int E = form_bytes<F>();
   const IntParams& p = m.ip;
   WordCursor wc;
+  alignas(64) uint8_t pad[kPadBytes];
   LaneVectors lv;
-  init_lane_vectors(rans, rans_len, g, &lv, &wc);
+  init_lane_vectors(rans, rans_len, g, &lv, &wc, pad);
   __m512i(&X)[2] = lv.X;
   __m512i(&J)[2] = lv.J;
   __m512i RP[2], H1[2], H2[2], ROW[2];
@@ -605,7 +649,6 @@ WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const ui
 // step r * W + j. The context arithmetic then runs once for all 32 lanes in
 // 16-bit elements; only the rANS states need two 16-lane vectors.
 
-#define WC_INLINE __attribute__((always_inline)) inline
 
 // Low 16-bit words of the 32 dwords of two vectors, in lane order.
 WC_AVX512 WC_INLINE __m512i pack_lo16(__m512i a, __m512i b) {
@@ -667,14 +710,16 @@ WC_AVX512 WC_INLINE __m512i abs_codes(const uint8_t* row, __m512i center) {
 // values, their codes' validity and the context inputs of the escaped lanes.
 template <bool U8>
 WC_AVX512 __attribute__((noinline, cold)) bool int_fast_escapes(const IntParams& p, __mmask32 escm, __m512i tok,
-                                                                 IntFastState& s, __m512i* V, __m512i* A1n,
-                                                                 __m512i* LSn, WordCursor& wc) {
+                                                                 __m512i* X0, __m512i* X1, __m512i* V, __m512i* A1n,
+                                                                 __m512i* LSn, const WordCursor* wc_in,
+                                                                 uint32_t* pos_out) {
+  const WordCursor& wc = *wc_in;
   alignas(64) uint32_t xs[kLanes];
   alignas(64) uint16_t ts[kLanes], a1[kLanes], ls[kLanes];
   alignas(64) int16_t vs[kLanes];
   uint32_t extra[kLanes] = {};
-  _mm512_store_si512(xs, s.X0);
-  _mm512_store_si512(xs + 16, s.X1);
+  _mm512_store_si512(xs, *X0);
+  _mm512_store_si512(xs + 16, *X1);
   _mm512_store_si512(ts, tok);
   _mm512_store_si512(vs, *V);
   _mm512_store_si512(a1, *A1n);
@@ -698,7 +743,7 @@ WC_AVX512 __attribute__((noinline, cold)) bool int_fast_escapes(const IntParams&
     rans_renorm(xs[l], ws);
   }
   if (ws.bad) return false;
-  wc.pos = ws.pos;
+  *pos_out = ws.pos;
   for (uint32_t l = 0; l < kLanes; ++l) {
     if (!(escm >> l & 1)) continue;
     const uint32_t nb = ts[l] - p.esc;
@@ -710,8 +755,8 @@ WC_AVX512 __attribute__((noinline, cold)) bool int_fast_escapes(const IntParams&
     a1[l] = static_cast<uint16_t>(v < 0 ? -v : v);
     ls[l] = static_cast<uint16_t>(v > 0 ? 1 : (v < 0 ? 2 : 0));
   }
-  s.X0 = _mm512_load_si512(xs);
-  s.X1 = _mm512_load_si512(xs + 16);
+  *X0 = _mm512_load_si512(xs);
+  *X1 = _mm512_load_si512(xs + 16);
   *V = _mm512_load_si512(vs);
   *A1n = _mm512_load_si512(a1);
   *LSn = _mm512_load_si512(ls);
@@ -763,7 +808,18 @@ WC_AVX512 WC_INLINE bool int_fast_step(const IntParams& p, const IntFastConsts& 
   __m512i A1n = _mm512_avg_epu16(tok, zero);  // |zz^-1(u)| = (u + 1) >> 1
   __m512i LSn = _mm512_add_epi16(_mm512_min_epu16(tok, one), _mm512_and_si512(tok, one));
   const __mmask32 escm = _mm512_cmpge_epu16_mask(tok, c.esc);
-  if (__builtin_expect(escm != 0, 0) && !int_fast_escapes<U8>(p, escm, tok, s, &V, &A1n, &LSn, wc)) return false;
+  if (__builtin_expect(escm != 0, 0)) {
+    __m512i x0 = s.X0, x1 = s.X1, v = V, a1 = A1n, ls = LSn;
+    const WordCursor wcc = wc;
+    uint32_t pos = 0;
+    if (!int_fast_escapes<U8>(p, escm, tok, &x0, &x1, &v, &a1, &ls, &wcc, &pos)) return false;
+    s.X0 = x0;
+    s.X1 = x1;
+    V = v;
+    A1n = a1;
+    LSn = ls;
+    wc.pos = pos;
+  }
   if constexpr (U8) {
     V = _mm512_add_epi16(V, c.center);
     s.bad |= _mm512_cmpgt_epu16_mask(V, _mm512_set1_epi16(255));
@@ -776,7 +832,7 @@ WC_AVX512 WC_INLINE bool int_fast_step(const IntParams& p, const IntFastConsts& 
 }
 
 template <bool U8, int AM, bool HT>
-WC_AVX512 bool int_fast_row(const IntParams& p, const IntFastConsts& c, IntFastState& s, uint32_t t0,
+WC_AVX512 WC_INLINE bool int_fast_row(const IntParams& p, const IntFastConsts& c, IntFastState& s, uint32_t t0,
                             WordCursor& wc, uint8_t* lm) {
   const __m512i zero = _mm512_setzero_si512();
   s.A1 = s.A2 = s.LS = zero;
@@ -793,7 +849,8 @@ template <bool U8, int AM>
 WC_AVX512 int int_fast_lanes(const IntParams& p, const IntFastConsts& c, const uint8_t* rans, uint32_t rans_len,
                              const LaneGeom& g, uint8_t* lm) {
   WordCursor wc;
-  words_open(&wc, rans, rans_len);
+  alignas(64) uint8_t pad[kPadBytes];
+  words_open(&wc, rans, rans_len, pad);
   IntFastState s;
   s.X0 = _mm512_loadu_si512(rans);
   s.X1 = _mm512_loadu_si512(rans + 64);
@@ -944,7 +1001,7 @@ WC_AVX512 WC_INLINE bool float_fast_step(const FloatParams& p, const FloatFastCo
 }
 
 template <int E, int EM, bool SMC, bool HT>
-WC_AVX512 bool float_fast_row(const FloatParams& p, const FloatFastConsts& c, FloatFastState& s, uint32_t t0,
+WC_AVX512 WC_INLINE bool float_fast_row(const FloatParams& p, const FloatFastConsts& c, FloatFastState& s, uint32_t t0,
                               WordCursor& wc, uint8_t* lm) {
   s.LS0 = s.LS1 = _mm512_setzero_si512();
   if (!float_fast_step<E, EM, SMC, HT, false>(p, c, s, t0, wc, lm)) return false;
@@ -957,7 +1014,8 @@ template <int E, int EM, bool SMC>
 WC_AVX512 int float_fast_lanes(const FloatParams& p, const FloatFastConsts& c, const uint8_t* rans,
                                uint32_t rans_len, const LaneGeom& g, uint8_t* lm) {
   WordCursor wc;
-  words_open(&wc, rans, rans_len);
+  alignas(64) uint8_t pad[kPadBytes];
+  words_open(&wc, rans, rans_len, pad);
   FloatFastState s;
   s.X0 = _mm512_loadu_si512(rans);
   s.X1 = _mm512_loadu_si512(rans + 64);
@@ -1009,8 +1067,9 @@ WC_AVX512 int decode_float_lanes(const ModelView& m, const uint8_t* rans, uint32
                                  uint8_t* lm) {
   const FloatParams& p = m.fp;
   WordCursor wc;
+  alignas(64) uint8_t pad[kPadBytes];
   LaneVectors lv;
-  init_lane_vectors(rans, rans_len, g, &lv, &wc);
+  init_lane_vectors(rans, rans_len, g, &lv, &wc, pad);
   __m512i(&X)[2] = lv.X;
   __m512i(&J)[2] = lv.J;
   __m512i LE[2], LS[2];  // left exponent, left sign + 1 (0: none)
@@ -1159,7 +1218,8 @@ WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, cons
   if constexpr (E <= 2) r = decode_float_fast<E>(m, rans, rans_len, g, lm);
   if (r == 0) return 0;
   if (r < 0 && !decode_float_lanes<E>(m, rans, rans_len, g, lm)) return 0;
-  lane_major_to_raster<E>(lm, g, cv.w, out);
+  if (g.same_rect) same_rect_to_raster<E>(lm, g, cv.w, out);
+  else lane_major_to_raster<E>(lm, g, cv.w, out);
   const uint32_t rawb = float_raw_bits(m.fp);
   const uint64_t n = uint64_t{cv.h} * cv.w;
   if (!rawb) return 1;
@@ -1214,22 +1274,25 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
     const int r = decode_int_fast(m, rans, rans_len, g, lm);
     if (r == 0) return 0;
     if (r == 1) {
-      lane_major_to_raster<1>(lm, g, cv.w, out);
+      same_rect_to_raster<1>(lm, g, cv.w, out);
       return 1;
     }
   }
   if (direct && m.ip.sub == kIntI8) {
     if (!decode_int_lanes<IntForm::kI8>(m, cv, rans, rans_len, g, lm)) return 0;
-    lane_major_to_raster<1>(lm, g, cv.w, out);
+    if (g.same_rect) same_rect_to_raster<1>(lm, g, cv.w, out);
+    else lane_major_to_raster<1>(lm, g, cv.w, out);
     return 1;
   }
   if (direct) {
     if (!decode_int_lanes<IntForm::kU8>(m, cv, rans, rans_len, g, lm)) return 0;
-    lane_major_to_raster<1>(lm, g, cv.w, out);
+    if (g.same_rect) same_rect_to_raster<1>(lm, g, cv.w, out);
+    else lane_major_to_raster<1>(lm, g, cv.w, out);
     return 1;
   }
   if (!decode_int_lanes<IntForm::kRes32>(m, cv, rans, rans_len, g, lm)) return 0;
-  lane_major_to_raster<4>(lm, g, cv.w, reinterpret_cast<uint8_t*>(res));
+  if (g.same_rect) same_rect_to_raster<4>(lm, g, cv.w, reinterpret_cast<uint8_t*>(res));
+  else lane_major_to_raster<4>(lm, g, cv.w, reinterpret_cast<uint8_t*>(res));
   return int_finish_chunk(m, cv, tile_map, out, res, tmp_tile) ? 1 : 0;
 }
 
