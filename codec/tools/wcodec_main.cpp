@@ -1,5 +1,6 @@
 // codec/tools/wcodec_main.cpp — the `wcodec` command-line tool: encode,
-// decode, verify, inspect and bench .wcodec files.
+// decode, verify, inspect and bench .wcodec files; encode a store in place
+// (the filesystem core's EncodeQueue) and show a mount's staging state.
 //
 // Exit codes: 0 success, 1 failure of the operation (corrupt input, I/O
 // error, verification mismatch), 2 usage error.
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -22,6 +24,8 @@
 #include <vector>
 
 #include "wcodec/container.h"
+#include "wcodecfs/encode_queue.h"
+#include "wcodecfs/fs_log.h"
 
 namespace fs = std::filesystem;
 using wcodec::Status;
@@ -158,6 +162,110 @@ int cmd_encode(const std::string& in, const std::string& out, wcodec::EncodeConf
   }
   if (!quiet && !rows.empty()) print_encode_table(rows);
   return rc;
+}
+
+// `wcodec encode STORE`: encodes every X.safetensors of the store in place
+// (X.wcodec replaces it once verified), with the same crash-safe protocol
+// and locks as the mount's background encoder (docs/staging.md): a store
+// that a mount or another `wcodec encode` works on at the same time is safe.
+int cmd_encode_store(const std::string& store, const wcodec::EncodeConfig& cfg, unsigned jobs, bool quiet) {
+  wcodecfs::set_log_level(wcodecfs::LogLevel::kError);  // our own lines below say what was done
+  wcodecfs::EncodeQueueOptions o;
+  o.quiet = std::chrono::milliseconds(0);
+  o.threads = jobs;
+  o.low_priority = false;
+  o.codec = cfg;
+  std::mutex mu;
+  uint64_t n_done = 0, n_failed = 0, total_in = 0, total_out = 0;
+  o.on_finished = [&](const wcodecfs::EncodeQueueStats::Item& it) {
+    std::lock_guard<std::mutex> lk(mu);
+    if (it.state == "done") {
+      ++n_done;
+      total_in += it.size;
+      total_out += it.encoded;
+      if (!quiet)
+        std::printf("%-44s %14llu %14llu %7.4f %12s %7.1f s\n", it.path.c_str(), static_cast<unsigned long long>(it.size),
+                    static_cast<unsigned long long>(it.encoded),
+                    static_cast<double>(it.encoded) / static_cast<double>(std::max<uint64_t>(1, it.size)),
+                    human(static_cast<double>(it.size > it.encoded ? it.size - it.encoded : 0)).c_str(), it.seconds);
+    } else {
+      ++n_failed;
+      std::printf("%-44s FAILED (stays plain): %s\n", it.path.c_str(), it.error.c_str());
+    }
+    std::fflush(stdout);
+  };
+  auto q = wcodecfs::EncodeQueue::create(store, o);
+  if (!q.ok()) {
+    std::fprintf(stderr, "wcodec: %s\n", q.status().ToString().c_str());
+    return 1;
+  }
+  if (!quiet) std::printf("%-44s %14s %14s %7s %12s %9s\n", "file", "original", "stored", "ratio", "saved", "time");
+  const wcodecfs::Status rec = (*q)->recover();
+  if (!rec.ok()) std::fprintf(stderr, "wcodec: recovery: %s\n", rec.ToString().c_str());
+  (*q)->start();
+  const wcodecfs::Status dr = (*q)->drain(/*now=*/true);
+  (*q)->stop();
+  if (!dr.ok()) {
+    std::fprintf(stderr, "wcodec: %s\n", dr.ToString().c_str());
+    return 1;
+  }
+  std::printf("total: %llu file%s encoded, %llu -> %llu bytes (%.4f), saved %s%s\n",
+              static_cast<unsigned long long>(n_done), n_done == 1 ? "" : "s",
+              static_cast<unsigned long long>(total_in), static_cast<unsigned long long>(total_out),
+              static_cast<double>(total_out) / static_cast<double>(std::max<uint64_t>(1, total_in)),
+              human(static_cast<double>(total_in > total_out ? total_in - total_out : 0)).c_str(),
+              n_failed ? (", " + std::to_string(n_failed) + " failed").c_str() : "");
+  return n_failed || !rec.ok() ? 1 : 0;
+}
+
+// `wcodec status MOUNTPOINT`: the staging state of a mount, from the JSON
+// the daemon serves at MOUNTPOINT/.wcodecfs/stats (key "staging").
+int cmd_status(const std::string& mountpoint) {
+  const fs::path stats = fs::path(mountpoint) / ".wcodecfs" / "stats";
+  std::ifstream f(stats);
+  if (!f) {
+    std::fprintf(stderr, "wcodec: %s is not a wcodecfs mount (cannot read %s)\n", mountpoint.c_str(), stats.c_str());
+    return 1;
+  }
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    std::fprintf(stderr, "wcodec: %s is not the JSON object of a wcodecfs mount\n", stats.c_str());
+    return 1;
+  }
+  auto it = j.find("staging");
+  if (it == j.end() || !it->is_object()) {
+    std::printf("%s: this mount has no staging area\n", mountpoint.c_str());
+    return 0;
+  }
+  const nlohmann::json& s = *it;
+  auto num = [](const nlohmann::json& o, const char* k) -> double {
+    auto v = o.find(k);
+    return v != o.end() && v->is_number() ? v->get<double>() : 0.0;
+  };
+  auto str = [](const nlohmann::json& o, const char* k) -> std::string {
+    auto v = o.find(k);
+    return v != o.end() && v->is_string() ? v->get<std::string>() : std::string();
+  };
+  auto count = [&](const char* k) { return static_cast<unsigned long long>(num(s, k)); };
+  const double in_b = num(s, "bytes_in"), out_b = num(s, "bytes_out");
+  std::printf("staging area %s: %llu pending, %llu encoding, %llu done, %llu failed, %llu cancelled\n",
+              str(s, "area").c_str(), count("pending"), count("encoding"), count("done"), count("failed"),
+              count("cancelled"));
+  std::printf("encoded %s -> %s (%.4f), saved %s in %.1f s\n", human(in_b).c_str(), human(out_b).c_str(),
+              in_b > 0 ? out_b / in_b : 0.0, human(num(s, "bytes_saved")).c_str(), num(s, "seconds"));
+  auto items = s.find("items");
+  if (items == s.end() || !items->is_array() || items->empty()) return 0;
+  std::printf("%-48s %-10s %14s %14s %7s  %s\n", "path", "state", "size", "encoded", "ratio", "error");
+  for (const auto& item : *items) {
+    if (!item.is_object()) continue;
+    const double size = num(item, "size"), enc = num(item, "encoded");
+    const std::string ratio = enc > 0 && size > 0 ? std::to_string(enc / size).substr(0, 6) : "-";
+    std::printf("%-48s %-10s %14llu %14llu %7s  %s\n", str(item, "path").c_str(), str(item, "state").c_str(),
+                static_cast<unsigned long long>(size), static_cast<unsigned long long>(enc), ratio.c_str(),
+                str(item, "error").c_str());
+  }
+  return 0;
 }
 
 int cmd_decode(const std::string& in, const std::string& out) {
@@ -386,10 +494,11 @@ int main(int argc, char** argv) {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   uint64_t chunk = 256 * 1024;
   bool quiet = false, no_tools = false, exhaustive = false;
-  auto* enc = app.add_subcommand("encode", "Encode a .safetensors file (or every file of a directory)");
-  enc->add_option("IN", in, "input file or directory")->required();
-  enc->add_option("OUT", out, "output file or directory")->required();
-  enc->add_option("-j,--threads", threads, "encoder threads")->check(CLI::Range(1, 256));
+  auto* enc = app.add_subcommand(
+      "encode", "Encode a .safetensors file (or every file of a directory); with only STORE, encode the store in place");
+  enc->add_option("IN", in, "input file or directory (alone: a store directory, encoded in place)")->required();
+  enc->add_option("OUT", out, "output file or directory");
+  enc->add_option("-j,--threads", threads, "encoder threads (in place: files encoded at once)")->check(CLI::Range(1, 256));
   enc->add_option("--chunk-size", chunk, "decoded bytes per chunk")->check(CLI::Range(4096, 64 << 20));
   enc->add_flag("-q,--quiet", quiet, "no summary table");
   enc->add_flag("--no-tools", no_tools, "skip the tile prediction/transform search");
@@ -416,6 +525,9 @@ int main(int argc, char** argv) {
   ben->add_flag("--quick", quick, "one repetition");
   ben->add_option("--json", json_out, "also write results as JSON to this file");
 
+  auto* sta = app.add_subcommand("status", "Staging state of a wcodecfs mount (MOUNTPOINT/.wcodecfs/stats)");
+  sta->add_option("MOUNTPOINT", in, "where the store is mounted")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -426,7 +538,18 @@ int main(int argc, char** argv) {
   cfg.chunk_bytes = chunk;
   cfg.tool_search = !no_tools;
   cfg.exhaustive_tools = exhaustive;
+  if (*enc && out.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(in, ec)) {
+      std::fprintf(stderr, "wcodec: encode %s: OUT is required unless IN is a store directory (encoded in place)\n",
+                   in.c_str());
+      return 2;
+    }
+    cfg.threads = 1;  // parallel over files instead
+    return cmd_encode_store(in, cfg, static_cast<unsigned>(threads), quiet);
+  }
   if (*enc) return cmd_encode(in, out, cfg, quiet);
+  if (*sta) return cmd_status(in);
   if (*dec) return cmd_decode(in, out);
   if (*ver) return cmd_verify(files, full);
   if (*ins) return cmd_inspect(in, json);

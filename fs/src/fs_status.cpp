@@ -23,6 +23,11 @@ const char* code_name(Code c) {
     case Code::kNotSupported: return "Not supported";
     case Code::kStale: return "Stale";
     case Code::kInternal: return "Internal error";
+    case Code::kExists: return "Exists";
+    case Code::kNotEmpty: return "Directory not empty";
+    case Code::kCrossDevice: return "Cross-device";
+    case Code::kNoSpace: return "No space";
+    case Code::kTooLarge: return "Too large";
   }
   return "Unknown";
 }
@@ -49,6 +54,12 @@ Status from_errno(int err, const std::string& what) {
     case ENFILE: return {Code::kNoResources, msg};
     case ESTALE: return {Code::kStale, msg};
     case EOPNOTSUPP: return {Code::kNotSupported, msg};
+    case EEXIST: return {Code::kExists, msg};
+    case ENOTEMPTY: return {Code::kNotEmpty, msg};
+    case EXDEV: return {Code::kCrossDevice, msg};
+    case ENOSPC:
+    case EDQUOT: return {Code::kNoSpace, msg};
+    case EFBIG: return {Code::kTooLarge, msg};
     default: return {Code::kIOError, msg};
   }
 }

@@ -38,6 +38,11 @@ enum class Code : int {
   kNotSupported,      // valid but not something this mount does
   kStale,             // the stored file changed under an open handle or a cached entry
   kInternal,          // a broken invariant that was caught
+  kExists,            // the name is taken
+  kNotEmpty,          // a directory that must be empty is not
+  kCrossDevice,       // a rename between the read-only store and the staging tree
+  kNoSpace,           // the store's filesystem is full (or over quota)
+  kTooLarge,          // a size beyond what the store's filesystem allows
 };
 
 const char* code_name(Code c);
