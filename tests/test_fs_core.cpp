@@ -250,7 +250,8 @@ TEST(fs_core, FullReadsMatchOriginal) {
 
 TEST(fs_core, ConcurrentRandomReadsAreCorrect) {
   TestStore store(/*with_large=*/true);
-  auto fs = store.open(FsOptions{.cache_bytes = 8u << 20, .decode_threads = 4, .readahead_max = 64u << 20, .decoder = nullptr});
+  auto fs = store.open(FsOptions{.cache_bytes = 8u << 20, .decode_threads = 4, .readahead_max = 64u << 20,
+                                 .decoder = nullptr, .staging = "", .encode = {}});
   ASSERT_TRUE(fs);
   struct File {
     std::string name;
@@ -319,7 +320,8 @@ TEST(fs_core, ConcurrentRandomReadsAreCorrect) {
 TEST(fs_core, ConcurrentMissesOnOneChunkDecodeOnce) {
   TestStore store;
   auto slow = std::make_shared<SlowDecoder>();
-  auto fs = store.open(FsOptions{.cache_bytes = 0, .decode_threads = 0, .readahead_max = 0, .decoder = slow});
+  auto fs = store.open(FsOptions{.cache_bytes = 0, .decode_threads = 0, .readahead_max = 0, .decoder = slow,
+                                 .staging = "", .encode = {}});
   ASSERT_TRUE(fs);
   const auto original = wctest::read_file(fstest::original_of("stories260K.f32"));
   const auto edges = boundaries(fstest::encoded({"stories260K.f32", 32 * 1024}));
@@ -348,7 +350,8 @@ TEST(fs_core, CacheStaysWithinBudget) {
   const auto& m = store.models().back();  // the largest available
   const uint64_t chunk = m.chunk_bytes ? m.chunk_bytes : wcodec::EncodeConfig{}.chunk_bytes;
   const uint64_t budget = 2 * chunk + chunk / 2;
-  auto fs = store.open(FsOptions{.cache_bytes = budget, .decode_threads = 0, .readahead_max = 64u << 20, .decoder = nullptr});
+  auto fs = store.open(FsOptions{.cache_bytes = budget, .decode_threads = 0, .readahead_max = 64u << 20,
+                                 .decoder = nullptr, .staging = "", .encode = {}});
   ASSERT_TRUE(fs);
   auto h = open_path(*fs, m.stem + ".safetensors");
   ASSERT_TRUE(h);
@@ -375,7 +378,8 @@ TEST(fs_core, ReadaheadFollowsSequentialReadsOnly) {
   const uint64_t unit = m.chunk_bytes ? m.chunk_bytes : wcodec::EncodeConfig{}.chunk_bytes;
   // A window of two chunks at most, so a jump of a fraction of the file is
   // recognisably not sequential even for the small files of ASan builds.
-  auto fs = store.open(FsOptions{.cache_bytes = 0, .decode_threads = 0, .readahead_max = 2 * unit, .decoder = nullptr});
+  auto fs = store.open(FsOptions{.cache_bytes = 0, .decode_threads = 0, .readahead_max = 2 * unit,
+                                 .decoder = nullptr, .staging = "", .encode = {}});
   ASSERT_TRUE(fs);
   const auto original = wctest::read_file(fstest::original_of(m.stem));
   const uint64_t size = original.size();
@@ -677,7 +681,15 @@ TEST(fs_core, PassthroughAndNestedFiles) {
   auto h3 = open_path(*fs, "sub/stories260K.rtn-int8.safetensors");
   ASSERT_TRUE(h3);
   EXPECT_EQ(read_all(*fs, *h3, 100000), wctest::read_file(fstest::original_of("stories260K.rtn-int8")));
+  // Writable (the staging tree) by default; read-only without staging.
   auto st = fs->statfs();
   ASSERT_TRUE(st.ok());
-  EXPECT_TRUE(st->f_flag & ST_RDONLY);
+  EXPECT_FALSE(st->f_flag & ST_RDONLY);
+  FsOptions ro;
+  ro.staging.clear();
+  auto fs_ro = store.open(std::move(ro));
+  ASSERT_TRUE(fs_ro);
+  auto st_ro = fs_ro->statfs();
+  ASSERT_TRUE(st_ro.ok());
+  EXPECT_TRUE(st_ro->f_flag & ST_RDONLY);
 }

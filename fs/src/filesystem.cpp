@@ -11,10 +11,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
+#include "staging.h"
 #include "wcodecfs/fs_log.h"
 
 #ifndef WCODECFS_VERSION
@@ -161,13 +163,55 @@ Result<std::unique_ptr<Filesystem>> Filesystem::create(const std::string& store_
   fs->adapters_ = default_adapters();
   fs->options_ = std::move(options);
   ::clock_gettime(CLOCK_REALTIME, &fs->started_);
+
+  if (!fs->options_.staging.empty()) {
+    Filesystem* self = fs.get();
+    auto st = Staging::create(
+        fs->nodes_.at(kRootId)->dirfd, fs->store_path_, fs->options_.staging, fs->options_.encode,
+        [self](const StoredFile& f, const std::string& presented) { return self->build_stored(f, presented); },
+        fs->readahead_cap_);
+    if (!st.ok()) {
+      if (st.status().code() != Code::kReadOnly && st.status().code() != Code::kPermission) return st.status();
+      log_warn("no staging directory (the store is not writable): " + st.status().ToString());
+    } else {
+      fs->staging_ = std::move(st).value();
+    }
+  }
   return fs;
 }
 
+Status Filesystem::start_background() {
+  if (!staging_) return Status::OK();
+  WCFS_RETURN_IF_ERROR(staging_->queue().recover());
+  staging_->queue().start();
+  return Status::OK();
+}
+
+EncodeQueue* Filesystem::encode_queue() { return staging_ ? &staging_->queue() : nullptr; }
+
+Result<std::shared_ptr<const VirtualFile>> Filesystem::build_stored(const StoredFile& file,
+                                                                   const std::string& presented) {
+  for (const auto& a : adapters_) {
+    const auto names = a->presented_names(file.path.substr(file.path.rfind('/') + 1));
+    if (std::find(names.begin(), names.end(), presented) == names.end()) continue;
+    auto [source_id, known_vf] = source_for(file.st, presented);
+    if (known_vf) return known_vf;
+    StoredFile f = file;
+    f.source_id = source_id;
+    WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const VirtualFile> vf, a->build(f, presented));
+    remember(f.st, presented, vf);
+    return vf;
+  }
+  return Status::NotFound(file.path + " is not presented as " + presented);
+}
+
 Filesystem::~Filesystem() {
-  // Stop decoding before the cache and nodes go: completions of queued work
-  // run (as failures) now, while everything they touch is alive.
+  // The encoder first (it may be reading stored files), then decoding,
+  // before the cache and nodes go: completions of queued work run (as
+  // failures) now, while everything they touch is alive.
+  if (staging_) staging_->queue().stop();
   if (decoder_) decoder_->shutdown();
+  staging_.reset();
 }
 
 Result<std::shared_ptr<Filesystem::Node>> Filesystem::get_node(NodeId id) const {
@@ -178,8 +222,9 @@ Result<std::shared_ptr<Filesystem::Node>> Filesystem::get_node(NodeId id) const 
 }
 
 size_t Filesystem::node_count() const {
+  const size_t staged = staging_ ? staging_->node_count() : 0;
   std::lock_guard<std::mutex> lk(mu_);
-  return nodes_.size();
+  return nodes_.size() + staged;
 }
 
 Status Filesystem::modify(const char* op) const {
@@ -191,6 +236,12 @@ Status Filesystem::modify(const char* op) const {
 Result<Entry> Filesystem::lookup(NodeId parent_id, std::string_view name) {
   Stats::add(stats_->lookups);
   WCFS_RETURN_IF_ERROR(check_name(name));
+  if (Staging::owns(parent_id)) {
+    if (!staging_) return Status(Code::kStale, "node " + std::to_string(parent_id) + " is not known");
+    return staging_->lookup(parent_id, name);
+  }
+  if (parent_id == kRootId && name == kStagingArea) return Status::NotFound(std::string(name));
+  if (parent_id == kRootId && staging_ && name == staging_->name()) return staging_->root_entry();
   WCFS_ASSIGN_OR_RETURN(std::shared_ptr<Node> parent, get_node(parent_id));
   if (parent->kind == Node::Kind::kControlDir) {
     if (name != kStatsFile) return Status::NotFound(std::string(kControlDir) + "/" + std::string(name));
@@ -399,6 +450,10 @@ Result<Entry> Filesystem::entry_of(const std::shared_ptr<Node>& n) const {
 }
 
 void Filesystem::forget(NodeId id, uint64_t n) {
+  if (Staging::owns(id)) {
+    if (staging_) staging_->forget(id, n);
+    return;
+  }
   if (id < kFirstDynamicId) return;  // root and control entries live forever
   std::shared_ptr<Node> dead;        // destroyed after unlocking
   std::lock_guard<std::mutex> lk(mu_);
@@ -471,6 +526,10 @@ Result<struct stat> Filesystem::stat_node(const Node& n) const {
 }
 
 Result<Entry> Filesystem::getattr(NodeId id) {
+  if (Staging::owns(id)) {
+    if (!staging_) return Status(Code::kStale, "node " + std::to_string(id) + " is not known");
+    return staging_->getattr(id);
+  }
   WCFS_ASSIGN_OR_RETURN(std::shared_ptr<Node> n, get_node(id));
   return entry_of(n);
 }
@@ -478,6 +537,10 @@ Result<Entry> Filesystem::getattr(NodeId id) {
 // ------------------------------------------------------------------ readdir
 
 Result<std::vector<DirEntry>> Filesystem::readdir(NodeId id) {
+  if (Staging::owns(id)) {
+    if (!staging_) return Status(Code::kStale, "node " + std::to_string(id) + " is not known");
+    return staging_->readdir(id);
+  }
   WCFS_ASSIGN_OR_RETURN(std::shared_ptr<Node> n, get_node(id));
   std::vector<DirEntry> out;
   if (n->kind == Node::Kind::kControlDir) {
@@ -531,10 +594,20 @@ Result<std::vector<DirEntry>> Filesystem::readdir(NodeId id) {
   out.push_back({".", S_IFDIR, static_cast<uint64_t>(n->st.st_ino)});
   out.push_back({"..", S_IFDIR, 0});
   if (is_root) out.push_back({kControlDir, S_IFDIR, kControlDirIno});
+  if (is_root && staging_) {
+    auto se = staging_->getattr(Staging::kRootId);
+    out.push_back({staging_->name(), S_IFDIR, se.ok() ? static_cast<uint64_t>(se->attr.st_ino) : 0});
+  }
   for (Raw& r : raw) {
     if (is_root && r.name == kControlDir) {
       log_once(LogLevel::kWarn, "control-hidden",
                std::string("the store has an entry named ") + kControlDir + ": it is hidden by the mount's own");
+      continue;
+    }
+    if (is_root && r.name == kStagingArea) continue;
+    if (is_root && staging_ && r.name == staging_->name()) {
+      log_once(LogLevel::kWarn, "staging-hidden",
+               "the store has an entry named " + r.name + ": it is hidden by the staging directory");
       continue;
     }
     bool adapted = false;
@@ -557,6 +630,10 @@ Result<std::vector<DirEntry>> Filesystem::readdir(NodeId id) {
 }
 
 Result<std::string> Filesystem::readlink(NodeId id) {
+  if (Staging::owns(id)) {
+    if (!staging_) return Status(Code::kStale, "node " + std::to_string(id) + " is not known");
+    return staging_->readlink(id);
+  }
   WCFS_ASSIGN_OR_RETURN(std::shared_ptr<Node> n, get_node(id));
   if (n->kind != Node::Kind::kSymlink) return Status::Invalid(n->path + " is not a symbolic link");
   std::string buf(256, '\0');
@@ -575,6 +652,11 @@ Result<std::string> Filesystem::readlink(NodeId id) {
 // --------------------------------------------------------------- open, read
 
 Result<std::shared_ptr<FileHandle>> Filesystem::open(NodeId id, int flags) {
+  if (Staging::owns(id)) {
+    if (!staging_) return Status(Code::kStale, "node " + std::to_string(id) + " is not known");
+    Stats::add(stats_->opens);
+    return staging_->open(id, flags);
+  }
   WCFS_ASSIGN_OR_RETURN(std::shared_ptr<Node> n, get_node(id));
   if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return modify("open for writing");
   Stats::add(stats_->opens);
@@ -624,8 +706,86 @@ Result<struct statvfs> Filesystem::statfs() {
   WCFS_ASSIGN_OR_RETURN(std::shared_ptr<Node> root, get_node(kRootId));
   struct statvfs sv;
   if (::fstatvfs(root->dirfd, &sv) != 0) return from_errno(errno, "statfs store");
-  sv.f_flag |= ST_RDONLY;
+  if (!staging_) sv.f_flag |= ST_RDONLY;
   return sv;
+}
+
+// ---------------------------------------------------------- modifications
+
+#define WCFS_STAGED_OR_ROFS(id, op)                                                     \
+  do {                                                                                  \
+    if (!Staging::owns(id)) return modify(op);                                          \
+    if (!staging_) return Status(Code::kStale, "node " + std::to_string(id) + " is not known"); \
+  } while (0)
+
+Result<std::pair<Entry, std::shared_ptr<FileHandle>>> Filesystem::create(NodeId parent, std::string_view name,
+                                                                         mode_t mode, int flags, const Caller& who) {
+  WCFS_STAGED_OR_ROFS(parent, "create");
+  Stats::add(stats_->opens);
+  return staging_->create(parent, name, mode, flags, who);
+}
+
+Result<Entry> Filesystem::mkdir(NodeId parent, std::string_view name, mode_t mode, const Caller& who) {
+  WCFS_STAGED_OR_ROFS(parent, "mkdir");
+  return staging_->mkdir(parent, name, mode, who);
+}
+
+Result<Entry> Filesystem::symlink(NodeId parent, std::string_view name, const std::string& target,
+                                  const Caller& who) {
+  WCFS_STAGED_OR_ROFS(parent, "symlink");
+  return staging_->symlink(parent, name, target, who);
+}
+
+Status Filesystem::unlink(NodeId parent, std::string_view name) {
+  WCFS_STAGED_OR_ROFS(parent, "unlink");
+  return staging_->unlink(parent, name);
+}
+
+Status Filesystem::rmdir(NodeId parent, std::string_view name) {
+  WCFS_STAGED_OR_ROFS(parent, "rmdir");
+  return staging_->rmdir(parent, name);
+}
+
+Status Filesystem::rename(NodeId parent, std::string_view name, NodeId new_parent, std::string_view new_name,
+                          unsigned flags) {
+  if (Staging::owns(parent) != Staging::owns(new_parent))
+    return Status(Code::kCrossDevice, "rename between the staging directory and the read-only store");
+  WCFS_STAGED_OR_ROFS(parent, "rename");
+  return staging_->rename(parent, name, new_parent, new_name, flags);
+}
+
+Result<Entry> Filesystem::setattr(NodeId id, const AttrChange& change, FileHandle* fh) {
+  WCFS_STAGED_OR_ROFS(id, "setattr");
+  return staging_->setattr(id, change, fh);
+}
+
+#undef WCFS_STAGED_OR_ROFS
+
+Result<size_t> Filesystem::write(FileHandle& fh, uint64_t off, const uint8_t* data, size_t len) {
+  const BackingFile* f = fh.writable();
+  if (!f) return fh.keep_cache() ? modify("write") : Status::Invalid(fh.file().name() + ": not open for writing");
+  if (off > static_cast<uint64_t>(std::numeric_limits<off_t>::max()) - len)
+    return Status(Code::kTooLarge, f->name() + ": write beyond the largest file offset");
+  size_t done = 0;
+  while (done < len) {
+    const ssize_t w = ::pwrite(f->fd(), data + done, len - done, static_cast<off_t>(off + done));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (done > 0) break;  // a short write; the kernel retries the rest
+      return from_errno(errno, "write " + f->name());
+    }
+    if (w == 0) break;
+    done += static_cast<size_t>(w);
+  }
+  Stats::add(stats_->bytes_written, done);
+  return done;
+}
+
+Status Filesystem::fsync(FileHandle& fh, bool datasync) {
+  const BackingFile* f = fh.writable();
+  if (!f) return Status::OK();  // nothing of ours to flush
+  if ((datasync ? ::fdatasync(f->fd()) : ::fsync(f->fd())) != 0) return from_errno(errno, "fsync " + f->name());
+  return Status::OK();
 }
 
 Result<Entry> Filesystem::lookup_path(std::string_view path) {
@@ -666,6 +826,26 @@ std::string Filesystem::stats_json() const {
   j["reads"] = {{"count", Stats::get(s.reads)},
                 {"bytes", Stats::get(s.bytes_read)},
                 {"errors", Stats::get(s.read_errors)}};
+  j["writes"] = {{"bytes", Stats::get(s.bytes_written)}};
+  if (staging_) {
+    const EncodeQueueStats q = staging_->queue().stats();
+    nlohmann::json items = nlohmann::json::array();
+    for (const auto& it : q.recent)
+      items.push_back({{"path", it.path}, {"state", it.state}, {"size", it.size}, {"encoded", it.encoded},
+                       {"error", it.error}});
+    j["staging"] = {{"area", staging_->queue().area()},
+                    {"directory", staging_->name()},
+                    {"pending", q.pending},
+                    {"encoding", q.encoding},
+                    {"done", q.done},
+                    {"failed", q.failed},
+                    {"cancelled", q.cancelled},
+                    {"bytes_in", q.bytes_in},
+                    {"bytes_out", q.bytes_out},
+                    {"bytes_saved", q.bytes_in >= q.bytes_out ? q.bytes_in - q.bytes_out : 0},
+                    {"seconds", q.seconds},
+                    {"items", std::move(items)}};
+  }
   j["lookups"] = Stats::get(s.lookups);
   j["opens"] = Stats::get(s.opens);
   j["errors"] = Stats::get(s.decode_errors) + Stats::get(s.read_errors);

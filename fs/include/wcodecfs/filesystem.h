@@ -49,6 +49,7 @@
 
 #include "wcodecfs/batch_decoder.h"
 #include "wcodecfs/chunk_cache.h"
+#include "wcodecfs/encode_queue.h"
 #include "wcodecfs/fs_stats.h"
 #include "wcodecfs/fs_status.h"
 #include "wcodecfs/store_adapter.h"
@@ -68,6 +69,29 @@ struct FsOptions {
   uint64_t readahead_max = 64ull << 20;
   // Decoder to use instead of the CPU pool (tests, GPU).
   std::shared_ptr<BatchDecoder> decoder;
+  // Name of the writable staging directory in the mount root (-o staging=);
+  // empty: no staging tree, the whole mount is read-only. It is backed by
+  // the hidden store directory kStagingArea.
+  std::string staging = "staging";
+  // The background encoder of the staging tree.
+  EncodeQueueOptions encode;
+};
+
+// Who asks for a modifying operation (new entries belong to them).
+struct Caller {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// A setattr request: the fields flagged are changed.
+struct AttrChange {
+  bool set_mode = false, set_uid = false, set_gid = false, set_size = false;
+  bool set_atime = false, set_mtime = false;  // with UTIME_NOW in tv_nsec for "now"
+  mode_t mode = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  uint64_t size = 0;
+  struct timespec atime {}, mtime {};
 };
 
 // min(1 GiB, 25% of physical memory).
@@ -97,7 +121,16 @@ class FileHandle {
  public:
   FileHandle(std::shared_ptr<const VirtualFile> f, uint64_t ra_max, bool keep_cache, bool direct_io)
       : file_(std::move(f)), ra_(ra_max), keep_cache_(keep_cache), direct_io_(direct_io) {}
+  // A plain file of the staging tree opened for writing: reads and writes go
+  // to `file`; `writer` is released (ending the writer's claim on the file
+  // for the background encoder) when the handle is destroyed.
+  FileHandle(std::shared_ptr<const VirtualFile> f, std::shared_ptr<const BackingFile> file,
+             std::shared_ptr<void> writer)
+      : file_(std::move(f)), ra_(0), keep_cache_(false), direct_io_(false), writable_(std::move(file)),
+        writer_(std::move(writer)) {}
   const VirtualFile& file() const { return *file_; }
+  // The backing file of a handle open for writing; null otherwise.
+  const BackingFile* writable() const { return writable_.get(); }
   Readahead& readahead() { return ra_; }
   // Keep the kernel page cache across opens (immutable content).
   bool keep_cache() const { return keep_cache_; }
@@ -109,7 +142,11 @@ class FileHandle {
   Readahead ra_;
   bool keep_cache_;
   bool direct_io_;
+  std::shared_ptr<const BackingFile> writable_;
+  std::shared_ptr<void> writer_;
 };
+
+class Staging;
 
 class Filesystem {
  public:
@@ -117,6 +154,8 @@ class Filesystem {
   // Name of the control directory in the mount root and its stats file.
   static constexpr const char* kControlDir = ".wcodecfs";
   static constexpr const char* kStatsFile = "stats";
+  // The hidden store directory behind the staging tree; never presented.
+  static constexpr const char* kStagingArea = ".wcodecfs-staging";
 
   // Opens the store directory. Starts no threads (the decoder pool starts at
   // the first decode), so a daemon may fork after this.
@@ -139,8 +178,31 @@ class Filesystem {
   Result<std::shared_ptr<FileHandle>> open(NodeId id, int flags);
   Result<ReadResult> read(FileHandle& fh, uint64_t off, uint64_t len);
   Result<struct statvfs> statfs();
-  // Every modifying operation: returns kReadOnly naming `op`.
+  // Every modifying operation outside the staging tree: returns kReadOnly
+  // naming `op`.
   Status modify(const char* op) const;
+
+  // Starts background work (the staging tree's crash recovery and encoder
+  // workers). Call once, after any fork (daemonizing).
+  Status start_background();
+
+  // Modifying operations. Allowed inside the staging tree only (kReadOnly
+  // elsewhere; kCrossDevice for a rename between the two).
+  Result<std::pair<Entry, std::shared_ptr<FileHandle>>> create(NodeId parent, std::string_view name, mode_t mode,
+                                                               int flags, const Caller& who);
+  Result<Entry> mkdir(NodeId parent, std::string_view name, mode_t mode, const Caller& who);
+  Result<Entry> symlink(NodeId parent, std::string_view name, const std::string& target, const Caller& who);
+  Status unlink(NodeId parent, std::string_view name);
+  Status rmdir(NodeId parent, std::string_view name);
+  // flags: 0 or RENAME_NOREPLACE (RENAME_EXCHANGE only between plain entries).
+  Status rename(NodeId parent, std::string_view name, NodeId new_parent, std::string_view new_name, unsigned flags);
+  // `fh` (may be null): the handle the change came through (ftruncate).
+  Result<Entry> setattr(NodeId id, const AttrChange& change, FileHandle* fh);
+  Result<size_t> write(FileHandle& fh, uint64_t off, const uint8_t* data, size_t len);
+  Status fsync(FileHandle& fh, bool datasync);
+
+  // The staging tree's encoder; null without a staging tree.
+  EncodeQueue* encode_queue();
 
   // Convenience for tools and tests: looks up each component of a
   // "/"-separated path from the root (counting references like lookup).
@@ -169,9 +231,13 @@ class Filesystem {
   std::pair<uint64_t, std::shared_ptr<const VirtualFile>> source_for(const struct stat& st,
                                                                      const std::string& presented);
   void remember(const struct stat& st, const std::string& presented, const std::shared_ptr<const VirtualFile>& vf);
+  // The virtual file `presented` of a stored file (the adapter that takes
+  // it; cached by stored-file version). Used by the staging tree.
+  Result<std::shared_ptr<const VirtualFile>> build_stored(const StoredFile& file, const std::string& presented);
 
   std::string store_path_;  // absolute
   FsOptions options_;
+  std::unique_ptr<Staging> staging_;
   uint64_t readahead_cap_ = 0;
   std::vector<std::shared_ptr<const StoreAdapter>> adapters_;
   std::shared_ptr<Stats> stats_;

@@ -40,6 +40,7 @@ struct Stats {
   // (each became EIO or another error at the FUSE edge), lookups and opens.
   Counter reads{0};
   Counter bytes_read{0};
+  Counter bytes_written{0};  // through the staging tree
   Counter read_errors{0};
   Counter lookups{0};
   Counter opens{0};
