@@ -244,23 +244,113 @@ void op_statfs(fuse_req_t req, fuse_ino_t ino) {
   });
 }
 
-// Modifying operations: the mount is read-only (EROFS).
+// Modifying operations: the staging tree takes them; everywhere else the
+// filesystem answers kReadOnly (EROFS).
 void reply_rofs(fuse_req_t req, const char* op) { reply_status(req, fs_of(req).modify(op)); }
 
-void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, struct fuse_file_info*) { reply_rofs(req, "setattr"); }
+Caller caller_of(fuse_req_t req) {
+  const struct fuse_ctx* c = fuse_req_ctx(req);
+  Caller who;
+  who.uid = c->uid;
+  who.gid = c->gid;
+  return who;
+}
+
+// Replies with a new entry (create/mkdir/symlink); drops the lookup the
+// filesystem counted when the reply does not reach the kernel.
+void reply_new_entry(fuse_req_t req, const Result<Entry>& r) {
+  if (!r.ok()) return reply_status(req, r.status());
+  fuse_entry_param e;
+  fill_entry(*r, &e);
+  if (fuse_reply_entry(req, &e) != 0) fs_of(req).forget(r->id, 1);
+}
+
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, struct fuse_file_info* fi) {
+  guarded(req, [&] {
+    AttrChange c;
+    c.set_mode = to_set & FUSE_SET_ATTR_MODE;
+    c.mode = attr->st_mode;
+    c.set_uid = to_set & FUSE_SET_ATTR_UID;
+    c.uid = attr->st_uid;
+    c.set_gid = to_set & FUSE_SET_ATTR_GID;
+    c.gid = attr->st_gid;
+    c.set_size = to_set & FUSE_SET_ATTR_SIZE;
+    c.size = static_cast<uint64_t>(attr->st_size);
+    if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+      c.set_atime = true;
+      c.atime = {0, UTIME_NOW};
+    } else if (to_set & FUSE_SET_ATTR_ATIME) {
+      c.set_atime = true;
+      c.atime = attr->st_atim;
+    }
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+      c.set_mtime = true;
+      c.mtime = {0, UTIME_NOW};
+    } else if (to_set & FUSE_SET_ATTR_MTIME) {
+      c.set_mtime = true;
+      c.mtime = attr->st_mtim;
+    }
+    if (c.set_size && attr->st_size < 0) return (void)fuse_reply_err(req, EINVAL);
+    FileHandle* fh = fi && fi->fh ? reinterpret_cast<HandleBox*>(fi->fh)->get() : nullptr;
+    auto r = fs_of(req).setattr(ino, c, fh);
+    if (!r.ok()) return reply_status(req, r.status());
+    fuse_reply_attr(req, &r->attr, attr_timeout(r->cache));
+  });
+}
 void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { reply_rofs(req, "mknod"); }
-void op_mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { reply_rofs(req, "mkdir"); }
-void op_unlink(fuse_req_t req, fuse_ino_t, const char*) { reply_rofs(req, "unlink"); }
-void op_rmdir(fuse_req_t req, fuse_ino_t, const char*) { reply_rofs(req, "rmdir"); }
-void op_symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { reply_rofs(req, "symlink"); }
-void op_rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned int) {
-  reply_rofs(req, "rename");
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  guarded(req, [&] { reply_new_entry(req, fs_of(req).mkdir(parent, name, mode, caller_of(req))); });
+}
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  guarded(req, [&] { reply_status(req, fs_of(req).unlink(parent, name)); });
+}
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  guarded(req, [&] { reply_status(req, fs_of(req).rmdir(parent, name)); });
+}
+void op_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+  guarded(req, [&] { reply_new_entry(req, fs_of(req).symlink(parent, name, target, caller_of(req))); });
+}
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent, const char* new_name,
+               unsigned int flags) {
+  guarded(req, [&] { reply_status(req, fs_of(req).rename(parent, name, new_parent, new_name, flags)); });
 }
 void op_link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { reply_rofs(req, "link"); }
-void op_write(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, struct fuse_file_info*) {
-  reply_rofs(req, "write");
+void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, struct fuse_file_info* fi) {
+  (void)ino;
+  guarded(req, [&] {
+    if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+    HandleBox h = *reinterpret_cast<HandleBox*>(fi->fh);
+    auto r = fs_of(req).write(*h, static_cast<uint64_t>(off), reinterpret_cast<const uint8_t*>(buf), size);
+    if (!r.ok()) return reply_status(req, r.status());
+    fuse_reply_write(req, *r);
+  });
 }
-void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, struct fuse_file_info*) { reply_rofs(req, "create"); }
+void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, struct fuse_file_info* fi) {
+  guarded(req, [&] {
+    auto r = fs_of(req).create(parent, name, mode, fi->flags, caller_of(req));
+    if (!r.ok()) return reply_status(req, r.status());
+    auto& [entry, handle] = r.value();
+    fuse_entry_param e;
+    fill_entry(entry, &e);
+    auto* box = new HandleBox(std::move(handle));
+    fi->fh = reinterpret_cast<uint64_t>(box);
+    fi->keep_cache = 0;
+    fi->direct_io = 0;
+    fi->noflush = 1;
+    if (fuse_reply_create(req, &e, fi) != 0) {
+      delete box;
+      fs_of(req).forget(entry.id, 1);
+    }
+  });
+}
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info* fi) {
+  (void)ino;
+  guarded(req, [&] {
+    HandleBox h = *reinterpret_cast<HandleBox*>(fi->fh);
+    reply_status(req, fs_of(req).fsync(*h, datasync != 0));
+  });
+}
+void op_fsyncdir(fuse_req_t req, fuse_ino_t, int, struct fuse_file_info*) { fuse_reply_err(req, 0); }
 void op_setxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { reply_rofs(req, "setxattr"); }
 void op_removexattr(fuse_req_t req, fuse_ino_t, const char*) { reply_rofs(req, "removexattr"); }
 void op_fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, struct fuse_file_info*) {
@@ -294,6 +384,8 @@ struct fuse_lowlevel_ops make_ops() {
   ops.link = op_link;
   ops.write = op_write;
   ops.create = op_create;
+  ops.fsync = op_fsync;
+  ops.fsyncdir = op_fsyncdir;
   ops.setxattr = op_setxattr;
   ops.removexattr = op_removexattr;
   ops.fallocate = op_fallocate;
@@ -340,6 +432,11 @@ int errno_of(const Status& st) {
     case Code::kNotSupported: return EOPNOTSUPP;
     case Code::kStale: return ESTALE;
     case Code::kInternal: return EIO;
+    case Code::kExists: return EEXIST;
+    case Code::kNotEmpty: return ENOTEMPTY;
+    case Code::kCrossDevice: return EXDEV;
+    case Code::kNoSpace: return ENOSPC;
+    case Code::kTooLarge: return EFBIG;
   }
   return EIO;
 }

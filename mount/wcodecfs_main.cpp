@@ -8,6 +8,7 @@
 // mount exists: the parent exits only once the kernel mount is in place, so
 // `wcodecfs STORE MNT && ls MNT` works (requests queue until the loop runs).
 // SIGINT/SIGTERM/SIGHUP end the loop and unmount cleanly.
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -18,7 +19,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
+#include <csignal>
+#include <functional>
 #include <limits>
+#include <thread>
 #include <optional>
 #include <string>
 
@@ -42,6 +47,9 @@ struct CliOptions {
   char* threads;
   char* readahead;
   char* max_readahead;
+  char* staging;
+  char* encode_delay;
+  char* encode_threads;
 };
 
 const struct fuse_opt kOptionSpecs[] = {
@@ -49,6 +57,9 @@ const struct fuse_opt kOptionSpecs[] = {
     {"threads=%s", offsetof(CliOptions, threads), 0},
     {"readahead=%s", offsetof(CliOptions, readahead), 0},
     {"kernel_readahead=%s", offsetof(CliOptions, max_readahead), 0},
+    {"staging=%s", offsetof(CliOptions, staging), 0},
+    {"encode_delay=%s", offsetof(CliOptions, encode_delay), 0},
+    {"encode_threads=%s", offsetof(CliOptions, encode_threads), 0},
     FUSE_OPT_END,
 };
 
@@ -70,7 +81,8 @@ void usage(const char* prog) {
       "\n"
       "Serves the .wcodec containers of STORE as the original .safetensors files\n"
       "(decoded on demand); every other file and directory passes through unchanged.\n"
-      "The mount is read-only.\n"
+      "The mount is read-only except its staging directory: .safetensors files\n"
+      "written there are encoded in the background and stay readable at their path.\n"
       "\n"
       "wcodecfs options:\n"
       "    -o cache_size=BYTES    decoded-chunk cache (K/M/G/T suffixes; default\n"
@@ -80,7 +92,12 @@ void usage(const char* prog) {
       "                           0 disables the daemon's readahead)\n"
       "    -o kernel_readahead=BYTES  kernel readahead per file, set through\n"
       "                           /sys/class/bdi when permitted (default 1M)\n"
-      "    -o allow_other         let other users read the mount (opt-in)\n"
+      "    -o staging=NAME        the writable staging directory in the mount root\n"
+      "                           (default \"staging\"; empty: none, all read-only)\n"
+      "    -o encode_delay=TIME   encode a staged file once closed and unchanged this\n"
+      "                           long (seconds, or with ms/s/m suffix; default 10s)\n"
+      "    -o encode_threads=N    background encoder threads (default 1)\n"
+      "    -o allow_other         let other users use the mount (opt-in)\n"
       "    -f                     stay in the foreground\n"
       "    -d                     debug output (implies -f)\n"
       "    -s                     single-threaded session loop\n"
@@ -111,6 +128,62 @@ std::optional<uint64_t> parse_bytes(const char* s) {
   else return std::nullopt;
   if (shift && v > (std::numeric_limits<uint64_t>::max() >> shift)) return std::nullopt;
   return static_cast<uint64_t>(v) << shift;
+}
+
+// "10", "2.5", "500ms", "10s", "2m" -> milliseconds.
+std::optional<long long> parse_duration_ms(const char* s) {
+  if (!s || !(std::isdigit(static_cast<unsigned char>(*s)) || *s == '.')) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (errno != 0 || v < 0) return std::nullopt;
+  const std::string unit(end);
+  double ms = 0;
+  if (unit.empty() || unit == "s") ms = v * 1000;
+  else if (unit == "ms") ms = v;
+  else if (unit == "m" || unit == "min") ms = v * 60000;
+  else return std::nullopt;
+  if (ms > 1e12) return std::nullopt;
+  return static_cast<long long>(ms + 0.5);
+}
+
+// Test hooks of the background encoder, from the environment (crash and
+// race tests drive the real daemon through them; unset in normal use):
+//   WCODECFS_FAILPOINT=POINT:kill        SIGKILL the daemon at POINT
+//   WCODECFS_FAILPOINT=POINT:sleep=MS    pause the encode at POINT
+//   WCODECFS_EVENT_LOG=FILE              append "PID POINT PATH" per point
+// POINT is one of the EncodeQueue hook points ("locked", "temp-written",
+// "verified", "renamed", "unlinked", ...).
+std::function<void(const char*, const std::string&)> test_hooks_from_env() {
+  const char* fp = std::getenv("WCODECFS_FAILPOINT");
+  const char* log = std::getenv("WCODECFS_EVENT_LOG");
+  if (!fp && !log) return {};
+  std::string point, action;
+  long long sleep_ms = 0;
+  if (fp) {
+    const std::string f(fp);
+    const size_t c = f.find(':');
+    point = f.substr(0, c);
+    action = c == std::string::npos ? "kill" : f.substr(c + 1);
+    if (action.rfind("sleep=", 0) == 0) {
+      sleep_ms = std::atoll(action.c_str() + 6);
+      action = "sleep";
+    }
+  }
+  const std::string log_path = log ? log : "";
+  return [point, action, sleep_ms, log_path](const char* at, const std::string& rel) {
+    if (!log_path.empty()) {
+      const std::string line = std::to_string(::getpid()) + " " + at + " " + rel + "\n";
+      const int fd = ::open(log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        (void)!::write(fd, line.data(), line.size());
+        ::close(fd);
+      }
+    }
+    if (point != at) return;
+    if (action == "kill") ::raise(SIGKILL);
+    if (action == "sleep") std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+  };
 }
 
 // Escapes ',' and '\' for a -o option value.
@@ -201,6 +274,27 @@ int main(int argc, char* argv[]) {
     }
     ctx.max_readahead_kb = static_cast<unsigned>(*v / 1024);
   }
+  if (cli.staging) fo.staging = cli.staging;
+  if (cli.encode_delay) {
+    auto v = parse_duration_ms(cli.encode_delay);
+    if (!v) {
+      std::fprintf(stderr, "wcodecfs: bad encode_delay=%s (seconds, or a number with ms/s/m)\n", cli.encode_delay);
+      rc = 2;
+      goto out_opts;
+    }
+    fo.encode.quiet = std::chrono::milliseconds(*v);
+  }
+  if (cli.encode_threads) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(cli.encode_threads, &end, 10);
+    if (!std::isdigit(static_cast<unsigned char>(cli.encode_threads[0])) || *end || n == 0 || n > 256) {
+      std::fprintf(stderr, "wcodecfs: bad encode_threads=%s (1..256)\n", cli.encode_threads);
+      rc = 2;
+      goto out_opts;
+    }
+    fo.encode.threads = static_cast<unsigned>(n);
+  }
+  fo.encode.hook = test_hooks_from_env();
   if (opts.debug) wcodecfs::set_log_level(wcodecfs::LogLevel::kDebug);
 
   {
@@ -231,6 +325,11 @@ int main(int argc, char* argv[]) {
   if (fuse_daemonize(opts.foreground) != 0) goto out_unmount;
   if (!opts.foreground) wcodecfs::set_log_sink(wcodecfs::LogSink::kSyslog);
   wcodecfs::log_info(std::string("mounted ") + cli.store + " at " + opts.mountpoint);
+  {
+    // Threads start only now, after the fork: staging recovery and encoders.
+    wcodecfs::Status st = fs->start_background();
+    if (!st.ok()) wcodecfs::log_error("staging: " + st.ToString() + " (staged files are not encoded)");
+  }
 
   if (opts.singlethread) {
     rc = fuse_session_loop(se);
@@ -262,6 +361,9 @@ out_args:
   std::free(cli.threads);
   std::free(cli.readahead);
   std::free(cli.max_readahead);
+  std::free(cli.staging);
+  std::free(cli.encode_delay);
+  std::free(cli.encode_threads);
   fuse_opt_free_args(&args);
   return rc;
 }
