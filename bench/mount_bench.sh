@@ -158,13 +158,16 @@ one_tensor() {  # $1 tensor, $2 mode (safetensors|pread)
     unmount_store 2>/dev/null || true
     mount_store
     drop_caches || true
-    python3 - "$mnt/$name.safetensors" "$1" "$2" "$mnt/.wcodecfs/stats" <<'EOF'
-import json, struct, sys
-path, tensor, mode, stats = sys.argv[1:5]
+    python3 - "$mnt/$name.safetensors" "$1" "$2" "$mnt/.wcodecfs/stats" "$FILE" <<'EOF'
+import json, os, struct, sys, time
+path, tensor, mode, stats, original = sys.argv[1:6]
 def decoded():
     s = json.load(open(stats))
     return s['decode']['bytes']
-with open(path, 'rb') as f:
+# The tensor's place, from the original (reading the mounted header here
+# would count this script's own reads); everything the loader reads through
+# the mount, header included, counts.
+with open(original, 'rb') as f:
     n = struct.unpack('<Q', f.read(8))[0]
     h = json.loads(f.read(n))
 a, b = h[tensor]['data_offsets']
@@ -181,8 +184,11 @@ if mode == 'pread':
     import os
     fd = os.open(path, os.O_RDONLY)
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-    os.pread(fd, nbytes, 8 + n + a)
+    hn = struct.unpack('<Q', os.pread(fd, 8, 0))[0]
+    json.loads(os.pread(fd, hn, 8))
+    os.pread(fd, nbytes, 8 + hn + a)
     os.close(fd)
+time.sleep(0.5)  # decodes still in flight (readahead) count too
 d1 = decoded()
 print(f"{nbytes} {d1 - d0} {mode}")
 EOF

@@ -25,14 +25,13 @@ struct MountContext {
   Filesystem* fs = nullptr;
   std::string mountpoint;           // absolute
   // Kernel readahead per file (/sys/class/bdi/<dev>/read_ahead_kb), set
-  // after INIT when permitted. 1 MiB = one maximal FUSE read: the daemon's
-  // own decode-ahead keeps sequential readers fed, and a larger kernel
-  // window mostly makes mmap page faults decode more than they use
-  // (measured with bench/mount_bench.sh: loading one 1.2 MB tensor through
-  // safetensors decoded 2.7 B/B at 1 MiB, 5-15 B/B at 16 MiB, with no loss
-  // in sequential MB/s). INIT still offers 16 MiB, so -o kernel_readahead=
-  // can raise it.
-  unsigned max_readahead_kb = 1024;
+  // after INIT when permitted. 128 KiB: the daemon's own decode-ahead keeps
+  // sequential readers fed, and a larger kernel window mostly makes mmap
+  // page faults and reads near a tensor's end decode more than they use
+  // (bench/mount_bench.sh, isnet-medium.f16, one 9.4 MB tensor via
+  // safetensors: 1.05 B/B at 128 KiB, 1.37 at 1 MiB; sequential cold MB/s
+  // the same). INIT still offers 16 MiB, so -o kernel_readahead= can raise it.
+  unsigned max_readahead_kb = 128;
   std::once_flag tune_once;          // raise the bdi readahead after INIT, once
 };
 

@@ -91,7 +91,7 @@ void usage(const char* prog) {
       "    -o readahead=BYTES     largest readahead window per open file (default 64M;\n"
       "                           0 disables the daemon's readahead)\n"
       "    -o kernel_readahead=BYTES  kernel readahead per file, set through\n"
-      "                           /sys/class/bdi when permitted (default 1M)\n"
+      "                           /sys/class/bdi when permitted (default 128K)\n"
       "    -o staging=NAME        the writable staging directory in the mount root\n"
       "                           (default \"staging\"; empty: none, all read-only)\n"
       "    -o encode_delay=TIME   encode a staged file once closed and unchanged this\n"

@@ -414,6 +414,104 @@ TEST(fs_core, ReadaheadFollowsSequentialReadsOnly) {
   EXPECT_EQ(rnd->readahead().window(), 0u);
 }
 
+// The segment rules of Readahead::on_read, on a file of three tensors
+// [0,1M) [1M,9M) [9M,17M) read in 128 KiB requests with 256 KiB chunks.
+TEST(fs_core, ReadaheadSegmentRules) {
+  static constexpr uint64_t K = 1024, M = 1024 * K, unit = 256 * K, size = 17 * M;
+  auto seg = [](uint64_t end) -> std::pair<uint64_t, uint64_t> {
+    const uint64_t p = end - 1;
+    if (p < M) return {0, M};
+    if (p < 9 * M) return {M, 9 * M};
+    return {9 * M, 17 * M};
+  };
+  auto rd = [&](Readahead& ra, uint64_t off, uint64_t len) {
+    const auto [b, e] = seg(off + len);
+    return ra.on_read(off, len, size, unit, b, e);
+  };
+  {
+    // A loader of the middle tensor: a jump to 1M (page-aligned from just
+    // before it), then sequential: the prefetch never passes 9M.
+    Readahead ra(64 * M);
+    EXPECT_EQ(rd(ra, 0, 4 * K), (std::pair<uint64_t, uint64_t>{4 * K, 4 * K + unit}));
+    rd(ra, M - 4 * K, 128 * K);
+    uint64_t furthest = 0;
+    for (uint64_t off = M + 124 * K; off < 9 * M; off += 128 * K)
+      furthest = std::max(furthest, rd(ra, off, std::min(128 * K, 9 * M - off)).second);
+    EXPECT_EQ(furthest, 9 * M);
+    // Its first read past the end restarts the window: one chunk ahead.
+    const auto past = rd(ra, 9 * M, 128 * K);
+    EXPECT_LE(past.second, 9 * M + 128 * K + unit);
+  }
+  {
+    // A reader streaming from 0 crosses 1M (restart) and 9M: past the
+    // second crossing the window runs on beyond the tensor.
+    Readahead ra(64 * M);
+    uint64_t furthest = 0;
+    for (uint64_t off = 0; off < 9 * M + 512 * K; off += 128 * K)
+      furthest = std::max(furthest, rd(ra, off, 128 * K).second);
+    EXPECT_GT(furthest, 9 * M + 2 * M);
+  }
+}
+
+// Waits until no decode has finished for 200 ms (prefetches run on the
+// decode pool).
+void settle(Filesystem& fs) {
+  uint64_t last = counter(fs.stats().chunks_decoded);
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const uint64_t now = counter(fs.stats().chunks_decoded);
+    if (now == last) return;
+    last = now;
+  }
+}
+
+// A loader that reads the header, then one tensor, decodes that tensor's
+// chunks and nothing of the tensors after it; a reader streaming the file
+// from the start keeps its readahead running across tensors.
+TEST(fs_core, ReadaheadOfOneTensorStopsAtItsEnd) {
+  TestStore store(/*with_large=*/true);
+  const auto& m = store.models().back();
+  const uint64_t unit = m.chunk_bytes ? m.chunk_bytes : wcodec::EncodeConfig{}.chunk_bytes;
+  auto fs = store.open(FsOptions{.cache_bytes = 256u << 20, .decode_threads = 0, .readahead_max = 64u << 20,
+                                 .decoder = nullptr, .staging = "", .encode = {}});
+  ASSERT_TRUE(fs);
+  const auto original = wctest::read_file(fstest::original_of(m.stem));
+  auto h = open_path(*fs, m.stem + ".safetensors");
+  ASSERT_TRUE(h);
+  // The decoded extent with the most chunks that is not the last one.
+  const auto& ext = h->file().extents();
+  size_t pick = SIZE_MAX;
+  for (size_t k = 0; k + 1 < ext.size(); ++k) {
+    if (!std::holds_alternative<DecodedExtent>(ext[k].what) || ext[k].length < 4 * unit) continue;
+    if (pick == SIZE_MAX || ext[k].length > ext[pick].length) pick = k;
+  }
+  ASSERT_NE(pick, SIZE_MAX) << "no tensor of 4 chunks or more";
+  const uint64_t t0 = ext[pick].offset, t1 = t0 + ext[pick].length;
+  const uint64_t tensor_chunks = (ext[pick].length + unit - 1) / unit;
+
+  ASSERT_TRUE(fs->read(*h, 0, 8).ok());
+  const uint64_t before = counter(fs->stats().chunks_decoded);
+  for (uint64_t off = t0; off < t1; off += 64 * 1024) {
+    const uint64_t n = std::min<uint64_t>(64 * 1024, t1 - off);
+    auto r = fs->read(*h, off, n);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const auto got = r->gather();
+    ASSERT_TRUE(std::equal(got.begin(), got.end(), original.begin() + static_cast<std::ptrdiff_t>(off)));
+  }
+  settle(*fs);
+  // Chunks may straddle the tensor's ends by one on each side at most.
+  EXPECT_LE(counter(fs->stats().chunks_decoded) - before, tensor_chunks + 2);
+  EXPECT_GT(counter(fs->stats().readahead_chunks), 0u) << "readahead did not run inside the tensor";
+
+  // Streaming from offset 0 prefetches past the first tensor boundaries.
+  auto s = open_path(*fs, m.stem + ".safetensors");
+  ASSERT_TRUE(s);
+  const uint64_t ra0 = counter(fs->stats().readahead_chunks);
+  for (uint64_t off = 0; off < 4 * unit; off += 64 * 1024) ASSERT_TRUE(fs->read(*s, off, 64 * 1024).ok());
+  settle(*fs);
+  EXPECT_GT(counter(fs->stats().readahead_chunks), ra0);
+}
+
 TEST(fs_core, CorruptedChunkIsAnErrorAndTheRestReads) {
   wctest::ScratchDir scratch;
   const fstest::ModelFile m{"stories260K.f32", 32 * 1024};

@@ -49,6 +49,8 @@ void set_log_sink(LogSink sink) {
 
 void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
 
+bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed); }
+
 void set_log_capture(std::function<void(LogLevel, const std::string&)> capture) {
   std::lock_guard<std::mutex> lk(g_mu);
   g_capture = std::move(capture);

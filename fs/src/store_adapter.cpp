@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "wcodec/container.h"
@@ -74,7 +75,21 @@ Result<std::shared_ptr<const VirtualFile>> WcodecAdapter::build(const StoredFile
     extents.push_back(Extent{0, data_start, InlineExtent{std::move(header), 0}});
   }
   if (size > data_start) {
-    extents.push_back(Extent{data_start, size - data_start, DecodedExtent{std::move(source), data_start}});
+    // One extent per tensor (all of the same source): readahead stops at the
+    // end of the tensor a loader reads (Readahead::on_read).
+    std::vector<uint64_t> cuts;
+    for (const wcodec::TensorInfo& t : reader->header().tensors) {
+      const uint64_t at = data_start + t.begin;
+      if (t.begin <= size - data_start && at > data_start && at < size) cuts.push_back(at);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    cuts.push_back(size);
+    uint64_t pos = data_start;
+    for (const uint64_t cut : cuts) {
+      extents.push_back(Extent{pos, cut - pos, DecodedExtent{source, pos}});
+      pos = cut;
+    }
   }
   std::string vname = file.path;
   const size_t slash = vname.rfind('/');

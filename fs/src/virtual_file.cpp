@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <string>
+
+#include "wcodecfs/fs_log.h"
 
 namespace wcodecfs {
 
@@ -39,7 +42,8 @@ std::vector<uint8_t> ReadResult::gather() const {
 
 // ---------------------------------------------------------------- Readahead
 
-std::pair<uint64_t, uint64_t> Readahead::on_read(uint64_t off, uint64_t len, uint64_t size, uint64_t unit) {
+std::pair<uint64_t, uint64_t> Readahead::on_read(uint64_t off, uint64_t len, uint64_t size, uint64_t unit,
+                                                 uint64_t seg_begin, uint64_t seg_end) {
   if (max_window_ == 0 || unit == 0 || len == 0) return {0, 0};
   std::lock_guard<std::mutex> lk(mu_);
   const uint64_t end = off + len;  // caller clipped to size
@@ -58,11 +62,36 @@ std::pair<uint64_t, uint64_t> Readahead::on_read(uint64_t off, uint64_t len, uin
     window_ = 0;
     ra_end_ = 0;
     expected_ = end;
+    // A read is page-aligned by the kernel: one that begins a few bytes
+    // before a tensor belongs to that tensor.
+    run_start_ = std::max(off, seg_begin);
+    seg_begin_ = seg_begin;
+    crossings_ = 0;
     return {0, 0};
+  }
+  // A forward jump into a later segment, landing well past the furthest
+  // point read (more than a chunk or two of out-of-order arrival), is a
+  // loader moving to another tensor: a new run for the segment rule below.
+  if (seg_begin > run_start_ && off > expected_ + 2 * std::max(unit, len)) {
+    run_start_ = std::max(off, seg_begin);
+    seg_begin_ = seg_begin;
+    crossings_ = 0;
+    window_ = 0;
+    ra_end_ = 0;
+  }
+  // The first step of a run into a later segment restarts the window: a
+  // loader of one tensor whose reads (or the kernel's readahead) spill past
+  // its end prefetches little; a reader that goes on crossing tensors is
+  // streaming the file and keeps its growing window from then on.
+  if (seg_begin > seg_begin_) {
+    seg_begin_ = seg_begin;
+    if (crossings_++ == 0) window_ = 0;
   }
   window_ = window_ ? std::min(window_ * 2, max_window_) : std::min(unit, max_window_);
   expected_ = std::max(expected_, end);
-  const uint64_t target = std::min(size, expected_ + window_);
+  uint64_t limit = size;
+  if (run_start_ >= seg_begin) limit = std::min(limit, seg_end);  // a reader of one tensor
+  const uint64_t target = std::min(limit, expected_ + window_);
   const uint64_t from = std::max(ra_end_, expected_);
   if (target <= from) return {0, 0};
   ra_end_ = target;
@@ -159,7 +188,17 @@ Result<ReadResult> VirtualFile::read(uint64_t off, uint64_t len, ChunkCache& cac
   const uint64_t end = off + std::min(len, size_ - off);
   // Readahead first: its chunks queue behind this read's (demand) chunks.
   if (ra && unit_) {
-    const auto [from, to] = ra->on_read(off, end - off, size_, unit_);
+    // The segment of the read's end, not counting a spill of less than a
+    // page: the kernel rounds reads to pages, so the last page of a tensor
+    // reaches into the next one.
+    constexpr uint64_t kPage = 4096;
+    const Extent& last = extents_[extent_at(std::max(off, end > kPage ? end - kPage : 0))];
+    const auto [from, to] = ra->on_read(off, end - off, size_, unit_, last.offset, last.offset + last.length);
+    if (log_enabled(LogLevel::kDebug)) {
+      log_debug("read " + name_ + " [" + std::to_string(off) + ", " + std::to_string(end) + ") tensor [" +
+                std::to_string(last.offset) + ", " + std::to_string(last.offset + last.length) + ") prefetch [" +
+                std::to_string(from) + ", " + std::to_string(to) + ")");
+    }
     if (from < to) prefetch(from, to, cache);
   }
   uint64_t pos = off;

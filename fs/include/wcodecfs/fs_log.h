@@ -28,6 +28,8 @@ void set_log_level(LogLevel level);
 void set_log_capture(std::function<void(LogLevel, const std::string&)> capture);
 
 void log(LogLevel level, const std::string& msg);
+// Whether messages of `level` are written (to skip building them).
+bool log_enabled(LogLevel level);
 inline void log_debug(const std::string& m) { log(LogLevel::kDebug, m); }
 inline void log_info(const std::string& m) { log(LogLevel::kInfo, m); }
 inline void log_warn(const std::string& m) { log(LogLevel::kWarn, m); }

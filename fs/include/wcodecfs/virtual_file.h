@@ -106,7 +106,15 @@ class Readahead {
   // Records a demand read of [off, off+len) of a file of `size` bytes whose
   // chunks are about `unit` bytes; returns the range to prefetch (empty when
   // the access is not sequential or the window already covers it).
-  std::pair<uint64_t, uint64_t> on_read(uint64_t off, uint64_t len, uint64_t size, uint64_t unit);
+  //
+  // [seg_begin, seg_end) is the segment (a tensor's extent) holding the
+  // read's last byte. A sequential run that began inside that segment is a
+  // reader of one tensor: the prefetch stops at the segment's end, since
+  // loaders jump from tensor to tensor in their own order. A run that
+  // already crossed into this segment from an earlier one streams the file,
+  // and the window runs on across segments.
+  std::pair<uint64_t, uint64_t> on_read(uint64_t off, uint64_t len, uint64_t size, uint64_t unit,
+                                        uint64_t seg_begin = 0, uint64_t seg_end = UINT64_MAX);
   uint64_t window() const;
 
  private:
@@ -115,6 +123,9 @@ class Readahead {
   mutable std::mutex mu_;
   bool started_ = false;
   uint64_t expected_ = 0;  // end of the furthest sequential read
+  uint64_t run_start_ = 0;  // where the current sequential run began
+  uint64_t seg_begin_ = 0;  // the segment the run reached last
+  unsigned crossings_ = 0;  // segment boundaries the run crossed
   uint64_t window_ = 0;    // current prefetch window, bytes
   uint64_t ra_end_ = 0;    // prefetch submitted up to here
 };
