@@ -55,7 +55,7 @@ queue_idle() {
 # Reader loop: reads the virtual file sequentially until killed; prints
 # one "bytes seconds" line per pass.
 reader_loop() {
-    python3 - "$mnt/reader.safetensors" <<'EOF'
+    exec python3 - "$mnt/reader.safetensors" <<'EOF'
 import os, sys, time
 p = sys.argv[1]
 while True:
