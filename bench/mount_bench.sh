@@ -202,6 +202,36 @@ for t in "$big" "$small"; do
 done
 unmount_store
 
+# --- memory --------------------------------------------------------------------
+# The daemon's peak resident memory after reading the whole file (and 8
+# random readers at once) with a cache budget of a third of the file.
+budget=$(( size / 3 / 1048576 ))M
+saved_opts=$MOUNT_OPTS
+MOUNT_OPTS="${saved_opts:+$saved_opts,}cache_size=$budget"
+mount_store
+stat "$mnt/$name.safetensors" > /dev/null
+dpid=$(pgrep -f -x "$WCODECFS $store $mnt -o $MOUNT_OPTS" | head -1)
+rss0=$(awk '/VmRSS/ {print $2}' "/proc/$dpid/status")
+dd if="$mnt/$name.safetensors" of=/dev/null bs=1M status=none
+python3 - "$mnt/$name.safetensors" "$size" <<'EOF'
+import os, random, sys, threading
+path, size = sys.argv[1], int(sys.argv[2])
+def worker(seed):
+    r = random.Random(seed)
+    fd = os.open(path, os.O_RDONLY)
+    for _ in range(32):
+        os.pread(fd, 1 << 20, r.randrange(0, size - (1 << 20)))
+    os.close(fd)
+ts = [threading.Thread(target=worker, args=(s,)) for s in range(8)]
+for t in ts: t.start()
+for t in ts: t.join()
+EOF
+hwm=$(awk '/VmHWM/ {print $2}' "/proc/$dpid/status")
+unmount_store
+MOUNT_OPTS=$saved_opts
+row "daemon peak RSS, cache_size=$budget, whole file + 8 random readers" "" \
+    "$(python3 -c "print(f'{$hwm/1024:.0f} MiB peak, {$rss0/1024:.0f} MiB at mount')")"
+
 # --- table ---------------------------------------------------------------------
 echo
 echo "wcodecfs mount benchmark: $(basename "$FILE") ($(python3 -c "print(f'{$size/1e6:.1f}')") MB; stored $(python3 -c "print(f'{$stored/1e6:.1f} MB = {100*$stored/$size:.1f}%')"))"

@@ -64,7 +64,8 @@ void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string&
     et.geom.chunk_rect(i, &row0, &col0, &h, &w);
     ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
                  static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
-    const ModelView mv = et.model.view();
+    std::shared_ptr<const TensorModel::VectorTables> hold;
+    const ModelView mv = et.model.view(&hold);
     const uint64_t n = h * w;
     std::vector<uint8_t> lm(simd_lane_major_bytes(cv));
     if (et.model.kind == ModelKind::kInt) {

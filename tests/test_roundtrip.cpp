@@ -648,6 +648,37 @@ TEST(Concurrency, EightThreadsReadModelLikeInt4EdgeCase) {
   concurrent_reads(wctest::make_named_model_like_file(), "model_like_int4", 4096);
 }
 
+// Eight readers over all tensors of a real file while the decoding-table
+// cache may hold almost nothing: tables are evicted under the readers and
+// rebuilt, bytes stay right, and the cache keeps to its budget.
+TEST(Concurrency, DecodingTablesStayWithinTheirBudget) {
+  const auto orig = wctest::read_file(wctest::data_dir() / "stories260K.bf16.safetensors");
+  ASSERT_FALSE(orig.empty());
+  auto enc = wcodec::encode_safetensors(orig.data(), orig.size(), default_config(), "budget");
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  const fs::path p = scratch() / "budget.wcodec";
+  wctest::write_file(p, *enc);
+  auto r = Reader::open(p.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  // Without a budget every tensor's tables stay: find the largest one.
+  wcodec::set_vector_table_budget(UINT64_MAX);
+  const uint64_t before = wcodec::vector_table_bytes();
+  std::vector<uint8_t> all(orig.size());
+  ASSERT_TRUE((*r)->read(0, orig.size(), all.data()).ok());
+  ASSERT_TRUE(all == orig);
+  const uint64_t everything = wcodec::vector_table_bytes() - before;
+  ASSERT_GT(everything, 0u);
+  // A budget of a tenth of that: reads stay correct, the cache stays within
+  // the budget (plus the one table a reader just used).
+  const uint64_t budget = everything / 10;
+  wcodec::set_vector_table_budget(budget);
+  EXPECT_LE(wcodec::vector_table_bytes(), budget);
+  concurrent_reads(**r, orig, 3 * EncodeConfig{}.chunk_bytes, 150);
+  EXPECT_LE(wcodec::vector_table_bytes(), budget + everything / 2);
+  wcodec::set_vector_table_budget(wcodec::kDefaultVectorTableBudget);
+  fs::remove(p);
+}
+
 // ------------------------------------------------------------ size bound
 
 TEST(SizeBound, RandomBytesExpandByAtMostOnePercentPlus4KiB) {

@@ -9,9 +9,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <list>
+#include <mutex>
 #include <numeric>
+#include <unordered_map>
 
 #include "bytes.h"
+#include "wcodec/container.h"
 
 namespace wcodec {
 
@@ -87,14 +91,123 @@ static void build_vector_tables(const TensorModel& m, TensorModel::VectorTables*
       for (uint32_t k = 0; k < 32 && k < m.t0[i].fs.size(); ++k) vt->fs_small[i * 32 + k] = m.t0[i].fs[k];
     }
   }
+  if (m.kind == ModelKind::kInt && m.ip.sub == kIntTernary && m.ip.esc > 2) {
+    vt->tern3.resize(m.t0.size());
+    for (size_t i = 0; i < m.t0.size(); ++i) {
+      const FreqTable& t = m.t0[i];
+      uint32_t sum = 0, other = 0;
+      for (size_t k = 0; k < t.freq.size(); ++k) (k < 3 ? sum : other) += t.freq[k];
+      if (other || (sum && sum != 4096u) || t.freq.size() < 3) {
+        vt->tern3.clear();
+        break;
+      }
+      vt->tern3[i] = sum ? (uint32_t{t.freq[0]} | (uint32_t{t.freq[0]} + t.freq[1]) << 16) : 0xFFFFFFFFu;
+    }
+  }
 }
+
+size_t TensorModel::VectorTables::bytes() const {
+  return slot_all.size() * 4 + slot1_all.size() * 4 + sym_small.size() + fs_small.size() * 4 + tern3.size() * 4;
+}
+
+struct TensorModel::TableSlot {
+  std::mutex mu;  // guards tables
+  std::shared_ptr<const VectorTables> tables;  // null: not built yet, or evicted
+  ~TableSlot();
+};
+
+namespace {
+
+// LRU of built vector tables over all models of the process, bounded by a
+// byte budget. Lock order: a slot's mu, then the cache's mu_ never (the
+// cache drops its lock before it resets evicted slots).
+class VectorTableCache {
+ public:
+  static VectorTableCache& get() {
+    static VectorTableCache* c = new VectorTableCache();  // outlives static models
+    return *c;
+  }
+  void set_budget(uint64_t b) {
+    std::vector<std::weak_ptr<TensorModel::TableSlot>> victims;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      budget_ = b;
+      evict_locked(nullptr, &victims);
+    }
+    reset(victims);
+  }
+  uint64_t bytes() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return bytes_;
+  }
+  // `slot` (holding `n` bytes of tables) was used: most recent now.
+  void touch(const std::shared_ptr<TensorModel::TableSlot>& slot, uint64_t n) {
+    std::vector<std::weak_ptr<TensorModel::TableSlot>> victims;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = where_.find(slot.get());
+      if (it != where_.end()) {
+        bytes_ -= it->second->bytes;
+        lru_.erase(it->second);
+      }
+      lru_.push_front(Entry{slot.get(), slot, n});
+      where_[slot.get()] = lru_.begin();
+      bytes_ += n;
+      evict_locked(slot.get(), &victims);
+    }
+    reset(victims);
+  }
+  void erase(const TensorModel::TableSlot* slot) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = where_.find(slot);
+    if (it == where_.end()) return;
+    bytes_ -= it->second->bytes;
+    lru_.erase(it->second);
+    where_.erase(it);
+  }
+
+ private:
+  struct Entry {
+    const TensorModel::TableSlot* slot;
+    std::weak_ptr<TensorModel::TableSlot> weak;
+    uint64_t bytes;
+  };
+  void evict_locked(const TensorModel::TableSlot* keep, std::vector<std::weak_ptr<TensorModel::TableSlot>>* victims) {
+    while (bytes_ > budget_ && !lru_.empty() && lru_.back().slot != keep) {
+      victims->push_back(lru_.back().weak);
+      bytes_ -= lru_.back().bytes;
+      where_.erase(lru_.back().slot);
+      lru_.pop_back();
+    }
+  }
+  static void reset(const std::vector<std::weak_ptr<TensorModel::TableSlot>>& victims) {
+    for (const auto& w : victims) {
+      if (auto s = w.lock()) {
+        std::lock_guard<std::mutex> lk(s->mu);
+        s->tables.reset();  // decodes holding them keep them until done
+      }
+    }
+  }
+  mutable std::mutex mu_;
+  std::list<Entry> lru_;
+  std::unordered_map<const TensorModel::TableSlot*, std::list<Entry>::iterator> where_;
+  uint64_t bytes_ = 0;
+  uint64_t budget_ = kDefaultVectorTableBudget;
+};
+
+}  // namespace
+
+TensorModel::TableSlot::~TableSlot() { VectorTableCache::get().erase(this); }
+
+void set_vector_table_budget(uint64_t bytes) { VectorTableCache::get().set_budget(bytes); }
+uint64_t vector_table_bytes() { return VectorTableCache::get().bytes(); }
 
 void TensorModel::finalize() {
   v0.clear();
   v1.clear();
   for (auto& t : t0) v0.push_back(t.view());
   for (auto& t : t1) v1.push_back(t.view());
-  vt = std::make_shared<VectorTables>();
+  vt = std::make_shared<TableSlot>();
   if (kind == ModelKind::kInt) {
     build_int_luts(ip, &luts);
     rc_pad = rc;
@@ -104,7 +217,7 @@ void TensorModel::finalize() {
   }
 }
 
-ModelView TensorModel::view(const uint8_t* zp, uint32_t zcols) const {
+ModelView TensorModel::view(std::shared_ptr<const VectorTables>* hold, const uint8_t* zp, uint32_t zcols) const {
   ModelView m{};
   m.kind = kind;
   m.fp = fp;
@@ -120,11 +233,23 @@ ModelView TensorModel::view(const uint8_t* zp, uint32_t zcols) const {
   m.zcols = zcols;
   m.luts = &luts;
   if (vt) {
-    std::call_once(vt->once, [&] { build_vector_tables(*this, vt.get()); });
-    m.slot_all = vt->slot_all.empty() ? nullptr : vt->slot_all.data();
-    m.slot1_all = vt->slot1_all.empty() ? nullptr : vt->slot1_all.data();
-    m.sym_small = vt->sym_small.empty() ? nullptr : vt->sym_small.data();
-    m.fs_small = vt->fs_small.empty() ? nullptr : vt->fs_small.data();
+    std::shared_ptr<const VectorTables> t;
+    {
+      std::lock_guard<std::mutex> lk(vt->mu);
+      if (!vt->tables) {
+        auto built = std::make_shared<VectorTables>();
+        build_vector_tables(*this, built.get());
+        vt->tables = std::move(built);
+      }
+      t = vt->tables;
+    }
+    VectorTableCache::get().touch(vt, t->bytes());
+    m.slot_all = t->slot_all.empty() ? nullptr : t->slot_all.data();
+    m.slot1_all = t->slot1_all.empty() ? nullptr : t->slot1_all.data();
+    m.sym_small = t->sym_small.empty() ? nullptr : t->sym_small.data();
+    m.fs_small = t->fs_small.empty() ? nullptr : t->fs_small.data();
+    m.tern3 = t->tern3.empty() ? nullptr : t->tern3.data();
+    *hold = std::move(t);
   }
   m.rc_pad = rc_pad.empty() ? nullptr : rc_pad.data();
   m.cc_pad = cc_pad.empty() ? nullptr : cc_pad.data();
@@ -1495,7 +1620,8 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
       ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
                    static_cast<uint32_t>(col0), static_cast<uint32_t>(g.cols)};
       const uint64_t n = h * w;
-      ModelView mv = model->view(zp, zcols);
+      std::shared_ptr<const TensorModel::VectorTables> tables_hold;
+      ModelView mv = model->view(&tables_hold, zp, zcols);
       bool ok = false;
       switch (model->kind) {
         case ModelKind::kFloat:

@@ -47,21 +47,29 @@ struct TensorModel {
   // Padded copies of the side information for the vector decoder.
   std::vector<uint8_t> rc_pad, cc_pad;
   // Flattened tables for the vector decoder (see ModelView), built on the
-  // first view() so that opening a file does not pay for them. Shared by
-  // copies of the model (the tables are immutable once built).
+  // first view() so that opening a file does not pay for them. They live in
+  // a process-wide cache with a byte budget (set_vector_table_budget): a
+  // reader of many tensors keeps only the recently used ones, and a table
+  // evicted while a decode uses it stays alive through the decode's hold.
   struct VectorTables {
-    std::once_flag once;
     std::vector<uint32_t> slot_all, slot1_all;
     // Small alphabets (<= 32 symbols): slot -> symbol bytes and 32 packed
     // freq | start << 16 entries per context (4.1 KiB per context instead
     // of 16 KiB, so many contexts stay in cache).
     std::vector<uint8_t> sym_small;
     std::vector<uint32_t> fs_small;
+    // Ternary slot bounds per context (ModelView::tern3), or empty.
+    std::vector<uint32_t> tern3;
+    size_t bytes() const;
   };
-  std::shared_ptr<VectorTables> vt;
+  // The model's entry in the table cache, shared by copies of the model.
+  struct TableSlot;
+  std::shared_ptr<TableSlot> vt;
 
   void finalize();
-  ModelView view(const uint8_t* zp = nullptr, uint32_t zcols = 0) const;
+  // The decoder's view of the model. `hold` keeps the vector tables the
+  // view points to alive; keep it while the view is in use.
+  ModelView view(std::shared_ptr<const VectorTables>* hold, const uint8_t* zp = nullptr, uint32_t zcols = 0) const;
   // Serialized form stored in the tensor record.
   std::vector<uint8_t> serialize() const;
   static Result<TensorModel> deserialize(const uint8_t* p, size_t n, const TensorGeometry& g,

@@ -30,6 +30,7 @@ namespace {
 constexpr NodeId kControlDirId = 2;
 constexpr NodeId kStatsFileId = 3;
 constexpr NodeId kFirstDynamicId = 16;
+constexpr uint64_t kMinTableBudget = 8ull << 20;  // decoding tables of a few tensors
 // Inode numbers shown for the control entries (no store inode behind them).
 constexpr ino_t kControlDirIno = 0x7763666300000002ull;
 constexpr ino_t kStatsFileIno = 0x7763666300000003ull;
@@ -160,6 +161,9 @@ Result<std::unique_ptr<Filesystem>> Filesystem::create(const std::string& store_
                                  : std::make_shared<CpuBatchDecoder>(options.decode_threads, fs->stats_);
   fs->cache_ = ChunkCache::create(options.cache_bytes, fs->decoder_, fs->stats_);
   fs->readahead_cap_ = std::min(options.readahead_max, options.cache_bytes / 4);
+  // The codec's decoding tables (built per tensor on first decode) count
+  // against the memory of the mount too: an eighth of the chunk cache.
+  wcodec::set_vector_table_budget(std::max<uint64_t>(kMinTableBudget, options.cache_bytes / 8));
   fs->adapters_ = default_adapters();
   fs->options_ = std::move(options);
   ::clock_gettime(CLOCK_REALTIME, &fs->started_);
@@ -819,7 +823,8 @@ std::string Filesystem::stats_json() const {
                  {"chunks", Stats::get(s.chunks_decoded)},
                  {"bytes", Stats::get(s.bytes_decoded)},
                  {"seconds", static_cast<double>(Stats::get(s.decode_ns)) * 1e-9},
-                 {"errors", Stats::get(s.decode_errors)}};
+                 {"errors", Stats::get(s.decode_errors)},
+                 {"table_bytes", wcodec::vector_table_bytes()}};
   j["readahead"] = {{"chunks", Stats::get(s.readahead_chunks)},
                     {"hits", Stats::get(s.readahead_hits)},
                     {"max_window", readahead_cap_}};
