@@ -211,3 +211,77 @@ TEST(TileTools, ChosenWhenTheyPayAndDecodeExactly) {
 }
 
 }  // namespace
+
+namespace {
+
+// Ternary chunks take a vector path of their own (slot bounds instead of
+// table lookups, one code byte per element): on many damaged copies of
+// every chunk it must accept and reject exactly what the reference does,
+// with the same bytes, including streams that reach unused contexts.
+TEST(VectorDecoders, TernaryAgreesWithReferenceOnDamagedStreams) {
+  using namespace wcodec;
+  std::mt19937 rng(11);
+  std::normal_distribution<double> gauss(0.0, 1.0);
+  // Periodic structure (3x3 kernels flattened along a row) so that the
+  // encoder picks neighbour contexts with an off_a of 3.
+  const uint64_t rows = 96, cols = 576;
+  std::vector<uint8_t> bytes(rows * cols / 4, 0);
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint64_t c = 0; c < cols; ++c) {
+      const double w = gauss(rng) * (c % 3 == 1 ? 1.5 : 0.7);
+      const unsigned code = std::fabs(w) < 0.6 ? 0 : (w > 0 ? 1 : 2);
+      bytes[(r * cols + c) / 4] |= static_cast<uint8_t>(code << (2 * (c % 4)));
+    }
+  TensorInfo t;
+  t.name = "conv_packed";
+  t.dtype = DType::kU8;
+  t.shape = {rows, cols / 4};
+  t.begin = 0;
+  t.end = bytes.size();
+  EncodeOptions opt;
+  opt.chunk_bytes = 4096;
+  auto r = encode_tensor(t, bytes.data(), AuxInput{}, opt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const EncodedTensor& et = *r;
+  ASSERT_EQ(et.model.kind, ModelKind::kInt);
+  ASSERT_EQ(et.model.ip.sub, kIntTernary);
+  std::shared_ptr<const TensorModel::VectorTables> hold;
+  const ModelView mv = et.model.view(&hold);
+  int compared = 0, rejected = 0;
+  for (uint64_t i = 0; i < et.chunks.size(); ++i) {
+    const auto& c = et.chunks[i];
+    if (c.method != ChunkMethod::kModel) continue;
+    Parsed ps;
+    ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
+    uint64_t row0, col0, h, w;
+    et.geom.chunk_rect(i, &row0, &col0, &h, &w);
+    ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                 static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+    std::vector<uint8_t> lm(simd_lane_major_bytes(cv));
+    std::vector<int32_t> res(h * w), tile(kTile * kTile);
+    std::vector<uint8_t> a(c.decoded_size), b(c.decoded_size);
+    for (int k = 0; k < 300; ++k) {
+      std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
+      if (k) bad[128 + rng() % (bad.size() - 128)] ^= static_cast<uint8_t>(1 + rng() % 255);
+      const bool ok_ref = decode_int_residuals(mv, cv, bad.data(), ps.rans_len, res.data()) &&
+                          int_finish_chunk(mv, cv, ps.map, a.data(), res.data(), tile.data());
+      const int ok_simd =
+          decode_int_chunk_simd(mv, cv, ps.map, bad.data(), ps.rans_len, b.data(), res.data(), tile.data(), lm.data());
+      if (ok_simd < 0) GTEST_SKIP() << "no AVX-512 on this CPU";
+      ASSERT_EQ(ok_ref ? 1 : 0, ok_simd) << "chunk " << i << " damage " << k;
+      if (ok_ref) {
+        ASSERT_EQ(a, b) << "chunk " << i << " damage " << k;
+      }
+      if (k == 0) {
+        ASSERT_TRUE(ok_ref);
+        ASSERT_EQ(chunk_hash(a.data(), a.size()), c.xxh3);
+      }
+      rejected += !ok_ref;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 300);
+  EXPECT_GT(rejected, 0);
+}
+
+}  // namespace

@@ -44,6 +44,11 @@ struct ModelView {
   const uint32_t* fs_small;
   const uint8_t* rc_pad;
   const uint8_t* cc_pad;
+  // Ternary models whose tables code only tokens 0..2 (values 0, -1, +1):
+  // tern3[ctx] = s1 | s2 << 16 with s1 = freq(0), s2 = freq(0) + freq(1)
+  // (the slot bounds of tokens 1 and 2); 0x20002000 for an unused (empty)
+  // table. nullptr when some table codes another token.
+  const uint32_t* tern3;
 };
 
 // Reads the n-bit little-endian field at bit position pos of a packed bit

@@ -101,7 +101,7 @@ static void build_vector_tables(const TensorModel& m, TensorModel::VectorTables*
         vt->tern3.clear();
         break;
       }
-      vt->tern3[i] = sum ? (uint32_t{t.freq[0]} | (uint32_t{t.freq[0]} + t.freq[1]) << 16) : 0xFFFFFFFFu;
+      vt->tern3[i] = sum ? (uint32_t{t.freq[0]} | (uint32_t{t.freq[0]} + t.freq[1]) << 16) : 0x20002000u;
     }
   }
 }
