@@ -20,6 +20,7 @@
 #include <zstd.h>
 
 #include "bytes.h"
+#include "device_plan.h"
 #include "tensor_codec.h"
 
 namespace wcodec {
@@ -852,6 +853,128 @@ Status Reader::decode_to_file(const std::string& out_path) const {
     return Status::Corruption(path_ + ": SHA-256 of the decoded file " + hex(md.data(), 32) + " != stored " +
                               hex(sha256_.data(), 32));
   return write_file_atomic(out_path, buf.data(), buf.size());
+}
+
+// ------------------------------------------------------------ device plan
+
+Status Reader::plan_chunks(const std::vector<size_t>& gis, DevicePlan* plan) const {
+  *plan = DevicePlan{};
+  std::vector<uint8_t>& A = plan->arena;
+  // Appends n bytes (16-byte aligned start, 8 zero bytes after: decoders may
+  // load a little past a section, as they may in the file's payloads).
+  auto put = [&](const void* p, size_t n) -> uint64_t {
+    A.resize((A.size() + 15) & ~size_t{15}, 0);
+    const uint64_t off = A.size();
+    A.resize(off + n + 8, 0);
+    if (n) std::memcpy(A.data() + off, p, n);
+    return off;
+  };
+  auto put_tables = [&](const std::vector<FreqTable>& ts) -> uint64_t {
+    if (ts.empty()) return kPlanNone;
+    std::vector<PlanTable> entries;
+    std::vector<uint8_t> lut(1u << kMaxProbBits);
+    for (const FreqTable& t : ts) {
+      std::fill(lut.begin(), lut.end(), 0);
+      std::memcpy(lut.data(), t.lut.data(), std::min(lut.size(), t.lut.size()));
+      std::vector<uint32_t> fs(256, 0);
+      std::memcpy(fs.data(), t.fs.data(), std::min<size_t>(256, t.fs.size()) * 4);
+      PlanTable e;
+      e.sym = put(lut.data(), lut.size());
+      e.fs = put(fs.data(), fs.size() * 4);
+      entries.push_back(e);
+    }
+    return put(entries.data(), entries.size() * sizeof(PlanTable));
+  };
+  std::map<uint32_t, uint32_t> model_of_tensor;
+  std::vector<uint8_t> payload, ready;
+  for (const size_t gi : gis) {
+    if (gi >= all_chunks_.size()) return Status::OutOfRange(path_ + ": chunk index " + std::to_string(gi));
+    const ChunkEntry& e = all_chunks_[gi];
+    const uint32_t ti = chunk_tensor_[gi];
+    const Tensor& t = *tensors_[ti];
+    const std::string what = chunk_what(gi);
+    payload.resize(e.stored_size);
+    WC_RETURN_IF_ERROR(pread_exact(e.file_offset, e.stored_size, payload.data()));
+    PlanChunk c;
+    c.out_len = e.decoded_size;
+    c.xxh3 = e.xxh3;
+    c.out = plan->out_bytes;
+    plan->out_bytes += (uint64_t{e.decoded_size} + 15) & ~uint64_t{15};
+    switch (static_cast<ChunkMethod>(e.method)) {
+      case ChunkMethod::kRaw:
+        if (payload.size() != e.decoded_size)
+          return Status::Corruption(what + ": raw chunk size " + std::to_string(payload.size()) +
+                                    " != decoded size " + std::to_string(e.decoded_size));
+        c.kind = PlanKind::kReady;
+        c.raw = put(payload.data(), payload.size());
+        c.raw_len = payload.size();
+        break;
+      case ChunkMethod::kZstd: {
+        ready.resize(e.decoded_size);
+        const size_t r = ZSTD_decompress(ready.data(), ready.size(), payload.data(), payload.size());
+        if (ZSTD_isError(r) || r != e.decoded_size)
+          return Status::Corruption(what + ": zstd chunk does not decode to " + std::to_string(e.decoded_size) +
+                                    " bytes");
+        c.kind = PlanKind::kReady;
+        c.raw = put(ready.data(), ready.size());
+        c.raw_len = ready.size();
+        break;
+      }
+      case ChunkMethod::kModel: {
+        if (!t.has_model || !t.model) return Status::Corruption(what + ": model-coded chunk in a tensor without a model");
+        const TensorModel& m = *t.model;
+        ModelPayload mp;
+        WC_RETURN_IF_ERROR(parse_model_payload(t.geom, m, chunk_local_[gi], payload.data(), payload.size(),
+                                               e.decoded_size, what, &mp));
+        auto found = model_of_tensor.find(ti);
+        if (found == model_of_tensor.end()) {
+          PlanModel pm;
+          std::memset(&pm.mv, 0, sizeof pm.mv);
+          pm.mv.kind = m.kind;
+          pm.mv.fp = m.fp;
+          pm.mv.ip = m.ip;
+          pm.mv.bp = m.bp;
+          pm.mv.n0 = static_cast<uint32_t>(m.t0.size());
+          pm.mv.n1 = static_cast<uint32_t>(m.t1.size());
+          pm.t0 = put_tables(m.t0);
+          pm.t1 = put_tables(m.t1);
+          if (m.kind == ModelKind::kInt) {
+            pm.rc = put(m.rc.data(), m.rc.size());
+            pm.cc = put(m.cc.data(), m.cc.size());
+            pm.luts = put(&m.luts, sizeof m.luts);
+            if (m.ip.zgroup) {
+              if (t.aux < 0) return Status::Corruption(what + ": zero points needed but the tensor has none");
+              WC_RETURN_IF_ERROR(load_aux(static_cast<size_t>(t.aux)));
+              const auto& z = tensors_[static_cast<size_t>(t.aux)]->decoded;
+              pm.zp = put(z.data(), z.size());
+              pm.mv.zcols = static_cast<uint32_t>((t.geom.cols + m.ip.zgroup - 1) / m.ip.zgroup);
+            }
+          }
+          found = model_of_tensor.emplace(ti, static_cast<uint32_t>(plan->models.size())).first;
+          plan->models.push_back(pm);
+        }
+        const uint64_t base = put(payload.data(), payload.size());
+        auto at = [&](const uint8_t* p) { return base + static_cast<uint64_t>(p - payload.data()); };
+        c.kind = PlanKind::kModel;
+        c.model = found->second;
+        c.cv = mp.cv;
+        c.map = mp.map ? at(mp.map) : kPlanNone;
+        c.rans = at(mp.rans);
+        c.rans_len = mp.rans_len;
+        c.raw = at(mp.raw);
+        c.raw_len = mp.raw_len;
+        c.scratch = plan->scratch_bytes;
+        plan->scratch_bytes += plan_scratch_bytes(m.kind, uint64_t{mp.cv.h} * mp.cv.w);
+        break;
+      }
+      default:
+        return Status::Corruption(what + ": chunk method " + std::to_string(static_cast<int>(e.method)) +
+                                  " (allowed 0..2)");
+    }
+    plan->chunks.push_back(c);
+    plan->chunk_index.push_back(gi);
+  }
+  return Status::OK();
 }
 
 }  // namespace wcodec

@@ -1576,6 +1576,33 @@ EncodedTensor encode_with_model(const TensorGeometry& g, const uint8_t* data, co
 }
 
 // ------------------------------------------------------------------ decode
+Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, uint64_t index, const uint8_t* payload,
+                           size_t payload_len, uint64_t decoded_size, const std::string& what, ModelPayload* out) {
+  uint64_t row0, col0, h, w;
+  g.chunk_rect(index, &row0, &col0, &h, &w);
+  if (h * w * g.elem_bits / 8 != decoded_size)
+    return Status::Corruption(what + ": chunk decoded size " + std::to_string(decoded_size) +
+                              " does not match its geometry");
+  ByteReader r(payload, payload_len);
+  const uint8_t flags = r.u8();
+  if (flags > 1) return Status::Corruption(what + ": chunk flags " + std::to_string(flags) + " (allowed 0..1)");
+  out->map = nullptr;
+  if (flags & 1) {
+    if (model.kind != ModelKind::kInt || !model.ip.tools)
+      return Status::Corruption(what + ": tile map present in a chunk whose model has no tools");
+    const uint64_t tiles = ((h + kTile - 1) / kTile) * ((w + kTile - 1) / kTile);
+    out->map = r.take(2 * tiles);
+  }
+  out->rans_len = r.u32();
+  out->rans = r.take(out->rans_len);
+  if (!r.ok() || !out->rans) return Status::Corruption(what + ": chunk payload truncated");
+  out->raw = r.cur();
+  out->raw_len = r.remaining();
+  out->cv = ChunkView{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                      static_cast<uint32_t>(col0), static_cast<uint32_t>(g.cols)};
+  return Status::OK();
+}
+
 Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
                     const uint8_t* payload, size_t payload_len, uint64_t decoded_size, uint64_t xxh3,
                     const uint8_t* zp, uint32_t zcols, uint32_t zgroup, uint8_t* out, DecodeScratch& scratch,
@@ -1597,29 +1624,15 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
     }
     case ChunkMethod::kModel: {
       if (!model) return Status::Corruption(what + ": model-coded chunk in a tensor without a model");
-      uint64_t row0, col0, h, w;
-      g.chunk_rect(index, &row0, &col0, &h, &w);
-      if (h * w * g.elem_bits / 8 != decoded_size)
-        return Status::Corruption(what + ": chunk decoded size " + std::to_string(decoded_size) +
-                                  " does not match its geometry");
-      ByteReader r(payload, payload_len);
-      const uint8_t flags = r.u8();
-      if (flags > 1) return Status::Corruption(what + ": chunk flags " + std::to_string(flags) + " (allowed 0..1)");
-      const uint8_t* map = nullptr;
-      if (flags & 1) {
-        if (model->kind != ModelKind::kInt || !model->ip.tools)
-          return Status::Corruption(what + ": tile map present in a chunk whose model has no tools");
-        const uint64_t tiles = ((h + kTile - 1) / kTile) * ((w + kTile - 1) / kTile);
-        map = r.take(2 * tiles);
-      }
-      const uint32_t rl = r.u32();
-      const uint8_t* rans = r.take(rl);
-      if (!r.ok() || !rans) return Status::Corruption(what + ": chunk payload truncated");
-      const uint8_t* raw = r.cur();
-      const size_t raw_len = r.remaining();
-      ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
-                   static_cast<uint32_t>(col0), static_cast<uint32_t>(g.cols)};
-      const uint64_t n = h * w;
+      ModelPayload mp;
+      WC_RETURN_IF_ERROR(parse_model_payload(g, *model, index, payload, payload_len, decoded_size, what, &mp));
+      const uint8_t* map = mp.map;
+      const uint32_t rl = mp.rans_len;
+      const uint8_t* rans = mp.rans;
+      const uint8_t* raw = mp.raw;
+      const size_t raw_len = mp.raw_len;
+      const ChunkView cv = mp.cv;
+      const uint64_t n = uint64_t{cv.h} * cv.w;
       std::shared_ptr<const TensorModel::VectorTables> tables_hold;
       ModelView mv = model->view(&tables_hold, zp, zcols);
       bool ok = false;

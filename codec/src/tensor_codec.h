@@ -163,6 +163,21 @@ struct DecodeScratch {
   std::vector<uint8_t> zbuf;
 };
 
+// The parts of a model-coded chunk payload: optional tile map, the rANS
+// stream (32 lane states + words) and the raw bit section.
+struct ModelPayload {
+  ChunkView cv;
+  const uint8_t* map = nullptr;
+  const uint8_t* rans = nullptr;
+  uint32_t rans_len = 0;
+  const uint8_t* raw = nullptr;
+  size_t raw_len = 0;
+};
+// Splits the payload of model-coded chunk `index` and checks its framing
+// against the geometry and the model.
+Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, uint64_t index, const uint8_t* payload,
+                           size_t payload_len, uint64_t decoded_size, const std::string& what, ModelPayload* out);
+
 // Decodes chunk `index` into out (chunk's decoded size bytes) and checks its
 // XXH3-64. `zp` points at the decoded zero-point tensor when the model needs
 // one. Errors name `what` (store file / tensor / chunk).

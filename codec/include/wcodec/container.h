@@ -25,6 +25,8 @@
 
 namespace wcodec {
 
+struct DevicePlan;  // codec/src/device_plan.h
+
 inline constexpr char kMagic[4] = {'W', 'C', 'D', 'C'};
 inline constexpr char kFooterMagic[4] = {'C', 'D', 'C', 'W'};
 inline constexpr uint16_t kVersionMajor = 1;
@@ -139,6 +141,14 @@ class Reader {
   Status verify(bool full) const;
   // Writes the original file to `out_path` (atomic rename), checking SHA-256.
   Status decode_to_file(const std::string& out_path) const;
+
+  // Lays out chunks `global_indices` for a decoder that runs them in its
+  // own memory (the CUDA decoder): payloads, decoding tables and zero points
+  // copied into one arena; raw and zstd chunks made ready on the host.
+  // Framing errors are reported here, naming the file, tensor and chunk.
+  Status plan_chunks(const std::vector<size_t>& global_indices, DevicePlan* plan) const;
+  // Store-level description of chunk `global_index` for messages.
+  std::string describe_chunk(size_t global_index) const { return chunk_what(global_index); }
 
  private:
   Reader() = default;

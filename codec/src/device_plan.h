@@ -1,0 +1,154 @@
+// codec/src/device_plan.h — chunks of a .wcodec file laid out for a decoder
+// that runs them in its own memory (the CUDA batch decoder), and the
+// per-chunk step that decoder runs, compiled for host and device.
+//
+// Reader::plan_chunks builds a DevicePlan: one input arena holding every
+// byte the decoders read (the models' decoding tables, side information,
+// zero points and the chunk payloads), addressed by offsets; the layout of
+// an output region and a scratch region; and per chunk its geometry,
+// payload parts and expected checksum. Raw chunks are copied as they are and
+// zstd chunks are decoded on the host while planning (kReady). Before the
+// arena is used at its final address (device memory, or the host buffer
+// itself in tests), relocate() writes real pointers into the tables' entries
+// and the model views.
+//
+// run_plan_chunk decodes one chunk with the same functions as the CPU
+// reference decoder (chunk_decode.h) and verifies its XXH3-64.
+// Thread-safety: plans are plain data; run_plan_chunk writes only the
+// chunk's own output and scratch.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "chunk_decode.h"
+#include "xxh3_hd.h"
+
+namespace wcodec {
+
+inline constexpr uint64_t kPlanNone = ~0ull;
+
+// Where a DecTable will be: the same 16 bytes, offsets until relocate().
+struct PlanTable {
+  uint64_t sym;
+  uint64_t fs;
+};
+static_assert(sizeof(PlanTable) == sizeof(DecTable), "tables are relocated in place");
+
+struct PlanModel {
+  ModelView mv;  // pointer fields are set by relocate()
+  uint64_t t0 = kPlanNone, t1 = kPlanNone;  // offsets of n0 / n1 PlanTable entries
+  uint64_t rc = kPlanNone, cc = kPlanNone, zp = kPlanNone, luts = kPlanNone;
+};
+
+enum class PlanKind : uint32_t { kModel = 0, kReady = 1 };
+
+struct PlanChunk {
+  uint32_t model = 0;  // PlanModel index (kModel)
+  PlanKind kind = PlanKind::kReady;
+  ChunkView cv{};
+  uint64_t map = kPlanNone;  // tile map (arena offset) or none
+  uint64_t rans = 0;         // kModel: rANS stream
+  uint32_t rans_len = 0;
+  uint32_t out_len = 0;      // decoded bytes
+  uint64_t raw = 0;          // kModel: raw bit section; kReady: the decoded bytes
+  uint64_t raw_len = 0;
+  uint64_t out = 0;          // offset in the output region
+  uint64_t scratch = 0;      // offset in the scratch region
+  uint64_t xxh3 = 0;         // expected checksum of the decoded bytes
+};
+
+struct DevicePlan {
+  std::vector<uint8_t> arena;
+  std::vector<PlanModel> models;
+  std::vector<PlanChunk> chunks;
+  std::vector<size_t> chunk_index;  // the Reader's global index of each chunk
+  uint64_t out_bytes = 0;
+  uint64_t scratch_bytes = 0;
+};
+
+// Scratch bytes run_plan_chunk needs for a chunk of kind `kind` and n
+// elements (16-byte aligned).
+inline uint64_t plan_scratch_bytes(ModelKind kind, uint64_t n) {
+  uint64_t b = 0;
+  if (kind == ModelKind::kInt) b = 4 * n + 4 * 256;
+  if (kind == ModelKind::kFloat) b = 2 * n + n;
+  return (b + 15) & ~uint64_t{15};
+}
+
+// Turns the plan's offsets into pointers for an arena at `base` (the
+// address the decoder will read it at): rewrites the PlanTable entries in
+// `arena` (the bytes that will be copied there) and fills `views` (one per
+// model) with pointer-complete ModelViews.
+inline void relocate(DevicePlan& plan, const uint8_t* base, std::vector<ModelView>* views) {
+  views->clear();
+  for (const PlanModel& pm : plan.models) {
+    ModelView v = pm.mv;
+    auto at = [&](uint64_t off) -> const uint8_t* { return off == kPlanNone ? nullptr : base + off; };
+    auto fix = [&](uint64_t off, uint32_t n) {
+      for (uint32_t i = 0; i < n; ++i) {
+        PlanTable t;
+        std::memcpy(&t, plan.arena.data() + off + i * sizeof(PlanTable), sizeof t);
+        const DecTable d{base + t.sym, reinterpret_cast<const uint32_t*>(base + t.fs)};
+        std::memcpy(plan.arena.data() + off + i * sizeof(DecTable), &d, sizeof d);
+      }
+    };
+    if (pm.t0 != kPlanNone) fix(pm.t0, v.n0);
+    if (pm.t1 != kPlanNone) fix(pm.t1, v.n1);
+    v.t0 = reinterpret_cast<const DecTable*>(at(pm.t0));
+    v.t1 = reinterpret_cast<const DecTable*>(at(pm.t1));
+    v.rc = at(pm.rc);
+    v.cc = at(pm.cc);
+    v.zp = at(pm.zp);
+    v.luts = reinterpret_cast<const IntLuts*>(at(pm.luts));
+    // The vector decoders' tables are host-only.
+    v.slot_all = v.slot1_all = nullptr;
+    v.sym_small = nullptr;
+    v.fs_small = nullptr;
+    v.rc_pad = v.cc_pad = nullptr;
+    views->push_back(v);
+  }
+}
+
+// Results of run_plan_chunk.
+inline constexpr int kPlanOk = 1, kPlanMalformed = 0, kPlanChecksum = 2;
+
+// Decodes chunk `c` (relocated plan at `in`) into out_base + c.out and
+// checks its checksum against c.xxh3.
+WC_HD inline int run_plan_chunk(const PlanChunk& c, const ModelView* views, const uint8_t* in, uint8_t* out_base,
+                                uint8_t* scratch_base, const uint8_t* secret) {
+  uint8_t* out = out_base + c.out;
+  if (c.kind == PlanKind::kReady) {
+    for (uint32_t i = 0; i < c.out_len; ++i) out[i] = in[c.raw + i];
+  } else {
+    const ModelView& m = views[c.model];
+    const uint64_t n = uint64_t{c.cv.h} * c.cv.w;
+    uint8_t* s = scratch_base + c.scratch;
+    const uint8_t* map = c.map == kPlanNone ? nullptr : in + c.map;
+    bool ok = false;
+    switch (m.kind) {
+      case ModelKind::kInt: {
+        int32_t* res = reinterpret_cast<int32_t*>(s);
+        int32_t* tile = res + n;
+        ok = c.raw_len == 0 && decode_int_residuals(m, c.cv, in + c.rans, c.rans_len, res) &&
+             int_finish_chunk(m, c.cv, map, out, res, tile);
+        break;
+      }
+      case ModelKind::kFloat: {
+        uint16_t* e = reinterpret_cast<uint16_t*>(s);
+        uint8_t* sm = s + 2 * n;
+        ok = float_raw_ok(m.fp, n, c.raw_len) &&
+             decode_float_chunk(m, c.cv, in + c.rans, c.rans_len, in + c.raw, c.raw_len, out, e, sm);
+        break;
+      }
+      case ModelKind::kBytes:
+        ok = c.raw_len == 0 && decode_bytes_chunk(m, c.cv, in + c.rans, c.rans_len, out);
+        break;
+    }
+    if (!ok) return kPlanMalformed;
+  }
+  return xxh3_64(out, c.out_len, secret) == c.xxh3 ? kPlanOk : kPlanChecksum;
+}
+
+}  // namespace wcodec
