@@ -30,6 +30,9 @@
 #include "fuse_binding.h"
 #include "wcodecfs/filesystem.h"
 #include "wcodecfs/fs_log.h"
+#if WCODECFS_HAVE_CUDA
+#include "wcodec_gpu/gpu_batch_decoder.h"
+#endif
 
 #ifndef WCODECFS_VERSION
 #define WCODECFS_VERSION "unknown"
@@ -50,6 +53,7 @@ struct CliOptions {
   char* staging;
   char* encode_delay;
   char* encode_threads;
+  char* decoder;
 };
 
 const struct fuse_opt kOptionSpecs[] = {
@@ -60,6 +64,7 @@ const struct fuse_opt kOptionSpecs[] = {
     {"staging=%s", offsetof(CliOptions, staging), 0},
     {"encode_delay=%s", offsetof(CliOptions, encode_delay), 0},
     {"encode_threads=%s", offsetof(CliOptions, encode_threads), 0},
+    {"decoder=%s", offsetof(CliOptions, decoder), 0},
     FUSE_OPT_END,
 };
 
@@ -88,6 +93,9 @@ void usage(const char* prog) {
       "    -o cache_size=BYTES    decoded-chunk cache (K/M/G/T suffixes; default\n"
       "                           min(1G, 25%% of RAM))\n"
       "    -o threads=N           decoder threads (default: one per CPU)\n"
+      "    -o decoder=auto|cpu|gpu  chunk decoder: gpu = the CUDA batch decoder,\n"
+      "                           auto = gpu when a CUDA device is present (small\n"
+      "                           batches still on the CPU), else cpu (default auto)\n"
       "    -o readahead=BYTES     largest readahead window per open file (default 64M;\n"
       "                           0 disables the daemon's readahead)\n"
       "    -o kernel_readahead=BYTES  kernel readahead per file, set through\n"
@@ -226,7 +234,7 @@ int main(int argc, char* argv[]) {
     goto out_opts;
   }
   if (opts.show_version) {
-    std::printf("wcodecfs %s (decoders: cpu)\n", WCODECFS_VERSION);
+    std::printf("wcodecfs %s (decoders: %s)\n", WCODECFS_VERSION, WCODECFS_HAVE_CUDA ? "cpu, gpu" : "cpu");
     fuse_lowlevel_version();
     rc = 0;
     goto out_opts;
@@ -293,6 +301,35 @@ int main(int argc, char* argv[]) {
       goto out_opts;
     }
     fo.encode.threads = static_cast<unsigned>(n);
+  }
+  {
+    const std::string want = cli.decoder ? cli.decoder : "auto";
+    if (want != "auto" && want != "cpu" && want != "gpu") {
+      std::fprintf(stderr, "wcodecfs: bad decoder=%s (auto, cpu or gpu)\n", want.c_str());
+      rc = 2;
+      goto out_opts;
+    }
+#if WCODECFS_HAVE_CUDA
+    if (want != "cpu") {
+      const std::string why = wcodecfs::probe_gpu_in_child();
+      if (why.empty()) {
+        wcodecfs::GpuBatchOptions go;
+        go.auto_mode = want == "auto";
+        go.cpu_threads = fo.decode_threads;
+        fo.make_decoder = [go](std::shared_ptr<wcodecfs::Stats> st) { return wcodecfs::make_gpu_batch_decoder(go, st); };
+      } else if (want == "gpu") {
+        std::fprintf(stderr, "wcodecfs: decoder=gpu: %s\n", why.c_str());
+        goto out_opts;
+      } else {
+        wcodecfs::log_info("decoder=auto: decoding on the CPU (" + why + ")");
+      }
+    }
+#else
+    if (want == "gpu") {
+      std::fprintf(stderr, "wcodecfs: decoder=gpu: this wcodecfs was built without the CUDA decoder\n");
+      goto out_opts;
+    }
+#endif
   }
   fo.encode.hook = test_hooks_from_env();
   if (opts.debug) wcodecfs::set_log_level(wcodecfs::LogLevel::kDebug);

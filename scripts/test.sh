@@ -58,6 +58,11 @@ for config in $configs; do
   total=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2/' <<<"$summary")
   passed=$((total - failed))
   echo "test: $config: $passed passed, $failed failed (ctest exit $rc)"
+  # Skipped tests say why (GPU tests without a device); show it here.
+  if [[ -x "$build_dir/tests/test_gpu_decoder" ]]; then
+    why=$("$build_dir/tests/test_gpu_decoder" 2>&1 | grep -m1 -o 'GPU tests did not run: .*' || true)
+    [[ -n "$why" ]] && echo "test: $config: SKIPPED: $why"
+  fi
   total_passed=$((total_passed + passed))
   total_failed=$((total_failed + failed))
   if [[ "$total" -eq 0 ]]; then

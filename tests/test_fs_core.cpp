@@ -251,7 +251,7 @@ TEST(fs_core, FullReadsMatchOriginal) {
 TEST(fs_core, ConcurrentRandomReadsAreCorrect) {
   TestStore store(/*with_large=*/true);
   auto fs = store.open(FsOptions{.cache_bytes = 8u << 20, .decode_threads = 4, .readahead_max = 64u << 20,
-                                 .decoder = nullptr, .staging = "", .encode = {}});
+                                 .decoder = nullptr, .make_decoder = {}, .staging = "", .encode = {}});
   ASSERT_TRUE(fs);
   struct File {
     std::string name;
@@ -320,7 +320,7 @@ TEST(fs_core, ConcurrentRandomReadsAreCorrect) {
 TEST(fs_core, ConcurrentMissesOnOneChunkDecodeOnce) {
   TestStore store;
   auto slow = std::make_shared<SlowDecoder>();
-  auto fs = store.open(FsOptions{.cache_bytes = 0, .decode_threads = 0, .readahead_max = 0, .decoder = slow,
+  auto fs = store.open(FsOptions{.cache_bytes = 0, .decode_threads = 0, .readahead_max = 0, .decoder = slow, .make_decoder = {},
                                  .staging = "", .encode = {}});
   ASSERT_TRUE(fs);
   const auto original = wctest::read_file(fstest::original_of("stories260K.f32"));
@@ -351,7 +351,7 @@ TEST(fs_core, CacheStaysWithinBudget) {
   const uint64_t chunk = m.chunk_bytes ? m.chunk_bytes : wcodec::EncodeConfig{}.chunk_bytes;
   const uint64_t budget = 2 * chunk + chunk / 2;
   auto fs = store.open(FsOptions{.cache_bytes = budget, .decode_threads = 0, .readahead_max = 64u << 20,
-                                 .decoder = nullptr, .staging = "", .encode = {}});
+                                 .decoder = nullptr, .make_decoder = {}, .staging = "", .encode = {}});
   ASSERT_TRUE(fs);
   auto h = open_path(*fs, m.stem + ".safetensors");
   ASSERT_TRUE(h);
@@ -379,7 +379,7 @@ TEST(fs_core, ReadaheadFollowsSequentialReadsOnly) {
   // A window of two chunks at most, so a jump of a fraction of the file is
   // recognisably not sequential even for the small files of ASan builds.
   auto fs = store.open(FsOptions{.cache_bytes = 0, .decode_threads = 0, .readahead_max = 2 * unit,
-                                 .decoder = nullptr, .staging = "", .encode = {}});
+                                 .decoder = nullptr, .make_decoder = {}, .staging = "", .encode = {}});
   ASSERT_TRUE(fs);
   const auto original = wctest::read_file(fstest::original_of(m.stem));
   const uint64_t size = original.size();

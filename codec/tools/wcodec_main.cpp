@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +27,9 @@
 #include "wcodec/container.h"
 #include "wcodecfs/encode_queue.h"
 #include "wcodecfs/fs_log.h"
+#if WCODEC_HAVE_CUDA
+#include "wcodec_gpu/gpu_decoder.h"
+#endif
 
 namespace fs = std::filesystem;
 using wcodec::Status;
@@ -480,6 +484,78 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
   return 0;
 }
 
+// ---------------------------------------------------------------- gpu-bench
+// Decodes the tensor data of each .wcodec file on the CPU (every core, the
+// mount's path: Reader::decode_chunk) and on the GPU (one batch kernel per
+// 256 MiB), checks that the bytes are equal, and prints both speeds.
+int cmd_gpu_bench(const std::vector<std::string>& files, int threads) {
+#if !WCODEC_HAVE_CUDA
+  (void)files;
+  (void)threads;
+  std::fprintf(stderr, "wcodec: gpu-bench: this build has no CUDA decoder (configure with -DWCODEC_CUDA=ON)\n");
+  return 1;
+#else
+  const auto info = wcodec::gpu::probe();
+  if (!info.usable) {
+    std::fprintf(stderr, "wcodec: gpu-bench: no usable GPU: %s\n", info.why_not.c_str());
+    return 1;
+  }
+  auto dec = wcodec::gpu::GpuDecoder::create();
+  if (!dec.ok()) return fail(dec.status());
+  std::printf("GPU: %s; CPU: %d threads\n", (*dec)->describe().c_str(), threads);
+  std::printf("%-40s %10s %10s %10s %10s %10s %8s\n", "file", "MB", "cpu GB/s", "kernel", "gpu e2e", "upload",
+              "equal");
+  for (const auto& f : files) {
+    auto r = wcodec::Reader::open(f);
+    if (!r.ok()) return fail(r.status());
+    const wcodec::Reader& rd = **r;
+    const uint64_t base = rd.data_start();
+    const uint64_t total = rd.original_size() - base;
+    std::vector<uint8_t> cpu(total);
+    std::atomic<size_t> next{0};
+    std::atomic<bool> bad{false};
+    std::mutex mu;
+    Status first_err;
+    const auto tc = Clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&] {
+        for (size_t i; (i = next.fetch_add(1)) < rd.num_chunks();) {
+          const auto& c = rd.chunk(i);
+          Status s = rd.decode_chunk(i, cpu.data() + (c.decoded_offset - base));
+          if (!s.ok()) {
+            std::lock_guard<std::mutex> l(mu);
+            if (!bad.exchange(true)) first_err = s;
+          }
+        }
+      });
+    for (auto& t : pool) t.join();
+    const double cpu_s = secs(tc);
+    if (bad) return fail(first_err);
+    wcodec::gpu::Timing tm;
+    const auto tg = Clock::now();
+    auto buf = wcodec::gpu::decode_file_to_device(rd, **dec, &tm);
+    const double gpu_s = secs(tg);
+    if (!buf.ok()) return fail(buf.status());
+    std::vector<uint8_t> back(total);
+    Status cs = buf->copy_to_host(0, total, back.data());
+    if (!cs.ok()) return fail(cs);
+    const bool equal = back == cpu;
+    const double gb = static_cast<double>(total) / 1e9;
+    std::printf("%-40s %10.1f %10.2f %10.2f %10.2f %10.2f %8s\n", fs::path(f).filename().c_str(), gb * 1e3,
+                gb / cpu_s, gb / std::max(tm.kernel_s, 1e-9), gb / gpu_s, gb / std::max(tm.upload_s, 1e-9),
+                equal ? "yes" : "NO");
+    if (!equal) {
+      std::fprintf(stderr, "wcodec: gpu-bench: %s: GPU bytes differ from the CPU decoder\n", f.c_str());
+      return 1;
+    }
+  }
+  std::printf("(GB/s of decoded tensor bytes; kernel = decode kernels alone, gpu e2e = plan + upload + kernels, "
+              "bytes left on the device)\n");
+  return 0;
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -525,6 +601,10 @@ int main(int argc, char** argv) {
   ben->add_flag("--quick", quick, "one repetition");
   ben->add_option("--json", json_out, "also write results as JSON to this file");
 
+  auto* gpb = app.add_subcommand("gpu-bench", "Decode .wcodec files on the GPU and the CPU side by side");
+  gpb->add_option("FILES", files, ".wcodec files")->required();
+  gpb->add_option("-j,--threads", threads, "CPU decoder threads")->check(CLI::Range(1, 256));
+
   auto* sta = app.add_subcommand("status", "Staging state of a wcodecfs mount (MOUNTPOINT/.wcodecfs/stats)");
   sta->add_option("MOUNTPOINT", in, "where the store is mounted")->required();
 
@@ -554,5 +634,6 @@ int main(int argc, char** argv) {
   if (*ver) return cmd_verify(files, full);
   if (*ins) return cmd_inspect(in, json);
   if (*ben) return cmd_bench(files, quick, json_out);
+  if (*gpb) return cmd_gpu_bench(files, threads);
   return 2;
 }

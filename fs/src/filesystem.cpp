@@ -157,8 +157,9 @@ Result<std::unique_ptr<Filesystem>> Filesystem::create(const std::string& store_
 
   if (options.cache_bytes == 0) options.cache_bytes = default_cache_bytes();
   fs->stats_ = std::make_shared<Stats>();
-  fs->decoder_ = options.decoder ? options.decoder
-                                 : std::make_shared<CpuBatchDecoder>(options.decode_threads, fs->stats_);
+  fs->decoder_ = options.decoder        ? options.decoder
+                 : options.make_decoder ? options.make_decoder(fs->stats_)
+                                        : std::make_shared<CpuBatchDecoder>(options.decode_threads, fs->stats_);
   fs->cache_ = ChunkCache::create(options.cache_bytes, fs->decoder_, fs->stats_);
   fs->readahead_cap_ = std::min(options.readahead_max, options.cache_bytes / 4);
   // The codec's decoding tables (built per tensor on first decode) count

@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -69,6 +70,9 @@ struct FsOptions {
   uint64_t readahead_max = 64ull << 20;
   // Decoder to use instead of the CPU pool (tests, GPU).
   std::shared_ptr<BatchDecoder> decoder;
+  // Or: builds the decoder given the filesystem's counters (the mount's
+  // -o decoder=gpu|auto). Used when `decoder` is null.
+  std::function<std::shared_ptr<BatchDecoder>(std::shared_ptr<Stats>)> make_decoder;
   // Name of the writable staging directory in the mount root (-o staging=);
   // empty: no staging tree, the whole mount is read-only. It is backed by
   // the hidden store directory kStagingArea.

@@ -1,0 +1,246 @@
+// cuda/gpu_batch_decoder.cpp — see wcodec_gpu/gpu_batch_decoder.h.
+#include "wcodec_gpu/gpu_batch_decoder.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "device_plan.h"
+#include "wcodec_gpu/gpu_decoder.h"
+#include "wcodecfs/chunk_source.h"
+#include "wcodecfs/fs_log.h"
+
+namespace wcodecfs {
+
+namespace {
+
+class GpuBatchDecoder final : public BatchDecoder {
+ public:
+  // The device is opened by the batch thread on the first submit: a daemon
+  // builds its decoder before it forks, and a CUDA context does not survive
+  // a fork.
+  GpuBatchDecoder(const GpuBatchOptions& o, std::shared_ptr<Stats> stats)
+      : opt_(o), stats_(stats), cpu_(std::make_shared<CpuBatchDecoder>(o.cpu_threads, stats)) {}
+  ~GpuBatchDecoder() override { shutdown(); }
+
+  void submit(std::vector<DecodeRequest> batch) override {
+    if (batch.empty()) return;
+    std::vector<DecodeRequest> to_cpu;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      if (stopping_) {
+        lk.unlock();
+        for (auto& r : batch) r.done(Status::Internal(kDecoderShutDown));
+        return;
+      }
+      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+      for (auto& r : batch) {
+        if (!dynamic_cast<const WcodecChunkSource*>(r.source.get())) {
+          to_cpu.push_back(std::move(r));
+          continue;
+        }
+        (r.background ? background_ : demand_).push_back(std::move(r));
+      }
+    }
+    cv_.notify_one();
+    if (!to_cpu.empty()) cpu_->submit(std::move(to_cpu));
+  }
+
+  void promote(uint64_t source_id, size_t index) override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (auto it = background_.begin(); it != background_.end(); ++it) {
+        if (it->index == index && it->source->id() == source_id) {
+          demand_.push_back(std::move(*it));
+          background_.erase(it);
+          return;
+        }
+      }
+    }
+    cpu_->promote(source_id, index);
+  }
+
+  void shutdown() override {
+    std::deque<DecodeRequest> left;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (auto& r : demand_) left.push_back(std::move(r));
+      for (auto& r : background_) left.push_back(std::move(r));
+      demand_.clear();
+      background_.clear();
+    }
+    for (auto& r : left) r.done(Status::Internal(kDecoderShutDown));
+    cpu_->shutdown();
+  }
+
+  std::string describe() const override {
+    std::string gpu;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      gpu = gpu_ ? gpu_->describe() : (gpu_error_.empty() ? "cuda (not opened yet)" : "cuda unavailable, all on cpu");
+    }
+    return gpu + (opt_.auto_mode ? ", small batches on " + cpu_->describe() : "");
+  }
+
+ private:
+  void loop() {
+    {
+      auto g = wcodec::gpu::GpuDecoder::create(opt_.device);
+      std::lock_guard<std::mutex> lk(mu_);
+      if (g.ok()) {
+        gpu_ = std::move(g).value();
+        log_info("decoding on " + gpu_->describe());
+      } else {
+        gpu_error_ = g.status().ToString();
+        log_error("the GPU decoder is unavailable, decoding on the CPU: " + gpu_error_);
+      }
+    }
+    for (;;) {
+      std::vector<DecodeRequest> batch;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return stopping_ || !demand_.empty() || !background_.empty(); });
+        if (stopping_) return;
+        // Demand first, then readahead, up to the batch limit.
+        for (auto* q : {&demand_, &background_}) {
+          while (!q->empty() && batch.size() < opt_.max_batch_chunks) {
+            batch.push_back(std::move(q->front()));
+            q->pop_front();
+          }
+        }
+      }
+      if (!gpu_ || (opt_.auto_mode && batch.size() < opt_.min_gpu_chunks)) {
+        cpu_->submit(std::move(batch));
+        continue;
+      }
+      run(batch);
+    }
+  }
+
+  // Decodes a batch on the GPU: one plan per container.
+  void run(std::vector<DecodeRequest>& batch) {
+    std::map<const wcodec::Reader*, std::vector<size_t>> by_reader;  // -> request indices
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const auto* src = static_cast<const WcodecChunkSource*>(batch[k].source.get());
+      by_reader[&src->reader()].push_back(k);
+    }
+    for (auto& [reader, reqs] : by_reader) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<size_t> chunks;
+      for (size_t k : reqs) chunks.push_back(batch[k].index);
+      const std::string& name = batch[reqs.front()].source->name();
+      wcodec::DevicePlan plan;
+      wcodec::Status st = reader->plan_chunks(chunks, &plan);
+      std::vector<uint8_t> out;
+      std::vector<int> results;
+      if (st.ok()) {
+        out.resize(plan.out_bytes);
+        st = gpu_->run_to_host(plan, out.data(), &results);
+      }
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+      if (stats_) Stats::add(stats_->decode_ns, static_cast<uint64_t>(ns.count()));
+      if (!st.ok()) {
+        // Planning found a framing error in one chunk, or the device
+        // failed: the CPU decoder decides chunk by chunk (and names the bad
+        // one).
+        log_once(LogLevel::kWarn, "gpu-fallback:" + name,
+                 "GPU decode of " + name + " failed, decoding on the CPU: " + st.ToString());
+        std::vector<DecodeRequest> again;
+        for (size_t k : reqs) again.push_back(std::move(batch[k]));
+        cpu_->submit(std::move(again));
+        continue;
+      }
+      for (size_t j = 0; j < reqs.size(); ++j) {
+        DecodeRequest& r = batch[reqs[j]];
+        const wcodec::PlanChunk& c = plan.chunks[j];
+        Status s;
+        if (results[j] == wcodec::kPlanOk) {
+          std::memcpy(r.out, out.data() + c.out, c.out_len);
+          if (stats_) {
+            Stats::add(stats_->chunks_decoded);
+            Stats::add(stats_->bytes_decoded, c.out_len);
+          }
+        } else {
+          s = Status(Code::kCorruption,
+                     rename_in_message(reader->describe_chunk(plan.chunk_index[j]), reader->path(), name) +
+                         (results[j] == wcodec::kPlanChecksum ? ": checksum mismatch" : ": malformed stream") +
+                         " (GPU decode)");
+          if (stats_) Stats::add(stats_->decode_errors);
+        }
+        r.done(s);
+      }
+    }
+  }
+
+  std::unique_ptr<wcodec::gpu::GpuDecoder> gpu_;  // set once by the batch thread
+  std::string gpu_error_;
+  const GpuBatchOptions opt_;
+  std::shared_ptr<Stats> stats_;
+  std::shared_ptr<CpuBatchDecoder> cpu_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::deque<DecodeRequest> demand_, background_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::shared_ptr<BatchDecoder> make_gpu_batch_decoder(const GpuBatchOptions& o, std::shared_ptr<Stats> stats) {
+  return std::make_shared<GpuBatchDecoder>(o, std::move(stats));
+}
+
+std::string probe_gpu_in_child() {
+  // A throwaway child asks the driver, so this process never initializes
+  // CUDA (it may fork into a daemon afterwards).
+  int fds[2];
+  if (::pipe(fds) != 0) return std::string("pipe: ") + std::strerror(errno);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return std::string("fork: ") + std::strerror(errno);
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    const auto info = wcodec::gpu::probe();
+    const std::string msg = info.usable ? std::string() : (info.why_not.empty() ? "unusable" : info.why_not);
+    (void)!::write(fds[1], msg.data(), msg.size());
+    ::_exit(info.usable ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string msg;
+  char buf[256];
+  for (;;) {
+    const ssize_t r = ::read(fds[0], buf, sizeof buf);
+    if (r > 0) {
+      msg.append(buf, static_cast<size_t>(r));
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    break;
+  }
+  ::close(fds[0]);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return "";
+  return msg.empty() ? "the device probe failed" : msg;
+}
+
+}  // namespace wcodecfs

@@ -1,0 +1,106 @@
+// cuda/include/wcodec_gpu/gpu_decoder.h — the CUDA batch decoder of .wcodec
+// chunks. Host C++ API; no CUDA headers needed by users.
+//
+// A batch is a DevicePlan (codec/src/device_plan.h; Reader::plan_chunks):
+// every chunk of it is decoded on the GPU in one kernel launch with the same
+// per-chunk code the CPU reference decoder runs, and its XXH3-64 is checked
+// on the device. Results are per chunk: a chunk whose stream is malformed or
+// whose checksum differs is reported, its bytes never handed out as good.
+//
+// Two ways out: run_to_host copies the decoded bytes back (the mount's
+// decoder), run_to_device leaves them in device memory (loaders that want
+// weights on the GPU).
+//
+// Thread-safety: a GpuDecoder serializes its own runs (one stream); use one
+// per thread for concurrency. probe() is thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "wcodec/container.h"
+#include "wcodec/status.h"
+
+namespace wcodec {
+struct DevicePlan;
+}
+
+namespace wcodec::gpu {
+
+struct DeviceInfo {
+  bool usable = false;  // a device this build can run on
+  int count = 0;
+  std::string name;     // of device 0
+  std::string why_not;  // when not usable: "no CUDA device", "driver too old", ...
+};
+// Looks for a CUDA device (never fails; says why when there is none).
+DeviceInfo probe();
+
+// Seconds spent per phase of a run (host clock for host work, CUDA events
+// for the device).
+struct Timing {
+  double plan_s = 0;      // building the plan on the host (callers that plan)
+  double upload_s = 0;    // host -> device copies
+  double kernel_s = 0;    // the decode kernel(s)
+  double download_s = 0;  // device -> host copies
+  double total_s = 0;     // wall time of the run
+};
+
+// Device memory owned by the caller.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  static Result<DeviceBuffer> allocate(size_t bytes);
+  void* get() const { return ptr_; }
+  size_t size() const { return bytes_; }
+  // Copies [off, off+n) to host memory.
+  Status copy_to_host(size_t off, size_t n, void* dst) const;
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class GpuDecoder {
+ public:
+  // Fails with a clear message when no usable device exists.
+  static Result<std::unique_ptr<GpuDecoder>> create(int device = 0);
+  ~GpuDecoder();
+  GpuDecoder(const GpuDecoder&) = delete;
+  GpuDecoder& operator=(const GpuDecoder&) = delete;
+
+  // Decodes every chunk of `plan` (relocating it for the device) into
+  // out[0, plan.out_bytes) on the host; results[k] is kPlanOk,
+  // kPlanMalformed or kPlanChecksum for plan.chunks[k].
+  Status run_to_host(DevicePlan& plan, uint8_t* out, std::vector<int>* results, Timing* t = nullptr);
+  // The same, leaving the bytes in `out` (device memory, at least
+  // plan.out_bytes) at out + dst_offset + chunk.out.
+  Status run_to_device(DevicePlan& plan, DeviceBuffer& out, size_t dst_offset, std::vector<int>* results,
+                       Timing* t = nullptr);
+  std::string describe() const;
+
+ private:
+  GpuDecoder() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Decodes the tensor data of a whole .wcodec file into device memory: byte
+// i of the returned buffer is byte data_start + i of the original file.
+// Works in batches of about `batch_bytes` decoded bytes. Any chunk that
+// fails is an error naming the file, tensor and chunk.
+Result<DeviceBuffer> decode_file_to_device(const Reader& reader, GpuDecoder& dec, Timing* t = nullptr,
+                                           uint64_t batch_bytes = 256ull << 20);
+
+}  // namespace wcodec::gpu

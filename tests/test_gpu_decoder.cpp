@@ -1,0 +1,197 @@
+// tests/test_gpu_decoder.cpp — the CUDA batch decoder (cuda/) against the
+// CPU decoder on every real model file: byte-identical output to host and
+// to device memory, damaged chunks reported and never returned as good, and
+// the mount's GPU BatchDecoder. Without a CUDA build or a device every test
+// says so in its skip line.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "testutil.h"
+#include "wcodec/container.h"
+
+#if WCODEC_HAVE_CUDA
+#include "device_plan.h"
+#include "wcodec_gpu/gpu_batch_decoder.h"
+#include "wcodec_gpu/gpu_decoder.h"
+#include "wcodecfs/chunk_source.h"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+
+#if WCODEC_HAVE_CUDA
+
+#define REQUIRE_GPU()                                                                         \
+  do {                                                                                        \
+    const auto info = wcodec::gpu::probe();                                                   \
+    if (!info.usable) GTEST_SKIP() << "GPU tests did not run: " << info.why_not;              \
+  } while (0)
+
+const char* const kFiles[] = {"stories260K.bf16.safetensors",     "stories260K.f32.safetensors",
+                              "stories260K.rtn-int8.safetensors", "stories260K.rtn-int4.safetensors",
+                              "stories260K.rtn-ternary.safetensors", "silero_vad_16k.bf16.safetensors",
+                              "silero_vad_16k.f32.safetensors",   "isnet-medium.f16.safetensors",
+                              "isnet-medium.rtn-int8.safetensors", "isnet-medium.rtn-int4.safetensors",
+                              "isnet-medium.rtn-ternary.safetensors"};
+
+struct Encoded {
+  std::vector<uint8_t> original;
+  std::unique_ptr<wcodec::Reader> reader;
+};
+
+Encoded encode(const std::string& file, const wctest::ScratchDir& dir) {
+  Encoded e;
+  e.original = wctest::read_file(wctest::data_dir() / file);
+  auto enc = wcodec::encode_safetensors(e.original.data(), e.original.size(), wcodec::EncodeConfig{}, file);
+  EXPECT_TRUE(enc.ok()) << enc.status().ToString();
+  if (!enc.ok()) return e;
+  const fs::path p = dir / (file + ".wcodec");
+  wctest::write_file(p, *enc);
+  auto r = wcodec::Reader::open(p.string());
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (r.ok()) e.reader = std::move(r).value();
+  return e;
+}
+
+// Runs on every CUDA build: the probe a daemon makes before it forks agrees
+// with asking in this process, and says why when there is no device.
+TEST(GpuDecoder, ProbeInAChildAgreesAndSaysWhy) {
+  const std::string why = wcodecfs::probe_gpu_in_child();
+  const auto info = wcodec::gpu::probe();
+  EXPECT_EQ(why.empty(), info.usable) << why;
+  if (!info.usable) {
+    EXPECT_FALSE(why.empty());
+    EXPECT_FALSE(wcodec::gpu::GpuDecoder::create().ok());
+  }
+}
+
+TEST(GpuDecoder, EveryRealFileToHostAndToDeviceEqualsTheCpu) {
+  REQUIRE_GPU();
+  auto dec = wcodec::gpu::GpuDecoder::create();
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  wctest::ScratchDir dir;
+  for (const char* file : kFiles) {
+    SCOPED_TRACE(file);
+    Encoded e = encode(file, dir);
+    ASSERT_TRUE(e.reader);
+    const wcodec::Reader& rd = *e.reader;
+    std::vector<size_t> all(rd.num_chunks());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    wcodec::DevicePlan plan;
+    ASSERT_TRUE(rd.plan_chunks(all, &plan).ok());
+    std::vector<uint8_t> out(plan.out_bytes);
+    std::vector<int> results;
+    ASSERT_TRUE((*dec)->run_to_host(plan, out.data(), &results).ok());
+    for (size_t k = 0; k < plan.chunks.size(); ++k) {
+      const auto& c = rd.chunk(plan.chunk_index[k]);
+      ASSERT_EQ(results[k], wcodec::kPlanOk) << rd.describe_chunk(plan.chunk_index[k]);
+      ASSERT_EQ(0, std::memcmp(out.data() + plan.chunks[k].out, e.original.data() + c.decoded_offset, c.decoded_size))
+          << rd.describe_chunk(plan.chunk_index[k]);
+    }
+    auto dbuf = wcodec::gpu::decode_file_to_device(rd, **dec);
+    ASSERT_TRUE(dbuf.ok()) << dbuf.status().ToString();
+    std::vector<uint8_t> back(dbuf->size());
+    ASSERT_TRUE(dbuf->copy_to_host(0, back.size(), back.data()).ok());
+    ASSERT_EQ(back.size(), e.original.size() - rd.data_start());
+    EXPECT_EQ(0, std::memcmp(back.data(), e.original.data() + rd.data_start(), back.size()));
+  }
+}
+
+TEST(GpuDecoder, DamagedChunksAreReportedNotReturned) {
+  REQUIRE_GPU();
+  auto dec = wcodec::gpu::GpuDecoder::create();
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  wctest::ScratchDir dir;
+  Encoded e = encode("stories260K.rtn-int8.safetensors", dir);
+  ASSERT_TRUE(e.reader);
+  const wcodec::Reader& rd = *e.reader;
+  std::vector<size_t> all(rd.num_chunks());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::mt19937 rng(11);
+  size_t caught = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    wcodec::DevicePlan plan;
+    ASSERT_TRUE(rd.plan_chunks(all, &plan).ok());
+    const size_t k = rng() % plan.chunks.size();
+    const auto& c = plan.chunks[k];
+    const uint64_t at = c.kind == wcodec::PlanKind::kModel && c.rans_len > 128 ? c.rans + 128 + rng() % (c.rans_len - 128)
+                                                                                : c.raw + rng() % std::max<uint64_t>(1, c.raw_len);
+    plan.arena[at] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    std::vector<uint8_t> out(plan.out_bytes);
+    std::vector<int> results;
+    ASSERT_TRUE((*dec)->run_to_host(plan, out.data(), &results).ok());
+    for (size_t j = 0; j < plan.chunks.size(); ++j) {
+      const auto& ce = rd.chunk(plan.chunk_index[j]);
+      const bool same = std::memcmp(out.data() + plan.chunks[j].out, e.original.data() + ce.decoded_offset,
+                                    ce.decoded_size) == 0;
+      if (results[j] == wcodec::kPlanOk) {
+        ASSERT_TRUE(same) << "wrong bytes reported good";
+      } else {
+        ASSERT_EQ(j, k);
+        ++caught;
+      }
+    }
+  }
+  EXPECT_GT(caught, 15u);
+}
+
+TEST(GpuDecoder, MountBatchDecoderServesChunks) {
+  REQUIRE_GPU();
+  wctest::ScratchDir dir;
+  Encoded e = encode("isnet-medium.rtn-int8.safetensors", dir);
+  ASSERT_TRUE(e.reader);
+  std::shared_ptr<const wcodec::Reader> reader(std::move(e.reader));
+  auto src = wcodecfs::WcodecChunkSource::make(reader, "m.wcodec");
+  ASSERT_TRUE(src.ok());
+  wcodecfs::GpuBatchOptions o;
+  o.auto_mode = false;
+  auto stats = std::make_shared<wcodecfs::Stats>();
+  auto dec = wcodecfs::make_gpu_batch_decoder(o, stats);
+  ASSERT_TRUE(dec);
+  const size_t n = (*src)->num_chunks();
+  std::vector<std::vector<uint8_t>> bufs(n);
+  std::vector<wcodecfs::Status> st(n);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t done = 0;
+  std::vector<wcodecfs::DecodeRequest> batch;
+  for (size_t i = 0; i < n; ++i) {
+    bufs[i].resize((*src)->chunk_size(i));
+    wcodecfs::DecodeRequest r;
+    r.source = *src;
+    r.index = i;
+    r.out = bufs[i].data();
+    r.done = [&, i](const wcodecfs::Status& s) {
+      std::lock_guard<std::mutex> lk(mu);
+      st[i] = s;
+      ++done;
+      cv.notify_all();
+    };
+    batch.push_back(std::move(r));
+  }
+  dec->submit(std::move(batch));
+  std::unique_lock<std::mutex> lk(mu);
+  ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(120), [&] { return done == n; }));
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(st[i].ok()) << st[i].ToString();
+    ASSERT_EQ(0, std::memcmp(bufs[i].data(), e.original.data() + (*src)->chunk_offset(i), bufs[i].size()));
+  }
+  EXPECT_EQ(wcodecfs::Stats::get(stats->chunks_decoded), n);
+  dec->shutdown();
+}
+
+#else
+
+TEST(GpuDecoder, NotBuilt) {
+  GTEST_SKIP() << "GPU tests did not run: this build has no CUDA decoder (no nvcc found at configure time)";
+}
+
+#endif
+
+}  // namespace
