@@ -69,15 +69,24 @@ static TensorGeometry make_geometry(uint64_t nbytes, uint64_t rows, uint32_t ele
 // symbol | (freq - 1) << 8 | (slot - start) << 20; small int alphabets use
 // the two-level layout instead.
 static void build_vector_tables(const TensorModel& m, TensorModel::VectorTables* vt) {
-  auto pack = [](const std::vector<FreqTable>& ts, std::vector<uint32_t>* out) {
-    out->assign(ts.size() * 4096, 0);
+  // Symbol by symbol: each symbol's slots are one run, written once (the
+  // storage is not zeroed first; every slot of every table is written).
+  auto pack = [](const std::vector<FreqTable>& ts, TensorModel::VectorTables::Slots* out) {
+    out->resize(ts.size() * 4096);
     for (size_t i = 0; i < ts.size(); ++i) {
       const FreqTable& t = ts[i];
-      for (uint32_t slot = 0; slot < 4096; ++slot) {
-        const uint32_t sym = t.lut[slot];
-        const uint32_t f = t.fs[sym] & 0xFFFF, st = t.fs[sym] >> 16;
-        (*out)[i * 4096 + slot] = f ? (sym | ((f - 1) << 8) | ((slot - st) << 20)) : 0;
+      uint32_t* o = out->data() + i * 4096;
+      uint32_t c = 0;
+      for (size_t sym = 0; sym < t.freq.size() && c < 4096; ++sym) {
+        const uint32_t f = t.freq[sym];
+        if (!f) continue;
+        const uint32_t base = static_cast<uint32_t>(sym) | ((f - 1) << 8);
+        const uint32_t n = f < 4096 - c ? f : 4096 - c;
+        for (uint32_t k = 0; k < n; ++k) o[c + k] = base | (k << 20);
+        c += n;
       }
+      // An empty table (no symbol coded in this context) decodes nothing.
+      if (c < 4096) std::fill(o + c, o + 4096, 0u);
     }
   };
   const bool small = m.kind == ModelKind::kInt && m.ip.nsym <= 32;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chunk_decode.h"
@@ -52,7 +53,24 @@ struct TensorModel {
   // reader of many tensors keeps only the recently used ones, and a table
   // evicted while a decode uses it stays alive through the decode's hold.
   struct VectorTables {
-    std::vector<uint32_t> slot_all, slot1_all;
+    // Default-initialising storage: build_vector_tables writes every entry.
+    template <typename T>
+    struct NoZeroAlloc : std::allocator<T> {
+      template <typename U>
+      struct rebind {
+        using other = NoZeroAlloc<U>;
+      };
+      template <typename U>
+      void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;
+      }
+      template <typename U, typename... A>
+      void construct(U* p, A&&... a) {
+        ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+      }
+    };
+    using Slots = std::vector<uint32_t, NoZeroAlloc<uint32_t>>;
+    Slots slot_all, slot1_all;
     // Small alphabets (<= 32 symbols): slot -> symbol bytes and 32 packed
     // freq | start << 16 entries per context (4.1 KiB per context instead
     // of 16 KiB, so many contexts stay in cache).
