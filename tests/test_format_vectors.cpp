@@ -201,7 +201,7 @@ TEST_F(FormatVector1, InputIsTheDocumentedSafetensorsFile) {
 TEST_F(FormatVector1, HeaderFieldsAtTheirOffsets) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(h_), 4), "WCDC");  // 0: magic
   EXPECT_EQ(Hex(h_, 4), "57434443");
-  EXPECT_EQ(U16(h_ + 4), 1u);                                   // 4: major
+  EXPECT_EQ(U16(h_ + 4), 2u);                                   // 4: major
   EXPECT_EQ(U16(h_ + 6), 0u);                                   // 6: minor
   EXPECT_EQ(U32(h_ + 8), 0u);                                   // 8: flags
   const uint32_t meta_len = U32(h_ + 12);                       // 12: metadata length
@@ -245,7 +245,7 @@ TEST_F(FormatVector1, MetadataJson) {
   const std::string meta(reinterpret_cast<const char*>(h_ + 128), meta_len);
   const auto j = nlohmann::json::parse(meta);
   EXPECT_EQ(j.at("format"), "wcodec");
-  EXPECT_EQ(j.at("version"), "1.0");
+  EXPECT_EQ(j.at("version"), "2.0");
   EXPECT_EQ(j.at("source_format"), "safetensors");
   EXPECT_EQ(j.at("tensors"), 2);
   EXPECT_EQ(j.at("chunk_bytes"), 262144);
@@ -384,12 +384,16 @@ TEST_F(FormatVector1, HeaderEditsAreJudgedByTheDocumentedRules) {
     EXPECT_EQ(r.status().code(), Code::kCorruption);
   }
   {
-    auto r = open_edited(4, 2);  // major version 2
+    auto r = open_edited(4, 3);  // major version 3
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), Code::kNotSupported);
   }
   {
-    auto r = open_edited(6, 1);  // minor version 1: a 1.x reader accepts it
+    auto r = open_edited(6, 1);  // minor version 1: a 2.x reader accepts it
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  {
+    auto r = open_edited(4, 1);  // major version 1 (no model tables here): readable
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
   for (size_t off : {size_t{8}, size_t{11}}) {  // flags
@@ -418,22 +422,22 @@ TEST_F(FormatVector1, HeaderEditsAreJudgedByTheDocumentedRules) {
 
 // ------------------------------------------------------------ vector 2
 
-// Frequency table {2048, 1024, 0, 1024} over a 4-symbol alphabet:
-// gamma(4) gamma(1) gamma(2048) gamma(1) gamma(1024) gamma(2), 54 bits,
-// LSB-first: 24 00 02 20 00 01 10.
+// Frequency table {2048, 1024, 0, 1024} over a 4-symbol alphabet, gamma
+// coding (format 1.0): gamma(4) gamma(1) gamma(2048) gamma(1) gamma(1024)
+// gamma(2), 54 bits, LSB-first: 24 00 02 20 00 01 10.
 TEST(FormatVectors, FrequencyTableCode) {
   wcodec::FreqTable t;
   t.P = wcodec::kMaxProbBits;
   t.freq = {2048, 1024, 0, 1024};
   t.build_lut();
   wcodec::BitWriter bw;
-  wcodec::write_table(bw, t);
+  wcodec::write_table(bw, t, wcodec::kTablesGamma);
   EXPECT_EQ(bw.bits(), 54u);
   const std::vector<uint8_t> bytes = bw.finish();
   EXPECT_EQ(bytes, (std::vector<uint8_t>{0x24, 0x00, 0x02, 0x20, 0x00, 0x01, 0x10}));
   wcodec::BitReader br(bytes.data(), bytes.size());
   wcodec::FreqTable back;
-  ASSERT_TRUE(wcodec::read_table(br, 4, wcodec::kMaxProbBits, &back));
+  ASSERT_TRUE(wcodec::read_table(br, 4, wcodec::kMaxProbBits, &back, wcodec::kTablesGamma));
   EXPECT_EQ(back.freq, t.freq);
   // Cumulative starts of the documented decode example.
   EXPECT_EQ(back.start, (std::vector<uint16_t>{0, 2048, 3072, 3072}));
@@ -445,7 +449,79 @@ TEST(FormatVectors, FrequencyTableCode) {
   bad.gamma(1);     // symbol 1
   const auto bb = bad.finish();
   wcodec::BitReader br2(bb.data(), bb.size());
-  EXPECT_FALSE(wcodec::read_table(br2, 4, wcodec::kMaxProbBits, &back));
+  EXPECT_FALSE(wcodec::read_table(br2, 4, wcodec::kMaxProbBits, &back, wcodec::kTablesGamma));
+}
+
+// The same table in the compact coding (format 1.1) at q = 1 (no bits below
+// the leading one): gamma(4) q:3 bits=1, gamma(1) gamma(12) [2^11],
+// gamma(1) gamma(11) [2^10], gamma(2): 27 bits, LSB-first: 24 91 71 02.
+TEST(FormatVectors, CompactFrequencyTableCode) {
+  wcodec::FreqTable t;
+  t.P = wcodec::kMaxProbBits;
+  t.freq = {2048, 1024, 0, 1024};
+  t.q = 1;
+  t.build_lut();
+  wcodec::BitWriter bw;
+  wcodec::write_table(bw, t, wcodec::kTablesCompact);
+  EXPECT_EQ(bw.bits(), 27u);
+  EXPECT_DOUBLE_EQ(wcodec::table_size_bits(t, wcodec::kTablesCompact), 27.0);
+  const std::vector<uint8_t> bytes = bw.finish();
+  EXPECT_EQ(bytes, (std::vector<uint8_t>{0x24, 0x91, 0x71, 0x02}));
+  wcodec::BitReader br(bytes.data(), bytes.size());
+  wcodec::FreqTable back;
+  ASSERT_TRUE(wcodec::read_table(br, 4, wcodec::kMaxProbBits, &back, wcodec::kTablesCompact));
+  EXPECT_EQ(back.freq, t.freq);
+  EXPECT_EQ(back.q, 1);
+  // q = 0 keeps every bit: 1000 = 2^9 + 488 costs gamma(10) + 9 bits.
+  wcodec::FreqTable e;
+  e.P = wcodec::kMaxProbBits;
+  e.freq = {1000, 3096};
+  e.build_lut();
+  wcodec::BitWriter bw2;
+  wcodec::write_table(bw2, e, wcodec::kTablesCompact);
+  EXPECT_EQ(bw2.bits(), 3u + 3u + 1u + 7u + 9u + 1u);
+  const auto b2 = bw2.finish();
+  wcodec::BitReader br2(b2.data(), b2.size());
+  ASSERT_TRUE(wcodec::read_table(br2, 2, wcodec::kMaxProbBits, &back, wcodec::kTablesCompact));
+  EXPECT_EQ(back.freq, e.freq);
+  // Rejections: an exponent of 12 (a frequency >= 2^12).
+  wcodec::BitWriter bad;
+  bad.gamma(3);   // nz = 2
+  bad.put(0, 3);  // q = 0
+  bad.gamma(1);   // symbol 0
+  bad.gamma(13);  // exponent 12
+  bad.put(0, 12);
+  bad.gamma(1);  // symbol 1
+  const auto bb = bad.finish();
+  wcodec::BitReader br3(bb.data(), bb.size());
+  EXPECT_FALSE(wcodec::read_table(br3, 4, wcodec::kMaxProbBits, &back, wcodec::kTablesCompact));
+}
+
+// The encoder's choice: never worse than the exact table, and cheaper on a
+// small sample where 12-bit frequencies cost more than they save.
+TEST(FormatVectors, CompactTableChoice) {
+  std::vector<uint64_t> counts(40, 0);
+  for (size_t s = 0; s < counts.size(); ++s) counts[s] = 1 + (s * 37) % 23;
+  const wcodec::FreqTable exact = wcodec::normalize_counts(counts, wcodec::kMaxProbBits);
+  const wcodec::FreqTable c = wcodec::choose_compact_table(counts, exact);
+  uint32_t sum = 0;
+  for (size_t s = 0; s < counts.size(); ++s) {
+    EXPECT_GT(c.freq[s], 0u) << s;
+    sum += c.freq[s];
+  }
+  EXPECT_EQ(sum, 4096u);
+  const double exact_bits = wcodec::table_cost_bits(counts, exact) + wcodec::table_size_bits(exact);
+  const double chosen_bits = wcodec::table_cost_bits(counts, c) + wcodec::table_size_bits(c);
+  EXPECT_LT(chosen_bits, exact_bits);
+  EXPECT_GT(c.q, 0);
+  // Round trip of the chosen table.
+  wcodec::BitWriter bw;
+  wcodec::write_table(bw, c);
+  const auto b = bw.finish();
+  wcodec::BitReader br(b.data(), b.size());
+  wcodec::FreqTable back;
+  ASSERT_TRUE(wcodec::read_table(br, 40, wcodec::kMaxProbBits, &back, wcodec::kTablesCompact));
+  EXPECT_EQ(back.freq, c.freq);
 }
 
 // ------------------------------------------------------------ vector 3

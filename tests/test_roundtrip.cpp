@@ -470,6 +470,41 @@ INSTANTIATE_TEST_SUITE_P(Data, RealFileRoundTrip, ::testing::ValuesIn(regular_re
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealFileRoundTrip);
 
+// Format 1.x files (gamma-coded frequency tables) stay readable: every small
+// real file written as 1.0 decodes byte for byte, and its 2.0 encoding (the
+// compact tables) is never larger.
+TEST(RealFiles, Format1FilesDecodeAndFormat2IsNeverLarger) {
+  wctest::ScratchDir dir;
+  size_t n = 0;
+  for (const auto& p : regular_real_files()) {
+    if (fs::file_size(p) > (2u << 20)) continue;
+    const auto orig = wctest::read_file(p);
+    EncodeConfig v1;
+    v1.format_major = 1;
+    auto e1 = wcodec::encode_safetensors(orig.data(), orig.size(), v1, p.string());
+    auto e2 = wcodec::encode_safetensors(orig.data(), orig.size(), EncodeConfig{}, p.string());
+    ASSERT_TRUE(e1.ok() && e2.ok()) << p;
+    EXPECT_EQ((*e1)[4], 1) << p;
+    EXPECT_EQ((*e2)[4], wcodec::kVersionMajor) << p;
+    EXPECT_LE(e2->size(), e1->size()) << p;
+    const auto path = dir / (p.stem().string() + ".v1.wcodec");
+    wctest::write_file(path, *e1);
+    auto r = Reader::open(path.string());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    std::vector<uint8_t> back((*r)->original_size());
+    ASSERT_TRUE((*r)->read(0, back.size(), back.data()).ok()) << p;
+    EXPECT_EQ(wctest::sha256_hex(back), wctest::sha256_hex(orig)) << p;
+    ++n;
+  }
+  EXPECT_GE(n, 5u);
+  EncodeConfig bad;
+  bad.format_major = 3;
+  const auto orig = wctest::read_file(wctest::data_dir() / "stories260K.bf16.safetensors");
+  auto e = wcodec::encode_safetensors(orig.data(), orig.size(), bad, "x");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("format version 3"), std::string::npos) << e.status().ToString();
+}
+
 // The smallest real int4 case: one packed tensor and its zero-point tensor
 // (2.4 KB), taken from stories260K.rtn-int4.
 TEST(RealFiles, Int4PackedWithZeroPointTensorPair) {

@@ -135,7 +135,7 @@ AuxInput find_aux(const SafetensorsHeader& h, size_t i, const uint8_t* data_base
 // ======================================================================
 
 static void write_index_tensor(ByteWriter& w, const TensorInfo& t, const EncodedTensor& et, uint32_t crc,
-                               const std::vector<uint64_t>& offsets) {
+                               const std::vector<uint64_t>& offsets, TableCoding coding) {
   w.str(t.name);
   w.u8(static_cast<uint8_t>(t.dtype));
   w.u8(static_cast<uint8_t>(t.shape.size()));
@@ -154,7 +154,7 @@ static void write_index_tensor(ByteWriter& w, const TensorInfo& t, const Encoded
   if (et.has_model && et.model_ref >= 0) {
     w.i32(et.model_ref);
   } else if (et.has_model) {
-    auto mb = et.model.serialize();
+    auto mb = et.model.serialize(coding);
     w.varint(mb.size());
     w.bytes(mb.data(), mb.size());
   }
@@ -224,6 +224,9 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
   if (cfg.chunk_bytes < 4096 || cfg.chunk_bytes > kMaxChunkDecoded)
     return Status::Invalid("chunk size " + std::to_string(cfg.chunk_bytes) + " (allowed 4096.." +
                            std::to_string(kMaxChunkDecoded) + ")");
+  if (cfg.format_major != 1 && cfg.format_major != kVersionMajor)
+    return Status::Invalid("format version " + std::to_string(cfg.format_major) + " (this encoder writes 1 or " +
+                           std::to_string(kVersionMajor) + ")");
   const uint8_t* base = data + hdr.data_start;
   const size_t nt = hdr.tensors.size();
   std::vector<EncodedTensor> enc(nt);
@@ -268,12 +271,13 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
   for (auto& th : pool) th.join();
   for (auto& e : errs) WC_RETURN_IF_ERROR(e);
   share_models(hdr, base, opt, &enc);
+  const TableCoding coding = cfg.format_major == 1 ? kTablesGamma : kTablesCompact;
 
   // Layout.
   ByteWriter out;
   out.buf().resize(kHeaderSize, 0);
   nlohmann::json meta = {{"format", "wcodec"},
-                         {"version", std::to_string(kVersionMajor) + "." + std::to_string(kVersionMinor)},
+                         {"version", std::to_string(cfg.format_major) + ".0"},
                          {"source_format", "safetensors"},
                          {"encoder", std::string("wcodec ") + WCODEC_VERSION},
                          {"tensors", nt},
@@ -297,7 +301,7 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
     ByteWriter ix;
     ix.bytes(data, hdr.data_start);
     ix.u64(nt);
-    for (size_t i = 0; i < nt; ++i) write_index_tensor(ix, hdr.tensors[i], enc[i], crcs[i], offsets[i]);
+    for (size_t i = 0; i < nt; ++i) write_index_tensor(ix, hdr.tensors[i], enc[i], crcs[i], offsets[i], coding);
     std::vector<uint8_t> z(ZSTD_compressBound(ix.size()));
     const size_t zn = ZSTD_compress(z.data(), z.size(), ix.buf().data(), ix.size(), 19);
     if (ZSTD_isError(zn)) return Status::Internal(what + ": zstd failed on the index");
@@ -311,10 +315,10 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
   {
     auto& b = out.buf();
     std::memcpy(b.data(), kMagic, 4);
-    b[4] = kVersionMajor & 0xff;
-    b[5] = kVersionMajor >> 8;
-    b[6] = kVersionMinor & 0xff;
-    b[7] = kVersionMinor >> 8;
+    b[4] = cfg.format_major & 0xff;
+    b[5] = cfg.format_major >> 8;
+    b[6] = 0;
+    b[7] = 0;
     out.put_u32_at(8, 0);  // flags
     out.put_u32_at(12, static_cast<uint32_t>(meta_s.size()));
     out.put_u64_at(16, size);
@@ -495,9 +499,11 @@ Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
   if (std::memcmp(hb, kMagic, 4) != 0) return Status::Corruption(P + ": bad magic (not a .wcodec file)");
   const uint16_t vmaj = static_cast<uint16_t>(hb[4] | (hb[5] << 8));
   const uint16_t vmin = static_cast<uint16_t>(hb[6] | (hb[7] << 8));
-  if (vmaj != kVersionMajor)
+  if (vmaj != kVersionMajor && vmaj != 1)
     return Status::NotSupported(P + ": format version " + std::to_string(vmaj) + "." + std::to_string(vmin) +
-                                " (this reader supports " + std::to_string(kVersionMajor) + ".x)");
+                                " (this reader supports 1.x and " + std::to_string(kVersionMajor) + ".x)");
+  // 1.x: gamma-coded frequency tables; 2.x: compact tables (§7.3).
+  rd->table_coding_ = vmaj == 1 ? kTablesGamma : kTablesCompact;
   if (load_u32le(hb + 124) != crc32_of(hb, 124)) return Status::Corruption(P + ": header CRC32 mismatch");
   const uint32_t flags = load_u32le(hb + 8);
   if (flags != 0) return corrupt("header flags", flags, "0 (reserved bits must be zero)");
@@ -608,7 +614,7 @@ Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
       const uint64_t ml = r.varint();
       const uint8_t* mp = r.take(ml);
       if (!r.ok() || !mp) return Status::Corruption(W + ": model record truncated");
-      auto m = TensorModel::deserialize(mp, ml, g, W);
+      auto m = TensorModel::deserialize(mp, ml, g, W, static_cast<TableCoding>(rd->table_coding_));
       if (!m.ok()) return m.status();
       t->model = std::make_shared<const TensorModel>(std::move(m).value());
       if (t->model->kind == ModelKind::kInt && t->model->ip.zgroup) {

@@ -118,25 +118,76 @@ uint64_t BitReader::gamma() {
 // gamma(freq). The last non-zero symbol's frequency is implied by the sum.
 // Then gamma(tail zeros + 1) is not needed: the count of non-zero symbols
 // comes first as gamma(nz + 1).
-void write_table(BitWriter& bw, const FreqTable& t) {
+namespace {
+
+// Compact coding of one frequency f (1 <= f < 4096): gamma(m + 1) for its
+// exponent m = floor(log2 f), then kb = m (q == 0) or min(m, q - 1) bits
+// below the leading one, LSB-first; the m - kb lowest bits are zero.
+uint32_t compact_kb(uint32_t m, uint32_t q) { return q == 0 ? m : (m < q - 1 ? m : q - 1); }
+
+bool representable(uint32_t f, uint32_t q) {
+  const uint32_t m = 31 - static_cast<uint32_t>(__builtin_clz(f));
+  const uint32_t drop = m - compact_kb(m, q);
+  return (f & ((1u << drop) - 1)) == 0;
+}
+
+double gamma_bits(uint64_t v) { return 2.0 * std::floor(std::log2(static_cast<double>(v))) + 1; }
+
+double compact_freq_bits(uint32_t f, uint32_t q) {
+  const uint32_t m = 31 - static_cast<uint32_t>(__builtin_clz(f));
+  return gamma_bits(m + 1) + compact_kb(m, q);
+}
+
+// Largest representable value <= f (f >= 1), and the smallest >= f (may be
+// 4096 or more: callers check).
+uint32_t repr_down(uint32_t f, uint32_t q) {
+  const uint32_t m = 31 - static_cast<uint32_t>(__builtin_clz(f));
+  const uint32_t drop = m - compact_kb(m, q);
+  return f >> drop << drop;
+}
+uint32_t repr_up(uint32_t f, uint32_t q) {
+  const uint32_t d = repr_down(f, q);
+  if (d == f) return f;
+  const uint32_t m = 31 - static_cast<uint32_t>(__builtin_clz(f));
+  const uint32_t drop = m - compact_kb(m, q);
+  return d + (1u << drop);  // may be 2^(m+1): representable
+}
+
+}  // namespace
+
+void write_table(BitWriter& bw, const FreqTable& t, TableCoding coding) {
   size_t nz = 0;
   for (auto f : t.freq) nz += f != 0;
   bw.gamma(nz + 1);
+  if (coding == kTablesCompact && nz >= 2) bw.put(t.q, 3);
   size_t prev = 0;
   size_t seen = 0;
   for (size_t s = 0; s < t.freq.size(); ++s) {
     if (!t.freq[s]) continue;
     bw.gamma(s - prev + 1);
     prev = s + 1;
-    if (++seen < nz) bw.gamma(t.freq[s]);
+    if (++seen == nz) break;
+    const uint32_t f = t.freq[s];
+    if (coding == kTablesGamma || t.q == kQGamma) {
+      bw.gamma(f);
+      continue;
+    }
+    WC_CHECK(representable(f, t.q));
+    const uint32_t m = 31 - static_cast<uint32_t>(__builtin_clz(f));
+    const uint32_t kb = compact_kb(m, t.q);
+    bw.gamma(m + 1);
+    bw.put((f >> (m - kb)) & ((1u << kb) - 1), kb);
   }
 }
 
-bool read_table(BitReader& br, uint32_t nsym, uint32_t P, FreqTable* t) {
+bool read_table(BitReader& br, uint32_t nsym, uint32_t P, FreqTable* t, TableCoding coding) {
   t->P = P;
   t->freq.assign(nsym, 0);
   uint64_t nz = br.gamma() - 1;
   if (!br.ok() || nz > nsym) return false;
+  uint32_t q = 0;
+  if (coding == kTablesCompact && nz >= 2) q = br.get(3);
+  t->q = static_cast<uint8_t>(q);
   uint64_t pos = 0, sum = 0;
   const uint64_t target = 1ull << P;
   for (uint64_t i = 0; i < nz; ++i) {
@@ -146,7 +197,14 @@ bool read_table(BitReader& br, uint32_t nsym, uint32_t P, FreqTable* t) {
     if (pos >= nsym) return false;
     uint64_t f;
     if (i + 1 < nz) {
-      f = br.gamma();
+      if (coding == kTablesGamma || q == kQGamma) {
+        f = br.gamma();
+      } else {
+        const uint64_t m = br.gamma() - 1;
+        if (!br.ok() || m >= P) return false;
+        const uint32_t kb = compact_kb(static_cast<uint32_t>(m), q);
+        f = ((uint64_t{1} << kb) | br.get(kb)) << (m - kb);
+      }
       if (!br.ok() || f >= target) return false;
     } else {
       if (sum >= target) return false;
@@ -162,17 +220,78 @@ bool read_table(BitReader& br, uint32_t nsym, uint32_t P, FreqTable* t) {
   return true;
 }
 
-double table_size_bits(const FreqTable& t) {
+double table_size_bits(const FreqTable& t, TableCoding coding) {
   double bits = 0;
-  size_t prev = 0, nz = 0;
-  auto g = [](uint64_t v) { return 2.0 * std::floor(std::log2(static_cast<double>(v))) + 1; };
+  size_t prev = 0, nz = 0, total = 0;
+  for (auto f : t.freq) total += f != 0;
   for (size_t s = 0; s < t.freq.size(); ++s) {
     if (!t.freq[s]) continue;
-    bits += g(s - prev + 1) + g(t.freq[s]);
+    bits += gamma_bits(s - prev + 1);
     prev = s + 1;
-    ++nz;
+    if (++nz == total) break;
+    bits += (coding == kTablesGamma || t.q == kQGamma) ? gamma_bits(t.freq[s]) : compact_freq_bits(t.freq[s], t.q);
   }
-  return bits + g(nz + 1);
+  return bits + gamma_bits(total + 1) + (coding == kTablesCompact && total >= 2 ? 3 : 0);
+}
+
+FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTable& exact) {
+  FreqTable best = exact;
+  best.q = 0;
+  std::vector<size_t> nzs;
+  for (size_t s = 0; s < exact.freq.size(); ++s)
+    if (exact.freq[s]) nzs.push_back(s);
+  if (nzs.size() < 2) return best;
+  double best_bits = table_cost_bits(counts, best) + table_size_bits(best);
+  {
+    FreqTable g = exact;
+    g.q = kQGamma;
+    const double bits = table_cost_bits(counts, g) + table_size_bits(g);
+    if (bits < best_bits) {
+      best_bits = bits;
+      best = std::move(g);
+    }
+  }
+  const uint32_t target = 1u << exact.P;
+  const size_t last = nzs.back();
+  for (uint32_t q = 1; q < kQGamma; ++q) {
+    FreqTable t;
+    t.P = exact.P;
+    t.q = static_cast<uint8_t>(q);
+    t.freq.assign(exact.freq.size(), 0);
+    int64_t sum = 0;
+    for (size_t s : nzs) {
+      if (s == last) continue;
+      const uint32_t f = exact.freq[s], d = repr_down(f, q), u = repr_up(f, q);
+      uint32_t r = (f - d <= u - f || u >= target) ? d : u;
+      t.freq[s] = static_cast<uint16_t>(r);
+      sum += r;
+    }
+    // The last symbol takes the rest; keep it at least half its exact
+    // frequency (and >= 1) by stepping the largest others down.
+    const int64_t want = std::max<int64_t>(1, exact.freq[last] / 2);
+    bool ok = true;
+    while (target - sum < want) {
+      size_t big = SIZE_MAX;
+      for (size_t s : nzs)
+        if (s != last && t.freq[s] > 1 && (big == SIZE_MAX || t.freq[s] > t.freq[big])) big = s;
+      if (big == SIZE_MAX) {
+        ok = false;
+        break;
+      }
+      const uint32_t f = t.freq[big], d = repr_down(f - 1, q);
+      sum -= f - d;
+      t.freq[big] = static_cast<uint16_t>(d);
+    }
+    if (!ok) continue;
+    t.freq[last] = static_cast<uint16_t>(target - sum);
+    t.build_lut();
+    const double bits = table_cost_bits(counts, t) + table_size_bits(t);
+    if (bits < best_bits) {
+      best_bits = bits;
+      best = std::move(t);
+    }
+  }
+  return best;
 }
 
 size_t RansEncoder::finish(std::vector<uint8_t>& out) {

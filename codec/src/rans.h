@@ -75,6 +75,11 @@ struct FreqTable {
   std::vector<uint16_t> start;  // cumulative
   std::vector<uint8_t> lut;     // 1 << P: slot -> symbol (built by build_lut)
   std::vector<uint32_t> fs;     // 256: freq | start << 16
+  // Table coding precision (compact coding, §7.3): 0 = every frequency
+  // exact; 1..6: every coded frequency keeps q - 1 bits below its leading
+  // one (the encoder chose frequencies that are representable); 7
+  // (kQGamma): frequencies as Elias-gamma codes, as in format 1.x.
+  uint8_t q = 0;
 
   size_t nsym() const { return freq.size(); }
   bool empty() const { return lut.empty() && start.empty(); }
@@ -94,12 +99,21 @@ double entropy_bits(const std::vector<uint64_t>& counts);
 
 class BitWriter;
 class BitReader;
-// Compact serialization of a table (gap/frequency Elias-gamma codes).
-void write_table(BitWriter& bw, const FreqTable& t);
+// Serialization of a table. Two codings (docs/wcodec-format.md §7.3):
+// kTablesGamma (format 1.x: gap and frequency Elias-gamma codes) and
+// kTablesCompact (2.x: frequencies as gamma-coded exponent plus a per-table
+// number of mantissa bits).
+enum TableCoding : int { kTablesGamma = 0, kTablesCompact = 1 };
+inline constexpr uint32_t kQGamma = 7;
+void write_table(BitWriter& bw, const FreqTable& t, TableCoding coding = kTablesCompact);
 // Reads a table of alphabet `nsym` and precision P; false on malformed input.
-bool read_table(BitReader& br, uint32_t nsym, uint32_t P, FreqTable* t);
-// Approximate serialized size in bits (for encoder cost decisions).
-double table_size_bits(const FreqTable& t);
+bool read_table(BitReader& br, uint32_t nsym, uint32_t P, FreqTable* t, TableCoding coding);
+// Serialized size in bits.
+double table_size_bits(const FreqTable& t, TableCoding coding = kTablesCompact);
+// Encoder: the table for `counts` (exact normalization: `exact`) that
+// minimizes coded bits of the counts plus compact table bits, over the
+// precisions q = 0 (exact), 1..6 and 7 (gamma).
+FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTable& exact);
 
 // Encoder: symbols are pushed in decode order; finish() writes the stream.
 class RansEncoder {

@@ -283,7 +283,7 @@ static uint32_t t0_count(const TensorModel& m) {
 }
 static uint32_t t1_count(const TensorModel& m) { return m.kind == ModelKind::kFloat ? float_sm_nctx(m.fp) : 0; }
 
-std::vector<uint8_t> TensorModel::serialize() const {
+std::vector<uint8_t> TensorModel::serialize(TableCoding coding) const {
   ByteWriter w;
   w.u8(static_cast<uint8_t>(kind));
   switch (kind) {
@@ -328,8 +328,8 @@ std::vector<uint8_t> TensorModel::serialize() const {
     if (ip.use_cc)
       for (auto v : cc) bw.put(v, 5);
   }
-  for (auto& t : t0) write_table(bw, t);
-  for (auto& t : t1) write_table(bw, t);
+  for (auto& t : t0) write_table(bw, t, coding);
+  for (auto& t : t1) write_table(bw, t, coding);
   auto bits = bw.finish();
   w.varint(bits.size());
   w.bytes(bits.data(), bits.size());
@@ -337,7 +337,7 @@ std::vector<uint8_t> TensorModel::serialize() const {
 }
 
 Result<TensorModel> TensorModel::deserialize(const uint8_t* p, size_t n, const TensorGeometry& g,
-                                             const std::string& what) {
+                                             const std::string& what, TableCoding coding) {
   ByteReader r(p, n);
   TensorModel m;
   const uint8_t kind = r.u8();
@@ -442,9 +442,9 @@ Result<TensorModel> TensorModel::deserialize(const uint8_t* p, size_t n, const T
   m.t0.resize(n0);
   m.t1.resize(n1);
   for (auto& t : m.t0)
-    if (!read_table(br, ns0, kMaxProbBits, &t)) return Status::Corruption(what + ": malformed frequency table");
+    if (!read_table(br, ns0, kMaxProbBits, &t, coding)) return Status::Corruption(what + ": malformed frequency table");
   for (auto& t : m.t1)
-    if (!read_table(br, ns1, kMaxProbBits, &t)) return Status::Corruption(what + ": malformed frequency table");
+    if (!read_table(br, ns1, kMaxProbBits, &t, coding)) return Status::Corruption(what + ": malformed frequency table");
   m.finalize();
   return m;
 }
@@ -600,10 +600,10 @@ struct Stats {
           continue;
         }
         bits += entropy_bits(c) * scale;
-        // table: ~ (gap + freq) codes per used symbol
+        // table: ~ (gap + compact frequency) codes per used symbol
         size_t nz = 0;
         for (auto v : c) nz += v != 0;
-        bits += static_cast<double>(nz) * 14.0 + 4;
+        bits += static_cast<double>(nz) * 9.0 + 4;
       }
     }
     return bits;
@@ -613,8 +613,8 @@ struct Stats {
 static void build_tables(const Stats& s, TensorModel* m) {
   m->t0.clear();
   m->t1.clear();
-  for (auto& c : s.c0) m->t0.push_back(normalize_counts(c, kMaxProbBits));
-  for (auto& c : s.c1) m->t1.push_back(normalize_counts(c, kMaxProbBits));
+  for (auto& c : s.c0) m->t0.push_back(choose_compact_table(c, normalize_counts(c, kMaxProbBits)));
+  for (auto& c : s.c1) m->t1.push_back(choose_compact_table(c, normalize_counts(c, kMaxProbBits)));
   m->finalize();
 }
 

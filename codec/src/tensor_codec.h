@@ -89,9 +89,9 @@ struct TensorModel {
   // view points to alive; keep it while the view is in use.
   ModelView view(std::shared_ptr<const VectorTables>* hold, const uint8_t* zp = nullptr, uint32_t zcols = 0) const;
   // Serialized form stored in the tensor record.
-  std::vector<uint8_t> serialize() const;
+  std::vector<uint8_t> serialize(TableCoding coding = kTablesCompact) const;
   static Result<TensorModel> deserialize(const uint8_t* p, size_t n, const TensorGeometry& g,
-                                         const std::string& what);
+                                         const std::string& what, TableCoding coding = kTablesCompact);
   // Short human description ("float e:avg/16 k=3", "int8 ctx=8x4 tools").
   std::string describe() const;
 };

@@ -29,7 +29,9 @@ struct DevicePlan;  // codec/src/device_plan.h
 
 inline constexpr char kMagic[4] = {'W', 'C', 'D', 'C'};
 inline constexpr char kFooterMagic[4] = {'C', 'D', 'C', 'W'};
-inline constexpr uint16_t kVersionMajor = 1;
+// Written by this encoder. Readers also accept 1.x (the same layout with
+// gamma-coded frequency tables, docs/wcodec-format.md §7.3).
+inline constexpr uint16_t kVersionMajor = 2;
 inline constexpr uint16_t kVersionMinor = 0;
 inline constexpr uint32_t kHeaderSize = 128;
 inline constexpr uint32_t kFooterSize = 32;
@@ -45,6 +47,9 @@ struct EncodeConfig {
   bool tool_search = true;        // evaluate tile prediction/transform tools
   bool exhaustive_tools = false;  // evaluate them on every tile (slow)
   int zstd_level = 9;             // fallback chunks
+  // Container version to write: kVersionMajor, or 1 for readers of format
+  // 1.x (gamma-coded frequency tables; otherwise the same bytes).
+  uint16_t format_major = kVersionMajor;
   // Called with (bytes done, bytes total) from encoding threads.
   std::function<void(uint64_t, uint64_t)> progress;
 };
@@ -159,6 +164,7 @@ class Reader {
 
   std::string path_;
   int fd_ = -1;
+  int table_coding_ = 0;  // TableCoding of the model records (header flags)
   uint64_t file_size_ = 0;
   uint64_t original_size_ = 0;
   std::array<uint8_t, 32> sha256_{};
