@@ -33,6 +33,7 @@ struct Parsed {
   uint32_t rans_len = 0;
   const uint8_t* raw = nullptr;
   size_t raw_len = 0;
+  bool tail = false;  // flag bit 1: raw tail in the lane states
 };
 
 bool parse_payload(const TensorGeometry& g, uint64_t index, const std::vector<uint8_t>& p, Parsed* out) {
@@ -41,12 +42,15 @@ bool parse_payload(const TensorGeometry& g, uint64_t index, const std::vector<ui
   ByteReader r(p.data(), p.size());
   const uint8_t flags = r.u8();
   if (flags & 1) out->map = r.take(2 * ((h + kTile - 1) / kTile) * ((w + kTile - 1) / kTile));
+  out->tail = (flags & 2) != 0;
   out->rans_len = r.u32();
   out->rans = r.take(out->rans_len);
   out->raw = r.cur();
   out->raw_len = r.remaining();
   return r.ok();
 }
+
+int g_tail_chunks = 0;  // raw tail chunks seen by compare_tensor
 
 // Adds the number of chunks compared to *compared.
 void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string& what, int* compared_out) {
@@ -101,10 +105,18 @@ void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string&
       std::vector<uint8_t> sm(n);
       std::vector<uint8_t> out_ref(c.decoded_size, 0x11), out_simd(c.decoded_size, 0x22);
       ASSERT_TRUE(decode_float_chunk(mv, cv, ps.rans, ps.rans_len, ps.raw, ps.raw_len, out_ref.data(), e.data(),
-                                     sm.data()))
+                                     sm.data(), ps.tail))
           << what << " chunk " << i;
-      const int simd =
-          decode_float_chunk_simd(mv, cv, ps.rans, ps.rans_len, ps.raw, ps.raw_len, out_simd.data(), lm.data());
+      // The raw tail is not optional: without it the lanes do not end at
+      // their initial state.
+      if (ps.tail) {
+        EXPECT_FALSE(decode_float_chunk(mv, cv, ps.rans, ps.rans_len, ps.raw, ps.raw_len, out_simd.data(), e.data(),
+                                        sm.data(), false))
+            << what << " chunk " << i;
+        ++g_tail_chunks;
+      }
+      const int simd = decode_float_chunk_simd(mv, cv, ps.rans, ps.rans_len, ps.raw, ps.raw_len, out_simd.data(),
+                                               lm.data(), ps.tail);
       if (cpu_has_avx512()) {
         EXPECT_GE(simd, 0) << what << " chunk " << i << ": vector decoder declined a float chunk";
       }
@@ -116,9 +128,9 @@ void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string&
       std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
       bad[bad.size() / 2] ^= 0x5a;
       const bool ok_ref = decode_float_chunk(mv, cv, bad.data(), ps.rans_len, ps.raw, ps.raw_len, out_ref.data(),
-                                             e.data(), sm.data());
-      const int ok_simd =
-          decode_float_chunk_simd(mv, cv, bad.data(), ps.rans_len, ps.raw, ps.raw_len, out_simd.data(), lm.data());
+                                             e.data(), sm.data(), ps.tail);
+      const int ok_simd = decode_float_chunk_simd(mv, cv, bad.data(), ps.rans_len, ps.raw, ps.raw_len,
+                                                  out_simd.data(), lm.data(), ps.tail);
       EXPECT_EQ(ok_ref ? 1 : 0, ok_simd) << what << " chunk " << i << ": decoders disagree on a damaged stream";
       if (ok_ref && ok_simd == 1) {
         EXPECT_EQ(out_ref, out_simd);
@@ -151,6 +163,8 @@ TEST(VectorDecoders, EqualReferenceOnRealFiles) {
     const auto f = wctest::read_file(p);
     compared += compare_file(f, p.filename().string(), kMaxTensor);
   }
+  // The small float files have chunks whose raw tail is in the lane states.
+  EXPECT_GT(g_tail_chunks, 20);
   if (compared == 0) GTEST_SKIP() << "no AVX-512 on this CPU: vector decoders not compared";
   EXPECT_GT(compared, 50);
 }
@@ -285,3 +299,71 @@ TEST(VectorDecoders, TernaryAgreesWithReferenceOnDamagedStreams) {
 }
 
 }  // namespace
+
+// Payload flag bit 1 (raw tail in the lane states) is accepted only on
+// float chunks with at least kRawTailMin bytes of raw bits; a tail chunk's
+// damaged lane state is never decoded to wrong bytes.
+TEST(RawTail, FlagOnlyOnLargeEnoughFloatChunksAndStatesAreChecked) {
+  const auto f = wctest::read_file(wctest::data_dir() / "stories260K.f32.safetensors");
+  auto h = parse_safetensors_header(f.data(), f.size(), f.size(), "stories260K.f32");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  int tails = 0;
+  for (const auto& t : h->tensors) {
+    if (t.nbytes() < 8192) continue;
+    auto r = encode_tensor(t, f.data() + h->data_start + t.begin, AuxInput{}, EncodeOptions{});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const EncodedTensor& et = *r;
+    const auto& c = et.chunks[0];
+    if (c.method != ChunkMethod::kModel || !(c.payload[0] & 2)) continue;
+    ++tails;
+    ModelPayload mp;
+    ASSERT_TRUE(parse_model_payload(et.geom, et.model, 0, c.payload.data(), c.payload.size(), c.decoded_size, t.name,
+                                    &mp)
+                    .ok());
+    EXPECT_TRUE(mp.tail);
+    DecodeScratch scratch;
+    std::vector<uint8_t> out(c.decoded_size);
+    ASSERT_TRUE(decode_chunk(et.geom, &et.model, 0, ChunkMethod::kModel, c.payload.data(), c.payload.size(),
+                             c.decoded_size, c.xxh3, nullptr, 0, 0, out.data(), scratch, t.name)
+                    .ok());
+    EXPECT_EQ(0, std::memcmp(out.data(), f.data() + h->data_start + t.begin, out.size())) << t.name;
+    // Every lane's initial state, bumped by one: never good bytes.
+    const size_t states = 1 + 4;  // flags, rans_len
+    for (uint32_t l = 0; l < kLanes; l += 7) {
+      std::vector<uint8_t> bad = c.payload;
+      bad[states + 4 * l] ^= 1;
+      const Status s = decode_chunk(et.geom, &et.model, 0, ChunkMethod::kModel, bad.data(), bad.size(),
+                                    c.decoded_size, c.xxh3, nullptr, 0, 0, out.data(), scratch, t.name);
+      EXPECT_FALSE(s.ok()) << t.name << " lane " << l;
+    }
+    // The same payload claiming no tail: the lanes do not close.
+    std::vector<uint8_t> no_tail = c.payload;
+    no_tail[0] &= ~2;
+    EXPECT_FALSE(decode_chunk(et.geom, &et.model, 0, ChunkMethod::kModel, no_tail.data(), no_tail.size(),
+                              c.decoded_size, c.xxh3, nullptr, 0, 0, out.data(), scratch, t.name)
+                     .ok());
+  }
+  EXPECT_GT(tails, 10);
+  // An int chunk with the flag: rejected with the field named.
+  const auto i8 = wctest::read_file(wctest::data_dir() / "stories260K.rtn-int8.safetensors");
+  auto hi = parse_safetensors_header(i8.data(), i8.size(), i8.size(), "stories260K.rtn-int8");
+  ASSERT_TRUE(hi.ok());
+  bool checked = false;
+  for (const auto& t : hi->tensors) {
+    if (t.nbytes() < 4096) continue;
+    auto r = encode_tensor(t, i8.data() + hi->data_start + t.begin, AuxInput{}, EncodeOptions{});
+    ASSERT_TRUE(r.ok());
+    const auto& c = r->chunks[0];
+    if (c.method != ChunkMethod::kModel || r->model.kind != ModelKind::kInt || r->model.ip.zgroup) continue;
+    std::vector<uint8_t> bad = c.payload;
+    bad[0] |= 2;
+    ModelPayload mp;
+    const Status s =
+        parse_model_payload(r->geom, r->model, 0, bad.data(), bad.size(), c.decoded_size, t.name, &mp);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("raw tail"), std::string::npos) << s.ToString();
+    checked = true;
+    break;
+  }
+  EXPECT_TRUE(checked);
+}

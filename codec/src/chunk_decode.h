@@ -82,11 +82,19 @@ WC_HD inline bool rans_open(const uint8_t* rans, uint32_t rans_len, uint32_t* x,
 }
 
 // A stream decoded completely and correctly consumed every word and brought
-// every lane back to the encoder's initial state.
-WC_HD inline bool rans_closed(const uint32_t* x, const WordSource& ws) {
+// every lane back to the encoder's initial state: kRansL, or (x_tail
+// non-null: a float chunk whose lanes carry the raw tail, §9.2) kRansL plus
+// 16 bits, which are returned in x_tail.
+WC_HD inline bool rans_closed(const uint32_t* x, const WordSource& ws, uint32_t* x_tail = nullptr) {
   if (ws.bad || ws.pos != ws.n) return false;
-  for (uint32_t l = 0; l < kLanes; ++l)
-    if (x[l] != kRansL) return false;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    if (x_tail) {
+      if (x[l] < kRansL || x[l] - kRansL > 0xFFFFu) return false;
+      x_tail[l] = x[l] - kRansL;
+    } else if (x[l] != kRansL) {
+      return false;
+    }
+  }
   return true;
 }
 
@@ -117,15 +125,53 @@ WC_HD inline void advance(LaneCursor& k) {
 
 // ---------------------------------------------------------------- float
 // scratch: h*w uint16 exponents + h*w uint8 sign/mantissa.
+// Raw tail (payload flag bit 1, §9.2): the last kRawTailBytes bytes of the
+// raw bit section are not stored; lane l's final state is kRansL plus
+// bytes 2l, 2l + 1 of them (little-endian). Allowed when the section has at
+// least kRawTailMin data bytes.
+inline constexpr uint32_t kRawTailBytes = 2 * kLanes;  // 64
+inline constexpr uint32_t kRawTailMin = 128;
+
+// Data bytes of a chunk's raw bit section.
+WC_HD inline uint64_t float_raw_data_bytes(const FloatParams& p, uint64_t n) {
+  return (n * float_raw_bits(p) + 7) / 8;
+}
+
 // Size check of the raw bit section (+4: get_bits reads 4 bytes).
-WC_HD inline bool float_raw_ok(const FloatParams& p, uint64_t n, uint64_t raw_len) {
+WC_HD inline bool float_raw_ok(const FloatParams& p, uint64_t n, uint64_t raw_len, bool tail = false) {
   const uint32_t rawb = float_raw_bits(p);
-  return raw_len >= (n * rawb + 7) / 8 + (rawb ? 4 : 0);
+  const uint64_t d = float_raw_data_bytes(p, n);
+  if (tail) return rawb && d >= kRawTailMin && raw_len >= d - kRawTailBytes + 4;
+  return raw_len >= d + (rawb ? 4 : 0);
+}
+
+// Raw tail: elements [0, *n_stored) take their raw bits from the stored
+// section as usual; the rest from buf (at least kRawTailBuf bytes), which
+// gets the stored bytes from bit (*bit0) on, then the tail from the lanes'
+// final states (x_tail[l] = state - kRansL), then 4 zero bytes.
+inline constexpr uint32_t kRawTailBuf = 2 * kRawTailBytes + 8;
+WC_HD inline void float_raw_tail(const FloatParams& p, uint64_t n, const uint8_t* raw, const uint32_t* x_tail,
+                                 uint8_t* buf, uint64_t* n_stored, uint64_t* bit0) {
+  const uint32_t rawb = float_raw_bits(p);
+  const uint64_t d = float_raw_data_bytes(p, n), stored = d - kRawTailBytes;
+  const uint64_t ns = stored * 8 / rawb;  // elements whose bits end in the stored bytes
+  const uint64_t b0 = ns * rawb / 8;      // first byte the buffer needs
+  uint32_t k = 0;
+  for (uint64_t i = b0; i < stored; ++i) buf[k++] = raw[i];
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    buf[k++] = static_cast<uint8_t>(x_tail[l]);
+    buf[k++] = static_cast<uint8_t>(x_tail[l] >> 8);
+  }
+  for (uint32_t i = 0; i < 4; ++i) buf[k++] = 0;
+  *n_stored = ns;
+  *bit0 = b0 * 8;
 }
 
 // Entropy-decodes the exponent and sign/mantissa grids of a float chunk.
+// x_tail: null, or (raw tail chunks) receives the 32 tail words.
 WC_HD inline bool decode_float_symbols(const ModelView& m, const ChunkView& cv, const uint8_t* rans,
-                                       uint32_t rans_len, uint16_t* e_grid, uint8_t* sm_grid) {
+                                       uint32_t rans_len, uint16_t* e_grid, uint8_t* sm_grid,
+                                       uint32_t* x_tail = nullptr) {
   const FloatParams& p = m.fp;
   const uint32_t w = cv.w;
   uint32_t x[kLanes];
@@ -155,32 +201,49 @@ WC_HD inline bool decode_float_symbols(const ModelView& m, const ChunkView& cv, 
       advance(cur[l]);
     }
   }
-  if (!rans_closed(x, ws)) return false;
+  if (!rans_closed(x, ws, x_tail)) return false;
   return true;
 }
 
-// Assembles elements from the exponent, sign/mantissa and raw bits.
-WC_HD inline void float_assemble(const FloatParams& p, uint64_t n, const uint8_t* raw, const uint16_t* e_grid,
-                                 const uint8_t* sm_grid, uint8_t* out) {
+// Assembles elements [i0, i1) from the exponent, sign/mantissa and raw bits
+// (element i's raw field at bit i * rawb - bit0 of raw).
+WC_HD inline void float_assemble_range(const FloatParams& p, uint64_t i0, uint64_t i1, const uint8_t* raw,
+                                       uint64_t bit0, const uint16_t* e_grid, const uint8_t* sm_grid, uint8_t* out) {
   const uint32_t rawb = float_raw_bits(p);
   const uint32_t eb = p.eb, mb = p.mb, k = p.k;
-  for (uint64_t i = 0; i < n; ++i) {
+  for (uint64_t i = i0; i < i1; ++i) {
     const uint32_t sm = sm_grid[i];
     const uint32_t sign = sm >> k;
     const uint32_t mh = sm & ((1u << k) - 1);
-    const uint32_t lo = rawb ? get_bits(raw, i * rawb, rawb) : 0u;
+    const uint32_t lo = rawb ? get_bits(raw, i * rawb - bit0, rawb) : 0u;
     const uint32_t v = (sign << (eb + mb)) | (static_cast<uint32_t>(e_grid[i]) << mb) | (mh << rawb) | lo;
     store_elem(out + i * p.elem_bytes, p.elem_bytes, v);
   }
 }
+WC_HD inline void float_assemble(const FloatParams& p, uint64_t n, const uint8_t* raw, const uint16_t* e_grid,
+                                 const uint8_t* sm_grid, uint8_t* out) {
+  float_assemble_range(p, 0, n, raw, 0, e_grid, sm_grid, out);
+}
+
+// Assembly of a raw tail chunk (x_tail: the lanes' tail words).
+WC_HD inline void float_assemble_tail(const FloatParams& p, uint64_t n, const uint8_t* raw, const uint32_t* x_tail,
+                                      const uint16_t* e_grid, const uint8_t* sm_grid, uint8_t* out) {
+  uint8_t buf[kRawTailBuf];
+  uint64_t ns = 0, bit0 = 0;
+  float_raw_tail(p, n, raw, x_tail, buf, &ns, &bit0);
+  float_assemble_range(p, 0, ns, raw, 0, e_grid, sm_grid, out);
+  float_assemble_range(p, ns, n, buf, bit0, e_grid, sm_grid, out);
+}
 
 WC_HD inline bool decode_float_chunk(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                                      const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint16_t* e_grid,
-                                     uint8_t* sm_grid) {
+                                     uint8_t* sm_grid, bool tail = false) {
   const uint64_t n = uint64_t{cv.h} * cv.w;
-  if (!float_raw_ok(m.fp, n, raw_len)) return false;
-  if (!decode_float_symbols(m, cv, rans, rans_len, e_grid, sm_grid)) return false;
-  float_assemble(m.fp, n, raw, e_grid, sm_grid, out);
+  if (!float_raw_ok(m.fp, n, raw_len, tail)) return false;
+  uint32_t x_tail[kLanes];
+  if (!decode_float_symbols(m, cv, rans, rans_len, e_grid, sm_grid, tail ? x_tail : nullptr)) return false;
+  if (tail) float_assemble_tail(m.fp, n, raw, x_tail, e_grid, sm_grid, out);
+  else float_assemble(m.fp, n, raw, e_grid, sm_grid, out);
   return true;
 }
 

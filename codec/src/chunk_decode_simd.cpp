@@ -1101,6 +1101,20 @@ WC_AVX512 int decode_tern_fast(const ModelView& m, const ChunkView& cv, const ui
   return 1;
 }
 
+// End-of-stream state check of a float chunk: every lane back at kRansL, or
+// (x_tail non-null: a raw tail chunk) at kRansL plus 16 bits, returned in
+// x_tail (the reference's rans_closed).
+WC_AVX512 WC_INLINE bool float_states_closed(__m512i X0, __m512i X1, uint32_t* x_tail) {
+  const __m512i vL = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
+  if (!x_tail) return !(_mm512_cmpneq_epu32_mask(X0, vL) | _mm512_cmpneq_epu32_mask(X1, vL));
+  const __m512i d0 = _mm512_sub_epi32(X0, vL), d1 = _mm512_sub_epi32(X1, vL);
+  const __m512i lim = _mm512_set1_epi32(0xFFFF);
+  if (_mm512_cmpgt_epu32_mask(d0, lim) | _mm512_cmpgt_epu32_mask(d1, lim)) return false;
+  _mm512_storeu_si512(x_tail, d0);
+  _mm512_storeu_si512(x_tail + 16, d1);
+  return true;
+}
+
 // ---- float (1- and 2-byte elements)
 struct FloatFastConsts {
   const uint32_t *slots_e, *slots_s;
@@ -1217,7 +1231,7 @@ WC_AVX512 WC_INLINE bool float_fast_row(const FloatParams& p, const FloatFastCon
 
 template <int E, int EM, bool SMC>
 WC_AVX512 int float_fast_lanes(const FloatParams& p, const FloatFastConsts& c, const uint8_t* rans,
-                               uint32_t rans_len, const LaneGeom& g, uint8_t* lm) {
+                               uint32_t rans_len, const LaneGeom& g, uint8_t* lm, uint32_t* x_tail) {
   WordCursor wc;
   alignas(64) uint8_t pad[kPadBytes];
   words_open(&wc, rans, rans_len, pad);
@@ -1231,14 +1245,12 @@ WC_AVX512 int float_fast_lanes(const FloatParams& p, const FloatFastConsts& c, c
     if (!ok) return 0;
   }
   if (wc.pos != wc.n) return 0;
-  const __m512i vL = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
-  if (_mm512_cmpneq_epu32_mask(s.X0, vL) | _mm512_cmpneq_epu32_mask(s.X1, vL)) return 0;
-  return 1;
+  return float_states_closed(s.X0, s.X1, x_tail) ? 1 : 0;
 }
 
 template <int E>
 WC_AVX512 int decode_float_fast(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
-                                uint8_t* lm) {
+                                uint8_t* lm, uint32_t* x_tail) {
   const FloatParams& p = m.fp;
   if (!g.same_rect) return -1;
   FloatFastConsts c;
@@ -1257,7 +1269,7 @@ WC_AVX512 int decode_float_fast(const ModelView& m, const uint8_t* rans, uint32_
   c.mh16 = _mm512_set1_epi16(static_cast<int16_t>((1u << p.k) - 1));
   const bool smc = p.nm > 1 || p.sign_ctx;
 #define WC_FLOAT_FAST(EMv, S) \
-  if (p.emode == EMv && smc == S) return float_fast_lanes<E, EMv, S>(p, c, rans, rans_len, g, lm);
+  if (p.emode == EMv && smc == S) return float_fast_lanes<E, EMv, S>(p, c, rans, rans_len, g, lm, x_tail);
   WC_FLOAT_FAST(0, false) WC_FLOAT_FAST(1, false) WC_FLOAT_FAST(2, false) WC_FLOAT_FAST(3, false)
   WC_FLOAT_FAST(4, false) WC_FLOAT_FAST(0, true) WC_FLOAT_FAST(1, true) WC_FLOAT_FAST(2, true)
   WC_FLOAT_FAST(3, true) WC_FLOAT_FAST(4, true)
@@ -1269,7 +1281,7 @@ WC_AVX512 int decode_float_fast(const ModelView& m, const uint8_t* rans, uint32_
 // Lane-major elements: the final element bits except the raw mantissa bits.
 template <int E>
 WC_AVX512 int decode_float_lanes(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
-                                 uint8_t* lm) {
+                                 uint8_t* lm, uint32_t* x_tail) {
   const FloatParams& p = m.fp;
   WordCursor wc;
   alignas(64) uint8_t pad[kPadBytes];
@@ -1360,9 +1372,7 @@ WC_AVX512 int decode_float_lanes(const ModelView& m, const uint8_t* rans, uint32
     }
   }
   if (wc.pos != wc.n) return 0;
-  const __m512i vL = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
-  if (_mm512_cmpneq_epu32_mask(X[0], vL) | _mm512_cmpneq_epu32_mask(X[1], vL)) return 0;
-  return 1;
+  return float_states_closed(X[0], X[1], x_tail) ? 1 : 0;
 }
 
 // ORs the raw mantissa bits into the raster elements (E bytes each). Field
@@ -1418,16 +1428,30 @@ WC_AVX512 void or_raw_bits(uint64_t n, const uint8_t* raw, uint64_t raw_len, uin
 template <int E>
 WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                                    const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm,
-                                   const LaneGeom& g) {
+                                   const LaneGeom& g, bool tail) {
+  uint32_t x_tail[kLanes];
+  uint32_t* xt = tail ? x_tail : nullptr;
   int r = -1;
-  if constexpr (E <= 2) r = decode_float_fast<E>(m, rans, rans_len, g, lm);
+  if constexpr (E <= 2) r = decode_float_fast<E>(m, rans, rans_len, g, lm, xt);
   if (r == 0) return 0;
-  if (r < 0 && !decode_float_lanes<E>(m, rans, rans_len, g, lm)) return 0;
+  if (r < 0 && !decode_float_lanes<E>(m, rans, rans_len, g, lm, xt)) return 0;
   if (g.same_rect) same_rect_to_raster<E>(lm, g, cv.w, out);
   else lane_major_to_raster<E>(lm, g, cv.w, out);
   const uint32_t rawb = float_raw_bits(m.fp);
-  const uint64_t n = uint64_t{cv.h} * cv.w;
+  uint64_t n = uint64_t{cv.h} * cv.w;
   if (!rawb) return 1;
+  if (tail) {
+    // Elements past the stored bytes take their raw bits from the tail
+    // buffer (scalar); the rest below, as usual.
+    uint8_t buf[kRawTailBuf];
+    uint64_t ns = 0, bit0 = 0;
+    float_raw_tail(m.fp, n, raw, x_tail, buf, &ns, &bit0);
+    for (uint64_t i = ns; i < n; ++i) {
+      uint8_t* o = out + i * E;
+      store_elem(o, E, load_elem(o, E) | get_bits(buf, i * rawb - bit0, rawb));
+    }
+    n = ns;
+  }
   // 1-byte floats have at most 6 mantissa bits: always the 16-bit form.
   if constexpr (E == 1) or_raw_bits<1, 16>(n, raw, raw_len, rawb, out);
   if constexpr (E == 2) {
@@ -1448,19 +1472,19 @@ size_t simd_lane_major_bytes(const ChunkView& cv) {
 }
 
 int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
-                            const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm) {
+                            const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm, bool tail) {
   if (!simd_enabled() || m.kind != ModelKind::kFloat || !m.slot_all || !m.slot1_all) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
   if (m.fp.eb > 8 || m.fp.k > 7 || float_raw_bits(m.fp) > 24) return -1;
   const uint64_t n = uint64_t{cv.h} * cv.w;
-  if (!float_raw_ok(m.fp, n, raw_len)) return 0;
+  if (!float_raw_ok(m.fp, n, raw_len, tail)) return 0;
   if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
   LaneGeom g;
   lane_geom(cv, &g);
   switch (m.fp.elem_bytes) {
-    case 1: return decode_float_chunk_e<1>(m, cv, rans, rans_len, raw, raw_len, out, lm, g);
-    case 2: return decode_float_chunk_e<2>(m, cv, rans, rans_len, raw, raw_len, out, lm, g);
-    case 4: return decode_float_chunk_e<4>(m, cv, rans, rans_len, raw, raw_len, out, lm, g);
+    case 1: return decode_float_chunk_e<1>(m, cv, rans, rans_len, raw, raw_len, out, lm, g, tail);
+    case 2: return decode_float_chunk_e<2>(m, cv, rans, rans_len, raw, raw_len, out, lm, g, tail);
+    case 4: return decode_float_chunk_e<4>(m, cv, rans, rans_len, raw, raw_len, out, lm, g, tail);
     default: return -1;
   }
 }

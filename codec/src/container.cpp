@@ -969,6 +969,7 @@ Status Reader::plan_chunks(const std::vector<size_t>& gis, DevicePlan* plan) con
         c.rans_len = mp.rans_len;
         c.raw = at(mp.raw);
         c.raw_len = mp.raw_len;
+        c.tail = mp.tail ? 1 : 0;
         c.scratch = plan->scratch_bytes;
         plan->scratch_bytes += plan_scratch_bytes(m.kind, uint64_t{mp.cv.h} * mp.cv.w);
         break;

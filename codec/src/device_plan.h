@@ -57,6 +57,7 @@ struct PlanChunk {
   uint64_t out = 0;          // offset in the output region
   uint64_t scratch = 0;      // offset in the scratch region
   uint64_t xxh3 = 0;         // expected checksum of the decoded bytes
+  uint32_t tail = 0;         // kModel float: the raw tail is in the lane states
 };
 
 struct DevicePlan {
@@ -138,8 +139,7 @@ WC_HD inline int run_plan_chunk(const PlanChunk& c, const ModelView* views, cons
       case ModelKind::kFloat: {
         uint16_t* e = reinterpret_cast<uint16_t*>(s);
         uint8_t* sm = s + 2 * n;
-        ok = float_raw_ok(m.fp, n, c.raw_len) &&
-             decode_float_chunk(m, c.cv, in + c.rans, c.rans_len, in + c.raw, c.raw_len, out, e, sm);
+        ok = decode_float_chunk(m, c.cv, in + c.rans, c.rans_len, in + c.raw, c.raw_len, out, e, sm, c.tail != 0);
         break;
       }
       case ModelKind::kBytes:

@@ -294,9 +294,12 @@ FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTa
   return best;
 }
 
-size_t RansEncoder::finish(std::vector<uint8_t>& out) {
+size_t RansEncoder::finish(std::vector<uint8_t>& out, const uint32_t* init) {
   uint32_t x[kLanes];
-  for (auto& v : x) v = kRansL;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    x[l] = init ? init[l] : kRansL;
+    WC_CHECK(x[l] >= kRansL && x[l] < 2 * kRansL);
+  }
   std::vector<uint16_t> words;
   words.reserve(syms_.size() / 2 + 16);
   for (size_t i = syms_.size(); i-- > 0;) {

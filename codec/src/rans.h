@@ -127,7 +127,9 @@ class RansEncoder {
                         static_cast<uint8_t>(lane)});
   }
   // Appends 32 u32 states + the u16 word stream to out; returns bytes written.
-  size_t finish(std::vector<uint8_t>& out);
+  // init: the lanes' initial encoder states (= the decoder's final states),
+  // each in [kRansL, 2 kRansL); null: kRansL.
+  size_t finish(std::vector<uint8_t>& out, const uint32_t* init = nullptr);
   void clear() { syms_.clear(); }
 
  private:

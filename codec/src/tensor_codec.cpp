@@ -1198,6 +1198,9 @@ static void init_stats(const TensorModel& m, Stats* st);
 static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const std::vector<int32_t>& vals,
                              const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
                              const std::vector<char>& has_map, Stats* st);
+// Float chunks up to this many decoded bytes use the raw tail (flag bit 1).
+constexpr uint64_t kRawTailMaxChunk = 128 * 1024;
+
 static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const std::vector<int32_t>& vals,
                           const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
                           const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et);
@@ -1458,6 +1461,7 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
     auto putbits = [&](uint32_t lane, uint32_t v, uint32_t k) { enc.put_bits(static_cast<int>(lane), v, k); };
     std::vector<uint8_t> raw;
     uint8_t flags = 0;
+    uint32_t init[kLanes];
     const std::vector<uint8_t>* mp = i < has_map.size() && has_map[i] ? &maps[i] : nullptr;
     if (m.kind == ModelKind::kFloat) {
       split_float(m.fp, c.bytes, c.h * c.w, &fd);
@@ -1467,6 +1471,17 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
         BitWriter bw;
         for (uint64_t k = 0; k < c.h * c.w; ++k) bw.put(fd.raw[k], rb);
         raw = bw.finish();
+        // Small chunks carry the section's last 64 bytes in the lanes' final
+        // states (the encoder's initial states): the 32 x 4 bytes of lane
+        // states then cost half. Large chunks skip it (the tail costs the
+        // decoder a scalar pass; the saving is 64 bytes).
+        if (raw.size() >= kRawTailMin && c.nbytes <= kRawTailMaxChunk) {
+          flags |= 2;
+          const size_t keep = raw.size() - kRawTailBytes;
+          for (uint32_t l = 0; l < kLanes; ++l)
+            init[l] = kRansL + (uint32_t{raw[keep + 2 * l]} | uint32_t{raw[keep + 2 * l + 1]} << 8);
+          raw.resize(keep);
+        }
         raw.insert(raw.end(), 4, 0);  // slack for 32-bit reads
       }
     } else if (m.kind == ModelKind::kInt) {
@@ -1480,7 +1495,7 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
     if (mp) payload.insert(payload.end(), mp->begin(), mp->end());
     const size_t len_pos = payload.size();
     append_u32(payload, 0);
-    const size_t rl = enc.finish(payload);
+    const size_t rl = enc.finish(payload, (flags & 2) ? init : nullptr);
     for (int b = 0; b < 4; ++b) payload[len_pos + b] = static_cast<uint8_t>(rl >> (8 * b));
     payload.insert(payload.end(), raw.begin(), raw.end());
     EncodedChunk ec = pick_chunk(c, std::move(payload), opt);
@@ -1594,8 +1609,13 @@ Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, ui
                               " does not match its geometry");
   ByteReader r(payload, payload_len);
   const uint8_t flags = r.u8();
-  if (flags > 1) return Status::Corruption(what + ": chunk flags " + std::to_string(flags) + " (allowed 0..1)");
+  if (flags > 3) return Status::Corruption(what + ": chunk flags " + std::to_string(flags) + " (allowed 0..3)");
   out->map = nullptr;
+  out->tail = (flags & 2) != 0;
+  if (out->tail && (model.kind != ModelKind::kFloat || float_raw_data_bytes(model.fp, h * w) < kRawTailMin))
+    return Status::Corruption(what + ": chunk flags " + std::to_string(flags) +
+                              ": raw tail in the lane states, but the chunk is not a float chunk with at least " +
+                              std::to_string(kRawTailMin) + " bytes of raw bits");
   if (flags & 1) {
     if (model.kind != ModelKind::kInt || !model.ip.tools)
       return Status::Corruption(what + ": tile map present in a chunk whose model has no tools");
@@ -1647,19 +1667,20 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
       bool ok = false;
       switch (model->kind) {
         case ModelKind::kFloat:
-          if (!float_raw_ok(mv.fp, n, raw_len)) {
+          if (!float_raw_ok(mv.fp, n, raw_len, mp.tail)) {
             ok = false;
             break;
           }
           {
             const size_t lmb = simd_lane_major_bytes(cv);
             if (scratch.lm.size() < lmb) scratch.lm.resize(lmb);
-            const int simd = decode_float_chunk_simd(mv, cv, rans, rl, raw, raw_len, out, scratch.lm.data());
+            const int simd =
+                decode_float_chunk_simd(mv, cv, rans, rl, raw, raw_len, out, scratch.lm.data(), mp.tail);
             if (simd < 0) {
               if (scratch.e.size() < n) scratch.e.resize(n);
               if (scratch.sm.size() < n) scratch.sm.resize(n);
-              ok = decode_float_symbols(mv, cv, rans, rl, scratch.e.data(), scratch.sm.data());
-              if (ok) float_assemble(mv.fp, n, raw, scratch.e.data(), scratch.sm.data(), out);
+              ok = decode_float_chunk(mv, cv, rans, rl, raw, raw_len, out, scratch.e.data(), scratch.sm.data(),
+                                      mp.tail);
             } else {
               ok = simd == 1;
             }

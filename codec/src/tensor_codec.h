@@ -190,6 +190,7 @@ struct ModelPayload {
   uint32_t rans_len = 0;
   const uint8_t* raw = nullptr;
   size_t raw_len = 0;
+  bool tail = false;  // flag bit 1: the raw section's tail is in the lane states
 };
 // Splits the payload of model-coded chunk `index` and checks its framing
 // against the geometry and the model.
@@ -215,7 +216,8 @@ uint64_t chunk_hash(const uint8_t* p, size_t n);
 // int_finish_chunk.
 size_t simd_lane_major_bytes(const ChunkView& cv);
 int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
-                            const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm);
+                            const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm,
+                            bool tail = false);
 int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm);
 
