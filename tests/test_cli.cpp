@@ -223,6 +223,28 @@ TEST(CliErrors, MissingInput) {
   EXPECT_TRUE(contains(r.out, "gone2.wcodec")) << r.out;
 }
 
+// --device cuda without a usable GPU (CI) or without the CUDA build: a clear
+// error naming why, exit 1, nothing half-done. With a GPU the GPU tests of
+// test_gpu_decoder cover the decoder; this checks the tool's wiring.
+TEST(CliErrors, DeviceCudaSaysWhyWhenItCannotRun) {
+  wctest::ScratchDir dir;
+  ToolRun r = wcodec_run("bench --device cuda --synthetic-gb 0 " + q(data(kFile)));
+  if (r.rc == 0) GTEST_SKIP() << "a GPU is usable here: nothing to check (" << r.out << ")";
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "no usable GPU") || contains(r.out, "no CUDA decoder")) << r.out;
+  ToolRun e = wcodec_run("encode -q " + q(data(kFile)) + " " + q(dir / "a.wcodec"));
+  ASSERT_EQ(e.rc, 0) << e.out;
+  r = wcodec_run("decode --device cuda " + q(dir / "a.wcodec") + " " + q(dir / "a.safetensors"));
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "GPU") || contains(r.out, "CUDA")) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "a.safetensors"));
+  r = wcodec_run("decode --device tpu " + q(dir / "a.wcodec") + " " + q(dir / "b.safetensors"));
+  EXPECT_EQ(r.rc, 2) << r.out;
+  r = wcodec_run("decode " + q(dir / "a.wcodec"));  // OUT missing
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "OUT is required")) << r.out;
+}
+
 TEST(CliErrors, CorruptFileFailsVerify) {
   wctest::ScratchDir dir;
   const fs::path enc = dir / "m.wcodec";

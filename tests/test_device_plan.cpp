@@ -87,6 +87,43 @@ INSTANTIATE_TEST_SUITE_P(RealFiles, DevicePlanFile,
                                            "stories260K.rtn-ternary.safetensors", "silero_vad_16k.bf16.safetensors",
                                            "silero_vad_16k.f32.safetensors"));
 
+// Plans of several files appended into one (one launch for all of them):
+// the host run of the merged plan equals each file's bytes at its place.
+TEST(DevicePlan, AppendedPlansOfSeveralFilesDecodeAsOne) {
+  wctest::ScratchDir dir;
+  const char* files[] = {"stories260K.rtn-int8.safetensors", "stories260K.bf16.safetensors",
+                         "stories260K.rtn-int4.safetensors", "stories260K.rtn-ternary.safetensors",
+                         "stories260K.rtn-int8.safetensors"};
+  std::vector<Planned> ps;
+  DevicePlan merged;
+  std::vector<uint64_t> base;
+  for (const char* f : files) {
+    ps.push_back(open_encoded(f, dir));
+    ASSERT_TRUE(ps.back().reader);
+    const wcodec::Reader& rd = *ps.back().reader;
+    std::vector<size_t> all(rd.num_chunks());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    DevicePlan plan;
+    ASSERT_TRUE(rd.plan_chunks(all, &plan).ok());
+    base.push_back(merged.chunks.size());
+    wcodec::append_plan(merged, plan);
+  }
+  base.push_back(merged.chunks.size());
+  std::vector<uint8_t> out;
+  const auto results = run_on_host(merged, &out);
+  for (size_t f = 0; f < ps.size(); ++f) {
+    const wcodec::Reader& rd = *ps[f].reader;
+    ASSERT_EQ(base[f + 1] - base[f], rd.num_chunks());
+    for (size_t k = base[f]; k < base[f + 1]; ++k) {
+      const auto& e = rd.chunk(merged.chunk_index[k]);
+      ASSERT_EQ(results[k], wcodec::kPlanOk) << files[f] << " " << rd.describe_chunk(merged.chunk_index[k]);
+      ASSERT_EQ(0, std::memcmp(out.data() + merged.chunks[k].out, ps[f].original.data() + e.decoded_offset,
+                               e.decoded_size))
+          << files[f] << " " << rd.describe_chunk(merged.chunk_index[k]);
+    }
+  }
+}
+
 TEST(DevicePlan, DamagedPayloadsAreNeverReturnedAsGood) {
   wctest::ScratchDir dir;
   Planned p = open_encoded("stories260K.rtn-int8.safetensors", dir);

@@ -78,6 +78,51 @@ inline uint64_t plan_scratch_bytes(ModelKind kind, uint64_t n) {
   return (b + 15) & ~uint64_t{15};
 }
 
+// Appends `src` (not yet relocated) to `dst` (not yet relocated): one plan,
+// one launch, for chunks of many files. src's arena goes at the next
+// 128-byte boundary of dst's, its outputs after dst's outputs, its scratch
+// after dst's scratch.
+inline void append_plan(DevicePlan& dst, const DevicePlan& src) {
+  const uint64_t d = (dst.arena.size() + 127) & ~uint64_t{127};
+  dst.arena.resize(d, 0);
+  dst.arena.insert(dst.arena.end(), src.arena.begin(), src.arena.end());
+  auto shift = [d](uint64_t off) { return off == kPlanNone ? off : off + d; };
+  const uint32_t m0 = static_cast<uint32_t>(dst.models.size());
+  for (PlanModel pm : src.models) {
+    pm.t0 = shift(pm.t0);
+    pm.t1 = shift(pm.t1);
+    pm.rc = shift(pm.rc);
+    pm.cc = shift(pm.cc);
+    pm.zp = shift(pm.zp);
+    pm.luts = shift(pm.luts);
+    // The table entries hold arena offsets too.
+    auto fix = [&](uint64_t off, uint32_t n) {
+      for (uint32_t i = 0; i < n; ++i) {
+        PlanTable t;
+        std::memcpy(&t, dst.arena.data() + off + i * sizeof(PlanTable), sizeof t);
+        t.sym += d;
+        t.fs += d;
+        std::memcpy(dst.arena.data() + off + i * sizeof(PlanTable), &t, sizeof t);
+      }
+    };
+    if (pm.t0 != kPlanNone) fix(pm.t0, pm.mv.n0);
+    if (pm.t1 != kPlanNone) fix(pm.t1, pm.mv.n1);
+    dst.models.push_back(pm);
+  }
+  for (PlanChunk c : src.chunks) {
+    if (c.kind == PlanKind::kModel) c.model += m0;
+    c.map = shift(c.map);
+    c.rans += d;
+    c.raw += d;
+    c.out += dst.out_bytes;
+    c.scratch += dst.scratch_bytes;
+    dst.chunks.push_back(c);
+  }
+  dst.chunk_index.insert(dst.chunk_index.end(), src.chunk_index.begin(), src.chunk_index.end());
+  dst.out_bytes += src.out_bytes;
+  dst.scratch_bytes += src.scratch_bytes;
+}
+
 // Turns the plan's offsets into pointers for an arena at `base` (the
 // address the decoder will read it at): rewrites the PlanTable entries in
 // `arena` (the bytes that will be copied there) and fills `views` (one per

@@ -28,6 +28,7 @@
 #include "wcodecfs/encode_queue.h"
 #include "wcodecfs/fs_log.h"
 #if WCODEC_HAVE_CUDA
+#include "device_plan.h"
 #include "wcodec_gpu/gpu_decoder.h"
 #endif
 
@@ -484,74 +485,181 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
   return 0;
 }
 
-// ---------------------------------------------------------------- gpu-bench
-// Decodes the tensor data of each .wcodec file on the CPU (every core, the
-// mount's path: Reader::decode_chunk) and on the GPU (one batch kernel per
-// 256 MiB), checks that the bytes are equal, and prints both speeds.
-int cmd_gpu_bench(const std::vector<std::string>& files, int threads) {
+// ---------------------------------------------------------------- bench --device cuda
+// Decodes the tensor data of each file on the CPU (every core, the mount's
+// path: Reader::decode_chunk) and on the GPU (one batch kernel per 256 MiB),
+// checks that the bytes are equal and prints both speeds; then a synthetic
+// batch of several GB (every file's chunks repeated, planned as one), so
+// that launch overheads do not dominate. .safetensors inputs are encoded
+// first.
+#if WCODEC_HAVE_CUDA
+double cpu_decode_all(const wcodec::Reader& rd, int threads, std::vector<uint8_t>* out, Status* err) {
+  const uint64_t base = rd.data_start();
+  out->assign(rd.original_size() - base, 0);
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  const auto t0 = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < rd.num_chunks();) {
+        Status s = rd.decode_chunk(i, out->data() + (rd.chunk(i).decoded_offset - base));
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> l(mu);
+          if (err->ok()) *err = s;
+        }
+      }
+    });
+  for (auto& t : pool) t.join();
+  return secs(t0);
+}
+#endif
+
+int cmd_bench_cuda(const std::vector<std::string>& files, int threads, double synthetic_gb) {
 #if !WCODEC_HAVE_CUDA
   (void)files;
   (void)threads;
-  std::fprintf(stderr, "wcodec: gpu-bench: this build has no CUDA decoder (configure with -DWCODEC_CUDA=ON)\n");
+  (void)synthetic_gb;
+  std::fprintf(stderr, "wcodec: bench --device cuda: this build has no CUDA decoder (configure with -DWCODEC_CUDA=ON)\n");
   return 1;
 #else
   const auto info = wcodec::gpu::probe();
   if (!info.usable) {
-    std::fprintf(stderr, "wcodec: gpu-bench: no usable GPU: %s\n", info.why_not.c_str());
+    std::fprintf(stderr, "wcodec: bench --device cuda: no usable GPU: %s\n", info.why_not.c_str());
     return 1;
   }
   auto dec = wcodec::gpu::GpuDecoder::create();
   if (!dec.ok()) return fail(dec.status());
   std::printf("GPU: %s; CPU: %d threads\n", (*dec)->describe().c_str(), threads);
-  std::printf("%-40s %10s %10s %10s %10s %10s %8s\n", "file", "MB", "cpu GB/s", "kernel", "gpu e2e", "upload",
-              "equal");
+  std::vector<std::unique_ptr<wcodec::Reader>> readers;
+  std::vector<std::string> temps;
   for (const auto& f : files) {
-    auto r = wcodec::Reader::open(f);
+    std::string path = f;
+    if (fs::path(f).extension() == ".safetensors") {
+      path = (fs::temp_directory_path() / ("wcodec-gpu-bench-" + std::to_string(getpid()) + "-" +
+                                           std::to_string(temps.size()) + ".wcodec"))
+                 .string();
+      wcodec::EncodeConfig cfg;
+      cfg.threads = threads;
+      Status st = wcodec::encode_safetensors_file(f, path, cfg, nullptr);
+      if (!st.ok()) return fail(st);
+      temps.push_back(path);
+    }
+    auto r = wcodec::Reader::open(path);
     if (!r.ok()) return fail(r.status());
-    const wcodec::Reader& rd = **r;
-    const uint64_t base = rd.data_start();
-    const uint64_t total = rd.original_size() - base;
-    std::vector<uint8_t> cpu(total);
-    std::atomic<size_t> next{0};
-    std::atomic<bool> bad{false};
-    std::mutex mu;
-    Status first_err;
-    const auto tc = Clock::now();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&] {
-        for (size_t i; (i = next.fetch_add(1)) < rd.num_chunks();) {
-          const auto& c = rd.chunk(i);
-          Status s = rd.decode_chunk(i, cpu.data() + (c.decoded_offset - base));
-          if (!s.ok()) {
-            std::lock_guard<std::mutex> l(mu);
-            if (!bad.exchange(true)) first_err = s;
-          }
-        }
-      });
-    for (auto& t : pool) t.join();
-    const double cpu_s = secs(tc);
-    if (bad) return fail(first_err);
+    readers.push_back(std::move(r).value());
+  }
+  struct Cleanup {
+    std::vector<std::string>* t;
+    ~Cleanup() {
+      for (auto& p : *t) std::remove(p.c_str());
+    }
+  } cleanup{&temps};
+  std::printf("%-40s %9s %9s %9s %9s %9s %6s\n", "file", "MB", "cpu GB/s", "kernel", "gpu e2e", "upload", "equal");
+  double cpu_s_all = 0, bytes_all = 0;
+  for (size_t k = 0; k < readers.size(); ++k) {
+    const wcodec::Reader& rd = *readers[k];
+    Status err;
+    std::vector<uint8_t> cpu;
+    const double cpu_s = cpu_decode_all(rd, threads, &cpu, &err);
+    if (!err.ok()) return fail(err);
+    cpu_s_all += cpu_s;
+    bytes_all += static_cast<double>(cpu.size());
     wcodec::gpu::Timing tm;
     const auto tg = Clock::now();
     auto buf = wcodec::gpu::decode_file_to_device(rd, **dec, &tm);
     const double gpu_s = secs(tg);
     if (!buf.ok()) return fail(buf.status());
-    std::vector<uint8_t> back(total);
-    Status cs = buf->copy_to_host(0, total, back.data());
+    std::vector<uint8_t> back(cpu.size());
+    Status cs = buf->copy_to_host(0, back.size(), back.data());
     if (!cs.ok()) return fail(cs);
     const bool equal = back == cpu;
-    const double gb = static_cast<double>(total) / 1e9;
-    std::printf("%-40s %10.1f %10.2f %10.2f %10.2f %10.2f %8s\n", fs::path(f).filename().c_str(), gb * 1e3,
+    const double gb = static_cast<double>(cpu.size()) / 1e9;
+    std::printf("%-40s %9.1f %9.2f %9.2f %9.2f %9.2f %6s\n", fs::path(files[k]).filename().c_str(), gb * 1e3,
                 gb / cpu_s, gb / std::max(tm.kernel_s, 1e-9), gb / gpu_s, gb / std::max(tm.upload_s, 1e-9),
                 equal ? "yes" : "NO");
     if (!equal) {
-      std::fprintf(stderr, "wcodec: gpu-bench: %s: GPU bytes differ from the CPU decoder\n", f.c_str());
+      std::fprintf(stderr, "wcodec: bench --device cuda: %s: GPU bytes differ from the CPU decoder\n",
+                   files[k].c_str());
       return 1;
     }
   }
-  std::printf("(GB/s of decoded tensor bytes; kernel = decode kernels alone, gpu e2e = plan + upload + kernels, "
-              "bytes left on the device)\n");
+  // Synthetic: every file's chunks, repeated into plans of about 1 GB.
+  if (synthetic_gb > 0 && bytes_all > 0) {
+    std::vector<wcodec::DevicePlan> one;  // per file, all chunks
+    for (auto& r : readers) {
+      std::vector<size_t> all(r->num_chunks());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+      wcodec::DevicePlan p;
+      Status st = r->plan_chunks(all, &p);
+      if (!st.ok()) return fail(st);
+      one.push_back(std::move(p));
+    }
+    const double target = synthetic_gb * 1e9;
+    double done = 0, kernel_s = 0, upload_s = 0, total_s = 0;
+    uint64_t bad = 0;
+    while (done < target) {
+      wcodec::DevicePlan batch;
+      while (static_cast<double>(batch.out_bytes) < 1e9 && done + static_cast<double>(batch.out_bytes) < target)
+        for (const auto& p : one) wcodec::append_plan(batch, p);
+      auto out = wcodec::gpu::DeviceBuffer::allocate(batch.out_bytes);
+      if (!out.ok()) return fail(out.status());
+      wcodec::gpu::Timing tm;
+      std::vector<int> results;
+      Status st = (*dec)->run_to_device(batch, *out, 0, &results, &tm);
+      if (!st.ok()) return fail(st);
+      for (int r : results) bad += r != wcodec::kPlanOk;
+      kernel_s += tm.kernel_s;
+      upload_s += tm.upload_s;
+      total_s += tm.total_s;
+      done += static_cast<double>(batch.out_bytes);
+    }
+    const double gb = done / 1e9;
+    std::printf("%-40s %9.1f %9.2f %9.2f %9.2f %9.2f %6s\n", "synthetic (all files, repeated)", gb * 1e3,
+                bytes_all / 1e9 / cpu_s_all, gb / std::max(kernel_s, 1e-9), gb / std::max(total_s, 1e-9),
+                gb / std::max(upload_s, 1e-9), bad ? "NO" : "yes");
+    if (bad) {
+      std::fprintf(stderr, "wcodec: bench --device cuda: %llu chunks of the synthetic batch failed on the GPU\n",
+                   static_cast<unsigned long long>(bad));
+      return 1;
+    }
+  }
+  std::printf("(GB/s of decoded tensor bytes; kernel = decode kernels alone; gpu e2e = plan + upload + kernels, "
+              "bytes left in device memory; synthetic cpu = the files' CPU rate)\n");
+  return 0;
+#endif
+}
+
+// ---------------------------------------------------------------- decode --device cuda
+// Decodes a file's tensor data into device memory (checked chunk by chunk on
+// the device); with OUT, copies it back and writes the original file.
+int cmd_decode_cuda(const std::string& in, const std::string& out) {
+#if !WCODEC_HAVE_CUDA
+  (void)in;
+  (void)out;
+  std::fprintf(stderr, "wcodec: decode --device cuda: this build has no CUDA decoder (configure with -DWCODEC_CUDA=ON)\n");
+  return 1;
+#else
+  auto r = wcodec::Reader::open(in);
+  if (!r.ok()) return fail(r.status());
+  auto dec = wcodec::gpu::GpuDecoder::create();
+  if (!dec.ok()) return fail(dec.status());
+  wcodec::gpu::Timing tm;
+  const auto t0 = Clock::now();
+  auto buf = wcodec::gpu::decode_file_to_device(**r, **dec, &tm);
+  if (!buf.ok()) return fail(buf.status());
+  const double s = secs(t0);
+  const double gb = static_cast<double>(buf->size()) / 1e9;
+  std::printf("%s: %.3f GB of tensor data decoded into GPU memory in %.3f s (%.2f GB/s; kernels %.3f s, upload %.3f s)\n",
+              in.c_str(), gb, s, gb / s, tm.kernel_s, tm.upload_s);
+  if (out.empty()) return 0;
+  std::vector<uint8_t> file((*r)->original_size());
+  Status st = (*r)->read(0, (*r)->data_start(), file.data());
+  if (st.ok()) st = buf->copy_to_host(0, buf->size(), file.data() + (*r)->data_start());
+  if (!st.ok()) return fail(st);
+  std::ofstream o(out, std::ios::binary);
+  o.write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(file.size()));
+  if (!o) return fail(Status::IOError("cannot write " + out));
   return 0;
 #endif
 }
@@ -580,9 +688,12 @@ int main(int argc, char** argv) {
   enc->add_flag("--no-tools", no_tools, "skip the tile prediction/transform search");
   enc->add_flag("--exhaustive", exhaustive, "evaluate tile tools on every tile (slow profile)");
 
+  std::string device = "cpu";
   auto* dec = app.add_subcommand("decode", "Decode a .wcodec file to the original .safetensors");
   dec->add_option("IN", in, "input .wcodec")->required();
-  dec->add_option("OUT", out, "output file")->required();
+  dec->add_option("OUT", out, "output file (optional with --device cuda)");
+  dec->add_option("--device", device, "cpu, or cuda: decode the tensors into GPU memory")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
 
   std::vector<std::string> files;
   bool full = false, json = false;
@@ -600,10 +711,13 @@ int main(int argc, char** argv) {
   ben->add_option("FILES", files, ".safetensors files")->required();
   ben->add_flag("--quick", quick, "one repetition");
   ben->add_option("--json", json_out, "also write results as JSON to this file");
-
-  auto* gpb = app.add_subcommand("gpu-bench", "Decode .wcodec files on the GPU and the CPU side by side");
-  gpb->add_option("FILES", files, ".wcodec files")->required();
-  gpb->add_option("-j,--threads", threads, "CPU decoder threads")->check(CLI::Range(1, 256));
+  double synthetic_gb = 4;
+  ben->add_option("--device", device,
+                  "cpu (codec comparison), or cuda: GPU vs CPU decode of .safetensors/.wcodec files")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  ben->add_option("--synthetic-gb", synthetic_gb, "--device cuda: size of the repeated-chunks batch (0: none)")
+      ->check(CLI::Range(0.0, 1024.0));
+  ben->add_option("-j,--threads", threads, "--device cuda: CPU decoder threads")->check(CLI::Range(1, 256));
 
   auto* sta = app.add_subcommand("status", "Staging state of a wcodecfs mount (MOUNTPOINT/.wcodecfs/stats)");
   sta->add_option("MOUNTPOINT", in, "where the store is mounted")->required();
@@ -630,10 +744,15 @@ int main(int argc, char** argv) {
   }
   if (*enc) return cmd_encode(in, out, cfg, quiet);
   if (*sta) return cmd_status(in);
+  if (*dec && device == "cuda") return cmd_decode_cuda(in, out);
+  if (*dec && out.empty()) {
+    std::fprintf(stderr, "wcodec: decode %s: OUT is required (unless --device cuda)\n", in.c_str());
+    return 2;
+  }
   if (*dec) return cmd_decode(in, out);
   if (*ver) return cmd_verify(files, full);
   if (*ins) return cmd_inspect(in, json);
+  if (*ben && device == "cuda") return cmd_bench_cuda(files, threads, synthetic_gb);
   if (*ben) return cmd_bench(files, quick, json_out);
-  if (*gpb) return cmd_gpu_bench(files, threads);
   return 2;
 }
