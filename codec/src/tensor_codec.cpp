@@ -1645,7 +1645,15 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
       std::memcpy(out, payload, payload_len);
       break;
     case ChunkMethod::kZstd: {
-      const size_t r = ZSTD_decompress(out, decoded_size, payload, payload_len);
+      // One decompression context per thread: ZSTD_decompress would create
+      // (and free) one per chunk, which costs more than a small chunk.
+      struct DCtx {
+        ZSTD_DCtx* p = ZSTD_createDCtx();
+        ~DCtx() { ZSTD_freeDCtx(p); }
+      };
+      thread_local DCtx dctx;
+      if (!dctx.p) return Status::Internal(what + ": cannot create a zstd decompression context");
+      const size_t r = ZSTD_decompressDCtx(dctx.p, out, decoded_size, payload, payload_len);
       if (ZSTD_isError(r) || r != decoded_size)
         return Status::Corruption(what + ": zstd chunk does not decode to " + std::to_string(decoded_size) +
                                   " bytes" + (ZSTD_isError(r) ? std::string(" (") + ZSTD_getErrorName(r) + ")" : ""));
