@@ -147,15 +147,20 @@ WC_HD inline bool float_raw_ok(const FloatParams& p, uint64_t n, uint64_t raw_le
 
 // Raw tail: elements [0, *n_stored) take their raw bits from the stored
 // section as usual; the rest from buf (at least kRawTailBuf bytes), which
-// gets the stored bytes from bit (*bit0) on, then the tail from the lanes'
-// final states (x_tail[l] = state - kRansL), then 4 zero bytes.
+// gets the stored bytes from byte *bit0 / 8 on (element *n_stored starts at
+// bit 0 of buf), then the tail from the lanes' final states (x_tail[l] =
+// state - kRansL), then 4 zero bytes. Returns the bytes written to buf.
 inline constexpr uint32_t kRawTailBuf = 2 * kRawTailBytes + 8;
-WC_HD inline void float_raw_tail(const FloatParams& p, uint64_t n, const uint8_t* raw, const uint32_t* x_tail,
-                                 uint8_t* buf, uint64_t* n_stored, uint64_t* bit0) {
+WC_HD inline uint32_t float_raw_tail(const FloatParams& p, uint64_t n, const uint8_t* raw, const uint32_t* x_tail,
+                                     uint8_t* buf, uint64_t* n_stored, uint64_t* bit0) {
   const uint32_t rawb = float_raw_bits(p);
   const uint64_t d = float_raw_data_bytes(p, n), stored = d - kRawTailBytes;
-  const uint64_t ns = stored * 8 / rawb;  // elements whose bits end in the stored bytes
-  const uint64_t b0 = ns * rawb / 8;      // first byte the buffer needs
+  // Elements whose bits end in the stored bytes, rounded down so that the
+  // first buffered element starts on a byte boundary (bit0 = 8 * b0).
+  const uint32_t step = 8 / (rawb & 7 ? (rawb & 3 ? (rawb & 1 ? 1 : 2) : 4) : 8);
+  uint64_t ns = stored * 8 / rawb;
+  ns -= ns % step;
+  const uint64_t b0 = ns * rawb / 8;  // first byte the buffer needs
   uint32_t k = 0;
   for (uint64_t i = b0; i < stored; ++i) buf[k++] = raw[i];
   for (uint32_t l = 0; l < kLanes; ++l) {
@@ -165,6 +170,7 @@ WC_HD inline void float_raw_tail(const FloatParams& p, uint64_t n, const uint8_t
   for (uint32_t i = 0; i < 4; ++i) buf[k++] = 0;
   *n_stored = ns;
   *bit0 = b0 * 8;
+  return k;
 }
 
 // Entropy-decodes the exponent and sign/mantissa grids of a float chunk.

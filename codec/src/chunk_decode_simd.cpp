@@ -1440,25 +1440,25 @@ WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, cons
   const uint32_t rawb = float_raw_bits(m.fp);
   uint64_t n = uint64_t{cv.h} * cv.w;
   if (!rawb) return 1;
+  auto or_bits = [&](uint64_t cnt, const uint8_t* src, uint64_t rl, uint8_t* o) {
+    // 1-byte floats have at most 6 mantissa bits: always the 16-bit form.
+    if constexpr (E == 1) or_raw_bits<1, 16>(cnt, src, rl, rawb, o);
+    if constexpr (E == 2) {
+      if (rawb + 7 <= 16) or_raw_bits<2, 16>(cnt, src, rl, rawb, o);
+      else or_raw_bits<2, 32>(cnt, src, rl, rawb, o);
+    }
+    if constexpr (E == 4) or_raw_bits<4, 32>(cnt, src, rl, rawb, o);
+  };
   if (tail) {
     // Elements past the stored bytes take their raw bits from the tail
-    // buffer (scalar); the rest below, as usual.
-    uint8_t buf[kRawTailBuf];
+    // buffer (its first element starts at bit 0); the rest as usual.
+    alignas(64) uint8_t buf[kRawTailBuf];
     uint64_t ns = 0, bit0 = 0;
-    float_raw_tail(m.fp, n, raw, x_tail, buf, &ns, &bit0);
-    for (uint64_t i = ns; i < n; ++i) {
-      uint8_t* o = out + i * E;
-      store_elem(o, E, load_elem(o, E) | get_bits(buf, i * rawb - bit0, rawb));
-    }
+    const uint32_t blen = float_raw_tail(m.fp, n, raw, x_tail, buf, &ns, &bit0);
+    or_bits(n - ns, buf, blen, out + ns * E);
     n = ns;
   }
-  // 1-byte floats have at most 6 mantissa bits: always the 16-bit form.
-  if constexpr (E == 1) or_raw_bits<1, 16>(n, raw, raw_len, rawb, out);
-  if constexpr (E == 2) {
-    if (rawb + 7 <= 16) or_raw_bits<2, 16>(n, raw, raw_len, rawb, out);
-    else or_raw_bits<2, 32>(n, raw, raw_len, rawb, out);
-  }
-  if constexpr (E == 4) or_raw_bits<4, 32>(n, raw, raw_len, rawb, out);
+  or_bits(n, raw, raw_len, out);
   return 1;
 }
 
