@@ -189,7 +189,7 @@ TEST(GpuDecoder, MountBatchDecoderServesChunks) {
 #else
 
 TEST(GpuDecoder, NotBuilt) {
-  GTEST_SKIP() << "GPU tests did not run: this build has no CUDA decoder (no nvcc found at configure time)";
+  GTEST_SKIP() << "GPU tests did not run: this build has no CUDA decoder (configured without CUDA: no nvcc, or WCODEC_CUDA=OFF as in the ASan configuration)";
 }
 
 #endif
