@@ -321,7 +321,7 @@ int main(int argc, char* argv[]) {
         std::fprintf(stderr, "wcodecfs: decoder=gpu: %s\n", why.c_str());
         goto out_opts;
       } else {
-        wcodecfs::log_info("decoder=auto: decoding on the CPU (" + why + ")");
+        wcodecfs::log_debug("decoder=auto: decoding on the CPU (" + why + ")");
       }
     }
 #else
