@@ -302,6 +302,7 @@ int main(int argc, char* argv[]) {
     }
     fo.encode.threads = static_cast<unsigned>(n);
   }
+  if (opts.debug) wcodecfs::set_log_level(wcodecfs::LogLevel::kDebug);
   {
     const std::string want = cli.decoder ? cli.decoder : "auto";
     if (want != "auto" && want != "cpu" && want != "gpu") {
@@ -332,7 +333,6 @@ int main(int argc, char* argv[]) {
 #endif
   }
   fo.encode.hook = test_hooks_from_env();
-  if (opts.debug) wcodecfs::set_log_level(wcodecfs::LogLevel::kDebug);
 
   {
     // Opens the store (errors go to the terminal); starts no threads, so
