@@ -8,12 +8,18 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 
 namespace wctest {
 
-std::filesystem::path data_dir() { return std::filesystem::path(WCODEC_DATA_DIR); }
+// WCODEC_DATA overrides the configured directory (a machine where the data
+// travels with the tree, such as the GPU machine).
+std::filesystem::path data_dir() {
+  const char* env = std::getenv("WCODEC_DATA");
+  return std::filesystem::path(env && *env ? env : WCODEC_DATA_DIR);
+}
 
 std::vector<std::filesystem::path> data_safetensors_files() {
   std::vector<std::filesystem::path> out;
