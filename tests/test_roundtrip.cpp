@@ -11,6 +11,7 @@
 // encoded more than once. Sanitizer builds only use real files below 2 MB.
 // Thread-safety: single-threaded test code except the concurrency test.
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -503,6 +504,32 @@ TEST(RealFiles, Format1FilesDecodeAndFormat2IsNeverLarger) {
   auto e = wcodec::encode_safetensors(orig.data(), orig.size(), bad, "x");
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("format version 3"), std::string::npos) << e.status().ToString();
+}
+
+// Opening a container (what `ls -l` / `stat` through the mount does) keeps
+// the frequency tables only: the decoding tables (4 KiB + 1 KiB per context)
+// are built on first decode, in the budgeted table cache. silero's 15
+// tensors have over 100 contexts (more than 500 KB of decoding tables).
+TEST(RealFiles, OpeningAContainerBuildsNoDecodingTables) {
+  wctest::ScratchDir dir;
+  const auto orig = wctest::read_file(wctest::data_dir() / "silero_vad_16k.bf16.safetensors");
+  auto e = wcodec::encode_safetensors(orig.data(), orig.size(), EncodeConfig{}, "silero");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  const auto path = dir / "silero.wcodec";
+  wctest::write_file(path, *e);
+  const uint64_t tables_before = wcodec::vector_table_bytes();
+  const struct mallinfo2 a = mallinfo2();
+  auto r = Reader::open(path.string());
+  const struct mallinfo2 b = mallinfo2();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const size_t delta = (b.uordblks + b.hblkhd) - (a.uordblks + a.hblkhd);
+  EXPECT_LT(delta, size_t{256} << 10) << "heap bytes held by an open reader";
+  EXPECT_EQ(wcodec::vector_table_bytes(), tables_before);
+  // The first decode builds them (and decodes correctly).
+  std::vector<uint8_t> back(orig.size());
+  ASSERT_TRUE((*r)->read(0, back.size(), back.data()).ok());
+  EXPECT_EQ(back, orig);
+  EXPECT_GT(wcodec::vector_table_bytes(), tables_before + (size_t{500} << 10));
 }
 
 // The smallest real int4 case: one packed tensor and its zero-point tensor

@@ -875,18 +875,15 @@ Status Reader::plan_chunks(const std::vector<size_t>& gis, DevicePlan* plan) con
     if (n) std::memcpy(A.data() + off, p, n);
     return off;
   };
-  auto put_tables = [&](const std::vector<FreqTable>& ts) -> uint64_t {
-    if (ts.empty()) return kPlanNone;
+  // The reference decoder's tables of a model (its decoding tables, built
+  // or taken from the table cache).
+  auto put_tables = [&](const DecTable* ts, uint32_t n) -> uint64_t {
+    if (n == 0) return kPlanNone;
     std::vector<PlanTable> entries;
-    std::vector<uint8_t> lut(1u << kMaxProbBits);
-    for (const FreqTable& t : ts) {
-      std::fill(lut.begin(), lut.end(), 0);
-      std::memcpy(lut.data(), t.lut.data(), std::min(lut.size(), t.lut.size()));
-      std::vector<uint32_t> fs(256, 0);
-      std::memcpy(fs.data(), t.fs.data(), std::min<size_t>(256, t.fs.size()) * 4);
+    for (uint32_t i = 0; i < n; ++i) {
       PlanTable e;
-      e.sym = put(lut.data(), lut.size());
-      e.fs = put(fs.data(), fs.size() * 4);
+      e.sym = put(ts[i].sym, size_t{1} << kMaxProbBits);
+      e.fs = put(ts[i].fs, 256 * 4);
       entries.push_back(e);
     }
     return put(entries.data(), entries.size() * sizeof(PlanTable));
@@ -942,8 +939,10 @@ Status Reader::plan_chunks(const std::vector<size_t>& gis, DevicePlan* plan) con
           pm.mv.bp = m.bp;
           pm.mv.n0 = static_cast<uint32_t>(m.t0.size());
           pm.mv.n1 = static_cast<uint32_t>(m.t1.size());
-          pm.t0 = put_tables(m.t0);
-          pm.t1 = put_tables(m.t1);
+          std::shared_ptr<const TensorModel::VectorTables> hold;
+          const ModelView mv = m.view(&hold);
+          pm.t0 = put_tables(mv.t0, mv.n0);
+          pm.t1 = put_tables(mv.t1, mv.n1);
           if (m.kind == ModelKind::kInt) {
             pm.rc = put(m.rc.data(), m.rc.size());
             pm.cc = put(m.cc.data(), m.cc.size());

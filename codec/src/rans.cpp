@@ -11,6 +11,15 @@
 
 namespace wcodec {
 
+void FreqTable::build_start() {
+  start.resize(freq.size());
+  uint32_t c = 0;
+  for (size_t s = 0; s < freq.size(); ++s) {
+    start[s] = static_cast<uint16_t>(c);
+    c += freq[s];
+  }
+}
+
 void FreqTable::build_lut() {
   lut.assign(size_t{1} << P, 0);
   start.resize(freq.size());
@@ -216,7 +225,7 @@ bool read_table(BitReader& br, uint32_t nsym, uint32_t P, FreqTable* t, TableCod
     ++pos;
   }
   if (nz > 0 && sum != target) return false;
-  t->build_lut();
+  t->build_start();
   return true;
 }
 

@@ -73,8 +73,8 @@ struct FreqTable {
   uint32_t P = kMaxProbBits;
   std::vector<uint16_t> freq;   // nsym entries, sum == 1 << P (or all 0 if unused)
   std::vector<uint16_t> start;  // cumulative
-  std::vector<uint8_t> lut;     // 1 << P: slot -> symbol (built by build_lut)
-  std::vector<uint32_t> fs;     // 256: freq | start << 16
+  std::vector<uint8_t> lut;     // 1 << P: slot -> symbol (built by build_lut; empty for tables read from a file)
+  std::vector<uint32_t> fs;     // 256: freq | start << 16 (likewise)
   // Table coding precision (compact coding, §7.3): 0 = every frequency
   // exact; 1..6: every coded frequency keeps q - 1 bits below its leading
   // one (the encoder chose frequencies that are representable); 7
@@ -85,6 +85,9 @@ struct FreqTable {
   bool empty() const { return lut.empty() && start.empty(); }
   DecTable view() const { return DecTable{lut.data(), fs.data()}; }
   void build_lut();
+  // Only the cumulative starts (what the encoder and the decoding-table
+  // builder need): tables read from a file keep no lut/fs of their own.
+  void build_start();
 };
 
 // Normalizes counts to sum 2^P, keeping every non-zero count >= 1.

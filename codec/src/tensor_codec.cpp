@@ -89,15 +89,40 @@ static void build_vector_tables(const TensorModel& m, TensorModel::VectorTables*
       if (c < 4096) std::fill(o + c, o + 4096, 0u);
     }
   };
+  // Reference tables: slot -> symbol and freq | start << 16 per context.
+  const size_t n0 = m.t0.size(), n1 = m.t1.size();
+  vt->lut_all.resize((n0 + n1) * 4096);
+  vt->fs_all.assign((n0 + n1) * 256, 0);
+  for (size_t i = 0; i < n0 + n1; ++i) {
+    const FreqTable& t = i < n0 ? m.t0[i] : m.t1[i - n0];
+    uint8_t* lut = vt->lut_all.data() + i * 4096;
+    uint32_t* fs = vt->fs_all.data() + i * 256;
+    uint32_t c = 0;
+    for (size_t sym = 0; sym < t.freq.size() && sym < 256; ++sym) {
+      const uint32_t f = t.freq[sym];
+      fs[sym] = f | (c << 16);
+      const uint32_t n = f < 4096 - c ? f : 4096 - c;
+      std::memset(lut + c, static_cast<int>(sym), n);
+      c += n;
+    }
+    if (c < 4096) std::memset(lut + c, 0, 4096 - c);  // unused context
+  }
+  vt->d0.resize(n0);
+  vt->d1.resize(n1);
+  for (size_t i = 0; i < n0 + n1; ++i) {
+    const DecTable d{vt->lut_all.data() + i * 4096, vt->fs_all.data() + i * 256};
+    if (i < n0) vt->d0[i] = d;
+    else vt->d1[i - n0] = d;
+  }
   const bool small = m.kind == ModelKind::kInt && m.ip.nsym <= 32;
   if (!small) pack(m.t0, &vt->slot_all);
   pack(m.t1, &vt->slot1_all);
   if (small) {
-    vt->sym_small.resize(m.t0.size() * 4096 + 4, 0);
-    vt->fs_small.assign(m.t0.size() * 32, 0);
-    for (size_t i = 0; i < m.t0.size(); ++i) {
-      std::memcpy(vt->sym_small.data() + i * 4096, m.t0[i].lut.data(), 4096);
-      for (uint32_t k = 0; k < 32 && k < m.t0[i].fs.size(); ++k) vt->fs_small[i * 32 + k] = m.t0[i].fs[k];
+    vt->sym_small.resize(n0 * 4096 + 4, 0);
+    vt->fs_small.assign(n0 * 32, 0);
+    for (size_t i = 0; i < n0; ++i) {
+      std::memcpy(vt->sym_small.data() + i * 4096, vt->lut_all.data() + i * 4096, 4096);
+      for (uint32_t k = 0; k < 32; ++k) vt->fs_small[i * 32 + k] = vt->fs_all[i * 256 + k];
     }
   }
   if (m.kind == ModelKind::kInt && m.ip.sub == kIntTernary && m.ip.esc > 2) {
@@ -116,7 +141,8 @@ static void build_vector_tables(const TensorModel& m, TensorModel::VectorTables*
 }
 
 size_t TensorModel::VectorTables::bytes() const {
-  return slot_all.size() * 4 + slot1_all.size() * 4 + sym_small.size() + fs_small.size() * 4 + tern3.size() * 4;
+  return slot_all.size() * 4 + slot1_all.size() * 4 + sym_small.size() + fs_small.size() * 4 + tern3.size() * 4 +
+         lut_all.size() + fs_all.size() * 4 + (d0.size() + d1.size()) * sizeof(DecTable);
 }
 
 struct TensorModel::TableSlot {
@@ -212,10 +238,6 @@ void set_vector_table_budget(uint64_t bytes) { VectorTableCache::get().set_budge
 uint64_t vector_table_bytes() { return VectorTableCache::get().bytes(); }
 
 void TensorModel::finalize() {
-  v0.clear();
-  v1.clear();
-  for (auto& t : t0) v0.push_back(t.view());
-  for (auto& t : t1) v1.push_back(t.view());
   vt = std::make_shared<TableSlot>();
   if (kind == ModelKind::kInt) {
     build_int_luts(ip, &luts);
@@ -232,10 +254,10 @@ ModelView TensorModel::view(std::shared_ptr<const VectorTables>* hold, const uin
   m.fp = fp;
   m.ip = ip;
   m.bp = bp;
-  m.t0 = v0.data();
-  m.t1 = v1.data();
-  m.n0 = static_cast<uint32_t>(v0.size());
-  m.n1 = static_cast<uint32_t>(v1.size());
+  m.t0 = nullptr;  // set from the decoding tables below
+  m.t1 = nullptr;
+  m.n0 = static_cast<uint32_t>(t0.size());
+  m.n1 = static_cast<uint32_t>(t1.size());
   m.rc = rc.data();
   m.cc = cc.data();
   m.zp = zp;
@@ -253,6 +275,8 @@ ModelView TensorModel::view(std::shared_ptr<const VectorTables>* hold, const uin
       t = vt->tables;
     }
     VectorTableCache::get().touch(vt, t->bytes());
+    m.t0 = t->d0.data();
+    m.t1 = t->d1.data();
     m.slot_all = t->slot_all.empty() ? nullptr : t->slot_all.data();
     m.slot1_all = t->slot1_all.empty() ? nullptr : t->slot1_all.data();
     m.sym_small = t->sym_small.empty() ? nullptr : t->sym_small.data();

@@ -42,8 +42,6 @@ struct TensorModel {
   BytesParams bp{};
   std::vector<FreqTable> t0, t1;
   std::vector<uint8_t> rc, cc;  // int side information
-  // Views for the decoder (rebuilt by finalize()).
-  std::vector<DecTable> v0, v1;
   IntLuts luts{};
   // Padded copies of the side information for the vector decoder.
   std::vector<uint8_t> rc_pad, cc_pad;
@@ -71,6 +69,11 @@ struct TensorModel {
     };
     using Slots = std::vector<uint32_t, NoZeroAlloc<uint32_t>>;
     Slots slot_all, slot1_all;
+    // The reference decoder's tables (DecTable: slot -> symbol bytes and
+    // 256 freq | start << 16 entries per context), t0 then t1.
+    std::vector<uint8_t, NoZeroAlloc<uint8_t>> lut_all;
+    std::vector<uint32_t> fs_all;
+    std::vector<DecTable> d0, d1;
     // Small alphabets (<= 32 symbols): slot -> symbol bytes and 32 packed
     // freq | start << 16 entries per context (4.1 KiB per context instead
     // of 16 KiB, so many contexts stay in cache).
