@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "staging.h"
+#include "unique_fd.h"
 #include "wcodecfs/fs_log.h"
 
 #ifndef WCODECFS_VERSION
@@ -37,24 +38,6 @@ constexpr ino_t kStatsFileIno = 0x7763666300000003ull;
 // Preferred IO size reported for virtual files: the largest FUSE read.
 constexpr blksize_t kVirtualBlksize = 1 << 20;
 
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) : fd_(fd) {}
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-
- private:
-  int fd_;
-};
 
 Status check_name(std::string_view name) {
   if (name.empty() || name == "." || name == "..")
@@ -333,7 +316,7 @@ Result<std::shared_ptr<Filesystem::Node>> Filesystem::make_node(const std::share
 
   for (const auto& a : adapters_) {
     for (const std::string& stored : a->stored_names(name)) {
-      UniqueFd fd(::openat(parent->dirfd, stored.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      Fd fd(::openat(parent->dirfd, stored.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
       if (fd.get() < 0) {
         if (errno == ENOENT || errno == ELOOP || errno == ENXIO) continue;
         return from_errno(errno, "open " + join(parent->path, stored));
@@ -678,7 +661,7 @@ Result<std::shared_ptr<FileHandle>> Filesystem::open(NodeId id, int flags) {
       return std::make_shared<FileHandle>(std::move(vf), 0, /*keep_cache=*/false, /*direct_io=*/true);
     }
     case Node::Kind::kFile: {
-      UniqueFd fd(::openat(n->parent_fd(), n->stored_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      Fd fd(::openat(n->parent_fd(), n->stored_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
       if (fd.get() < 0) return from_errno(errno, "open " + n->path);
       struct stat st;
       if (::fstat(fd.get(), &st) != 0) return from_errno(errno, "stat " + n->path);

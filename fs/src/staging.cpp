@@ -13,6 +13,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "unique_fd.h"
 #include "wcodecfs/fs_log.h"
 
 namespace wcodecfs {
@@ -25,24 +26,6 @@ constexpr std::string_view kEncodedSuffix = ".wcodec";
 // time (short at end of file), not at open.
 constexpr uint64_t kUnbounded = static_cast<uint64_t>(std::numeric_limits<off_t>::max()) / 2;
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    const int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-
- private:
-  int fd_;
-};
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;

@@ -67,11 +67,6 @@ Status write_all(int fd, const std::string& s, const std::string& what) {
 std::string lock_name(const std::string& name) { return kLockPrefix + name; }
 std::string temp_name(const std::string& name, const std::string& owner) { return kTempPrefix + name + "." + owner; }
 
-void Fd::reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 FileId FileId::of(const struct stat& st) {
   FileId id;
   id.dev = st.st_dev;

@@ -31,6 +31,7 @@
 #include <memory>
 #include <string>
 
+#include "unique_fd.h"
 #include "wcodecfs/fs_status.h"
 
 namespace wcodecfs::queue_io {
@@ -48,30 +49,6 @@ inline constexpr size_t kMaxLockBody = 4096;
 std::string lock_name(const std::string& name);
 std::string temp_name(const std::string& name, const std::string& owner);
 
-// An owned file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = o.fd_;
-      o.fd_ = -1;
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void reset();
-
- private:
-  int fd_ = -1;
-};
 
 // What identifies the content of a file for "did it change since": the
 // swap happens only when these are what they were when the file was read.
