@@ -34,56 +34,29 @@ class GpuBatchDecoder final : public BatchDecoder {
 
   void submit(std::vector<DecodeRequest> batch) override {
     if (batch.empty()) return;
-    std::vector<DecodeRequest> to_cpu;
+    std::vector<DecodeRequest> to_gpu, to_cpu;
     {
-      std::unique_lock<std::mutex> lk(mu_);
-      if (stopping_) {
-        lk.unlock();
-        for (auto& r : batch) r.done(Status::Internal(kDecoderShutDown));
-        return;
-      }
-      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-      for (auto& r : batch) {
-        if (!dynamic_cast<const WcodecChunkSource*>(r.source.get())) {
-          to_cpu.push_back(std::move(r));
-          continue;
-        }
-        (r.background ? background_ : demand_).push_back(std::move(r));
-      }
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!stopping_ && !thread_.joinable()) thread_ = std::thread([this] { loop(); });
     }
-    cv_.notify_one();
+    for (auto& r : batch)
+      (dynamic_cast<const WcodecChunkSource*>(r.source.get()) ? to_gpu : to_cpu).push_back(std::move(r));
+    if (!queue_.push(to_gpu))
+      for (auto& r : to_gpu) r.done(Status::Internal(kDecoderShutDown));
     if (!to_cpu.empty()) cpu_->submit(std::move(to_cpu));
   }
 
   void promote(uint64_t source_id, size_t index) override {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      for (auto it = background_.begin(); it != background_.end(); ++it) {
-        if (it->index == index && it->source->id() == source_id) {
-          demand_.push_back(std::move(*it));
-          background_.erase(it);
-          return;
-        }
-      }
-    }
-    cpu_->promote(source_id, index);
+    if (!queue_.promote(source_id, index)) cpu_->promote(source_id, index);
   }
 
   void shutdown() override {
-    std::deque<DecodeRequest> left;
     {
       std::lock_guard<std::mutex> lk(mu_);
       stopping_ = true;
     }
-    cv_.notify_all();
+    std::vector<DecodeRequest> left = queue_.close();
     if (thread_.joinable()) thread_.join();
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      for (auto& r : demand_) left.push_back(std::move(r));
-      for (auto& r : background_) left.push_back(std::move(r));
-      demand_.clear();
-      background_.clear();
-    }
     for (auto& r : left) r.done(Status::Internal(kDecoderShutDown));
     cpu_->shutdown();
   }
@@ -111,19 +84,9 @@ class GpuBatchDecoder final : public BatchDecoder {
       }
     }
     for (;;) {
+      // Demand first, then readahead, up to the batch limit.
       std::vector<DecodeRequest> batch;
-      {
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return stopping_ || !demand_.empty() || !background_.empty(); });
-        if (stopping_) return;
-        // Demand first, then readahead, up to the batch limit.
-        for (auto* q : {&demand_, &background_}) {
-          while (!q->empty() && batch.size() < opt_.max_batch_chunks) {
-            batch.push_back(std::move(q->front()));
-            q->pop_front();
-          }
-        }
-      }
+      if (!queue_.pop(opt_.max_batch_chunks, &batch)) return;
       if (!gpu_ || (opt_.auto_mode && batch.size() < opt_.min_gpu_chunks)) {
         cpu_->submit(std::move(batch));
         continue;
@@ -192,10 +155,9 @@ class GpuBatchDecoder final : public BatchDecoder {
   const GpuBatchOptions opt_;
   std::shared_ptr<Stats> stats_;
   std::shared_ptr<CpuBatchDecoder> cpu_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  DecodeQueue queue_;
+  mutable std::mutex mu_;  // gpu_, gpu_error_, stopping_, thread_
   bool stopping_ = false;
-  std::deque<DecodeRequest> demand_, background_;
   std::thread thread_;
 };
 

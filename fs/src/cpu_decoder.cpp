@@ -24,44 +24,23 @@ std::string CpuBatchDecoder::describe() const { return "cpu (" + std::to_string(
 void CpuBatchDecoder::submit(std::vector<DecodeRequest> batch) {
   if (batch.empty()) return;
   {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (!stopping_) {
-      if (workers_.empty()) {
-        workers_.reserve(nthreads_);
-        for (unsigned i = 0; i < nthreads_; ++i) workers_.emplace_back([this] { worker(); });
-      }
-      for (auto& r : batch) (r.background ? background_ : demand_).push_back(std::move(r));
-      lk.unlock();
-      if (batch.size() == 1) cv_.notify_one(); else cv_.notify_all();
-      return;
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!stopping_ && workers_.empty()) {
+      workers_.reserve(nthreads_);
+      for (unsigned i = 0; i < nthreads_; ++i) workers_.emplace_back([this] { worker(); });
     }
   }
-  for (auto& r : batch) r.done(Status::Internal(kDecoderShutDown));
+  if (!queue_.push(batch))
+    for (auto& r : batch) r.done(Status::Internal(kDecoderShutDown));
 }
 
-void CpuBatchDecoder::promote(uint64_t source_id, size_t index) {
-  std::lock_guard<std::mutex> lk(mu_);
-  for (auto it = background_.begin(); it != background_.end(); ++it) {
-    if (it->index == index && it->source->id() == source_id) {
-      demand_.push_back(std::move(*it));
-      background_.erase(it);
-      return;
-    }
-  }
-}
+void CpuBatchDecoder::promote(uint64_t source_id, size_t index) { queue_.promote(source_id, index); }
 
 void CpuBatchDecoder::worker() {
-  for (;;) {
-    DecodeRequest r;
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stopping_ || !demand_.empty() || !background_.empty(); });
-      if (stopping_) return;  // shutdown() fails what is left
-      std::deque<DecodeRequest>& q = demand_.empty() ? background_ : demand_;
-      r = std::move(q.front());
-      q.pop_front();
-    }
-    run(r);
+  std::vector<DecodeRequest> one;
+  while (queue_.pop(1, &one)) {
+    run(one.front());
+    one.clear();
   }
 }
 
@@ -88,23 +67,71 @@ void CpuBatchDecoder::run(DecodeRequest& r) {
 
 void CpuBatchDecoder::shutdown() {
   std::vector<std::thread> workers;
-  std::deque<DecodeRequest> left;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stopping_ && workers_.empty()) return;
     stopping_ = true;
     workers.swap(workers_);
   }
-  cv_.notify_all();
+  std::vector<DecodeRequest> left = queue_.close();
   for (auto& t : workers) t.join();
+  for (auto& r : left) r.done(Status::Internal(kDecoderShutDown));
+}
+
+bool DecodeQueue::push(std::vector<DecodeRequest>& batch) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    for (auto& r : demand_) left.push_back(std::move(r));
-    for (auto& r : background_) left.push_back(std::move(r));
-    demand_.clear();
-    background_.clear();
+    if (closed_) return false;
+    for (auto& r : batch) (r.background ? background_ : demand_).push_back(std::move(r));
   }
-  for (auto& r : left) r.done(Status::Internal(kDecoderShutDown));
+  if (batch.size() == 1) cv_.notify_one();
+  else cv_.notify_all();
+  batch.clear();
+  return true;
+}
+
+bool DecodeQueue::promote(uint64_t source_id, size_t index) {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto it = background_.begin(); it != background_.end(); ++it) {
+    if (it->index == index && it->source->id() == source_id) {
+      demand_.push_back(std::move(*it));
+      background_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool DecodeQueue::pop(size_t max, std::vector<DecodeRequest>* out) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return closed_ || !demand_.empty() || !background_.empty(); });
+  if (closed_) return false;
+  for (auto* q : {&demand_, &background_}) {
+    while (!q->empty() && out->size() < max) {
+      out->push_back(std::move(q->front()));
+      q->pop_front();
+    }
+  }
+  return true;
+}
+
+std::vector<DecodeRequest> DecodeQueue::close() {
+  std::vector<DecodeRequest> left;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    closed_ = true;
+    for (auto* q : {&demand_, &background_}) {
+      for (auto& r : *q) left.push_back(std::move(r));
+      q->clear();
+    }
+  }
+  cv_.notify_all();
+  return left;
+}
+
+bool DecodeQueue::closed() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return closed_;
 }
 
 }  // namespace wcodecfs

@@ -57,6 +57,31 @@ class BatchDecoder {
   virtual std::string describe() const = 0;
 };
 
+// The requests waiting for a decoder's threads: demand before background,
+// promote() moving a waiting background request to the demand queue. Both
+// decoders (CPU pool, cuda/ batches) keep their work here.
+// Thread-safety: all members may be called concurrently.
+class DecodeQueue {
+ public:
+  // Queues the requests (moved out of `batch`); false, leaving them in
+  // `batch`, once closed.
+  bool push(std::vector<DecodeRequest>& batch);
+  // True if the request was waiting here (it is now a demand request).
+  bool promote(uint64_t source_id, size_t index);
+  // Waits for requests and takes up to `max`, demand first; false once
+  // closed (what is left belongs to close()).
+  bool pop(size_t max, std::vector<DecodeRequest>* out);
+  // Closes the queue, wakes every pop() and returns the requests left.
+  std::vector<DecodeRequest> close();
+  bool closed() const;
+
+ private:
+  mutable std::mutex mu_;  // a leaf lock: no callback runs under it
+  std::condition_variable cv_;
+  std::deque<DecodeRequest> demand_, background_;
+  bool closed_ = false;
+};
+
 // A pool of CPU threads, each decoding one chunk at a time with
 // ChunkSource::decode. Threads start at the first submit(), not in the
 // constructor, so a daemon may construct the filesystem before it forks
@@ -81,12 +106,10 @@ class CpuBatchDecoder final : public BatchDecoder {
   const unsigned nthreads_;
   const std::shared_ptr<Stats> stats_;
 
-  // mu_ protects demand_, background_, stopping_ and workers_ (started
-  // lazily). A leaf lock: done callbacks run with it released.
+  DecodeQueue queue_;
+  // mu_ protects stopping_ and workers_ (started lazily). A leaf lock: done
+  // callbacks run with it released.
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<DecodeRequest> demand_;
-  std::deque<DecodeRequest> background_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 };
