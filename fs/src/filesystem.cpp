@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "staging.h"
-#include "unique_fd.h"
+#include "fs_util.h"
 #include "wcodecfs/fs_log.h"
 
 #ifndef WCODECFS_VERSION
@@ -57,23 +57,6 @@ bool same_object(const struct stat& a, const struct stat& b) {
 bool same_content(const struct stat& a, const struct stat& b) {
   return same_object(a, b) && a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
          a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
-}
-
-std::string join(const std::string& dir, std::string_view name) {
-  return dir.empty() ? std::string(name) : dir + "/" + std::string(name);
-}
-
-mode_t dtype_to_mode(unsigned char t) {
-  switch (t) {
-    case DT_DIR: return S_IFDIR;
-    case DT_REG: return S_IFREG;
-    case DT_LNK: return S_IFLNK;
-    case DT_FIFO: return S_IFIFO;
-    case DT_SOCK: return S_IFSOCK;
-    case DT_CHR: return S_IFCHR;
-    case DT_BLK: return S_IFBLK;
-    default: return 0;
-  }
 }
 
 }  // namespace

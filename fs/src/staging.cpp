@@ -13,7 +13,7 @@
 #include <limits>
 #include <unordered_set>
 
-#include "unique_fd.h"
+#include "fs_util.h"
 #include "wcodecfs/fs_log.h"
 
 namespace wcodecfs {
@@ -72,28 +72,11 @@ bool exists_at(int dirfd, const std::string& name, struct stat* st = nullptr) {
   return ::fstatat(dirfd, name.c_str(), st ? st : &tmp, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-mode_t dtype_to_mode(unsigned char t) {
-  switch (t) {
-    case DT_DIR: return S_IFDIR;
-    case DT_REG: return S_IFREG;
-    case DT_LNK: return S_IFLNK;
-    case DT_FIFO: return S_IFIFO;
-    case DT_SOCK: return S_IFSOCK;
-    case DT_CHR: return S_IFCHR;
-    case DT_BLK: return S_IFBLK;
-    default: return 0;
-  }
-}
-
 Status fsync_dir(int dirfd, const std::string& rel) {
   Fd d(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (d.get() < 0) return from_errno(errno, "staging: open directory of " + rel);
   if (::fsync(d.get()) != 0) return from_errno(errno, "staging: fsync directory of " + rel);
   return Status::OK();
-}
-
-std::string join(const std::string& dir, std::string_view name) {
-  return dir.empty() ? std::string(name) : dir + "/" + std::string(name);
 }
 
 }  // namespace

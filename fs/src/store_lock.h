@@ -31,7 +31,7 @@
 #include <memory>
 #include <string>
 
-#include "unique_fd.h"
+#include "fs_util.h"
 #include "wcodecfs/fs_status.h"
 
 namespace wcodecfs::queue_io {
