@@ -351,7 +351,7 @@ WC_AVX512 inline void rans_step16_small(__m512i& X, __mmask16 act, __m512i ctx, 
   const __m512i slot = _mm512_and_si512(X, vMask);
   const __m512i sym = gather_bytes(act, _mm512_add_epi32(_mm512_slli_epi32(ctx, 12), slot), sym_tab);
   const __m512i fs = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), act,
-                                                 _mm512_add_epi32(_mm512_slli_epi32(ctx, 5), sym), fs_tab, 4);
+                                                 _mm512_add_epi32(_mm512_slli_epi32(ctx, 8), sym), fs_tab, 4);
   __m512i nx = _mm512_add_epi32(
       _mm512_mullo_epi32(_mm512_and_si512(fs, _mm512_set1_epi32(0xFFFF)), _mm512_srli_epi32(X, 12)),
       _mm512_sub_epi32(slot, _mm512_srli_epi32(fs, 16)));

@@ -68,6 +68,8 @@ static TensorGeometry make_geometry(uint64_t nbytes, uint64_t rows, uint32_t ele
 // Packed slot entries for vector decoders:
 // symbol | (freq - 1) << 8 | (slot - start) << 20; small int alphabets use
 // the two-level layout instead.
+static bool small_alphabet(const TensorModel& m) { return m.kind == ModelKind::kInt && m.ip.nsym <= 32; }
+
 static void build_vector_tables(const TensorModel& m, TensorModel::VectorTables* vt) {
   // Symbol by symbol: each symbol's slots are one run, written once (the
   // storage is not zeroed first; every slot of every table is written).
@@ -91,7 +93,8 @@ static void build_vector_tables(const TensorModel& m, TensorModel::VectorTables*
   };
   // Reference tables: slot -> symbol and freq | start << 16 per context.
   const size_t n0 = m.t0.size(), n1 = m.t1.size();
-  vt->lut_all.resize((n0 + n1) * 4096);
+  vt->lut_all.resize((n0 + n1) * 4096 + 4);  // + 4: 32-bit gathers of the last bytes
+  std::memset(vt->lut_all.data() + (n0 + n1) * 4096, 0, 4);
   vt->fs_all.assign((n0 + n1) * 256, 0);
   for (size_t i = 0; i < n0 + n1; ++i) {
     const FreqTable& t = i < n0 ? m.t0[i] : m.t1[i - n0];
@@ -114,17 +117,10 @@ static void build_vector_tables(const TensorModel& m, TensorModel::VectorTables*
     if (i < n0) vt->d0[i] = d;
     else vt->d1[i - n0] = d;
   }
-  const bool small = m.kind == ModelKind::kInt && m.ip.nsym <= 32;
-  if (!small) pack(m.t0, &vt->slot_all);
+  // Small int alphabets decode from lut_all / fs_all (two lookups) instead
+  // of packed slot entries.
+  if (!small_alphabet(m)) pack(m.t0, &vt->slot_all);
   pack(m.t1, &vt->slot1_all);
-  if (small) {
-    vt->sym_small.resize(n0 * 4096 + 4, 0);
-    vt->fs_small.assign(n0 * 32, 0);
-    for (size_t i = 0; i < n0; ++i) {
-      std::memcpy(vt->sym_small.data() + i * 4096, vt->lut_all.data() + i * 4096, 4096);
-      for (uint32_t k = 0; k < 32; ++k) vt->fs_small[i * 32 + k] = vt->fs_all[i * 256 + k];
-    }
-  }
   if (m.kind == ModelKind::kInt && m.ip.sub == kIntTernary && m.ip.esc > 2) {
     vt->tern3.resize(m.t0.size());
     for (size_t i = 0; i < m.t0.size(); ++i) {
@@ -141,7 +137,7 @@ static void build_vector_tables(const TensorModel& m, TensorModel::VectorTables*
 }
 
 size_t TensorModel::VectorTables::bytes() const {
-  return slot_all.size() * 4 + slot1_all.size() * 4 + sym_small.size() + fs_small.size() * 4 + tern3.size() * 4 +
+  return slot_all.size() * 4 + slot1_all.size() * 4 + tern3.size() * 4 +
          lut_all.size() + fs_all.size() * 4 + (d0.size() + d1.size()) * sizeof(DecTable);
 }
 
@@ -279,8 +275,8 @@ ModelView TensorModel::view(std::shared_ptr<const VectorTables>* hold, const uin
     m.t1 = t->d1.data();
     m.slot_all = t->slot_all.empty() ? nullptr : t->slot_all.data();
     m.slot1_all = t->slot1_all.empty() ? nullptr : t->slot1_all.data();
-    m.sym_small = t->sym_small.empty() ? nullptr : t->sym_small.data();
-    m.fs_small = t->fs_small.empty() ? nullptr : t->fs_small.data();
+    m.sym_small = small_alphabet(*this) ? t->lut_all.data() : nullptr;
+    m.fs_small = small_alphabet(*this) ? t->fs_all.data() : nullptr;
     m.tern3 = t->tern3.empty() ? nullptr : t->tern3.data();
     *hold = std::move(t);
   }

@@ -71,14 +71,12 @@ struct TensorModel {
     Slots slot_all, slot1_all;
     // The reference decoder's tables (DecTable: slot -> symbol bytes and
     // 256 freq | start << 16 entries per context), t0 then t1.
-    std::vector<uint8_t, NoZeroAlloc<uint8_t>> lut_all;
+    // Int models of at most 32 symbols decode from these (ModelView::
+    // sym_small / fs_small: 4 KiB per context instead of 16, so many
+    // contexts stay in cache) and get no slot_all.
+    std::vector<uint8_t, NoZeroAlloc<uint8_t>> lut_all;  // + 4 bytes of padding
     std::vector<uint32_t> fs_all;
     std::vector<DecTable> d0, d1;
-    // Small alphabets (<= 32 symbols): slot -> symbol bytes and 32 packed
-    // freq | start << 16 entries per context (4.1 KiB per context instead
-    // of 16 KiB, so many contexts stay in cache).
-    std::vector<uint8_t> sym_small;
-    std::vector<uint32_t> fs_small;
     // Ternary slot bounds per context (ModelView::tern3), or empty.
     std::vector<uint32_t> tern3;
     size_t bytes() const;
