@@ -429,7 +429,7 @@ TEST(FormatVectors, FrequencyTableCode) {
   wcodec::FreqTable t;
   t.P = wcodec::kMaxProbBits;
   t.freq = {2048, 1024, 0, 1024};
-  t.build_lut();
+  t.build_start();
   wcodec::BitWriter bw;
   wcodec::write_table(bw, t, wcodec::kTablesGamma);
   EXPECT_EQ(bw.bits(), 54u);
@@ -460,7 +460,7 @@ TEST(FormatVectors, CompactFrequencyTableCode) {
   t.P = wcodec::kMaxProbBits;
   t.freq = {2048, 1024, 0, 1024};
   t.q = 1;
-  t.build_lut();
+  t.build_start();
   wcodec::BitWriter bw;
   wcodec::write_table(bw, t, wcodec::kTablesCompact);
   EXPECT_EQ(bw.bits(), 27u);
@@ -476,7 +476,7 @@ TEST(FormatVectors, CompactFrequencyTableCode) {
   wcodec::FreqTable e;
   e.P = wcodec::kMaxProbBits;
   e.freq = {1000, 3096};
-  e.build_lut();
+  e.build_start();
   wcodec::BitWriter bw2;
   wcodec::write_table(bw2, e, wcodec::kTablesCompact);
   EXPECT_EQ(bw2.bits(), 3u + 3u + 1u + 7u + 9u + 1u);

@@ -20,26 +20,13 @@ void FreqTable::build_start() {
   }
 }
 
-void FreqTable::build_lut() {
-  lut.assign(size_t{1} << P, 0);
-  start.resize(freq.size());
-  fs.assign(256, 0);
-  uint32_t c = 0;
-  for (size_t s = 0; s < freq.size(); ++s) {
-    start[s] = static_cast<uint16_t>(c);
-    for (uint32_t k = 0; k < freq[s]; ++k) lut[c + k] = static_cast<uint8_t>(s);
-    fs[s] = static_cast<uint32_t>(freq[s]) | (static_cast<uint32_t>(start[s]) << 16);
-    c += freq[s];
-  }
-}
-
 FreqTable normalize_counts(const std::vector<uint64_t>& counts, uint32_t P) {
   FreqTable t;
   t.P = P;
   t.freq.assign(counts.size(), 0);
   const uint64_t total = std::accumulate(counts.begin(), counts.end(), uint64_t{0});
   if (total == 0) {
-    t.build_lut();
+    t.build_start();
     return t;
   }
   const uint32_t target = 1u << P;
@@ -79,7 +66,7 @@ FreqTable normalize_counts(const std::vector<uint64_t>& counts, uint32_t P) {
     }
     WC_CHECK(changed);
   }
-  t.build_lut();
+  t.build_start();
   return t;
 }
 
@@ -293,7 +280,7 @@ FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTa
     }
     if (!ok) continue;
     t.freq[last] = static_cast<uint16_t>(target - sum);
-    t.build_lut();
+    t.build_start();
     const double bits = table_cost_bits(counts, t) + table_size_bits(t);
     if (bits < best_bits) {
       best_bits = bits;

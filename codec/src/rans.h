@@ -72,9 +72,7 @@ WC_HD inline void rans_renorm(uint32_t& x, WordSource& ws) {
 struct FreqTable {
   uint32_t P = kMaxProbBits;
   std::vector<uint16_t> freq;   // nsym entries, sum == 1 << P (or all 0 if unused)
-  std::vector<uint16_t> start;  // cumulative
-  std::vector<uint8_t> lut;     // 1 << P: slot -> symbol (built by build_lut; empty for tables read from a file)
-  std::vector<uint32_t> fs;     // 256: freq | start << 16 (likewise)
+  std::vector<uint16_t> start;  // cumulative (build_start)
   // Table coding precision (compact coding, §7.3): 0 = every frequency
   // exact; 1..6: every coded frequency keeps q - 1 bits below its leading
   // one (the encoder chose frequencies that are representable); 7
@@ -82,11 +80,8 @@ struct FreqTable {
   uint8_t q = 0;
 
   size_t nsym() const { return freq.size(); }
-  bool empty() const { return lut.empty() && start.empty(); }
-  DecTable view() const { return DecTable{lut.data(), fs.data()}; }
-  void build_lut();
-  // Only the cumulative starts (what the encoder and the decoding-table
-  // builder need): tables read from a file keep no lut/fs of their own.
+  // The cumulative starts. Decoders build their lookup tables from freq
+  // (TensorModel::VectorTables), so a table holds nothing more.
   void build_start();
 };
 
