@@ -1,8 +1,9 @@
 // cuda/gpu_decoder.cu — see wcodec_gpu/gpu_decoder.h.
 //
-// One kernel launch per plan: thread i decodes chunk i with run_plan_chunk
-// (codec/src/device_plan.h), the same code as the CPU reference decoder,
-// then checks its XXH3-64. The plan's arena is relocated for its device
+// One kernel launch per plan: warp i decodes chunk i with run_plan_chunk_g
+// (codec/src/device_plan.h) over a WarpGroup (warp_group.cuh), the same
+// decoder bodies as the CPU reference decoder, lane l of the warp decoding
+// lane l of the chunk's stream; the warp then checks the chunk's XXH3-64. The plan's arena is relocated for its device
 // address on the host, then copied once; views and chunk records follow.
 // Thread-safety: see the header.
 #include <cuda_runtime.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "device_plan.h"
+#include "warp_group.cuh"
 #include "wcodec_gpu/gpu_decoder.h"
 
 namespace wcodec::gpu {
@@ -21,11 +23,16 @@ namespace {
 
 __constant__ uint8_t c_secret[kXxh3SecretSize] = WCODEC_XXH3_SECRET_BYTES;
 
-__global__ void run_plan_kernel(const PlanChunk* chunks, uint32_t n, const ModelView* views, const uint8_t* in,
-                                uint8_t* out, uint8_t* scratch, int* results) {
-  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  results[i] = run_plan_chunk(chunks[i], views, in, out, scratch, c_secret);
+constexpr uint32_t kWarpsPerBlock = 4;
+
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    run_plan_kernel(const PlanChunk* chunks, uint32_t n, const ModelView* views, const uint8_t* in, uint8_t* out,
+                    uint8_t* scratch, int* results) {
+  const uint32_t i = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+  if (i >= n) return;  // whole warps leave together
+  WarpGroup g{threadIdx.x & 31u};
+  const int r = run_plan_chunk_g(g, chunks[i], views, in, out, scratch, c_secret);
+  if (g.lane == 0) results[i] = r;
 }
 
 std::string cuda_error(cudaError_t e, const char* what) {
@@ -135,8 +142,7 @@ struct GpuDecoder::Impl {
     WGPU_CHECK(cudaMemcpyAsync(chunks_d.p, plan.chunks.data(), n * sizeof(PlanChunk), cudaMemcpyHostToDevice, stream),
                "upload chunk records");
     WGPU_CHECK(cudaEventRecord(ev[1], stream), "event");
-    constexpr uint32_t kBlock = 64;
-    run_plan_kernel<<<(n + kBlock - 1) / kBlock, kBlock, 0, stream>>>(
+    run_plan_kernel<<<(n + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0, stream>>>(
         static_cast<const PlanChunk*>(chunks_d.p), n, static_cast<const ModelView*>(views_d.p),
         static_cast<const uint8_t*>(in.p), dst + dst_offset, static_cast<uint8_t*>(scratch.p),
         static_cast<int*>(res.p));
@@ -169,8 +175,8 @@ Result<std::unique_ptr<GpuDecoder>> GpuDecoder::create(int device) {
   WGPU_CHECK(cudaGetDeviceProperties(&prop, device), "device properties");
   d->impl_->name = prop.name;
   WGPU_CHECK(cudaSetDevice(device), "select device");
-  // The per-chunk decoders keep 32 lane states and cursors on the stack.
-  WGPU_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, 16 * 1024), "stack size");
+  // A lane keeps one 16x16 tile of int32 on its stack while reconstructing.
+  WGPU_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, 4 * 1024), "stack size");
   WGPU_CHECK(cudaStreamCreateWithFlags(&d->impl_->stream, cudaStreamNonBlocking), "create stream");
   for (auto& e : d->impl_->ev) WGPU_CHECK(cudaEventCreate(&e), "create event");
   return std::move(d);

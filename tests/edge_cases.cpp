@@ -420,4 +420,19 @@ std::vector<EdgeCase> make_edge_cases() {
   return out;
 }
 
+std::vector<uint8_t> make_smooth_int8_file() {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> noise(-1, 1);
+  const uint64_t rows = 256, cols = 256;
+  wcodec::TensorData t{"smooth.weight", wcodec::DType::kI8, {rows, cols}, {}};
+  t.bytes.resize(rows * cols);
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint64_t c = 0; c < cols; ++c) {
+      const double v = 40 * std::sin(static_cast<double>(r) / 9.0) + 30 * std::cos(static_cast<double>(c) / 7.0);
+      t.bytes[r * cols + c] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(v) + noise(rng)));
+    }
+  auto f = wcodec::build_safetensors({t}, std::nullopt);
+  return f.ok() ? std::move(f).value() : std::vector<uint8_t>{};
+}
+
 }  // namespace wctest

@@ -27,6 +27,11 @@ std::vector<EdgeCase> make_edge_cases();
 // __metadata__ like the real files.
 std::vector<uint8_t> make_named_model_like_file();
 
+// One smooth int8 tensor [256, 256] (slow waves plus a little noise): the
+// encoder chooses intra prediction and the 8x8 transforms on it, so the tile
+// tools that real weights rarely choose stay tested.
+std::vector<uint8_t> make_smooth_int8_file();
+
 // Conversions used by the generator, exposed for other tests.
 uint16_t float_to_bf16(float f);  // round to nearest even; NaN stays NaN
 uint16_t float_to_f16(float f);   // round to nearest even, subnormals, ±inf

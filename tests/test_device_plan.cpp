@@ -1,11 +1,16 @@
 // tests/test_device_plan.cpp — DevicePlan (codec/src/device_plan.h), the
 // layout the CUDA batch decoder uploads, run on the host: every chunk of
-// every real model file is planned, relocated to the host arena and decoded
-// with run_plan_chunk (the code the GPU kernel runs); the bytes equal the
-// Reader's, and damaged payload bytes are caught by the stream checks or
-// the checksum, never returned as good.
+// every real model file and of the edge-case set is planned, relocated to
+// the host arena and decoded with run_plan_chunk_g (the code the GPU kernel
+// runs, one warp per chunk) over two lane groups: the host group, and a warp
+// emulation that renormalizes from a ballot as the warp does and runs the
+// lanes of every step in a scrambled order, so that a lane reading what
+// another lane writes in the same step (a race on the GPU) changes the
+// bytes. The bytes equal the Reader's, and damaged payload bytes are caught
+// by the stream checks or the checksum, never returned as good.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -13,6 +18,7 @@
 #include <vector>
 
 #include "device_plan.h"
+#include "edge_cases.h"
 #include "testutil.h"
 #include "wcodec/container.h"
 
@@ -40,17 +46,72 @@ Planned open_encoded(const std::string& file, const wctest::ScratchDir& dir) {
   return p;
 }
 
-// Runs the plan on the host; returns per-chunk results and the output region.
-std::vector<int> run_on_host(DevicePlan& plan, std::vector<uint8_t>* out) {
+// The warp group (cuda/warp_group.cuh) emulated on the host: lanes run in
+// a scrambled order within each step, renormalization works from the ballot
+// mask like the warp's.
+struct EmulatedWarp : wcodec::HostGroup {
+  uint32_t order[wcodec::kLanes];
+  explicit EmulatedWarp(uint32_t seed) {
+    for (uint32_t l = 0; l < wcodec::kLanes; ++l) order[l] = l;
+    std::shuffle(order, order + wcodec::kLanes, std::mt19937(seed));
+  }
+  template <class F>
+  void each(F&& f) {
+    for (uint32_t k = 0; k < wcodec::kLanes; ++k) f(order[k]);
+  }
+  template <class F>
+  void renorm(Lanes<uint32_t>& x, wcodec::WordSource& ws, F&& active) {
+    bool need[wcodec::kLanes];
+    uint32_t mask = 0;
+    each([&](uint32_t l) {
+      need[l] = active(l) && x[l] < wcodec::kRansL;
+      mask |= uint32_t{need[l]} << l;
+    });
+    each([&](uint32_t l) { wcodec::ballot_renorm_lane(x[l], need[l], mask, l, ws); });
+    wcodec::ballot_advance(ws, mask);
+  }
+};
+
+// Runs the plan on the host (with the warp emulation when emulate is set);
+// returns per-chunk results and the output region.
+std::vector<int> run_on_host(DevicePlan& plan, std::vector<uint8_t>* out, bool emulate = false) {
   std::vector<wcodec::ModelView> views;
   wcodec::relocate(plan, plan.arena.data(), &views);
   out->assign(plan.out_bytes, 0xEE);
-  std::vector<uint8_t> scratch(plan.scratch_bytes + 16);
+  std::vector<uint8_t> scratch(plan.scratch_bytes + 16, 0xA5);
   std::vector<int> results;
-  for (const auto& c : plan.chunks)
-    results.push_back(wcodec::run_plan_chunk(c, views.data(), plan.arena.data(), out->data(), scratch.data(),
-                                             wcodec::kXxh3Secret));
+  uint32_t seed = 1;
+  for (const auto& c : plan.chunks) {
+    if (emulate) {
+      EmulatedWarp g(seed++);
+      results.push_back(wcodec::run_plan_chunk_g(g, c, views.data(), plan.arena.data(), out->data(), scratch.data(),
+                                                 wcodec::kXxh3Secret));
+    } else {
+      results.push_back(wcodec::run_plan_chunk(c, views.data(), plan.arena.data(), out->data(), scratch.data(),
+                                               wcodec::kXxh3Secret));
+    }
+  }
   return results;
+}
+
+// Plans every chunk of `rd`, runs it both ways, compares with `original`.
+void expect_plan_equals_file(const wcodec::Reader& rd, const std::vector<uint8_t>& original, const std::string& what) {
+  std::vector<size_t> all(rd.num_chunks());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  for (bool emulate : {false, true}) {
+    DevicePlan plan;
+    ASSERT_TRUE(rd.plan_chunks(all, &plan).ok()) << what;
+    ASSERT_EQ(plan.chunks.size(), all.size());
+    std::vector<uint8_t> out;
+    const auto results = run_on_host(plan, &out, emulate);
+    for (size_t k = 0; k < plan.chunks.size(); ++k) {
+      const auto& e = rd.chunk(plan.chunk_index[k]);
+      ASSERT_EQ(results[k], wcodec::kPlanOk) << what << (emulate ? " (warp emulation) " : " ")
+                                             << rd.describe_chunk(plan.chunk_index[k]);
+      ASSERT_EQ(0, std::memcmp(out.data() + plan.chunks[k].out, original.data() + e.decoded_offset, e.decoded_size))
+          << what << (emulate ? " (warp emulation) " : " ") << rd.describe_chunk(plan.chunk_index[k]);
+    }
+  }
 }
 
 class DevicePlanFile : public ::testing::TestWithParam<const char*> {};
@@ -71,14 +132,7 @@ TEST_P(DevicePlanFile, HostRunOfThePlanEqualsTheReader) {
     if (c.kind == wcodec::PlanKind::kModel) model_bytes += c.out_len;
   }
   EXPECT_GT(model_bytes, total / 5) << "the weight matrices of a real model are model-coded";
-  std::vector<uint8_t> out;
-  const auto results = run_on_host(plan, &out);
-  for (size_t k = 0; k < plan.chunks.size(); ++k) {
-    const auto& e = rd.chunk(plan.chunk_index[k]);
-    ASSERT_EQ(results[k], wcodec::kPlanOk) << rd.describe_chunk(plan.chunk_index[k]);
-    ASSERT_EQ(0, std::memcmp(out.data() + plan.chunks[k].out, p.original.data() + e.decoded_offset, e.decoded_size))
-        << rd.describe_chunk(plan.chunk_index[k]);
-  }
+  expect_plan_equals_file(rd, p.original, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(RealFiles, DevicePlanFile,
@@ -86,6 +140,40 @@ INSTANTIATE_TEST_SUITE_P(RealFiles, DevicePlanFile,
                                            "stories260K.rtn-int8.safetensors", "stories260K.rtn-int4.safetensors",
                                            "stories260K.rtn-ternary.safetensors", "silero_vad_16k.bf16.safetensors",
                                            "silero_vad_16k.f32.safetensors"));
+
+// The edge-case set (every dtype, scalars, empty tensors, odd shapes,
+// constant and random data) and a smooth int8 tensor, planned and run both
+// ways. Tile maps (int
+// chunks with prediction or transforms) and raw tails (small float chunks)
+// occur in it, so the warp's tile wavefront and shared tail are exercised.
+TEST(DevicePlan, EdgeCasesDecodeAsTheReaderDoes) {
+  wctest::ScratchDir dir;
+  size_t tiled = 0, tails = 0, model = 0;
+  auto cases = wctest::make_edge_cases();
+  cases.push_back({"smooth_int8", wctest::make_smooth_int8_file()});
+  for (const auto& ec : cases) {
+    SCOPED_TRACE(ec.name);
+    auto enc = wcodec::encode_safetensors(ec.file.data(), ec.file.size(), wcodec::EncodeConfig{}, ec.name);
+    ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+    const fs::path path = dir / (ec.name + ".wcodec");
+    wctest::write_file(path, *enc);
+    auto r = wcodec::Reader::open(path.string());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    std::vector<size_t> all((*r)->num_chunks());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    DevicePlan plan;
+    ASSERT_TRUE((*r)->plan_chunks(all, &plan).ok());
+    for (const auto& c : plan.chunks) {
+      model += c.kind == wcodec::PlanKind::kModel;
+      tiled += c.map != wcodec::kPlanNone;
+      tails += c.tail != 0;
+    }
+    expect_plan_equals_file(**r, ec.file, ec.name);
+  }
+  EXPECT_GE(model, 20u);
+  EXPECT_GT(tiled, 0u) << "no int chunk with a tile map: the tile wavefront went untested";
+  EXPECT_GT(tails, 0u) << "no float chunk with a raw tail went through the shared tail buffer";
+}
 
 // Plans of several files appended into one (one launch for all of them):
 // the host run of the merged plan equals each file's bytes at its place.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "edge_cases.h"
 #include "testutil.h"
 #include "wcodec/container.h"
 
@@ -45,9 +46,9 @@ struct Encoded {
   std::unique_ptr<wcodec::Reader> reader;
 };
 
-Encoded encode(const std::string& file, const wctest::ScratchDir& dir) {
+Encoded encode_bytes(std::vector<uint8_t> original, const std::string& file, const wctest::ScratchDir& dir) {
   Encoded e;
-  e.original = wctest::read_file(wctest::data_dir() / file);
+  e.original = std::move(original);
   auto enc = wcodec::encode_safetensors(e.original.data(), e.original.size(), wcodec::EncodeConfig{}, file);
   EXPECT_TRUE(enc.ok()) << enc.status().ToString();
   if (!enc.ok()) return e;
@@ -57,6 +58,28 @@ Encoded encode(const std::string& file, const wctest::ScratchDir& dir) {
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (r.ok()) e.reader = std::move(r).value();
   return e;
+}
+
+Encoded encode(const std::string& file, const wctest::ScratchDir& dir) {
+  return encode_bytes(wctest::read_file(wctest::data_dir() / file), file, dir);
+}
+
+// Every chunk of `e` decoded on the GPU to the host equals the original.
+void expect_gpu_equals_file(wcodec::gpu::GpuDecoder& dec, const Encoded& e, const std::string& what) {
+  const wcodec::Reader& rd = *e.reader;
+  std::vector<size_t> all(rd.num_chunks());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  wcodec::DevicePlan plan;
+  ASSERT_TRUE(rd.plan_chunks(all, &plan).ok()) << what;
+  std::vector<uint8_t> out(plan.out_bytes);
+  std::vector<int> results;
+  ASSERT_TRUE(dec.run_to_host(plan, out.data(), &results).ok()) << what;
+  for (size_t k = 0; k < plan.chunks.size(); ++k) {
+    const auto& c = rd.chunk(plan.chunk_index[k]);
+    ASSERT_EQ(results[k], wcodec::kPlanOk) << what << " " << rd.describe_chunk(plan.chunk_index[k]);
+    ASSERT_EQ(0, std::memcmp(out.data() + plan.chunks[k].out, e.original.data() + c.decoded_offset, c.decoded_size))
+        << what << " " << rd.describe_chunk(plan.chunk_index[k]);
+  }
 }
 
 // Runs on every CUDA build: the probe a daemon makes before it forks agrees
@@ -80,26 +103,30 @@ TEST(GpuDecoder, EveryRealFileToHostAndToDeviceEqualsTheCpu) {
     SCOPED_TRACE(file);
     Encoded e = encode(file, dir);
     ASSERT_TRUE(e.reader);
+    expect_gpu_equals_file(**dec, e, file);
     const wcodec::Reader& rd = *e.reader;
-    std::vector<size_t> all(rd.num_chunks());
-    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    wcodec::DevicePlan plan;
-    ASSERT_TRUE(rd.plan_chunks(all, &plan).ok());
-    std::vector<uint8_t> out(plan.out_bytes);
-    std::vector<int> results;
-    ASSERT_TRUE((*dec)->run_to_host(plan, out.data(), &results).ok());
-    for (size_t k = 0; k < plan.chunks.size(); ++k) {
-      const auto& c = rd.chunk(plan.chunk_index[k]);
-      ASSERT_EQ(results[k], wcodec::kPlanOk) << rd.describe_chunk(plan.chunk_index[k]);
-      ASSERT_EQ(0, std::memcmp(out.data() + plan.chunks[k].out, e.original.data() + c.decoded_offset, c.decoded_size))
-          << rd.describe_chunk(plan.chunk_index[k]);
-    }
     auto dbuf = wcodec::gpu::decode_file_to_device(rd, **dec);
     ASSERT_TRUE(dbuf.ok()) << dbuf.status().ToString();
     std::vector<uint8_t> back(dbuf->size());
     ASSERT_TRUE(dbuf->copy_to_host(0, back.size(), back.data()).ok());
     ASSERT_EQ(back.size(), e.original.size() - rd.data_start());
     EXPECT_EQ(0, std::memcmp(back.data(), e.original.data() + rd.data_start(), back.size()));
+  }
+}
+
+// The codec tests' edge-case set and a tensor whose tiles use prediction
+// and transforms (the warp's tile wavefront).
+TEST(GpuDecoder, EdgeCasesEqualTheCpu) {
+  REQUIRE_GPU();
+  auto dec = wcodec::gpu::GpuDecoder::create();
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  wctest::ScratchDir dir;
+  auto cases = wctest::make_edge_cases();
+  cases.push_back({"smooth_int8", wctest::make_smooth_int8_file()});
+  for (auto& ec : cases) {
+    Encoded e = encode_bytes(std::move(ec.file), ec.name, dir);
+    ASSERT_TRUE(e.reader) << ec.name;
+    expect_gpu_equals_file(**dec, e, ec.name);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "lane_group.h"
 #include "testutil.h"
 #include "xxh3_hd.h"
 
@@ -24,6 +25,20 @@ TEST(Xxh3Hd, EqualsLibxxhashForEveryLengthUpTo4KiB) {
       ASSERT_EQ(wcodec::xxh3_64(p, n, wcodec::kXxh3Secret), XXH3_64bits(p, n)) << "length " << n << " offset " << offset;
     }
   }
+}
+
+// The lane-group form the GPU warp runs (stripes of a block spread over the
+// lanes, contributions summed by a butterfly) equals the serial hash.
+TEST(Xxh3Hd, LaneGroupFormEqualsLibxxhash) {
+  std::mt19937_64 rng(43);
+  std::vector<uint8_t> buf(70000);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  wcodec::HostGroup g;
+  for (size_t n = 0; n <= 4200; ++n)
+    ASSERT_EQ(wcodec::xxh3_64_g(g, buf.data() + 1, n, wcodec::kXxh3Secret), XXH3_64bits(buf.data() + 1, n))
+        << "length " << n;
+  for (size_t n : {8191u, 8192u, 8193u, 65535u, 65536u, 69999u})
+    ASSERT_EQ(wcodec::xxh3_64_g(g, buf.data(), n, wcodec::kXxh3Secret), XXH3_64bits(buf.data(), n)) << n;
 }
 
 TEST(Xxh3Hd, EqualsLibxxhashOnChunkSizedRealBytes) {

@@ -12,8 +12,9 @@
 // itself in tests), relocate() writes real pointers into the tables' entries
 // and the model views.
 //
-// run_plan_chunk decodes one chunk with the same functions as the CPU
-// reference decoder (chunk_decode.h) and verifies its XXH3-64.
+// run_plan_chunk_g decodes one chunk with the same decoder bodies as the CPU
+// reference decoder (chunk_decode.h, written over a lane group) and verifies
+// its XXH3-64; the CUDA kernel runs it with one warp per chunk.
 // Thread-safety: plans are plain data; run_plan_chunk writes only the
 // chunk's own output and scratch.
 #pragma once
@@ -70,11 +71,12 @@ struct DevicePlan {
 };
 
 // Scratch bytes run_plan_chunk needs for a chunk of kind `kind` and n
-// elements (16-byte aligned).
+// elements (16-byte aligned): int residuals; float exponent and
+// sign/mantissa grids and the raw tail buffer the lanes share.
 inline uint64_t plan_scratch_bytes(ModelKind kind, uint64_t n) {
   uint64_t b = 0;
-  if (kind == ModelKind::kInt) b = 4 * n + 4 * 256;
-  if (kind == ModelKind::kFloat) b = 2 * n + n;
+  if (kind == ModelKind::kInt) b = 4 * n;
+  if (kind == ModelKind::kFloat) b = ((3 * n + 15) & ~uint64_t{15}) + kFloatTailShared;
   return (b + 15) & ~uint64_t{15};
 }
 
@@ -160,40 +162,56 @@ inline void relocate(DevicePlan& plan, const uint8_t* base, std::vector<ModelVie
 // Results of run_plan_chunk.
 inline constexpr int kPlanOk = 1, kPlanMalformed = 0, kPlanChecksum = 2;
 
-// Decodes chunk `c` (relocated plan at `in`) into out_base + c.out and
-// checks its checksum against c.xxh3.
-WC_HD inline int run_plan_chunk(const PlanChunk& c, const ModelView* views, const uint8_t* in, uint8_t* out_base,
-                                uint8_t* scratch_base, const uint8_t* secret) {
+// Decodes chunk `c` (relocated plan at `in`) into out_base + c.out with
+// lane group g (lane_group.h: the host group here and in tests, one warp in
+// the CUDA kernel) and checks its checksum against c.xxh3. Every lane gets
+// the result.
+template <class G>
+WC_HD inline int run_plan_chunk_g(G& g, const PlanChunk& c, const ModelView* views, const uint8_t* in,
+                                  uint8_t* out_base, uint8_t* scratch_base, const uint8_t* secret) {
   uint8_t* out = out_base + c.out;
+  bool ok = true;
   if (c.kind == PlanKind::kReady) {
-    for (uint32_t i = 0; i < c.out_len; ++i) out[i] = in[c.raw + i];
+    g.each([&](uint32_t l) {
+      for (uint32_t i = l; i < c.out_len; i += kLanes) out[i] = in[c.raw + i];
+    });
   } else {
     const ModelView& m = views[c.model];
     const uint64_t n = uint64_t{c.cv.h} * c.cv.w;
     uint8_t* s = scratch_base + c.scratch;
     const uint8_t* map = c.map == kPlanNone ? nullptr : in + c.map;
-    bool ok = false;
     switch (m.kind) {
       case ModelKind::kInt: {
         int32_t* res = reinterpret_cast<int32_t*>(s);
-        int32_t* tile = res + n;
-        ok = c.raw_len == 0 && decode_int_residuals(m, c.cv, in + c.rans, c.rans_len, res) &&
-             int_finish_chunk(m, c.cv, map, out, res, tile);
+        ok = c.raw_len == 0 && decode_int_residuals_g(g, m, c.cv, in + c.rans, c.rans_len, res);
+        if (ok) {
+          g.sync();
+          ok = int_finish_chunk_g(g, m, c.cv, map, out, res);
+        }
         break;
       }
       case ModelKind::kFloat: {
         uint16_t* e = reinterpret_cast<uint16_t*>(s);
         uint8_t* sm = s + 2 * n;
-        ok = decode_float_chunk(m, c.cv, in + c.rans, c.rans_len, in + c.raw, c.raw_len, out, e, sm, c.tail != 0);
+        uint8_t* shared = s + ((3 * n + 15) & ~uint64_t{15});
+        ok = decode_float_chunk_g(g, m, c.cv, in + c.rans, c.rans_len, in + c.raw, c.raw_len, out, e, sm,
+                                  c.tail != 0, shared);
         break;
       }
       case ModelKind::kBytes:
-        ok = c.raw_len == 0 && decode_bytes_chunk(m, c.cv, in + c.rans, c.rans_len, out);
+        ok = c.raw_len == 0 && decode_bytes_chunk_g(g, m, c.cv, in + c.rans, c.rans_len, out);
         break;
     }
-    if (!ok) return kPlanMalformed;
   }
-  return xxh3_64(out, c.out_len, secret) == c.xxh3 ? kPlanOk : kPlanChecksum;
+  if (!ok) return kPlanMalformed;
+  g.sync();
+  return xxh3_64_g(g, out, c.out_len, secret) == c.xxh3 ? kPlanOk : kPlanChecksum;
+}
+
+WC_HD inline int run_plan_chunk(const PlanChunk& c, const ModelView* views, const uint8_t* in, uint8_t* out_base,
+                                uint8_t* scratch_base, const uint8_t* secret) {
+  HostGroup g;
+  return run_plan_chunk_g(g, c, views, in, out_base, scratch_base, secret);
 }
 
 }  // namespace wcodec

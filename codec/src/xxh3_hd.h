@@ -171,4 +171,71 @@ WC_HD inline uint64_t xxh3_64(const uint8_t* p, size_t n, const uint8_t* secret)
   return avalanche(h);
 }
 
+// One half of a stripe's accumulation: the contributions of the stripe at
+// `in` (secret `sec`) to accumulators 4 * half .. 4 * half + 3, added to c.
+WC_HD inline void xxh3_stripe_half(uint64_t* c, const uint8_t* in, const uint8_t* sec, uint32_t half) {
+  using namespace xxh3_detail;
+  for (uint32_t j = 0; j < 4; ++j) {
+    const uint32_t i = 4 * half + j;
+    const uint64_t v = r64(in + 8 * i);
+    const uint64_t k = v ^ r64(sec + 8 * i);
+    c[j ^ 1] += v;
+    c[j] += (k & 0xFFFFFFFFull) * (k >> 32);
+  }
+}
+
+// xxh3_64 computed by a lane group (lane_group.h); every lane gets the
+// value. Inputs over 240 bytes: within a block of 16 stripes every
+// accumulator only adds, so lane l takes stripe slot l / 2 and accumulators
+// 4 * (l % 2) .. + 3, and the lanes' contributions are summed before the
+// block's scramble. Shorter inputs: every lane hashes them alone.
+template <class G>
+WC_HD inline uint64_t xxh3_64_g(G& g, const uint8_t* p, size_t n, const uint8_t* secret) {
+  using namespace xxh3_detail;
+  if (n <= 240) return xxh3_64(p, n, secret);
+  const uint8_t* s = secret;
+  constexpr size_t kStripes = (kXxh3SecretSize - 64) / 8;  // per block
+  constexpr size_t kBlock = 64 * kStripes;
+  static_assert(2 * kStripes == 32, "two lanes of a 32-lane group per stripe of a block");
+  typename G::template Lanes<uint64_t> a[4], c[4];
+  g.each([&](uint32_t l) {
+    const uint64_t init[8] = {kP32_3, kP64_1, kP64_2, kP64_3, kP64_4, kP32_2, kP64_5, kP32_1};
+    for (uint32_t j = 0; j < 4; ++j) a[j][l] = init[4 * (l & 1) + j];
+  });
+  const size_t blocks = (n - 1) / kBlock;
+  const size_t last = ((n - 1) - kBlock * blocks) / 64;  // stripes of the last block before the final one
+  for (size_t b = 0; b <= blocks; ++b) {
+    g.each([&](uint32_t l) {
+      uint64_t cl[4] = {0, 0, 0, 0};
+      const uint32_t slot = l >> 1;
+      if (b < blocks) xxh3_stripe_half(cl, p + b * kBlock + slot * 64, s + slot * 8, l & 1);
+      else if (slot < last) xxh3_stripe_half(cl, p + b * kBlock + slot * 64, s + slot * 8, l & 1);
+      else if (slot == last) xxh3_stripe_half(cl, p + n - 64, s + kXxh3SecretSize - 64 - 7, l & 1);
+      for (uint32_t j = 0; j < 4; ++j) c[j][l] = cl[j];
+    });
+    for (uint32_t j = 0; j < 4; ++j) g.butterfly_add(c[j], 2);
+    g.each([&](uint32_t l) {
+      for (uint32_t j = 0; j < 4; ++j) {
+        uint64_t v = a[j][l] + c[j][l];
+        if (b < blocks) {  // scramble
+          v ^= v >> 47;
+          v ^= r64(s + kXxh3SecretSize - 64 + 8 * (4 * (l & 1) + j));
+          v *= kP32_1;
+        }
+        a[j][l] = v;
+      }
+    });
+  }
+  // Merge: lanes 0 and 1 hold accumulators 0-3 and 4-7.
+  typename G::template Lanes<uint64_t> part;
+  g.each([&](uint32_t l) {
+    const uint32_t h = l & 1;
+    part[l] = l > 1 ? 0
+                    : mul_fold(a[0][l] ^ r64(s + 11 + 32 * h), a[1][l] ^ r64(s + 11 + 32 * h + 8)) +
+                          mul_fold(a[2][l] ^ r64(s + 11 + 32 * h + 16), a[3][l] ^ r64(s + 11 + 32 * h + 24));
+  });
+  g.butterfly_add(part, 1);
+  return avalanche(static_cast<uint64_t>(n) * kP64_1 + part[0]);
+}
+
 }  // namespace wcodec
