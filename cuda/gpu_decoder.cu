@@ -8,7 +8,10 @@
 // Thread-safety: see the header.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
+#include <deque>
+#include <thread>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -49,13 +52,72 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Device memory freed at scope exit.
-struct Scoped {
+// Grow-only device memory (kept across batches: cudaMalloc and cudaFree
+// are slow and cudaFree synchronizes the device).
+struct DevMem {
   void* p = nullptr;
-  ~Scoped() {
+  size_t cap = 0;
+  cudaError_t reserve(size_t n) {
+    n = std::max<size_t>(n, 16);
+    if (n <= cap) return cudaSuccess;
+    if (p) cudaFree(p);
+    p = nullptr;
+    cap = 0;
+    const cudaError_t e = cudaMalloc(&p, n + n / 4);
+    if (e == cudaSuccess) cap = n + n / 4;
+    return e;
+  }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p);
+  }
+  ~DevMem() {
     if (p) cudaFree(p);
   }
 };
+
+// Grow-only pinned (page-locked) host memory: copies from it run
+// asynchronously at full link speed.
+struct PinnedMem {
+  void* p = nullptr;
+  size_t cap = 0;
+  cudaError_t reserve(size_t n) {
+    n = std::max<size_t>(n, 16);
+    if (n <= cap) return cudaSuccess;
+    if (p) cudaFreeHost(p);
+    p = nullptr;
+    cap = 0;
+    const cudaError_t e = cudaMallocHost(&p, n + n / 4);
+    if (e == cudaSuccess) cap = n + n / 4;
+    return e;
+  }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p);
+  }
+  ~PinnedMem() {
+    if (p) cudaFreeHost(p);
+  }
+};
+
+// memcpy split over threads for large copies (staging into pinned memory
+// is the host's share of a batch).
+void stage_copy(void* dst, const void* src, size_t n) {
+  constexpr size_t kPart = 32u << 20;
+  const size_t parts = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), (n + kPart - 1) / kPart);
+  if (parts <= 1) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  std::vector<std::thread> th;
+  const size_t per = (n + parts - 1) / parts;
+  for (size_t k = 0; k < parts; ++k) {
+    const size_t a = k * per, b = std::min(n, a + per);
+    if (a >= b) break;
+    th.emplace_back([=] { std::memcpy(static_cast<uint8_t*>(dst) + a, static_cast<const uint8_t*>(src) + a, b - a); });
+  }
+  for (auto& t : th) t.join();
+}
 
 }  // namespace
 
@@ -110,55 +172,136 @@ Status DeviceBuffer::copy_to_host(size_t off, size_t n, void* dst) const {
   return Status::OK();
 }
 
+// One batch in flight: its stream, events, device buffers and pinned
+// staging. Two slots alternate, so the upload of one batch overlaps the
+// kernel of the other and the host stages the next plan meanwhile.
+struct Slot {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t ev[4] = {};  // start, uploaded, decoded, done
+  DevMem in, views, chunks, scratch, res, out;
+  PinnedMem arena_h, views_h, chunks_h, res_h;
+  bool busy = false;
+  uint32_t n = 0;
+  uint64_t batch = 0;
+  std::chrono::steady_clock::time_point t0;
+};
+
 struct GpuDecoder::Impl {
   int device = 0;
   std::string name;
-  cudaStream_t stream = nullptr;
-  cudaEvent_t ev[4] = {};
+  Slot slots[2];
+  uint64_t next_batch = 0;
+  std::deque<Slot*> in_flight;  // oldest first
 
-  // Copies the plan to the device, decodes into dst (device) at dst_offset,
-  // fetches per-chunk results.
-  Status run(DevicePlan& plan, uint8_t* dst, size_t dst_offset, std::vector<int>* results, Timing* t) {
+  ~Impl() {
+    for (Slot& s : slots) {
+      if (s.stream) cudaStreamSynchronize(s.stream);
+      for (auto& e : s.ev)
+        if (e) cudaEventDestroy(e);
+      if (s.stream) cudaStreamDestroy(s.stream);
+    }
+  }
+
+  Status init() {
+    for (Slot& s : slots) {
+      WGPU_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "create stream");
+      for (auto& e : s.ev) WGPU_CHECK(cudaEventCreate(&e), "create event");
+    }
+    return Status::OK();
+  }
+
+  // Stages `plan` (relocated into pinned memory; the plan is not changed)
+  // and queues its upload, decode into dst (device) and the results'
+  // download on slot s. host_out: also queue the copy of the decoded bytes
+  // from s.out to host memory (dst must then be s.out).
+  Status submit(Slot& s, const DevicePlan& plan, uint8_t* dst, uint8_t* host_out) {
     WGPU_CHECK(cudaSetDevice(device), "select device");
-    const auto t0 = std::chrono::steady_clock::now();
-    const uint32_t n = static_cast<uint32_t>(plan.chunks.size());
-    results->assign(n, kPlanMalformed);
-    if (n == 0) return Status::OK();
-    Scoped in, views_d, chunks_d, scratch, res;
-    WGPU_CHECK(cudaMalloc(&in.p, plan.arena.size()), "allocate the plan arena");
+    s.t0 = std::chrono::steady_clock::now();
+    s.n = static_cast<uint32_t>(plan.chunks.size());
+    s.batch = next_batch++;
+    const size_t views_bytes = plan.models.size() * sizeof(ModelView);
+    const size_t chunk_bytes = s.n * sizeof(PlanChunk);
+    WGPU_CHECK(s.in.reserve(plan.arena.size()), "allocate the plan arena");
+    WGPU_CHECK(s.views.reserve(views_bytes), "allocate views");
+    WGPU_CHECK(s.chunks.reserve(chunk_bytes), "allocate chunk records");
+    WGPU_CHECK(s.scratch.reserve(plan.scratch_bytes), "allocate scratch");
+    WGPU_CHECK(s.res.reserve(s.n * sizeof(int)), "allocate results");
+    WGPU_CHECK(s.arena_h.reserve(plan.arena.size()), "allocate pinned staging");
+    WGPU_CHECK(s.views_h.reserve(views_bytes), "allocate pinned staging");
+    WGPU_CHECK(s.chunks_h.reserve(chunk_bytes), "allocate pinned staging");
+    WGPU_CHECK(s.res_h.reserve(s.n * sizeof(int)), "allocate pinned staging");
+    stage_copy(s.arena_h.p, plan.arena.data(), plan.arena.size());
     std::vector<ModelView> views;
-    relocate(plan, static_cast<const uint8_t*>(in.p), &views);
-    WGPU_CHECK(cudaMalloc(&views_d.p, std::max<size_t>(1, views.size()) * sizeof(ModelView)), "allocate views");
-    WGPU_CHECK(cudaMalloc(&chunks_d.p, n * sizeof(PlanChunk)), "allocate chunk records");
-    WGPU_CHECK(cudaMalloc(&scratch.p, std::max<uint64_t>(16, plan.scratch_bytes)), "allocate scratch");
-    WGPU_CHECK(cudaMalloc(&res.p, n * sizeof(int)), "allocate results");
-    WGPU_CHECK(cudaEventRecord(ev[0], stream), "event");
-    WGPU_CHECK(cudaMemcpyAsync(in.p, plan.arena.data(), plan.arena.size(), cudaMemcpyHostToDevice, stream),
+    relocate_into(plan, s.arena_h.as<uint8_t>(), s.in.as<const uint8_t>(), &views);
+    if (views_bytes) std::memcpy(s.views_h.p, views.data(), views_bytes);
+    if (chunk_bytes) std::memcpy(s.chunks_h.p, plan.chunks.data(), chunk_bytes);
+    WGPU_CHECK(cudaEventRecord(s.ev[0], s.stream), "event");
+    WGPU_CHECK(cudaMemcpyAsync(s.in.p, s.arena_h.p, plan.arena.size(), cudaMemcpyHostToDevice, s.stream),
                "upload the plan arena");
-    if (!views.empty())
-      WGPU_CHECK(cudaMemcpyAsync(views_d.p, views.data(), views.size() * sizeof(ModelView), cudaMemcpyHostToDevice,
-                                 stream),
+    if (views_bytes)
+      WGPU_CHECK(cudaMemcpyAsync(s.views.p, s.views_h.p, views_bytes, cudaMemcpyHostToDevice, s.stream),
                  "upload views");
-    WGPU_CHECK(cudaMemcpyAsync(chunks_d.p, plan.chunks.data(), n * sizeof(PlanChunk), cudaMemcpyHostToDevice, stream),
-               "upload chunk records");
-    WGPU_CHECK(cudaEventRecord(ev[1], stream), "event");
-    run_plan_kernel<<<(n + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0, stream>>>(
-        static_cast<const PlanChunk*>(chunks_d.p), n, static_cast<const ModelView*>(views_d.p),
-        static_cast<const uint8_t*>(in.p), dst + dst_offset, static_cast<uint8_t*>(scratch.p),
-        static_cast<int*>(res.p));
-    WGPU_CHECK(cudaGetLastError(), "launch the decode kernel");
-    WGPU_CHECK(cudaEventRecord(ev[2], stream), "event");
-    WGPU_CHECK(cudaMemcpyAsync(results->data(), res.p, n * sizeof(int), cudaMemcpyDeviceToHost, stream),
-               "fetch results");
-    WGPU_CHECK(cudaStreamSynchronize(stream), "decode");
+    if (chunk_bytes)
+      WGPU_CHECK(cudaMemcpyAsync(s.chunks.p, s.chunks_h.p, chunk_bytes, cudaMemcpyHostToDevice, s.stream),
+                 "upload chunk records");
+    WGPU_CHECK(cudaEventRecord(s.ev[1], s.stream), "event");
+    if (s.n) {
+      run_plan_kernel<<<(s.n + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock, 0, s.stream>>>(
+          s.chunks.as<const PlanChunk>(), s.n, s.views.as<const ModelView>(), s.in.as<const uint8_t>(), dst,
+          s.scratch.as<uint8_t>(), s.res.as<int>());
+      WGPU_CHECK(cudaGetLastError(), "launch the decode kernel");
+    }
+    WGPU_CHECK(cudaEventRecord(s.ev[2], s.stream), "event");
+    if (s.n)
+      WGPU_CHECK(cudaMemcpyAsync(s.res_h.p, s.res.p, s.n * sizeof(int), cudaMemcpyDeviceToHost, s.stream),
+                 "fetch results");
+    if (host_out && plan.out_bytes)
+      WGPU_CHECK(cudaMemcpyAsync(host_out, dst, plan.out_bytes, cudaMemcpyDeviceToHost, s.stream),
+                 "copy decoded bytes to the host");
+    WGPU_CHECK(cudaEventRecord(s.ev[3], s.stream), "event");
+    s.busy = true;
+    in_flight.push_back(&s);
+    return Status::OK();
+  }
+
+  // Waits for the oldest batch in flight; its per-chunk results go to
+  // *results and its id to *batch.
+  Status complete_oldest(std::vector<int>* results, uint64_t* batch, Timing* t) {
+    Slot& s = *in_flight.front();
+    in_flight.pop_front();
+    s.busy = false;
+    WGPU_CHECK(cudaEventSynchronize(s.ev[3]), "decode");
+    results->assign(s.res_h.as<int>(), s.res_h.as<int>() + s.n);
+    *batch = s.batch;
     if (t) {
-      float up = 0, k = 0;
-      cudaEventElapsedTime(&up, ev[0], ev[1]);
-      cudaEventElapsedTime(&k, ev[1], ev[2]);
+      float up = 0, k = 0, down = 0;
+      cudaEventElapsedTime(&up, s.ev[0], s.ev[1]);
+      cudaEventElapsedTime(&k, s.ev[1], s.ev[2]);
+      cudaEventElapsedTime(&down, s.ev[2], s.ev[3]);
       t->upload_s += up * 1e-3;
       t->kernel_s += k * 1e-3;
-      t->total_s += seconds_since(t0);
+      t->download_s += down * 1e-3;
     }
+    return Status::OK();
+  }
+
+  Slot& free_slot() { return slots[0].busy ? slots[1] : slots[0]; }
+
+  // Synchronous run on one slot (no pipelined batch may be in flight).
+  Status run_sync(const DevicePlan& plan, uint8_t* dst, uint8_t* host_out, std::vector<int>* results, Timing* t) {
+    if (!in_flight.empty())
+      return Status::Invalid("GPU decoder: a synchronous run while pipelined batches are in flight (drain first)");
+    const auto t0 = std::chrono::steady_clock::now();
+    Slot& s = slots[0];
+    if (host_out) {
+      WGPU_CHECK(cudaSetDevice(device), "select device");
+      WGPU_CHECK(s.out.reserve(plan.out_bytes), "allocate output");
+      dst = s.out.as<uint8_t>();
+    }
+    WC_RETURN_IF_ERROR(submit(s, plan, dst, host_out));
+    uint64_t batch = 0;
+    WC_RETURN_IF_ERROR(complete_oldest(results, &batch, t));
+    if (t) t->total_s += seconds_since(t0);
     return Status::OK();
   }
 };
@@ -177,51 +320,79 @@ Result<std::unique_ptr<GpuDecoder>> GpuDecoder::create(int device) {
   WGPU_CHECK(cudaSetDevice(device), "select device");
   // A lane keeps one 16x16 tile of int32 on its stack while reconstructing.
   WGPU_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, 4 * 1024), "stack size");
-  WGPU_CHECK(cudaStreamCreateWithFlags(&d->impl_->stream, cudaStreamNonBlocking), "create stream");
-  for (auto& e : d->impl_->ev) WGPU_CHECK(cudaEventCreate(&e), "create event");
+  WC_RETURN_IF_ERROR(d->impl_->init());
   return std::move(d);
 }
 
-GpuDecoder::~GpuDecoder() {
-  if (!impl_) return;
-  for (auto& e : impl_->ev)
-    if (e) cudaEventDestroy(e);
-  if (impl_->stream) cudaStreamDestroy(impl_->stream);
-}
+GpuDecoder::~GpuDecoder() = default;
 
 std::string GpuDecoder::describe() const { return "cuda (" + impl_->name + ")"; }
 
 Status GpuDecoder::run_to_host(DevicePlan& plan, uint8_t* out, std::vector<int>* results, Timing* t) {
-  Scoped dst;
-  WGPU_CHECK(cudaSetDevice(impl_->device), "select device");
-  WGPU_CHECK(cudaMalloc(&dst.p, std::max<uint64_t>(16, plan.out_bytes)), "allocate output");
-  WC_RETURN_IF_ERROR(impl_->run(plan, static_cast<uint8_t*>(dst.p), 0, results, t));
-  const auto t0 = std::chrono::steady_clock::now();
-  WGPU_CHECK(cudaMemcpy(out, dst.p, plan.out_bytes, cudaMemcpyDeviceToHost), "copy decoded bytes to the host");
-  if (t) {
-    const double s = seconds_since(t0);
-    t->download_s += s;
-    t->total_s += s;
-  }
-  return Status::OK();
+  return impl_->run_sync(plan, nullptr, out, results, t);
 }
 
 Status GpuDecoder::run_to_device(DevicePlan& plan, DeviceBuffer& out, size_t dst_offset, std::vector<int>* results,
                                  Timing* t) {
   if (dst_offset > out.size() || plan.out_bytes > out.size() - dst_offset)
     return Status::OutOfRange("device output buffer too small for the batch");
-  return impl_->run(plan, static_cast<uint8_t*>(out.get()), dst_offset, results, t);
+  return impl_->run_sync(plan, static_cast<uint8_t*>(out.get()) + dst_offset, nullptr, results, t);
+}
+
+Result<uint64_t> GpuDecoder::submit(const DevicePlan& plan, DeviceBuffer& out, size_t dst_offset,
+                                    const BatchDone& on_done, Timing* t) {
+  if (dst_offset > out.size() || plan.out_bytes > out.size() - dst_offset)
+    return Status::OutOfRange("device output buffer too small for the batch");
+  if (impl_->in_flight.size() == 2) {
+    std::vector<int> results;
+    uint64_t batch = 0;
+    WC_RETURN_IF_ERROR(impl_->complete_oldest(&results, &batch, t));
+    WC_RETURN_IF_ERROR(on_done(batch, results));
+  }
+  Slot& s = impl_->free_slot();
+  WC_RETURN_IF_ERROR(impl_->submit(s, plan, static_cast<uint8_t*>(out.get()) + dst_offset, nullptr));
+  return s.batch;
+}
+
+Status GpuDecoder::drain(const BatchDone& on_done, Timing* t) {
+  Status first;
+  while (!impl_->in_flight.empty()) {
+    std::vector<int> results;
+    uint64_t batch = 0;
+    const Status waited = impl_->complete_oldest(&results, &batch, t);
+    const Status done = waited.ok() ? on_done(batch, results) : waited;
+    if (first.ok() && !done.ok()) first = done;
+  }
+  return first;
 }
 
 Result<DeviceBuffer> decode_file_to_device(const Reader& reader, GpuDecoder& dec, Timing* t, uint64_t batch_bytes) {
+  const auto t0 = std::chrono::steady_clock::now();
   const uint64_t base = reader.data_start();
   const uint64_t total = reader.original_size() - base;
   WC_ASSIGN_OR_RETURN(DeviceBuffer out, DeviceBuffer::allocate(total));
   // Batches of consecutive chunks; each chunk is decoded straight to its
-  // place (its offset in the original file minus data_start).
+  // place (its offset in the original file minus data_start). While the GPU
+  // decodes one batch, the next is planned and staged.
+  std::deque<std::pair<uint64_t, std::vector<size_t>>> pending;  // batch id -> Reader chunk indices
+  const GpuDecoder::BatchDone check = [&](uint64_t batch, const std::vector<int>& results) -> Status {
+    while (!pending.empty() && pending.front().first < batch) pending.pop_front();
+    if (pending.empty() || pending.front().first != batch) return Status::Internal("GPU decoder: unknown batch");
+    const std::vector<size_t> idx = std::move(pending.front().second);
+    pending.pop_front();
+    for (size_t k = 0; k < idx.size() && k < results.size(); ++k) {
+      if (results[k] != kPlanOk)
+        return Status::Corruption(reader.describe_chunk(idx[k]) +
+                                  (results[k] == kPlanChecksum ? ": checksum mismatch (GPU decode)"
+                                                               : ": entropy-coded stream is malformed (GPU decode)"));
+    }
+    return Status::OK();
+  };
   size_t gi = 0;
   const size_t nchunks = reader.num_chunks();
-  while (gi < nchunks) {
+  Status st;
+  DevicePlan plan;
+  while (gi < nchunks && st.ok()) {
     std::vector<size_t> batch;
     uint64_t bytes = 0;
     while (gi < nchunks && (batch.empty() || bytes + reader.chunk(gi).decoded_size <= batch_bytes)) {
@@ -229,22 +400,27 @@ Result<DeviceBuffer> decode_file_to_device(const Reader& reader, GpuDecoder& dec
       batch.push_back(gi++);
     }
     const auto tp = std::chrono::steady_clock::now();
-    DevicePlan plan;
-    WC_RETURN_IF_ERROR(reader.plan_chunks(batch, &plan));
+    plan = DevicePlan{};
+    if (Status planned = reader.plan_chunks(batch, &plan); !planned.ok()) {
+      st = planned;
+      break;
+    }
     const uint64_t first = reader.chunk(batch.front()).decoded_offset;
     for (size_t k = 0; k < plan.chunks.size(); ++k)
       plan.chunks[k].out = reader.chunk(plan.chunk_index[k]).decoded_offset - first;
     plan.out_bytes = bytes;
     if (t) t->plan_s += seconds_since(tp);
-    std::vector<int> results;
-    WC_RETURN_IF_ERROR(dec.run_to_device(plan, out, first - base, &results, t));
-    for (size_t k = 0; k < plan.chunks.size(); ++k) {
-      if (results[k] != kPlanOk)
-        return Status::Corruption(reader.describe_chunk(plan.chunk_index[k]) +
-                                  (results[k] == kPlanChecksum ? ": checksum mismatch (GPU decode)"
-                                                               : ": entropy-coded stream is malformed (GPU decode)"));
+    auto id = dec.submit(plan, out, first - base, check, t);
+    if (!id.ok()) {
+      st = id.status();
+      break;
     }
+    pending.emplace_back(*id, plan.chunk_index);
   }
+  const Status drained = dec.drain(check, t);
+  if (t) t->total_s += seconds_since(t0);
+  WC_RETURN_IF_ERROR(st);
+  WC_RETURN_IF_ERROR(drained);
   return std::move(out);
 }
 

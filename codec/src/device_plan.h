@@ -127,9 +127,9 @@ inline void append_plan(DevicePlan& dst, const DevicePlan& src) {
 
 // Turns the plan's offsets into pointers for an arena at `base` (the
 // address the decoder will read it at): rewrites the PlanTable entries in
-// `arena` (the bytes that will be copied there) and fills `views` (one per
-// model) with pointer-complete ModelViews.
-inline void relocate(DevicePlan& plan, const uint8_t* base, std::vector<ModelView>* views) {
+// `bytes` (plan.arena itself, or a copy of it: the bytes that will be at
+// base) and fills `views` (one per model) with pointer-complete ModelViews.
+inline void relocate_into(const DevicePlan& plan, uint8_t* bytes, const uint8_t* base, std::vector<ModelView>* views) {
   views->clear();
   for (const PlanModel& pm : plan.models) {
     ModelView v = pm.mv;
@@ -139,7 +139,7 @@ inline void relocate(DevicePlan& plan, const uint8_t* base, std::vector<ModelVie
         PlanTable t;
         std::memcpy(&t, plan.arena.data() + off + i * sizeof(PlanTable), sizeof t);
         const DecTable d{base + t.sym, reinterpret_cast<const uint32_t*>(base + t.fs)};
-        std::memcpy(plan.arena.data() + off + i * sizeof(DecTable), &d, sizeof d);
+        std::memcpy(bytes + off + i * sizeof(DecTable), &d, sizeof d);
       }
     };
     if (pm.t0 != kPlanNone) fix(pm.t0, v.n0);
@@ -157,6 +157,12 @@ inline void relocate(DevicePlan& plan, const uint8_t* base, std::vector<ModelVie
     v.rc_pad = v.cc_pad = nullptr;
     views->push_back(v);
   }
+}
+
+// In place: plan.arena itself will be at base (afterwards the plan holds
+// pointers, not offsets, and cannot be relocated or appended again).
+inline void relocate(DevicePlan& plan, const uint8_t* base, std::vector<ModelView>* views) {
+  relocate_into(plan, plan.arena.data(), base, views);
 }
 
 // Results of run_plan_chunk.

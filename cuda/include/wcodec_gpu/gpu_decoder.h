@@ -11,12 +11,19 @@
 // decoder), run_to_device leaves them in device memory (loaders that want
 // weights on the GPU).
 //
-// Thread-safety: a GpuDecoder serializes its own runs (one stream); use one
-// per thread for concurrency. probe() is thread-safe.
+// Batches go through two slots, each with its own stream, device buffers and
+// pinned (page-locked) host staging, kept across batches: a plan is copied
+// into pinned memory, relocated there, uploaded asynchronously and decoded;
+// with submit() the host plans and stages the next batch while the GPU
+// uploads and decodes the previous ones.
+//
+// Thread-safety: a GpuDecoder is used by one thread at a time; use one per
+// thread for concurrency. probe() is thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,7 +87,7 @@ class GpuDecoder {
   GpuDecoder(const GpuDecoder&) = delete;
   GpuDecoder& operator=(const GpuDecoder&) = delete;
 
-  // Decodes every chunk of `plan` (relocating it for the device) into
+  // Decodes every chunk of `plan` (relocated into the staging copy) into
   // out[0, plan.out_bytes) on the host; results[k] is kPlanOk,
   // kPlanMalformed or kPlanChecksum for plan.chunks[k].
   Status run_to_host(DevicePlan& plan, uint8_t* out, std::vector<int>* results, Timing* t = nullptr);
@@ -88,6 +95,21 @@ class GpuDecoder {
   // plan.out_bytes) at out + dst_offset + chunk.out.
   Status run_to_device(DevicePlan& plan, DeviceBuffer& out, size_t dst_offset, std::vector<int>* results,
                        Timing* t = nullptr);
+
+  // Pipelined decoding into device memory. submit() stages `plan` (the
+  // caller's plan is not changed and may be reused as soon as submit
+  // returns), queues its upload and decode into out + dst_offset + chunk.out
+  // and returns the batch's id (0, 1, 2, ... in submission order) without
+  // waiting. At most two batches are in flight: a third submit() first waits
+  // for the oldest. Every completed batch's per-chunk results go to on_done
+  // (in submission order); drain() completes all batches in flight. An
+  // error from on_done is returned by the call that ran it. run_to_host and
+  // run_to_device refuse to run while batches are in flight.
+  using BatchDone = std::function<Status(uint64_t batch, const std::vector<int>& results)>;
+  Result<uint64_t> submit(const DevicePlan& plan, DeviceBuffer& out, size_t dst_offset, const BatchDone& on_done,
+                          Timing* t = nullptr);
+  Status drain(const BatchDone& on_done, Timing* t = nullptr);
+
   std::string describe() const;
 
  private:
@@ -98,7 +120,8 @@ class GpuDecoder {
 
 // Decodes the tensor data of a whole .wcodec file into device memory: byte
 // i of the returned buffer is byte data_start + i of the original file.
-// Works in batches of about `batch_bytes` decoded bytes. Any chunk that
+// Works in batches of about `batch_bytes` decoded bytes, pipelined (the next
+// batch is planned and staged while the GPU decodes). Any chunk that
 // fails is an error naming the file, tensor and chunk.
 Result<DeviceBuffer> decode_file_to_device(const Reader& reader, GpuDecoder& dec, Timing* t = nullptr,
                                            uint64_t batch_bytes = 256ull << 20);
