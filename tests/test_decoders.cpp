@@ -214,7 +214,12 @@ namespace {
 // table lookups, one code byte per element): on many damaged copies of
 // every chunk it must accept and reject exactly what the reference does,
 // with the same bytes, including streams that reach unused contexts.
-TEST(VectorDecoders, TernaryAgreesWithReferenceOnDamagedStreams) {
+// Encodes a conv-like ternary tensor (3x3 kernels flattened along a row:
+// the code statistics repeat with the column) and checks the vector decoder
+// against the reference on damaged copies of every chunk. phase: format 2.1
+// models allowed (the encoder must pick the column-phase contexts, nbr_mode
+// 2), else the format 2.0 contexts.
+void check_ternary_vector_decoder(bool phase) {
   using namespace wcodec;
   std::mt19937 rng(11);
   std::normal_distribution<double> gauss(0.0, 1.0);
@@ -224,7 +229,8 @@ TEST(VectorDecoders, TernaryAgreesWithReferenceOnDamagedStreams) {
   std::vector<uint8_t> bytes(rows * cols / 4, 0);
   for (uint64_t r = 0; r < rows; ++r)
     for (uint64_t c = 0; c < cols; ++c) {
-      const double w = gauss(rng) * (c % 3 == 1 ? 1.5 : 0.7);
+      // With phase: kernel centres (column 4 of 9) carry larger weights.
+      const double w = gauss(rng) * (phase && c % 9 == 4 ? 2.0 : (c % 3 == 1 ? 1.5 : 0.7));
       const unsigned code = std::fabs(w) < 0.6 ? 0 : (w > 0 ? 1 : 2);
       bytes[(r * cols + c) / 4] |= static_cast<uint8_t>(code << (2 * (c % 4)));
     }
@@ -236,11 +242,15 @@ TEST(VectorDecoders, TernaryAgreesWithReferenceOnDamagedStreams) {
   t.end = bytes.size();
   EncodeOptions opt;
   opt.chunk_bytes = 4096;
+  opt.format_2_1 = phase;
   auto r = encode_tensor(t, bytes.data(), AuxInput{}, opt);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const EncodedTensor& et = *r;
   ASSERT_EQ(et.model.kind, ModelKind::kInt);
   ASSERT_EQ(et.model.ip.sub, kIntTernary);
+  if (phase) ASSERT_EQ(et.model.ip.nbr_mode, 2) << et.model.describe();
+  else ASSERT_LT(et.model.ip.nbr_mode, 2) << et.model.describe();
+  if (phase) EXPECT_EQ(et.model.ip.period, 9) << et.model.describe();
   std::shared_ptr<const TensorModel::VectorTables> hold;
   const ModelView mv = et.model.view(&hold);
   int compared = 0, rejected = 0;
@@ -278,6 +288,61 @@ TEST(VectorDecoders, TernaryAgreesWithReferenceOnDamagedStreams) {
   }
   EXPECT_GT(compared, 300);
   EXPECT_GT(rejected, 0);
+}
+
+TEST(VectorDecoders, TernaryAgreesWithReferenceOnDamagedStreams) { check_ternary_vector_decoder(false); }
+
+TEST(VectorDecoders, TernaryColumnPhaseAgreesWithReferenceOnDamagedStreams) { check_ternary_vector_decoder(true); }
+
+// A column-phase model's period is checked when the model is read, and the
+// mode is refused for anything but ternary codes; the error names the field
+// and the value.
+TEST(ModelFields, ColumnPhasePeriodAndSubtypeAreChecked) {
+  using namespace wcodec;
+  TensorModel m;
+  m.kind = ModelKind::kInt;
+  m.ip.sub = kIntTernary;
+  m.ip.esc = 3;
+  m.ip.nsym = 3 + kEscClasses;
+  m.ip.nbr_mode = 2;
+  m.ip.nb = 1;
+  m.ip.ns = 1;
+  m.ip.off_a = 3;
+  m.ip.period = 9;
+  FreqTable t;
+  t.freq.assign(m.ip.nsym, 0);
+  t.freq[0] = 4096;
+  m.t0.assign(int_nctx(m.ip), t);
+  TensorGeometry g;
+  g.rows = 4;
+  g.cols = 36;
+  g.elem_bits = 2;
+  g.chunk_rows = 4;
+  g.chunk_cols = 36;
+  auto bytes = m.serialize(kTablesCompact);
+  auto ok = TensorModel::deserialize(bytes.data(), bytes.size(), g, "t", kTablesCompact);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->ip.period, 9);
+  constexpr size_t kPeriodAt = 48;  // kind, then the int parameters (§7)
+  ASSERT_EQ(bytes[kPeriodAt], 9);
+  for (uint8_t bad : {0, 1, 65, 255}) {
+    auto b = bytes;
+    b[kPeriodAt] = bad;
+    auto r = TensorModel::deserialize(b.data(), b.size(), g, "t", kTablesCompact);
+    ASSERT_FALSE(r.ok()) << int{bad};
+    EXPECT_NE(r.status().message().find("period = " + std::to_string(bad)), std::string::npos) << r.status().ToString();
+  }
+  m.ip.sub = kIntI8;
+  m.ip.esc = 200;
+  m.ip.nsym = 200 + kEscClasses;
+  t.freq.assign(m.ip.nsym, 0);
+  t.freq[0] = 4096;
+  m.t0.assign(int_nctx(m.ip), t);
+  g.elem_bits = 8;
+  bytes = m.serialize(kTablesCompact);
+  auto r = TensorModel::deserialize(bytes.data(), bytes.size(), g, "t", kTablesCompact);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("nbr_mode = 2"), std::string::npos) << r.status().ToString();
 }
 
 }  // namespace

@@ -139,7 +139,9 @@ INSTANTIATE_TEST_SUITE_P(RealFiles, DevicePlanFile,
                          ::testing::Values("stories260K.bf16.safetensors", "stories260K.f32.safetensors",
                                            "stories260K.rtn-int8.safetensors", "stories260K.rtn-int4.safetensors",
                                            "stories260K.rtn-ternary.safetensors", "silero_vad_16k.bf16.safetensors",
-                                           "silero_vad_16k.f32.safetensors"));
+                                           "silero_vad_16k.f32.safetensors",
+                                           // column-phase ternary contexts (format 2.1)
+                                           "isnet-medium.rtn-ternary.safetensors"));
 
 // The edge-case set (every dtype, scalars, empty tensors, odd shapes,
 // constant and random data) and a smooth int8 tensor, planned and run both

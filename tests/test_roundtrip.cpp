@@ -506,6 +506,46 @@ TEST(RealFiles, Format1FilesDecodeAndFormat2IsNeverLarger) {
   EXPECT_NE(e.status().message().find("format version 3"), std::string::npos) << e.status().ToString();
 }
 
+// Format 2.1 (column-phase ternary contexts) is written only when a model
+// uses it: the conv-heavy ternary checkpoint gets it (and its ratio
+// target), marked 2.1 in the header and metadata; the same file written for
+// format 1 and a file whose models do not need it say x.0, and all decode.
+TEST(RealFiles, ColumnPhaseModelsMarkTheFileAs21) {
+  wctest::ScratchDir dir;
+  const auto tern = wctest::read_file(wctest::data_dir() / "isnet-medium.rtn-ternary.safetensors");
+  const auto other = wctest::read_file(wctest::data_dir() / "stories260K.rtn-int8.safetensors");
+  EncodeConfig v1;
+  v1.format_major = 1;
+  struct Case {
+    const char* name;
+    const std::vector<uint8_t>* orig;
+    EncodeConfig cfg;
+    int major, minor;
+  } cases[] = {{"tern", &tern, EncodeConfig{}, 2, 1}, {"tern_v1", &tern, v1, 1, 0}, {"int8", &other, EncodeConfig{}, 2, 0}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto e = wcodec::encode_safetensors(c.orig->data(), c.orig->size(), c.cfg, c.name);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    EXPECT_EQ((*e)[4] | ((*e)[5] << 8), c.major);
+    EXPECT_EQ((*e)[6] | ((*e)[7] << 8), c.minor);
+    const std::string meta(reinterpret_cast<const char*>(e->data()) + 128, 200);
+    EXPECT_NE(meta.find("\"version\":\"" + std::to_string(c.major) + "." + std::to_string(c.minor) + "\""),
+              std::string::npos)
+        << meta;
+    if (c.minor == 1) {
+      EXPECT_LE(static_cast<double>(e->size()) / static_cast<double>(c.orig->size()), 0.70)
+          << "ternary ratio target (0.7143 before the column-phase contexts)";
+    }
+    const auto path = dir / (std::string(c.name) + ".wcodec");
+    wctest::write_file(path, *e);
+    auto r = Reader::open(path.string());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    std::vector<uint8_t> back((*r)->original_size());
+    ASSERT_TRUE((*r)->read(0, back.size(), back.data()).ok());
+    EXPECT_EQ(wctest::sha256_hex(back), wctest::sha256_hex(*c.orig));
+  }
+}
+
 // Opening a container (what `ls -l` / `stat` through the mount does) keeps
 // the frequency tables only: the decoding tables (4 KiB + 1 KiB per context)
 // are built on first decode, in the budgeted table cache. silero's 15

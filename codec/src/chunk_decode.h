@@ -401,7 +401,8 @@ WC_HD inline bool decode_int_residuals_g(G& g, const ModelView& m, const ChunkVi
       const int32_t* row = res + static_cast<uint64_t>(r) * w;
       const int32_t la = oa && c >= cur[l].rect.c0 + oa ? row[c - oa] : 0;
       const int32_t lb = ob && c >= cur[l].rect.c0 + ob ? row[c - ob] : 0;
-      uint32_t ctx = int_ctx_vals(p, L, h1[l], h2[l], la, lb, top, c > cur[l].rect.c0, ht, sc);
+      const uint32_t kp = p.nbr_mode == 2 ? (cv.col0 + c) % p.period : 0u;
+      uint32_t ctx = int_ctx_vals(p, L, h1[l], h2[l], la, lb, top, c > cur[l].rect.c0, ht, sc, kp);
       err[l] |= ctx >= m.n0;
       ctx = ctx < m.n0 ? ctx : 0;
       const uint32_t tk = rans_decode_sym(x[l], m.t0[ctx]);

@@ -902,12 +902,16 @@ WC_AVX512 int decode_int_fast(const ModelView& m, const uint8_t* rans, uint32_t 
 // context (ModelView::tern3) instead of looking it up, and the lane-major
 // buffer holds one code byte (0, +1 -> 1, -1 -> 2, which is also the sign
 // digit q of the contexts) per element. Contexts: nbr_mode 1 (any scale
-// classes, off_b) and nbr_mode 0 with one activity class.
+// classes, off_b), nbr_mode 2 (column phase: each lane keeps its phase
+// col % period, reset at the start of its rows) and nbr_mode 0 with one
+// activity class.
 struct TernConsts {
   uint32_t W, oa, ob;
-  bool mode1, scale, cc;
+  bool mode1, mode2, scale, cc;
+  uint32_t period;
+  __m512i kp0;  // mode 2: 9 x each lane's phase at the start of its rows (16-bit)
   const uint32_t* tab;  // gather table (tern3)
-  __m512i s1t[4], s2t[4];  // register tables (contexts < 128)
+  __m512i s1t[8], s2t[8];  // register tables (contexts < 128, or < 256 with 8)
   __m512i scale_lut;       // sv (0..63) -> scale class, bytes
   const uint8_t* ccl;      // lane-major column classes: [j * 32 + lane]
 };
@@ -916,6 +920,7 @@ struct TernState {
   __m512i X0, X1;
   __m512i D1, D2;  // digits of the left and second-left codes (16-bit, 32 lanes)
   __m512i RP;      // row class part of the scale value (16-bit)
+  __m512i KP;      // mode 2: 9 x column phase (16-bit)
 };
 
 WC_AVX512 WC_INLINE __m512i codes16(const uint8_t* row) {
@@ -927,6 +932,11 @@ WC_AVX512 WC_INLINE __m512i perm128(const __m512i* t, __m512i ctx) {
   const __m512i lo = _mm512_permutex2var_epi16(t[0], ctx, t[1]);
   const __m512i hi = _mm512_permutex2var_epi16(t[2], ctx, t[3]);
   return _mm512_mask_mov_epi16(lo, _mm512_test_epi16_mask(ctx, _mm512_set1_epi16(64)), hi);
+}
+// 256 contexts in eight registers.
+WC_AVX512 WC_INLINE __m512i perm256(const __m512i* t, __m512i ctx) {
+  return _mm512_mask_mov_epi16(perm128(t, ctx), _mm512_test_epi16_mask(ctx, _mm512_set1_epi16(128)),
+                               perm128(t + 4, ctx));
 }
 
 // rANS step of 16 lanes from their slot bounds (32-bit); returns the masks
@@ -949,7 +959,8 @@ WC_AVX512 WC_INLINE void tern_step16(__m512i& X, __m512i s1, __m512i s2, WordCur
   *g2 = ge2;
 }
 
-template <bool PERM, bool HT>
+// PERM: 0 gathers from c.tab, 4 or 8: register tables of 128 or 256 contexts.
+template <int PERM, bool HT>
 WC_AVX512 WC_INLINE bool tern_step(const TernConsts& c, TernState& s, uint32_t t, uint32_t j, WordCursor& wc,
                                    uint8_t* lm) {
   if (__builtin_expect(wc.pos + kStepWords > wc.n, 0) && !words_tail(&wc)) return false;
@@ -972,12 +983,22 @@ WC_AVX512 WC_INLINE bool tern_step(const TernConsts& c, TernState& s, uint32_t t
     } else {
       ctx = _mm512_add_epi16(_mm512_mullo_epi16(sc, _mm512_set1_epi16(81)), k);
     }
+  } else if (c.mode2) {
+    __m512i k = _mm512_add_epi16(s.D1, _mm512_add_epi16(s.D1, s.D1));
+    if (j >= c.oa) k = _mm512_add_epi16(k, codes16(lm + (uint64_t{t} - c.oa) * 32));
+    // s.KP holds 9 * phase.
+    ctx = _mm512_add_epi16(s.KP, k);
+    if (c.scale) ctx = _mm512_add_epi16(ctx, _mm512_mullo_epi16(sc, _mm512_set1_epi16(static_cast<int16_t>(9 * c.period))));
+    const __m512i nk = _mm512_add_epi16(s.KP, _mm512_set1_epi16(9));
+    s.KP = _mm512_mask_mov_epi16(
+        nk, _mm512_cmpeq_epi16_mask(nk, _mm512_set1_epi16(static_cast<int16_t>(9 * c.period))), _mm512_setzero_si512());
   } else {
     ctx = _mm512_add_epi16(_mm512_add_epi16(sc, _mm512_add_epi16(sc, sc)), s.D1);
   }
   __m512i a0, a1, b0, b1;
-  if constexpr (PERM) {
-    const __m512i S1 = perm128(c.s1t, ctx), S2 = perm128(c.s2t, ctx);
+  if constexpr (PERM != 0) {
+    const __m512i S1 = PERM == 4 ? perm128(c.s1t, ctx) : perm256(c.s1t, ctx);
+    const __m512i S2 = PERM == 4 ? perm128(c.s2t, ctx) : perm256(c.s2t, ctx);
     a0 = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(S1));
     a1 = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(S1, 1));
     b0 = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(S2));
@@ -1007,7 +1028,7 @@ WC_AVX512 WC_INLINE bool tern_step(const TernConsts& c, TernState& s, uint32_t t
   return true;
 }
 
-template <bool PERM>
+template <int PERM>
 WC_AVX512 int tern_lanes(const ModelView& m, const ChunkView& cv, const TernConsts& c, const uint8_t* rans,
                          uint32_t rans_len, const LaneGeom& g, uint8_t* lm) {
   WordCursor wc;
@@ -1025,6 +1046,7 @@ WC_AVX512 int tern_lanes(const ModelView& m, const ChunkView& cv, const TernCons
       s.RP = _mm512_load_si512(rp);
     }
     s.D1 = s.D2 = _mm512_setzero_si512();
+    s.KP = c.kp0;
     const uint32_t t0 = r * c.W;
     if (r) {
       for (uint32_t j = 0; j < c.W; ++j)
@@ -1059,12 +1081,20 @@ WC_AVX512 int decode_tern_fast(const ModelView& m, const ChunkView& cv, const ui
                                const LaneGeom& g, uint8_t* lm, uint8_t* codes, uint8_t* out) {
   const IntParams& p = m.ip;
   if (!g.same_rect || !m.tern3 || p.sub != kIntTernary) return -1;
-  if (!(p.nbr_mode == 1 || (p.nbr_mode == 0 && p.nb == 1))) return -1;
+  if (!(p.nbr_mode == 1 || p.nbr_mode == 2 || (p.nbr_mode == 0 && p.nb == 1))) return -1;
   TernConsts c;
   c.W = static_cast<uint32_t>(g.w[0]);
   c.mode1 = p.nbr_mode == 1;
-  c.oa = c.mode1 ? p.off_a : 0;
+  c.mode2 = p.nbr_mode == 2;
+  c.oa = c.mode1 || c.mode2 ? p.off_a : 0;
   c.ob = c.mode1 ? p.off_b : 0;
+  c.period = c.mode2 ? p.period : 1;
+  {
+    alignas(64) uint16_t kp[kLanes];
+    for (uint32_t l = 0; l < kLanes; ++l)
+      kp[l] = c.mode2 ? static_cast<uint16_t>(9 * ((cv.col0 + static_cast<uint32_t>(g.c0[l])) % c.period)) : 0;
+    c.kp0 = _mm512_load_si512(kp);
+  }
   c.scale = p.ns > 1;
   c.cc = c.scale && p.use_cc;
   c.tab = m.tern3;
@@ -1081,19 +1111,19 @@ WC_AVX512 int decode_tern_fast(const ModelView& m, const ChunkView& cv, const ui
   }
   const uint32_t nctx = int_nctx(p);
   int r;
-  if (nctx <= 128) {
-    alignas(64) uint16_t t1[128] = {}, t2[128] = {};
+  if (nctx <= 256) {
+    alignas(64) uint16_t t1[256] = {}, t2[256] = {};
     for (uint32_t i = 0; i < nctx; ++i) {
       t1[i] = static_cast<uint16_t>(m.tern3[i]);
       t2[i] = static_cast<uint16_t>(m.tern3[i] >> 16);
     }
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 8; ++i) {
       c.s1t[i] = _mm512_load_si512(t1 + 32 * i);
       c.s2t[i] = _mm512_load_si512(t2 + 32 * i);
     }
-    r = tern_lanes<true>(m, cv, c, rans, rans_len, g, lm);
+    r = nctx <= 128 ? tern_lanes<4>(m, cv, c, rans, rans_len, g, lm) : tern_lanes<8>(m, cv, c, rans, rans_len, g, lm);
   } else {
-    r = tern_lanes<false>(m, cv, c, rans, rans_len, g, lm);
+    r = tern_lanes<0>(m, cv, c, rans, rans_len, g, lm);
   }
   if (r != 1) return r;
   same_rect_to_raster<1>(lm, g, cv.w, codes);
@@ -1491,7 +1521,7 @@ int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8
 
 int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm) {
-  if (!simd_enabled() || m.kind != ModelKind::kInt || m.ip.nbr_mode > 1 || !(m.slot_all || m.sym_small) || !m.luts)
+  if (!simd_enabled() || m.kind != ModelKind::kInt || m.ip.nbr_mode > 2 || !(m.slot_all || m.sym_small) || !m.luts)
     return -1;
   if ((m.ip.use_rc && !m.rc_pad) || (m.ip.use_cc && !m.cc_pad)) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
@@ -1502,6 +1532,8 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
     const int r = decode_tern_fast(m, cv, rans, rans_len, g, lm, reinterpret_cast<uint8_t*>(res), out);
     if (r >= 0) return r;
   }
+  // Column-phase contexts have only the ternary path above.
+  if (m.ip.nbr_mode == 2) return -1;
   const bool direct = !tile_map && !m.zp && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8);
   if (direct) {
     const int r = decode_int_fast(m, rans, rans_len, g, lm);

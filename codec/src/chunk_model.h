@@ -130,7 +130,9 @@ struct IntParams {
   uint8_t center;      // U8 / nibble: value = code - center (when no zero points)
   uint16_t esc;        // tokens below esc are zig-zag values; esc + nb are escapes
   uint16_t nsym;       // token alphabet size (esc + kEscClasses)
-  uint8_t nbr_mode;    // 0: activity classes + left sign; 1: exact ternary neighbours
+  uint8_t nbr_mode;    // 0: activity classes + left sign; 1: exact ternary neighbours;
+                       // 2: exact ternary neighbours 1 and off_a back x column phase
+                       //    (col % period)
   uint8_t nb;          // activity classes (mode 0), 1..8
   uint16_t thr[7];     // activity thresholds (ascending), nb - 1 used
   uint8_t ns;          // scale classes, 1..16
@@ -141,12 +143,15 @@ struct IntParams {
   uint8_t off_a;       // mode 0: extra activity neighbour this many columns back (0: none);
                        // mode 1: third left neighbour offset (3..64)
   uint8_t off_b;       // mode 1: fourth left neighbour offset (0: none, else 3..64)
+  uint8_t period;      // mode 2: column period (2..64; e.g. 9 for 3x3 kernels flattened
+                       // along a row); serialized only in mode 2
 };
 
 inline constexpr uint32_t kEscClasses = 18;
 inline constexpr uint32_t kTile = 16;
 
 WC_HD inline uint32_t int_nctx(const IntParams& p) {
+  if (p.nbr_mode == 2) return p.ns * p.period * 9u;
   return p.nbr_mode == 1 ? p.ns * (p.off_b ? 243u : 81u) : p.ns * p.nb * 3u;
 }
 
@@ -175,9 +180,14 @@ WC_HD inline void build_int_luts(const IntParams& p, IntLuts* L) {
 
 // Context from the neighbours' residuals: l, l2 (1 and 2 columns back), la
 // (off_a back), lb (off_b back), t (row above); absent ones are 0. hl/ht:
-// whether the left / top neighbours exist.
+// whether the left / top neighbours exist. kp: the element's column phase
+// (tensor column % period; mode 2 only).
 WC_HD inline uint32_t int_ctx_vals(const IntParams& p, const IntLuts& L, int32_t l, int32_t l2, int32_t la,
-                                   int32_t lb, int32_t t, bool hl, bool ht, uint32_t sc) {
+                                   int32_t lb, int32_t t, bool hl, bool ht, uint32_t sc, uint32_t kp = 0) {
+  if (p.nbr_mode == 2) {
+    auto q = [](int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); };
+    return (sc * p.period + kp) * 9u + q(l) * 3u + q(la);
+  }
   if (p.nbr_mode == 1) {
     auto q = [](int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); };
     const uint32_t k = ((q(l) * 3u + q(l2)) * 3u + q(la)) * 3u + q(t);
@@ -191,10 +201,10 @@ WC_HD inline uint32_t int_ctx_vals(const IntParams& p, const IntLuts& L, int32_t
 }
 
 // Context of the residual token at chunk position (r, c) (lane-local
-// rectangle starting at column c0 / row r0); res holds residuals decoded so
-// far (stride w). sc is the scale class.
+// rectangle starting at column c0 / row r0; tensor column col); res holds
+// residuals decoded so far (stride w). sc is the scale class.
 WC_HD inline uint32_t int_ctx(const IntParams& p, const IntLuts& L, const int32_t* res, uint32_t w, uint32_t r,
-                              uint32_t c, uint32_t r0, uint32_t c0, uint32_t sc) {
+                              uint32_t c, uint32_t r0, uint32_t c0, uint32_t sc, uint32_t col) {
   const int32_t* row = res + static_cast<uint64_t>(r) * w;
   const bool hl = c > c0, ht = r > r0;
   const int32_t l = hl ? row[c - 1] : 0;
@@ -203,7 +213,7 @@ WC_HD inline uint32_t int_ctx(const IntParams& p, const IntLuts& L, const int32_
   const int32_t la = oa && c >= c0 + oa ? row[c - oa] : 0;
   const int32_t lb = ob && c >= c0 + ob ? row[c - ob] : 0;
   const int32_t t = ht ? row[static_cast<int64_t>(c) - static_cast<int64_t>(w)] : 0;
-  return int_ctx_vals(p, L, l, l2, la, lb, t, hl, ht, sc);
+  return int_ctx_vals(p, L, l, l2, la, lb, t, hl, ht, sc, p.nbr_mode == 2 ? col % p.period : 0u);
 }
 
 WC_HD inline uint32_t int_scale_class(const IntParams& p, const IntLuts& L, const uint8_t* rc, const uint8_t* cc,

@@ -237,6 +237,7 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
   opt.tool_search = cfg.tool_search;
   opt.exhaustive_tools = cfg.exhaustive_tools;
   opt.zstd_level = cfg.zstd_level;
+  opt.format_2_1 = cfg.format_major >= 2;
 
   // Largest tensors first, spread over threads.
   std::vector<size_t> order(nt);
@@ -272,12 +273,17 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
   for (auto& e : errs) WC_RETURN_IF_ERROR(e);
   share_models(hdr, base, opt, &enc);
   const TableCoding coding = cfg.format_major == 1 ? kTablesGamma : kTablesCompact;
+  // The minor version is the lowest the file needs: 2.1 only when a model
+  // uses the column-phase ternary contexts (so 2.0 readers read the rest).
+  uint16_t minor = 0;
+  for (const auto& e : enc)
+    if (e.has_model && e.model.kind == ModelKind::kInt && e.model.ip.nbr_mode == 2) minor = 1;
 
   // Layout.
   ByteWriter out;
   out.buf().resize(kHeaderSize, 0);
   nlohmann::json meta = {{"format", "wcodec"},
-                         {"version", std::to_string(cfg.format_major) + ".0"},
+                         {"version", std::to_string(cfg.format_major) + "." + std::to_string(minor)},
                          {"source_format", "safetensors"},
                          {"encoder", std::string("wcodec ") + WCODEC_VERSION},
                          {"tensors", nt},
@@ -317,8 +323,8 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
     std::memcpy(b.data(), kMagic, 4);
     b[4] = cfg.format_major & 0xff;
     b[5] = cfg.format_major >> 8;
-    b[6] = 0;
-    b[7] = 0;
+    b[6] = minor & 0xff;
+    b[7] = minor >> 8;
     out.put_u32_at(8, 0);  // flags
     out.put_u32_at(12, static_cast<uint32_t>(meta_s.size()));
     out.put_u64_at(16, size);

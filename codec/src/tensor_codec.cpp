@@ -335,6 +335,7 @@ std::vector<uint8_t> TensorModel::serialize(TableCoding coding) const {
       w.u32(ip.zgroup);
       w.u8(ip.off_a);
       w.u8(ip.off_b);
+      if (ip.nbr_mode == 2) w.u8(ip.period);  // format 2.1
       break;
     case ModelKind::kBytes:
       w.u8(bp.elem_bytes);
@@ -410,8 +411,12 @@ Result<TensorModel> TensorModel::deserialize(const uint8_t* p, size_t n, const T
       ip.zgroup = r.u32();
       ip.off_a = r.u8();
       ip.off_b = r.u8();
+      ip.period = ip.nbr_mode == 2 ? r.u8() : 0;
       if (!r.ok()) return Status::Corruption(what + ": model parameters truncated");
-      if (ip.off_a > 64 || (ip.nbr_mode == 1 && ip.off_a < 3)) return bad("off_a", ip.off_a, "mode 0: 0..64, mode 1: 3..64");
+      if (ip.off_a > 64 || (ip.nbr_mode >= 1 && ip.off_a < 3))
+        return bad("off_a", ip.off_a, "mode 0: 0..64, modes 1, 2: 3..64");
+      if (ip.nbr_mode == 2 && (ip.period < 2 || ip.period > 64)) return bad("period", ip.period, "2..64");
+      if (ip.nbr_mode == 2 && ip.sub != kIntTernary) return bad("nbr_mode", ip.nbr_mode, "2 only for ternary codes");
       if (ip.off_b > 64 || (ip.off_b && (ip.nbr_mode != 1 || ip.off_b < 3)))
         return bad("off_b", ip.off_b, "0, or 3..64 in mode 1");
       if (ip.sub > kIntTernary) return bad("int_sub", ip.sub, "0..3");
@@ -419,7 +424,7 @@ Result<TensorModel> TensorModel::deserialize(const uint8_t* p, size_t n, const T
       if (bits != g.elem_bits) return bad("int_sub", ip.sub, "matching the element size");
       if (ip.esc < 2 || ip.esc > 238) return bad("esc", ip.esc, "2..238");
       if (ip.nsym != ip.esc + kEscClasses) return bad("nsym", ip.nsym, "esc + 18");
-      if (ip.nbr_mode > 1) return bad("nbr_mode", ip.nbr_mode, "0..1");
+      if (ip.nbr_mode > 2) return bad("nbr_mode", ip.nbr_mode, "0..2");
       if (ip.nb < 1 || ip.nb > 8) return bad("nb", ip.nb, "1..8");
       if (ip.ns < 1 || ip.ns > 16) return bad("ns", ip.ns, "1..16");
       if (ip.use_rc > 1 || ip.use_cc > 1 || ip.tools > 1) return bad("flags", ip.use_rc, "0..1");
@@ -479,9 +484,13 @@ std::string TensorModel::describe() const {
                     fp.sign_ctx ? "+s" : "", fp.mb - fp.k);
       break;
     case ModelKind::kInt:
-      std::snprintf(buf, sizeof buf, "%s %s%u/%u ns%u nb%u%s%s%s%s", subs[ip.sub & 3], ip.nbr_mode ? "nbr" : "act",
-                    ip.off_a, ip.off_b, ip.ns, ip.nb, ip.use_rc ? " row" : "", ip.use_cc ? " col" : "",
-                    ip.tools ? " tools" : "", ip.zgroup ? " zp" : "");
+      if (ip.nbr_mode == 2)
+        std::snprintf(buf, sizeof buf, "%s phase%u nbr%u ns%u%s%s%s", subs[ip.sub & 3], ip.period, ip.off_a, ip.ns,
+                      ip.use_rc ? " row" : "", ip.use_cc ? " col" : "", ip.tools ? " tools" : "");
+      else
+        std::snprintf(buf, sizeof buf, "%s %s%u/%u ns%u nb%u%s%s%s%s", subs[ip.sub & 3], ip.nbr_mode ? "nbr" : "act",
+                      ip.off_a, ip.off_b, ip.ns, ip.nb, ip.use_rc ? " row" : "", ip.use_cc ? " col" : "",
+                      ip.tools ? " tools" : "", ip.zgroup ? " zp" : "");
       break;
     case ModelKind::kBytes:
       std::snprintf(buf, sizeof buf, "planes%u%s", bp.elem_bytes, bp.ctx_mode ? "+left" : "");
@@ -562,7 +571,8 @@ static void walk_int(const IntParams& p, const uint8_t* rc, const uint8_t* cc, u
       if (t >= cur[l].n) continue;
       const uint32_t r = cur[l].r, c = cur[l].c;
       const uint32_t sc = int_scale_class(p, L, rc, cc, static_cast<uint32_t>(row0 + r), static_cast<uint32_t>(col0 + c));
-      const uint32_t ctx = int_ctx(p, L, res, w, r, c, cur[l].rect.r0, cur[l].rect.c0, sc);
+      const uint32_t ctx =
+          int_ctx(p, L, res, w, r, c, cur[l].rect.r0, cur[l].rect.c0, sc, static_cast<uint32_t>(col0 + c));
       tk[l] = make_token(p, res[r * w + c]);
       emit(l, 0, ctx, tk[l].tok);
     }
@@ -1005,8 +1015,8 @@ static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& va
   return saved > 0;
 }
 
-static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals, IntParams base, TensorModel* m,
-                       std::vector<uint8_t>* rc, std::vector<uint8_t>* cc) {
+static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals, IntParams base, bool allow_phase,
+                       TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc) {
   int_side_info(g, vals, rc, cc);
   auto sample = sample_chunks(g, 1u << 17);
   const uint64_t total = g.rows * g.cols;
@@ -1058,7 +1068,8 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
         for (uint32_t c = 0; c < w; ++c) {
           const uint32_t scl = int_scale_class(p, L, rc->data(), cc->data(), static_cast<uint32_t>(ch.c.row0 + r),
                                                static_cast<uint32_t>(ch.c.col0 + c));
-          s.add(0, int_ctx(p, L, ch.res.data(), w, r, c, 0, 0, scl), ch.tok[uint64_t{r} * w + c]);
+          s.add(0, int_ctx(p, L, ch.res.data(), w, r, c, 0, 0, scl, static_cast<uint32_t>(ch.c.col0 + c)),
+                ch.tok[uint64_t{r} * w + c]);
         }
       }
     }
@@ -1118,6 +1129,20 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
       p.off_a = 3;
       p.off_b = ob;
       consider(p);
+    }
+    // Column phase: convolution kernels flattened along a row repeat their
+    // statistics with the kernel size (9 for 3x3, 25 for 5x5).
+    if (allow_phase) {
+      for (uint8_t per : {9, 25}) {
+        IntParams p = base;
+        p.nbr_mode = 2;
+        p.nb = 1;
+        p.ns = 1;
+        p.off_a = 3;
+        p.off_b = 0;
+        p.period = per;
+        consider(p);
+      }
     }
   }
   // A periodic neighbour (convolution kernels flattened along a row).
@@ -1315,7 +1340,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     }
     ip.nsym = static_cast<uint16_t>(ip.esc + kEscClasses);
     int_values(ip, g, data, aux, &vals);
-    choose_int(g, vals, ip, &et.model, &et.model.rc, &et.model.cc);
+    choose_int(g, vals, ip, opt.format_2_1, &et.model, &et.model.rc, &et.model.cc);
   } else if (kind == kBytesK) {
     choose_bytes(g, data, elem_bits / 8, &et.model);
     et.choice.kind_name = "bytes";

@@ -102,6 +102,7 @@ struct EncodeOptions {
   int zstd_level = 9;                 // fallback chunks
   bool tool_search = true;            // evaluate tile tools (prediction/transform)
   bool exhaustive_tools = false;      // evaluate tools on every tile (slow profile)
+  bool format_2_1 = true;             // may use models of format 2.1 (int nbr_mode 2)
 };
 
 // What the encoder decided for a tensor (for `wcodec inspect`).
