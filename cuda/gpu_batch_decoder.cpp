@@ -95,44 +95,65 @@ class GpuBatchDecoder final : public BatchDecoder {
     }
   }
 
-  // Decodes a batch on the GPU: one plan per container.
+  // Decodes a batch on the GPU in one launch: each container's chunks are
+  // planned, the plans appended into one (append_plan), decoded, and the
+  // bytes handed to the requests. A container whose chunks cannot be
+  // planned (a framing error) goes to the CPU decoder, which decides chunk
+  // by chunk and names the bad one; so does the whole batch if the device
+  // fails.
   void run(std::vector<DecodeRequest>& batch) {
+    const auto t0 = std::chrono::steady_clock::now();
     std::map<const wcodec::Reader*, std::vector<size_t>> by_reader;  // -> request indices
     for (size_t k = 0; k < batch.size(); ++k) {
       const auto* src = static_cast<const WcodecChunkSource*>(batch[k].source.get());
       by_reader[&src->reader()].push_back(k);
     }
+    struct Part {
+      const wcodec::Reader* reader;
+      std::vector<size_t> reqs;  // request indices, in plan order
+      size_t first = 0;          // index of its first chunk in the merged plan
+    };
+    std::vector<Part> parts;
+    wcodec::DevicePlan merged;
+    auto to_cpu = [&](const std::vector<size_t>& reqs) {
+      std::vector<DecodeRequest> again;
+      for (size_t k : reqs) again.push_back(std::move(batch[k]));
+      cpu_->submit(std::move(again));
+    };
     for (auto& [reader, reqs] : by_reader) {
-      const auto t0 = std::chrono::steady_clock::now();
       std::vector<size_t> chunks;
       for (size_t k : reqs) chunks.push_back(batch[k].index);
-      const std::string& name = batch[reqs.front()].source->name();
       wcodec::DevicePlan plan;
-      wcodec::Status st = reader->plan_chunks(chunks, &plan);
-      std::vector<uint8_t> out;
-      std::vector<int> results;
-      if (st.ok()) {
-        out.resize(plan.out_bytes);
-        st = gpu_->run_to_host(plan, out.data(), &results);
-      }
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
-      if (stats_) Stats::add(stats_->decode_ns, static_cast<uint64_t>(ns.count()));
+      const wcodec::Status st = reader->plan_chunks(chunks, &plan);
       if (!st.ok()) {
-        // Planning found a framing error in one chunk, or the device
-        // failed: the CPU decoder decides chunk by chunk (and names the bad
-        // one).
+        const std::string& name = batch[reqs.front()].source->name();
         log_once(LogLevel::kWarn, "gpu-fallback:" + name,
                  "GPU decode of " + name + " failed, decoding on the CPU: " + st.ToString());
-        std::vector<DecodeRequest> again;
-        for (size_t k : reqs) again.push_back(std::move(batch[k]));
-        cpu_->submit(std::move(again));
+        to_cpu(reqs);
         continue;
       }
-      for (size_t j = 0; j < reqs.size(); ++j) {
-        DecodeRequest& r = batch[reqs[j]];
-        const wcodec::PlanChunk& c = plan.chunks[j];
+      parts.push_back(Part{reader, reqs, merged.chunks.size()});
+      wcodec::append_plan(merged, plan);
+    }
+    if (parts.empty()) return;
+    std::vector<uint8_t> out(merged.out_bytes);
+    std::vector<int> results;
+    const wcodec::Status st = gpu_->run_to_host(merged, out.data(), &results);
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+    if (stats_) Stats::add(stats_->decode_ns, static_cast<uint64_t>(ns.count()));
+    if (!st.ok()) {
+      log_once(LogLevel::kWarn, "gpu-fallback:device", "GPU decode failed, decoding on the CPU: " + st.ToString());
+      for (const Part& part : parts) to_cpu(part.reqs);
+      return;
+    }
+    for (const Part& part : parts) {
+      const std::string& name = batch[part.reqs.front()].source->name();
+      for (size_t j = 0; j < part.reqs.size(); ++j) {
+        DecodeRequest& r = batch[part.reqs[j]];
+        const size_t k = part.first + j;
+        const wcodec::PlanChunk& c = merged.chunks[k];
         Status s;
-        if (results[j] == wcodec::kPlanOk) {
+        if (results[k] == wcodec::kPlanOk) {
           std::memcpy(r.out, out.data() + c.out, c.out_len);
           if (stats_) {
             Stats::add(stats_->chunks_decoded);
@@ -140,8 +161,8 @@ class GpuBatchDecoder final : public BatchDecoder {
           }
         } else {
           s = Status(Code::kCorruption,
-                     rename_in_message(reader->describe_chunk(plan.chunk_index[j]), reader->path(), name) +
-                         (results[j] == wcodec::kPlanChecksum ? ": checksum mismatch" : ": malformed stream") +
+                     rename_in_message(part.reader->describe_chunk(merged.chunk_index[k]), part.reader->path(), name) +
+                         (results[k] == wcodec::kPlanChecksum ? ": checksum mismatch" : ": malformed stream") +
                          " (GPU decode)");
           if (stats_) Stats::add(stats_->decode_errors);
         }

@@ -168,35 +168,60 @@ TEST(GpuDecoder, DamagedChunksAreReportedNotReturned) {
   EXPECT_GT(caught, 15u);
 }
 
+// The mount's batch decoder, fed the chunks of two containers interleaved
+// in one batch (decoded in one launch from the merged plans).
 TEST(GpuDecoder, MountBatchDecoderServesChunks) {
   REQUIRE_GPU();
   wctest::ScratchDir dir;
-  Encoded e = encode("isnet-medium.rtn-int8.safetensors", dir);
-  ASSERT_TRUE(e.reader);
-  std::shared_ptr<const wcodec::Reader> reader(std::move(e.reader));
-  auto src = wcodecfs::WcodecChunkSource::make(reader, "m.wcodec");
-  ASSERT_TRUE(src.ok());
+  struct File {
+    Encoded e;
+    std::shared_ptr<wcodecfs::ChunkSource> src;
+  };
+  std::vector<File> files;
+  for (const char* f : {"isnet-medium.rtn-int8.safetensors", "stories260K.bf16.safetensors"}) {
+    File file{encode(f, dir), nullptr};
+    ASSERT_TRUE(file.e.reader) << f;
+    std::shared_ptr<const wcodec::Reader> reader(std::move(file.e.reader));
+    auto src = wcodecfs::WcodecChunkSource::make(reader, std::string(f) + ".wcodec");
+    ASSERT_TRUE(src.ok());
+    file.src = *src;
+    files.push_back(std::move(file));
+  }
   wcodecfs::GpuBatchOptions o;
   o.auto_mode = false;
   auto stats = std::make_shared<wcodecfs::Stats>();
   auto dec = wcodecfs::make_gpu_batch_decoder(o, stats);
   ASSERT_TRUE(dec);
-  const size_t n = (*src)->num_chunks();
+  struct Want {
+    size_t file, index;
+  };
+  std::vector<Want> want;
+  for (size_t i = 0;; ++i) {
+    bool any = false;
+    for (size_t f = 0; f < files.size(); ++f)
+      if (i < files[f].src->num_chunks()) {
+        want.push_back({f, i});
+        any = true;
+      }
+    if (!any) break;
+  }
+  const size_t n = want.size();
   std::vector<std::vector<uint8_t>> bufs(n);
   std::vector<wcodecfs::Status> st(n);
   std::mutex mu;
   std::condition_variable cv;
   size_t done = 0;
   std::vector<wcodecfs::DecodeRequest> batch;
-  for (size_t i = 0; i < n; ++i) {
-    bufs[i].resize((*src)->chunk_size(i));
+  for (size_t k = 0; k < n; ++k) {
+    const auto& src = files[want[k].file].src;
+    bufs[k].resize(src->chunk_size(want[k].index));
     wcodecfs::DecodeRequest r;
-    r.source = *src;
-    r.index = i;
-    r.out = bufs[i].data();
-    r.done = [&, i](const wcodecfs::Status& s) {
+    r.source = src;
+    r.index = want[k].index;
+    r.out = bufs[k].data();
+    r.done = [&, k](const wcodecfs::Status& s) {
       std::lock_guard<std::mutex> lk(mu);
-      st[i] = s;
+      st[k] = s;
       ++done;
       cv.notify_all();
     };
@@ -205,9 +230,10 @@ TEST(GpuDecoder, MountBatchDecoderServesChunks) {
   dec->submit(std::move(batch));
   std::unique_lock<std::mutex> lk(mu);
   ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(120), [&] { return done == n; }));
-  for (size_t i = 0; i < n; ++i) {
-    ASSERT_TRUE(st[i].ok()) << st[i].ToString();
-    ASSERT_EQ(0, std::memcmp(bufs[i].data(), e.original.data() + (*src)->chunk_offset(i), bufs[i].size()));
+  for (size_t k = 0; k < n; ++k) {
+    const File& f = files[want[k].file];
+    ASSERT_TRUE(st[k].ok()) << st[k].ToString();
+    ASSERT_EQ(0, std::memcmp(bufs[k].data(), f.e.original.data() + f.src->chunk_offset(want[k].index), bufs[k].size()));
   }
   EXPECT_EQ(wcodecfs::Stats::get(stats->chunks_decoded), n);
   dec->shutdown();
