@@ -130,7 +130,12 @@ Result<std::unique_ptr<Filesystem>> Filesystem::create(const std::string& store_
   fs->readahead_cap_ = std::min(options.readahead_max, options.cache_bytes / 4);
   // The codec's decoding tables (built per tensor on first decode) count
   // against the memory of the mount too: an eighth of the chunk cache.
-  wcodec::set_vector_table_budget(std::max<uint64_t>(kMinTableBudget, options.cache_bytes / 8));
+  // Decoding tables are rebuilt cheaply (a few hundred KB per tensor, next to
+  // MBs of decoding), while memory touched for the first time is not: a
+  // small budget lets a cold sequential read reuse the tables' memory of the
+  // tensors behind it instead of faulting in fresh pages (cold read of a
+  // 88 MB f16 model: 42k -> 30k page faults).
+  wcodec::set_vector_table_budget(std::max<uint64_t>(kMinTableBudget, options.cache_bytes / 64));
   fs->adapters_ = default_adapters();
   fs->options_ = std::move(options);
   ::clock_gettime(CLOCK_REALTIME, &fs->started_);
