@@ -1,6 +1,8 @@
 // codec/src/chunk_decode.h — decoding one model-coded chunk, for host and
-// device. The CPU decoder calls these functions directly; the CUDA decoder
-// runs the same code (one chunk per warp-sized lane group).
+// device. The decoders are written once as templates over a lane group
+// (lane_group.h; the *_g functions): the CPU reference decoder runs them
+// with HostGroup (the lanes in a loop; the plain-named wrappers), the CUDA
+// kernel with one warp per chunk (cuda/warp_group.cuh).
 //
 // All inputs are plain views; nothing allocates. Scratch buffers are sized by
 // the caller (chunk_scratch_bytes). Every read of the payload is bounded; a

@@ -590,6 +590,27 @@ static void walk_int(const IntParams& p, const uint8_t* rc, const uint8_t* cc, u
   }
 }
 
+// The (context, token) of every element of an int chunk, lane rectangle by
+// lane rectangle in raster order: the symbols walk_int emits, in another
+// order, for uses that only count them (statistics).
+template <typename Emit>
+static void visit_int_tokens(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0, uint64_t col0,
+                             uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
+  IntLuts L;
+  build_int_luts(p, &L);
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const LaneRect rect = lane_rect(h, w, l);
+    for (uint32_t r = rect.r0; r < rect.r0 + rect.h; ++r) {
+      const uint32_t rowpart = p.use_rc ? rc[row0 + r] : 0u;
+      for (uint32_t c = rect.c0; c < rect.c0 + rect.w; ++c) {
+        const uint32_t sc = L.scale[rowpart + (p.use_cc ? cc[col0 + c] : 0u)];
+        const uint32_t ctx = int_ctx(p, L, res, w, r, c, rect.r0, rect.c0, sc, static_cast<uint32_t>(col0 + c));
+        emit(ctx, make_token(p, res[uint64_t{r} * w + c]).tok);
+      }
+    }
+  }
+}
+
 template <typename Emit>
 static void walk_bytes(const BytesParams& p, uint32_t h, uint32_t w, const uint8_t* data, Emit&& emit) {
   LaneCursor cur[kLanes];
@@ -834,7 +855,32 @@ static void int_values(const IntParams& p, const TensorGeometry& g, const uint8_
                        std::vector<int32_t>* v) {
   const uint64_t n = g.rows * g.cols;
   v->resize(n);
-  for (uint64_t i = 0; i < n; ++i) {
+  uint64_t i0 = 0;
+  if (!p.zgroup) {
+    // Whole bytes through a table: byte -> its codes' values (LSB first).
+    const uint32_t cpb = int_codes_per_byte(p.sub), bits = 8 / cpb;
+    int32_t lut[256][4];
+    for (uint32_t b = 0; b < 256; ++b)
+      for (uint32_t k = 0; k < cpb; ++k)
+        lut[b][k] = int_code_to_value(p.sub, (b >> (k * bits)) & ((1u << bits) - 1), p.center);
+    const uint64_t nb = n / cpb;
+    int32_t* out = v->data();
+    for (uint64_t i = 0; i < nb; ++i)
+      for (uint32_t k = 0; k < cpb; ++k) out[i * cpb + k] = lut[data[i]][k];
+    i0 = nb * cpb;
+  } else if (g.cols) {
+    // Zero points per group of zgroup codes along a row.
+    int32_t* out = v->data();
+    for (uint64_t r = 0; r < g.rows; ++r) {
+      const uint8_t* zrow = aux.bytes + r * aux.cols;
+      for (uint64_t c = 0; c < g.cols; ++c) {
+        const uint64_t i = r * g.cols + c;
+        out[i] = int_code_to_value(p.sub, static_cast<uint32_t>(code_at(p.sub, data, i)), zrow[c / p.zgroup]);
+      }
+    }
+    i0 = n;
+  }
+  for (uint64_t i = i0; i < n; ++i) {
     int32_t center = p.center;
     if (p.zgroup) {
       const uint64_t r = i / g.cols, c = i % g.cols;
@@ -1018,13 +1064,25 @@ static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& va
 static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals, IntParams base, bool allow_phase,
                        TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc) {
   int_side_info(g, vals, rc, cc);
-  auto sample = sample_chunks(g, 1u << 17);
+  constexpr uint64_t kSampleElems = 1u << 17;
+  auto sample = sample_chunks(g, kSampleElems);
   const uint64_t total = g.rows * g.cols;
+  // The sample is whole chunks, and one chunk of 2- or 4-bit codes holds far
+  // more than kSampleElems elements: candidates are evaluated on every
+  // row_step-th row of the sampled chunks (contexts still see the rows in
+  // between), about kSampleElems elements in all.
+  uint64_t sampled_full = 0;
+  for (auto ci : sample) {
+    uint64_t a, b, h, w;
+    g.chunk_rect(ci, &a, &b, &h, &w);
+    sampled_full += h * w;
+  }
+  const uint64_t row_step = std::max<uint64_t>(1, sampled_full / kSampleElems);
   uint64_t sampled = 0;
   for (auto ci : sample) {
     uint64_t a, b, h, w;
     g.chunk_rect(ci, &a, &b, &h, &w);
-    sampled += h * w;
+    sampled += (h + row_step - 1) / row_step * w;
   }
   const double scale = static_cast<double>(total) / static_cast<double>(std::max<uint64_t>(1, sampled));
   // Activity distribution for thresholds.
@@ -1064,7 +1122,7 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
     build_int_luts(p, &L);
     for (const auto& ch : sch) {
       const uint32_t h = static_cast<uint32_t>(ch.c.h), w = static_cast<uint32_t>(ch.c.w);
-      for (uint32_t r = 0; r < h; ++r) {
+      for (uint32_t r = 0; r < h; r += static_cast<uint32_t>(row_step)) {
         for (uint32_t c = 0; c < w; ++c) {
           const uint32_t scl = int_scale_class(p, L, rc->data(), cc->data(), static_cast<uint32_t>(ch.c.row0 + r),
                                                static_cast<uint32_t>(ch.c.col0 + c));
@@ -1364,6 +1422,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   // from the untransformed residuals.
   std::vector<std::vector<uint8_t>> maps(nchunks);
   std::vector<char> has_map(nchunks, 0);
+  std::optional<Stats> tool_free;
   if (kind == kIntK && opt.tool_search) {
     std::vector<uint64_t> hist(m.ip.nsym, 1);
     const uint64_t hstep = std::max<uint64_t>(1, vals.size() >> 16);
@@ -1378,7 +1437,9 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       et.choice.tiles_total += tr * tc;
     }
     // Default profile: search a sample of chunks; the rest only if some
-    // sampled chunk ends up smaller with tools (checked below).
+    // sampled chunk ends up smaller with tools (checked below). tool_free:
+    // the statistics of every chunk without tools, when the check needed
+    // them (the final statistics if no chunk keeps a map).
     std::vector<uint64_t> probe = opt.exhaustive_tools ? sample_chunks(g, UINT64_MAX) : sample_chunks(g, 1u << 16);
     for (auto i : probe) has_map[i] = choose_tiles(g, vals, chunk_ref(g, data, i), m.ip, cost, opt.exhaustive_tools, &maps[i]);
     bool search_rest = false;
@@ -1387,16 +1448,15 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     bool any = false;
     for (auto hm : has_map) any |= hm != 0;
     if (any) {
-      Stats sa;
+      Stats& sa = tool_free.emplace();
       sa.init(int_nctx(m.ip), m.ip.nsym, 0, 0);
       std::vector<int32_t> rbuf;
       for (uint64_t i = 0; i < nchunks; ++i) {
         ChunkRef c = chunk_ref(g, data, i);
         chunk_residuals(g, vals, c, nullptr, &rbuf);
-        walk_int(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
-                 static_cast<uint32_t>(c.w), rbuf.data(),
-                 [&](uint32_t, uint32_t set, uint32_t ctx, uint32_t sym) { sa.add(set, ctx, sym); },
-                 [](uint32_t, uint32_t, uint32_t) {});
+        visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
+                         static_cast<uint32_t>(c.w), rbuf.data(),
+                         [&](uint32_t ctx, uint32_t sym) { sa.add(0, ctx, sym); });
       }
       TensorModel ma = m;
       build_tables(sa, &ma);
@@ -1449,8 +1509,14 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
 
   // Statistics over every chunk in its final form, then tables.
   Stats st;
-  init_stats(m, &st);
-  add_tensor_stats(g, data, vals, m, maps, has_map, &st);
+  bool kept_map = false;
+  for (auto hm : has_map) kept_map |= hm != 0;
+  if (tool_free && !kept_map) {
+    st = std::move(*tool_free);
+  } else {
+    init_stats(m, &st);
+    add_tensor_stats(g, data, vals, m, maps, has_map, &st);
+  }
   build_tables(st, &m);
   et.choice.model_desc = m.describe();
   encode_chunks(g, data, vals, m, maps, has_map, opt, &et);
@@ -1479,8 +1545,8 @@ static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const
       walk_float(m.fp, h, w, fd, count);
     } else if (m.kind == ModelKind::kInt) {
       chunk_residuals(g, vals, c, i < has_map.size() && has_map[i] ? &maps[i] : nullptr, &res);
-      walk_int(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(), count,
-               [](uint32_t, uint32_t, uint32_t) {});
+      visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(),
+                       [&](uint32_t ctx, uint32_t sym) { st->add(0, ctx, sym); });
     } else {
       walk_bytes(m.bp, h, w, c.bytes, count);
     }
