@@ -52,42 +52,24 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Grow-only device memory (kept across batches: cudaMalloc and cudaFree
-// are slow and cudaFree synchronizes the device).
-struct DevMem {
-  void* p = nullptr;
-  size_t cap = 0;
-  cudaError_t reserve(size_t n) {
-    n = std::max<size_t>(n, 16);
-    if (n <= cap) return cudaSuccess;
-    if (p) cudaFree(p);
-    p = nullptr;
-    cap = 0;
-    const cudaError_t e = cudaMalloc(&p, n + n / 4);
-    if (e == cudaSuccess) cap = n + n / 4;
-    return e;
-  }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-  ~DevMem() {
-    if (p) cudaFree(p);
-  }
-};
+// Grow-only memory kept across batches: device memory (cudaMalloc and
+// cudaFree are slow, and cudaFree synchronizes the device), or pinned
+// (page-locked) host memory, whose copies run asynchronously at full link
+// speed.
+cudaError_t malloc_device(void** p, size_t n) { return cudaMalloc(p, n); }
+cudaError_t malloc_pinned(void** p, size_t n) { return cudaMallocHost(p, n); }
 
-// Grow-only pinned (page-locked) host memory: copies from it run
-// asynchronously at full link speed.
-struct PinnedMem {
+template <cudaError_t (*Alloc)(void**, size_t), cudaError_t (*Free)(void*)>
+struct GrowMem {
   void* p = nullptr;
   size_t cap = 0;
   cudaError_t reserve(size_t n) {
     n = std::max<size_t>(n, 16);
     if (n <= cap) return cudaSuccess;
-    if (p) cudaFreeHost(p);
+    if (p) Free(p);
     p = nullptr;
     cap = 0;
-    const cudaError_t e = cudaMallocHost(&p, n + n / 4);
+    const cudaError_t e = Alloc(&p, n + n / 4);
     if (e == cudaSuccess) cap = n + n / 4;
     return e;
   }
@@ -95,10 +77,12 @@ struct PinnedMem {
   T* as() const {
     return static_cast<T*>(p);
   }
-  ~PinnedMem() {
-    if (p) cudaFreeHost(p);
+  ~GrowMem() {
+    if (p) Free(p);
   }
 };
+using DevMem = GrowMem<malloc_device, cudaFree>;
+using PinnedMem = GrowMem<malloc_pinned, cudaFreeHost>;
 
 // memcpy split over threads for large copies (staging into pinned memory
 // is the host's share of a batch).
@@ -180,7 +164,6 @@ struct Slot {
   cudaEvent_t ev[4] = {};  // start, uploaded, decoded, done
   DevMem in, views, chunks, scratch, res, out;
   PinnedMem arena_h, views_h, chunks_h, res_h;
-  bool busy = false;
   uint32_t n = 0;
   uint64_t batch = 0;
   std::chrono::steady_clock::time_point t0;
@@ -259,7 +242,6 @@ struct GpuDecoder::Impl {
       WGPU_CHECK(cudaMemcpyAsync(host_out, dst, plan.out_bytes, cudaMemcpyDeviceToHost, s.stream),
                  "copy decoded bytes to the host");
     WGPU_CHECK(cudaEventRecord(s.ev[3], s.stream), "event");
-    s.busy = true;
     in_flight.push_back(&s);
     return Status::OK();
   }
@@ -269,7 +251,6 @@ struct GpuDecoder::Impl {
   Status complete_oldest(std::vector<int>* results, uint64_t* batch, Timing* t) {
     Slot& s = *in_flight.front();
     in_flight.pop_front();
-    s.busy = false;
     WGPU_CHECK(cudaEventSynchronize(s.ev[3]), "decode");
     results->assign(s.res_h.as<int>(), s.res_h.as<int>() + s.n);
     *batch = s.batch;
@@ -285,7 +266,8 @@ struct GpuDecoder::Impl {
     return Status::OK();
   }
 
-  Slot& free_slot() { return slots[0].busy ? slots[1] : slots[0]; }
+  // The slot not in flight (REQUIRES fewer than two in flight).
+  Slot& free_slot() { return in_flight.empty() || in_flight.front() != &slots[0] ? slots[0] : slots[1]; }
 
   // Synchronous run on one slot (no pipelined batch may be in flight).
   Status run_sync(const DevicePlan& plan, uint8_t* dst, uint8_t* host_out, std::vector<int>* results, Timing* t) {
@@ -328,21 +310,27 @@ GpuDecoder::~GpuDecoder() = default;
 
 std::string GpuDecoder::describe() const { return "cuda (" + impl_->name + ")"; }
 
+namespace {
+Status check_fits(const DevicePlan& plan, const DeviceBuffer& out, size_t dst_offset) {
+  if (dst_offset > out.size() || plan.out_bytes > out.size() - dst_offset)
+    return Status::OutOfRange("device output buffer too small for the batch");
+  return Status::OK();
+}
+}  // namespace
+
 Status GpuDecoder::run_to_host(DevicePlan& plan, uint8_t* out, std::vector<int>* results, Timing* t) {
   return impl_->run_sync(plan, nullptr, out, results, t);
 }
 
 Status GpuDecoder::run_to_device(DevicePlan& plan, DeviceBuffer& out, size_t dst_offset, std::vector<int>* results,
                                  Timing* t) {
-  if (dst_offset > out.size() || plan.out_bytes > out.size() - dst_offset)
-    return Status::OutOfRange("device output buffer too small for the batch");
+  WC_RETURN_IF_ERROR(check_fits(plan, out, dst_offset));
   return impl_->run_sync(plan, static_cast<uint8_t*>(out.get()) + dst_offset, nullptr, results, t);
 }
 
 Result<uint64_t> GpuDecoder::submit(const DevicePlan& plan, DeviceBuffer& out, size_t dst_offset,
                                     const BatchDone& on_done, Timing* t) {
-  if (dst_offset > out.size() || plan.out_bytes > out.size() - dst_offset)
-    return Status::OutOfRange("device output buffer too small for the batch");
+  WC_RETURN_IF_ERROR(check_fits(plan, out, dst_offset));
   if (impl_->in_flight.size() == 2) {
     std::vector<int> results;
     uint64_t batch = 0;

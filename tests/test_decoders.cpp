@@ -248,9 +248,12 @@ void check_ternary_vector_decoder(bool phase) {
   const EncodedTensor& et = *r;
   ASSERT_EQ(et.model.kind, ModelKind::kInt);
   ASSERT_EQ(et.model.ip.sub, kIntTernary);
-  if (phase) ASSERT_EQ(et.model.ip.nbr_mode, 2) << et.model.describe();
-  else ASSERT_LT(et.model.ip.nbr_mode, 2) << et.model.describe();
-  if (phase) EXPECT_EQ(et.model.ip.period, 9) << et.model.describe();
+  if (phase) {
+    ASSERT_EQ(et.model.ip.nbr_mode, 2) << et.model.describe();
+    EXPECT_EQ(et.model.ip.period, 9) << et.model.describe();
+  } else {
+    ASSERT_LT(et.model.ip.nbr_mode, 2) << et.model.describe();
+  }
   std::shared_ptr<const TensorModel::VectorTables> hold;
   const ModelView mv = et.model.view(&hold);
   int compared = 0, rejected = 0;

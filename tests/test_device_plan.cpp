@@ -35,14 +35,7 @@ struct Planned {
 Planned open_encoded(const std::string& file, const wctest::ScratchDir& dir) {
   Planned p;
   p.original = wctest::read_file(wctest::data_dir() / file);
-  auto enc = wcodec::encode_safetensors(p.original.data(), p.original.size(), wcodec::EncodeConfig{}, file);
-  EXPECT_TRUE(enc.ok()) << enc.status().ToString();
-  if (!enc.ok()) return p;
-  const fs::path path = dir / (file + ".wcodec");
-  wctest::write_file(path, *enc);
-  auto r = wcodec::Reader::open(path.string());
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (r.ok()) p.reader = std::move(r).value();
+  p.reader = wctest::encode_and_open(p.original, file, dir);
   return p;
 }
 
@@ -155,22 +148,18 @@ TEST(DevicePlan, EdgeCasesDecodeAsTheReaderDoes) {
   cases.push_back({"smooth_int8", wctest::make_smooth_int8_file()});
   for (const auto& ec : cases) {
     SCOPED_TRACE(ec.name);
-    auto enc = wcodec::encode_safetensors(ec.file.data(), ec.file.size(), wcodec::EncodeConfig{}, ec.name);
-    ASSERT_TRUE(enc.ok()) << enc.status().ToString();
-    const fs::path path = dir / (ec.name + ".wcodec");
-    wctest::write_file(path, *enc);
-    auto r = wcodec::Reader::open(path.string());
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    std::vector<size_t> all((*r)->num_chunks());
+    auto r = wctest::encode_and_open(ec.file, ec.name, dir);
+    ASSERT_TRUE(r);
+    std::vector<size_t> all(r->num_chunks());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
     DevicePlan plan;
-    ASSERT_TRUE((*r)->plan_chunks(all, &plan).ok());
+    ASSERT_TRUE(r->plan_chunks(all, &plan).ok());
     for (const auto& c : plan.chunks) {
       model += c.kind == wcodec::PlanKind::kModel;
       tiled += c.map != wcodec::kPlanNone;
       tails += c.tail != 0;
     }
-    expect_plan_equals_file(**r, ec.file, ec.name);
+    expect_plan_equals_file(*r, ec.file, ec.name);
   }
   EXPECT_GE(model, 20u);
   EXPECT_GT(tiled, 0u) << "no int chunk with a tile map: the tile wavefront went untested";

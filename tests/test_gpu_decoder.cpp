@@ -49,14 +49,7 @@ struct Encoded {
 Encoded encode_bytes(std::vector<uint8_t> original, const std::string& file, const wctest::ScratchDir& dir) {
   Encoded e;
   e.original = std::move(original);
-  auto enc = wcodec::encode_safetensors(e.original.data(), e.original.size(), wcodec::EncodeConfig{}, file);
-  EXPECT_TRUE(enc.ok()) << enc.status().ToString();
-  if (!enc.ok()) return e;
-  const fs::path p = dir / (file + ".wcodec");
-  wctest::write_file(p, *enc);
-  auto r = wcodec::Reader::open(p.string());
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (r.ok()) e.reader = std::move(r).value();
+  e.reader = wctest::encode_and_open(e.original, file, dir);
   return e;
 }
 

@@ -59,6 +59,19 @@ std::string sha256_hex(const uint8_t* data, size_t n) {
   return s;
 }
 
+std::unique_ptr<wcodec::Reader> encode_and_open(const std::vector<uint8_t>& original, const std::string& name,
+                                                const ScratchDir& dir) {
+  auto enc = wcodec::encode_safetensors(original.data(), original.size(), wcodec::EncodeConfig{}, name);
+  EXPECT_TRUE(enc.ok()) << name << ": " << enc.status().ToString();
+  if (!enc.ok()) return nullptr;
+  const std::filesystem::path path = dir / (name + ".wcodec");
+  write_file(path, *enc);
+  auto r = wcodec::Reader::open(path.string());
+  EXPECT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+  if (!r.ok()) return nullptr;
+  return std::move(r).value();
+}
+
 ScratchDir::ScratchDir() {
   std::random_device rd;
   for (int i = 0; i < 100; ++i) {

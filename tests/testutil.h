@@ -4,8 +4,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "wcodec/container.h"
 
 namespace wctest {
 
@@ -32,6 +35,12 @@ class ScratchDir {
  private:
   std::filesystem::path path_;
 };
+
+// Encodes `original` (a safetensors file) with the default configuration
+// into dir/NAME.wcodec and opens it; fails the calling test and returns null
+// if either step fails.
+std::unique_ptr<wcodec::Reader> encode_and_open(const std::vector<uint8_t>& original, const std::string& name,
+                                                const ScratchDir& dir);
 
 // Runs a shell command, returns its exit status (WEXITSTATUS) and captures
 // stdout+stderr into *output when given.

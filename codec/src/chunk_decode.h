@@ -81,13 +81,15 @@ struct LaneCursor {
   uint32_t r, c;
 };
 
+// Lane l's cursor at the start of its rectangle.
+WC_HD inline LaneCursor lane_cursor(uint32_t h, uint32_t w, uint32_t l) {
+  const LaneRect rect = lane_rect(h, w, l);
+  return LaneCursor{rect, rect.h * rect.w, rect.r0, rect.c0};
+}
 WC_HD inline uint32_t init_cursors(uint32_t h, uint32_t w, LaneCursor* cur) {
   uint32_t steps = 0;
   for (uint32_t l = 0; l < kLanes; ++l) {
-    cur[l].rect = lane_rect(h, w, l);
-    cur[l].n = cur[l].rect.h * cur[l].rect.w;
-    cur[l].r = cur[l].rect.r0;
-    cur[l].c = cur[l].rect.c0;
+    cur[l] = lane_cursor(h, w, l);
     if (cur[l].n > steps) steps = cur[l].n;
   }
   return steps;
@@ -116,10 +118,7 @@ WC_HD inline int64_t lanes_open(G& g, const ChunkView& cv, const uint8_t* rans, 
   g.each([&](uint32_t l) {
     x[l] = load_elem(rans + 4 * l, 4);
     err[l] = 0;
-    cur[l].rect = lane_rect(cv.h, cv.w, l);
-    cur[l].n = cur[l].rect.h * cur[l].rect.w;
-    cur[l].r = cur[l].rect.r0;
-    cur[l].c = cur[l].rect.c0;
+    cur[l] = lane_cursor(cv.h, cv.w, l);
   });
   return g.max([&](uint32_t l) { return cur[l].n; });
 }

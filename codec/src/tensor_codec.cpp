@@ -1179,28 +1179,24 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
     consider(p);
   }
   if (base.sub == kIntTernary) {
-    for (uint8_t ob : {0, 9}) {
+    // Exact neighbour signs: nbr_mode 1 (off_b: a fourth neighbour), or 2
+    // with a column period (convolution kernels flattened along a row repeat
+    // their statistics with the kernel size: 9 for 3x3, 25 for 5x5).
+    auto signs = [&](uint8_t mode, uint8_t off_b, uint8_t period) {
       IntParams p = base;
-      p.nbr_mode = 1;
+      p.nbr_mode = mode;
       p.nb = 1;
       p.ns = 1;
       p.off_a = 3;
-      p.off_b = ob;
+      p.off_b = off_b;
+      p.period = period;
       consider(p);
-    }
-    // Column phase: convolution kernels flattened along a row repeat their
-    // statistics with the kernel size (9 for 3x3, 25 for 5x5).
+    };
+    signs(1, 0, 0);
+    signs(1, 9, 0);
     if (allow_phase) {
-      for (uint8_t per : {9, 25}) {
-        IntParams p = base;
-        p.nbr_mode = 2;
-        p.nb = 1;
-        p.ns = 1;
-        p.off_a = 3;
-        p.off_b = 0;
-        p.period = per;
-        consider(p);
-      }
+      signs(2, 0, 9);
+      signs(2, 0, 25);
     }
   }
   // A periodic neighbour (convolution kernels flattened along a row).
