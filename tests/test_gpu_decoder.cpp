@@ -5,6 +5,7 @@
 // says so in its skip line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -34,13 +35,6 @@ namespace fs = std::filesystem;
     if (!info.usable) GTEST_SKIP() << "GPU tests did not run: " << info.why_not;              \
   } while (0)
 
-const char* const kFiles[] = {"stories260K.bf16.safetensors",     "stories260K.f32.safetensors",
-                              "stories260K.rtn-int8.safetensors", "stories260K.rtn-int4.safetensors",
-                              "stories260K.rtn-ternary.safetensors", "silero_vad_16k.bf16.safetensors",
-                              "silero_vad_16k.f32.safetensors",   "isnet-medium.f16.safetensors",
-                              "isnet-medium.rtn-int8.safetensors", "isnet-medium.rtn-int4.safetensors",
-                              "isnet-medium.rtn-ternary.safetensors"};
-
 struct Encoded {
   std::vector<uint8_t> original;
   std::unique_ptr<wcodec::Reader> reader;
@@ -53,8 +47,16 @@ Encoded encode_bytes(std::vector<uint8_t> original, const std::string& file, con
   return e;
 }
 
-Encoded encode(const std::string& file, const wctest::ScratchDir& dir) {
-  return encode_bytes(wctest::read_file(wctest::data_dir() / file), file, dir);
+Encoded encode(const fs::path& file, const wctest::ScratchDir& dir) {
+  return encode_bytes(wctest::read_file(file), file.filename().string(), dir);
+}
+
+// Every model file of the data directory (WCODEC_DATA overrides it, so a
+// machine with a GPU but without the whole set can run a subset).
+std::vector<fs::path> model_files() {
+  auto files = wctest::data_safetensors_files();
+  EXPECT_FALSE(files.empty()) << "no *.safetensors in " << wctest::data_dir();
+  return files;
 }
 
 // Every chunk of `e` decoded on the GPU to the host equals the original.
@@ -92,11 +94,11 @@ TEST(GpuDecoder, EveryRealFileToHostAndToDeviceEqualsTheCpu) {
   auto dec = wcodec::gpu::GpuDecoder::create();
   ASSERT_TRUE(dec.ok()) << dec.status().ToString();
   wctest::ScratchDir dir;
-  for (const char* file : kFiles) {
-    SCOPED_TRACE(file);
+  for (const fs::path& file : model_files()) {
+    SCOPED_TRACE(file.string());
     Encoded e = encode(file, dir);
     ASSERT_TRUE(e.reader);
-    expect_gpu_equals_file(**dec, e, file);
+    expect_gpu_equals_file(**dec, e, file.filename().string());
     const wcodec::Reader& rd = *e.reader;
     auto dbuf = wcodec::gpu::decode_file_to_device(rd, **dec);
     ASSERT_TRUE(dbuf.ok()) << dbuf.status().ToString();
@@ -128,7 +130,7 @@ TEST(GpuDecoder, DamagedChunksAreReportedNotReturned) {
   auto dec = wcodec::gpu::GpuDecoder::create();
   ASSERT_TRUE(dec.ok()) << dec.status().ToString();
   wctest::ScratchDir dir;
-  Encoded e = encode("stories260K.rtn-int8.safetensors", dir);
+  Encoded e = encode(wctest::data_dir() / "stories260K.rtn-int8.safetensors", dir);
   ASSERT_TRUE(e.reader);
   const wcodec::Reader& rd = *e.reader;
   std::vector<size_t> all(rd.num_chunks());
@@ -162,7 +164,8 @@ TEST(GpuDecoder, DamagedChunksAreReportedNotReturned) {
 }
 
 // The mount's batch decoder, fed the chunks of two containers interleaved
-// in one batch (decoded in one launch from the merged plans).
+// in one batch (decoded in one launch from the merged plans): the largest
+// model file and the smallest.
 TEST(GpuDecoder, MountBatchDecoderServesChunks) {
   REQUIRE_GPU();
   wctest::ScratchDir dir;
@@ -171,11 +174,16 @@ TEST(GpuDecoder, MountBatchDecoderServesChunks) {
     std::shared_ptr<wcodecfs::ChunkSource> src;
   };
   std::vector<File> files;
-  for (const char* f : {"isnet-medium.rtn-int8.safetensors", "stories260K.bf16.safetensors"}) {
+  auto all = model_files();
+  ASSERT_FALSE(all.empty());
+  const auto by_size = [](const fs::path& a, const fs::path& b) { return fs::file_size(a) < fs::file_size(b); };
+  const fs::path largest = *std::max_element(all.begin(), all.end(), by_size);
+  const fs::path smallest = *std::min_element(all.begin(), all.end(), by_size);
+  for (const fs::path& f : {largest, smallest}) {
     File file{encode(f, dir), nullptr};
     ASSERT_TRUE(file.e.reader) << f;
     std::shared_ptr<const wcodec::Reader> reader(std::move(file.e.reader));
-    auto src = wcodecfs::WcodecChunkSource::make(reader, std::string(f) + ".wcodec");
+    auto src = wcodecfs::WcodecChunkSource::make(reader, f.stem().string() + ".wcodec");
     ASSERT_TRUE(src.ok());
     file.src = *src;
     files.push_back(std::move(file));

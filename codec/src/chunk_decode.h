@@ -198,26 +198,35 @@ WC_HD inline bool decode_float_symbols_g(G& g, const ModelView& m, const ChunkVi
   if (open < 0) return false;
   const uint32_t steps = static_cast<uint32_t>(open);
   if (steps && (m.n0 == 0 || m.n1 == 0)) return false;  // no table to decode with
+  // The lane's left neighbour (exponent; sign/mantissa symbol) and its own
+  // exponent stay in registers; only the top neighbour is read back.
+  typename G::template Lanes<uint32_t> left_e, left_sm, own_e;
+  g.each([&](uint32_t l) { left_e[l] = left_sm[l] = own_e[l] = 0; });
   for (uint32_t t = 0; t < steps; ++t) {
     auto active = [&](uint32_t l) { return t < cur[l].n; };
     g.each([&](uint32_t l) {
       if (!active(l)) return;
       const uint32_t r = cur[l].r, c = cur[l].c;
-      uint32_t ctx = float_e_ctx(p, e_grid, w, r, c, c > cur[l].rect.c0, r > cur[l].rect.r0);
+      const bool has_l = c > cur[l].rect.c0, has_t = r > cur[l].rect.r0;
+      uint32_t ctx = p.emode == 0 ? 0u
+                                  : float_e_ctx_lt(p, has_l ? static_cast<int>(left_e[l]) : -1,
+                                                   has_t ? static_cast<int>(e_grid[(r - 1) * w + c]) : -1);
       err[l] |= ctx >= m.n0;
       ctx = ctx < m.n0 ? ctx : 0;
-      e_grid[r * w + c] = static_cast<uint16_t>(rans_decode_sym(x[l], m.t0[ctx]));
+      own_e[l] = rans_decode_sym(x[l], m.t0[ctx]);
+      e_grid[r * w + c] = static_cast<uint16_t>(own_e[l]);
     });
     g.renorm(x, ws, active);
     g.each([&](uint32_t l) {
       if (!active(l)) return;
       const uint32_t r = cur[l].r, c = cur[l].c;
-      int ls = 0;
-      if (c > cur[l].rect.c0) ls = 1 + (sm_grid[r * w + c - 1] >> p.k);
-      uint32_t ctx = float_sm_ctx(p, e_grid[r * w + c], ls);
+      const int ls = c > cur[l].rect.c0 ? static_cast<int>(1 + (left_sm[l] >> p.k)) : 0;
+      uint32_t ctx = float_sm_ctx(p, own_e[l], ls);
       err[l] |= ctx >= m.n1;
       ctx = ctx < m.n1 ? ctx : 0;
-      sm_grid[r * w + c] = static_cast<uint8_t>(rans_decode_sym(x[l], m.t1[ctx]));
+      left_sm[l] = rans_decode_sym(x[l], m.t1[ctx]);
+      left_e[l] = own_e[l];
+      sm_grid[r * w + c] = static_cast<uint8_t>(left_sm[l]);
     });
     g.renorm(x, ws, active);
     g.each([&](uint32_t l) {
@@ -375,7 +384,8 @@ WC_HD inline bool decode_int_residuals_g(G& g, const ModelView& m, const ChunkVi
   const IntParams& p = m.ip;
   const uint32_t w = cv.w;
   typename G::template Lanes<uint32_t> x, err, tok, extra, rowpart;
-  typename G::template Lanes<int32_t> h1, h2;  // lane-local left neighbours
+  typename G::template Lanes<int32_t> h1, h2, h3;  // lane-local left neighbours (1, 2, 3 back)
+  typename G::template Lanes<uint32_t> phase;       // nbr_mode 2: (col0 + c) % period
   typename G::template Lanes<LaneCursor> cur;
   const uint8_t zero_word[2] = {0, 0};
   WordSource ws;
@@ -386,9 +396,11 @@ WC_HD inline bool decode_int_residuals_g(G& g, const ModelView& m, const ChunkVi
   const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;
   const IntLuts& L = *m.luts;
   const uint8_t* ccol = p.use_cc ? m.cc + cv.col0 : nullptr;
+  const uint32_t period = p.nbr_mode == 2 ? p.period : 1u;
   g.each([&](uint32_t l) {
     rowpart[l] = p.use_rc && cur[l].n ? m.rc[cv.row0 + cur[l].r] : 0u;
-    h1[l] = h2[l] = 0;
+    h1[l] = h2[l] = h3[l] = 0;
+    phase[l] = (cv.col0 + cur[l].rect.c0) % period;
   });
   for (uint32_t t = 0; t < steps; ++t) {
     auto active = [&](uint32_t l) { return t < cur[l].n; };
@@ -400,15 +412,19 @@ WC_HD inline bool decode_int_residuals_g(G& g, const ModelView& m, const ChunkVi
       const bool ht = r > cur[l].rect.r0;
       const int32_t top = ht ? res[(r - 1) * w + c] : 0;
       const int32_t* row = res + static_cast<uint64_t>(r) * w;
-      const int32_t la = oa && c >= cur[l].rect.c0 + oa ? row[c - oa] : 0;
+      // Neighbours up to 3 back are the lane's registers (0 before the
+      // rectangle's first column, as row[] would be absent).
+      const int32_t la = oa == 0 ? 0
+                         : oa <= 3 ? (oa == 1 ? h1[l] : oa == 2 ? h2[l] : h3[l])
+                                   : (c >= cur[l].rect.c0 + oa ? row[c - oa] : 0);
       const int32_t lb = ob && c >= cur[l].rect.c0 + ob ? row[c - ob] : 0;
-      const uint32_t kp = p.nbr_mode == 2 ? (cv.col0 + c) % p.period : 0u;
-      uint32_t ctx = int_ctx_vals(p, L, h1[l], h2[l], la, lb, top, c > cur[l].rect.c0, ht, sc, kp);
+      uint32_t ctx = int_ctx_vals(p, L, h1[l], h2[l], la, lb, top, c > cur[l].rect.c0, ht, sc, phase[l]);
       err[l] |= ctx >= m.n0;
       ctx = ctx < m.n0 ? ctx : 0;
       const uint32_t tk = rans_decode_sym(x[l], m.t0[ctx]);
       const int32_t v = tile::zz_decode(static_cast<int32_t>(tk));
       res[r * w + c] = v;
+      h3[l] = h2[l];
       h2[l] = h1[l];
       h1[l] = v;
       tok[l] = tk;
@@ -441,10 +457,12 @@ WC_HD inline bool decode_int_residuals_g(G& g, const ModelView& m, const ChunkVi
     }
     g.each([&](uint32_t l) {
       if (!active(l)) return;
+      phase[l] = phase[l] + 1 == period ? 0u : phase[l] + 1;
       if (++cur[l].c == cur[l].rect.c0 + cur[l].rect.w) {
         cur[l].c = cur[l].rect.c0;
         ++cur[l].r;
-        h1[l] = h2[l] = 0;
+        h1[l] = h2[l] = h3[l] = 0;
+        phase[l] = (cv.col0 + cur[l].rect.c0) % period;
         if (p.use_rc && cur[l].r < cv.h) rowpart[l] = m.rc[cv.row0 + cur[l].r];
       }
     });

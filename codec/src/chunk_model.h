@@ -82,39 +82,37 @@ WC_HD inline uint32_t float_raw_bits(const FloatParams& p) { return p.mb - p.k; 
 
 WC_HD inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-// Context of the exponent at lane-local position (i, j); e_grid holds the
+// Context of an exponent from its left and top neighbours' exponents (-1:
+// no such neighbour in the lane's rectangle).
+WC_HD inline uint32_t float_e_ctx_lt(const FloatParams& p, int l, int t) {
+  if (p.emode == 0) return 0;
+  if (l < 0 && t < 0) return 0;
+  if (p.emode == 4) {
+    const int ql = clampi(l - p.elo, 0, kJointClasses - 1), qt = clampi(t - p.elo, 0, kJointClasses - 1);
+    if (l >= 0 && t >= 0) return static_cast<uint32_t>(1 + ql * kJointClasses + qt);
+    return static_cast<uint32_t>(1 + kJointClasses * kJointClasses + (l >= 0 ? ql : kJointClasses + qt));
+  }
+  int pred;
+  int act = 0;
+  if (p.emode == 1) {
+    pred = l >= 0 ? l : t;
+  } else if (p.emode == 3) {
+    pred = t >= 0 ? t : l;
+  } else if (l >= 0 && t >= 0) {
+    pred = (l + t + 1) >> 1;
+    act = (l - t > 1 || t - l > 1) ? 1 : 0;
+  } else {
+    pred = l >= 0 ? l : t;
+  }
+  return static_cast<uint32_t>(act * p.ne + clampi(pred - p.elo, 0, p.ne - 1));
+}
+
+// Context of the exponent at chunk position (r, c); e_grid holds the
 // exponents decoded so far at chunk positions, stride w.
 WC_HD inline uint32_t float_e_ctx(const FloatParams& p, const uint16_t* e_grid, uint32_t w, uint32_t r,
                                   uint32_t c, bool has_l, bool has_t) {
   if (p.emode == 0) return 0;
-  if (p.emode == 4) {
-    const int l4 = has_l ? e_grid[r * w + c - 1] : -1;
-    const int t4 = has_t ? e_grid[(r - 1) * w + c] : -1;
-    if (l4 < 0 && t4 < 0) return 0;
-    const int ql = clampi(l4 - p.elo, 0, kJointClasses - 1), qt = clampi(t4 - p.elo, 0, kJointClasses - 1);
-    if (l4 >= 0 && t4 >= 0) return static_cast<uint32_t>(1 + ql * kJointClasses + qt);
-    return static_cast<uint32_t>(1 + kJointClasses * kJointClasses + (l4 >= 0 ? ql : kJointClasses + qt));
-  }
-  int pred;
-  int act = 0;
-  const int l = has_l ? e_grid[r * w + c - 1] : -1;
-  const int t = has_t ? e_grid[(r - 1) * w + c] : -1;
-  if (p.emode == 1) {
-    if (l < 0 && t < 0) return 0;
-    pred = l >= 0 ? l : t;
-  } else if (p.emode == 3) {
-    if (l < 0 && t < 0) return 0;
-    pred = t >= 0 ? t : l;
-  } else {
-    if (l < 0 && t < 0) return 0;
-    if (l >= 0 && t >= 0) {
-      pred = (l + t + 1) >> 1;
-      act = (l - t > 1 || t - l > 1) ? 1 : 0;
-    } else {
-      pred = l >= 0 ? l : t;
-    }
-  }
-  return static_cast<uint32_t>(act * p.ne + clampi(pred - p.elo, 0, p.ne - 1));
+  return float_e_ctx_lt(p, has_l ? e_grid[r * w + c - 1] : -1, has_t ? e_grid[(r - 1) * w + c] : -1);
 }
 
 WC_HD inline uint32_t float_sm_ctx(const FloatParams& p, uint32_t e, int left_sign /*0 none,1 +,2 -*/) {

@@ -182,7 +182,7 @@ WC_HD inline int run_plan_chunk_g(G& g, const PlanChunk& c, const ModelView* vie
       for (uint32_t i = l; i < c.out_len; i += kLanes) out[i] = in[c.raw + i];
     });
   } else {
-    const ModelView& m = views[c.model];
+    const ModelView m = views[c.model];  // by value: the decode loops keep its fields in registers
     const uint64_t n = uint64_t{c.cv.h} * c.cv.w;
     uint8_t* s = scratch_base + c.scratch;
     const uint8_t* map = c.map == kPlanNone ? nullptr : in + c.map;

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine from a folder made by scripts/gpu_bundle.sh (in the
+# repository root, .dev/ beside it): the GPU tests, the GPU benchmark (every
+# file, then a 4 GB synthetic batch per kind of model), a decode into device
+# memory compared with the original, and compute-sanitizer's memcheck and
+# racecheck over the edge cases. Writes gpu_check.log to $OUT (or /tmp).
+set -uo pipefail
+R=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+export LD_LIBRARY_PATH=$R/lib WCODEC_DATA=$R/data
+B=$R/bin D=$R/data W=$(mktemp -d)
+exec > >(tee "${OUT:-/tmp}/gpu_check.log") 2>&1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+for f in "$D"/*.safetensors; do
+  "$B"/wcodec encode -j "$(nproc)" "$f" "$W/$(basename "$f" .safetensors).wcodec" >/dev/null || echo "encode failed: $f"
+done
+echo "== GPU tests"
+timeout 300 "$B"/test_gpu_decoder 2>&1 | grep -E "PASSED|FAILED|Failure|skip|did not run"
+timeout 60 "$B"/test_xxh3_hd 2>&1 | tail -1
+echo "== every file, then all files repeated into a synthetic batch"
+timeout 200 "$B"/wcodec bench --device cuda -j "$(nproc)" "$W"/*.wcodec --synthetic-gb 8
+echo "== per kind of model: 4 GB synthetic batch"
+for f in isnet-medium.f16.head isnet-medium.rtn-int8.head isnet-medium.rtn-int4.head isnet-medium.rtn-ternary \
+         stories260K.bf16 silero_vad_16k.f32; do
+  echo "$f:"
+  timeout 60 "$B"/wcodec bench --device cuda -j "$(nproc)" "$W/$f.wcodec" --synthetic-gb 4 | grep "^synthetic"
+done
+echo "== decode --device cuda"
+timeout 60 "$B"/wcodec decode --device cuda "$W/isnet-medium.rtn-int8.head.wcodec" "$W/out" &&
+  cmp "$W/out" "$D/isnet-medium.rtn-int8.head.safetensors" && echo "decode --device cuda: equal to the original"
+echo "== compute-sanitizer"
+timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$B"/test_gpu_decoder --gtest_filter='*EdgeCases*:*Damaged*' 2>&1 | tail -1
+timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$B"/test_gpu_decoder --gtest_filter='*EdgeCases*' 2>&1 | tail -1
+rm -rf "$W"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Prepares .dev/ (git-ignored through .git/info/exclude) for a GPU machine
+# that has the CUDA toolkit and driver but not the Debian -dev packages or
+# ../shared/data: the codec + CUDA binaries built here (FUSE off), the
+# shared libraries they link, a subset of the real model files that fits
+# the 64 MiB a call may carry (the small files whole, isnet ternary whole,
+# the first tensors of the other isnet files), and bench/gpu_check.sh.
+# Then, on the device: bash .dev/gpu_check.sh (carrying .dev).
+set -euo pipefail
+cd "$(dirname "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")")"
+DATA=${WCODEC_DATA:-../shared/data}
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DWCODEC_BUILD_FUSE=OFF -DWCODEC_CUDA=ON >/dev/null
+ninja -C build-gpu wcodec test_gpu_decoder test_device_plan test_xxh3_hd
+mkdir -p .git/info && (grep -qx '/.dev/' .git/info/exclude 2>/dev/null || echo /.dev/ >>.git/info/exclude)
+rm -rf .dev && mkdir -p .dev/bin .dev/lib .dev/data
+for b in wcodec tests/test_gpu_decoder tests/test_xxh3_hd; do cp build-gpu/$b .dev/bin/ && strip .dev/bin/"$(basename $b)"; done
+for l in $(ldd build-gpu/wcodec build-gpu/tests/test_gpu_decoder | awk '/=> \//{print $3}' | sort -u); do
+  case "$(basename "$l")" in libc.so*|libm.so*|libstdc++*|libgcc_s*) ;; *) cp -L "$l" .dev/lib/ ;; esac
+done
+for f in stories260K.bf16 stories260K.f32 stories260K.rtn-int8 stories260K.rtn-int4 stories260K.rtn-ternary \
+         silero_vad_16k.bf16 silero_vad_16k.f32 isnet-medium.rtn-ternary; do
+  cp "$DATA/$f.safetensors" .dev/data/
+done
+python3 scripts/safetensors_head.py "$DATA/isnet-medium.f16.safetensors" .dev/data/isnet-medium.f16.head.safetensors 12e6
+python3 scripts/safetensors_head.py "$DATA/isnet-medium.rtn-int8.safetensors" .dev/data/isnet-medium.rtn-int8.head.safetensors 9e6
+python3 scripts/safetensors_head.py "$DATA/isnet-medium.rtn-int4.safetensors" .dev/data/isnet-medium.rtn-int4.head.safetensors 7e6
+cp bench/gpu_check.sh .dev/
+du -sh .dev
