@@ -757,21 +757,83 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
     }
     sc.push_back(std::move(s2));
   }
-  auto eval = [&](const FloatParams& p, bool part_e) {
-    Stats s;
-    s.init(part_e ? float_e_nctx(p) : 0, 1u << p.eb, part_e ? 0 : float_sm_nctx(p), 2u << p.k);
-    const uint32_t rawb = p.mb - p.k;
+  // Every candidate's contexts are functions of few values: the exponent's
+  // of its left and top neighbours' exponents (-1: none), the
+  // sign/mantissa symbol's of the exponent and the left sign. So the sample
+  // is counted once, per such key, and each candidate sums these counts
+  // into its contexts (the same statistics as walking the sample).
+  const uint32_t nes = 1u << fl.eb;
+  const uint32_t top_bits = std::min<uint32_t>(fl.mb, 7);  // sign + this many mantissa bits kept
+  struct PairCounts {
+    int l, t;
+    std::vector<uint64_t> n;  // by exponent
+  };
+  struct SmCounts {
+    uint32_t e;
+    int ls;
+    std::vector<uint64_t> n;  // by sign and top mantissa bits
+  };
+  std::vector<PairCounts> pairs;
+  std::vector<SmCounts> sms;
+  {
+    std::vector<int32_t> pair_at(static_cast<size_t>(nes + 1) * (nes + 1), -1), sm_at(static_cast<size_t>(nes) * 3, -1);
     for (const auto& ch : sc) {
       for (uint32_t r = 0; r < ch.h; ++r) {
         for (uint32_t c = 0; c < ch.w; ++c) {
           const uint64_t i = uint64_t{r} * ch.w + c;
-          if (part_e) {
-            s.add(0, float_e_ctx(p, ch.e.data(), ch.w, r, c, c > 0, r > 0), ch.e[i]);
-          } else {
-            const int ls = c > 0 ? 1 + static_cast<int>(ch.sm[i - 1] >> p.mb) : 0;
-            s.add(1, float_sm_ctx(p, ch.e[i], ls), ch.sm[i] >> rawb);
+          const int l = c > 0 ? ch.e[i - 1] : -1, t = r > 0 ? ch.e[i - ch.w] : -1;
+          int32_t& pk = pair_at[static_cast<size_t>(l + 1) * (nes + 1) + static_cast<size_t>(t + 1)];
+          if (pk < 0) {
+            pk = static_cast<int32_t>(pairs.size());
+            pairs.push_back({l, t, std::vector<uint64_t>(nes, 0)});
           }
+          pairs[pk].n[ch.e[i]]++;
+          const int ls = c > 0 ? 1 + static_cast<int>(ch.sm[i - 1] >> fl.mb) : 0;
+          int32_t& sk = sm_at[static_cast<size_t>(ch.e[i]) * 3 + ls];
+          if (sk < 0) {
+            sk = static_cast<int32_t>(sms.size());
+            sms.push_back({ch.e[i], ls, std::vector<uint64_t>(2u << top_bits, 0)});
+          }
+          sms[sk].n[ch.sm[i] >> (fl.mb - top_bits)]++;
         }
+      }
+    }
+  }
+  // The counts that are not zero, as (symbol, count): a small tensor's
+  // keys hold a few symbols each.
+  using Nonzero = std::vector<std::pair<uint32_t, uint64_t>>;
+  auto nonzero = [](const std::vector<uint64_t>& n) {
+    Nonzero out;
+    for (uint32_t j = 0; j < n.size(); ++j)
+      if (n[j]) out.emplace_back(j, n[j]);
+    return out;
+  };
+  std::vector<Nonzero> pair_nz, sm_nz;
+  for (const PairCounts& pc : pairs) pair_nz.push_back(nonzero(pc.n));
+  for (const SmCounts& smc : sms) sm_nz.push_back(nonzero(smc.n));
+  // The exponents that occur: the candidates' exponent statistics span
+  // only these (symbols that never occur add nothing to a cost).
+  uint32_t emin = nes, emax = 0;
+  for (const Nonzero& nz : pair_nz)
+    for (const auto& [sym, n] : nz) {
+      emin = std::min(emin, sym);
+      emax = std::max(emax, sym);
+    }
+  const uint32_t espan = emin <= emax ? emax - emin + 1 : 1;
+  if (emin > emax) emin = 0;
+  auto eval = [&](const FloatParams& p, bool part_e) {
+    Stats s;
+    s.init(part_e ? float_e_nctx(p) : 0, espan, part_e ? 0 : float_sm_nctx(p), 2u << p.k);
+    if (part_e) {
+      for (size_t k = 0; k < pairs.size(); ++k) {
+        auto& dst = s.c0[float_e_ctx_lt(p, pairs[k].l, pairs[k].t)];
+        for (const auto& [sym, n] : pair_nz[k]) dst[sym - emin] += n;
+      }
+    } else {
+      const uint32_t drop = top_bits - p.k;  // p.k <= top_bits
+      for (size_t k = 0; k < sms.size(); ++k) {
+        auto& dst = s.c1[float_sm_ctx(p, sms[k].e, sms[k].ls)];
+        for (const auto& [sym, n] : sm_nz[k]) dst[sym >> drop] += n;
       }
     }
     double bits = s.cost(scale);
