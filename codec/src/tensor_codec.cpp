@@ -661,6 +661,30 @@ struct Stats {
   }
 };
 
+// The statistics walk_float's symbols give, counted in raster order (counts
+// do not depend on the order): an element has a left (top) neighbour unless
+// its column (row) starts a lane rectangle.
+static void count_float(const FloatParams& p, uint32_t h, uint32_t w, const FloatChunkData& d, Stats* st) {
+  uint32_t lx, ly;
+  lane_grid(h, w, &lx, &ly);
+  std::vector<uint8_t> col_start(w, 0), row_start(h, 0);
+  for (uint32_t ix = 0; ix < lx; ++ix)
+    if (const uint64_t c0 = uint64_t{w} * ix / lx; c0 < w) col_start[c0] = 1;
+  for (uint32_t iy = 0; iy < ly; ++iy)
+    if (const uint64_t r0 = uint64_t{h} * iy / ly; r0 < h) row_start[r0] = 1;
+  for (uint32_t r = 0; r < h; ++r) {
+    const bool has_t = !row_start[r];
+    const uint64_t row = uint64_t{r} * w;
+    for (uint32_t c = 0; c < w; ++c) {
+      const uint64_t i = row + c;
+      const bool has_l = !col_start[c];
+      st->c0[float_e_ctx(p, d.e.data(), w, r, c, has_l, has_t)][d.e[i]]++;
+      const int ls = has_l ? 1 + (d.sm[i - 1] >> p.k) : 0;
+      st->c1[float_sm_ctx(p, d.e[i], ls)][d.sm[i]]++;
+    }
+  }
+}
+
 static void build_tables(const Stats& s, TensorModel* m) {
   m->t0.clear();
   m->t1.clear();
@@ -1600,7 +1624,7 @@ static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const
     const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
     if (m.kind == ModelKind::kFloat) {
       split_float(m.fp, c.bytes, c.h * c.w, &fd);
-      walk_float(m.fp, h, w, fd, count);
+      count_float(m.fp, h, w, fd, st);
     } else if (m.kind == ModelKind::kInt) {
       chunk_residuals(g, vals, c, i < has_map.size() && has_map[i] ? &maps[i] : nullptr, &res);
       visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(),
