@@ -510,18 +510,36 @@ struct FloatChunkData {
   std::vector<uint32_t> raw;
 };
 
-static void split_float(const FloatParams& p, const uint8_t* bytes, uint64_t n, FloatChunkData* d) {
+// Element i of a float chunk (little-endian, B bytes).
+template <uint32_t B>
+static inline uint32_t float_elem(const uint8_t* bytes, uint64_t i) {
+  const uint8_t* q = bytes + i * B;
+  if constexpr (B == 1) return q[0];
+  else if constexpr (B == 2) return uint32_t{q[0]} | uint32_t{q[1]} << 8;
+  else return uint32_t{q[0]} | uint32_t{q[1]} << 8 | uint32_t{q[2]} << 16 | uint32_t{q[3]} << 24;
+}
+
+template <uint32_t B>
+static void split_float_b(const FloatParams& p, const uint8_t* bytes, uint64_t n, FloatChunkData* d) {
   d->e.resize(n);
   d->sm.resize(n);
   d->raw.resize(n);
   const uint32_t mb = p.mb, eb = p.eb, rawb = mb - p.k;
   for (uint64_t i = 0; i < n; ++i) {
-    const uint32_t v = load_elem(bytes + i * p.elem_bytes, p.elem_bytes);
+    const uint32_t v = float_elem<B>(bytes, i);
     const uint32_t sign = v >> (eb + mb);
     d->e[i] = static_cast<uint16_t>((v >> mb) & ((1u << eb) - 1));
     const uint32_t m = v & ((1u << mb) - 1);
     d->sm[i] = static_cast<uint8_t>((sign << p.k) | (m >> rawb));
     d->raw[i] = rawb ? (m & ((1u << rawb) - 1)) : 0;
+  }
+}
+
+static void split_float(const FloatParams& p, const uint8_t* bytes, uint64_t n, FloatChunkData* d) {
+  switch (p.elem_bytes) {
+    case 1: split_float_b<1>(p, bytes, n, d); break;
+    case 2: split_float_b<2>(p, bytes, n, d); break;
+    default: split_float_b<4>(p, bytes, n, d); break;
   }
 }
 
@@ -661,10 +679,12 @@ struct Stats {
   }
 };
 
-// The statistics walk_float's symbols give, counted in raster order (counts
-// do not depend on the order): an element has a left (top) neighbour unless
-// its column (row) starts a lane rectangle.
-static void count_float(const FloatParams& p, uint32_t h, uint32_t w, const FloatChunkData& d, Stats* st) {
+// The statistics walk_float's symbols give, counted in raster order straight
+// from the chunk's elements (counts do not depend on the order): an element
+// has a left (top) neighbour unless its column (row) starts a lane
+// rectangle.
+template <uint32_t B>
+static void count_float_b(const FloatParams& p, uint32_t h, uint32_t w, const uint8_t* bytes, Stats* st) {
   uint32_t lx, ly;
   lane_grid(h, w, &lx, &ly);
   std::vector<uint8_t> col_start(w, 0), row_start(h, 0);
@@ -672,16 +692,33 @@ static void count_float(const FloatParams& p, uint32_t h, uint32_t w, const Floa
     if (const uint64_t c0 = uint64_t{w} * ix / lx; c0 < w) col_start[c0] = 1;
   for (uint32_t iy = 0; iy < ly; ++iy)
     if (const uint64_t r0 = uint64_t{h} * iy / ly; r0 < h) row_start[r0] = 1;
+  const uint32_t mb = p.mb, eb = p.eb, rawb = mb - p.k, emask = (1u << eb) - 1, mmask = (1u << mb) - 1;
+  auto exp_of = [&](uint64_t i) { return static_cast<int>((float_elem<B>(bytes, i) >> mb) & emask); };
   for (uint32_t r = 0; r < h; ++r) {
     const bool has_t = !row_start[r];
     const uint64_t row = uint64_t{r} * w;
+    int left_e = -1;
+    uint32_t left_sm = 0;
     for (uint32_t c = 0; c < w; ++c) {
       const uint64_t i = row + c;
       const bool has_l = !col_start[c];
-      st->c0[float_e_ctx(p, d.e.data(), w, r, c, has_l, has_t)][d.e[i]]++;
-      const int ls = has_l ? 1 + (d.sm[i - 1] >> p.k) : 0;
-      st->c1[float_sm_ctx(p, d.e[i], ls)][d.sm[i]]++;
+      const uint32_t v = float_elem<B>(bytes, i);
+      const uint32_t e = (v >> mb) & emask;
+      const uint32_t sm = ((v >> (eb + mb)) << p.k) | ((v & mmask) >> rawb);
+      const uint32_t ectx = p.emode == 0 ? 0u : float_e_ctx_lt(p, has_l ? left_e : -1, has_t ? exp_of(i - w) : -1);
+      st->c0[ectx][e]++;
+      st->c1[float_sm_ctx(p, e, has_l ? static_cast<int>(1 + (left_sm >> p.k)) : 0)][sm]++;
+      left_e = static_cast<int>(e);
+      left_sm = sm;
     }
+  }
+}
+
+static void count_float(const FloatParams& p, uint32_t h, uint32_t w, const uint8_t* bytes, Stats* st) {
+  switch (p.elem_bytes) {
+    case 1: count_float_b<1>(p, h, w, bytes, st); break;
+    case 2: count_float_b<2>(p, h, w, bytes, st); break;
+    default: count_float_b<4>(p, h, w, bytes, st); break;
   }
 }
 
@@ -1616,15 +1653,13 @@ static void init_stats(const TensorModel& m, Stats* st) {
 static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const std::vector<int32_t>& vals,
                              const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
                              const std::vector<char>& has_map, Stats* st) {
-  FloatChunkData fd;
   std::vector<int32_t> res;
   auto count = [&](uint32_t, uint32_t set, uint32_t ctx, uint32_t sym) { st->add(set, ctx, sym); };
   for (uint64_t i = 0; i < g.num_chunks(); ++i) {
     ChunkRef c = chunk_ref(g, data, i);
     const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
     if (m.kind == ModelKind::kFloat) {
-      split_float(m.fp, c.bytes, c.h * c.w, &fd);
-      count_float(m.fp, h, w, fd, st);
+      count_float(m.fp, h, w, c.bytes, st);
     } else if (m.kind == ModelKind::kInt) {
       chunk_residuals(g, vals, c, i < has_map.size() && has_map[i] ? &maps[i] : nullptr, &res);
       visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(),
