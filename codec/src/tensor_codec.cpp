@@ -777,101 +777,97 @@ static bool float_layout(DType t, FloatLayout* f) {
   }
 }
 
+// Candidate statistics of the float model search. Every candidate's
+// contexts are functions of few values: the exponent's of its left and top
+// neighbours' exponents (-1: none), the sign/mantissa symbol's of the
+// exponent and the left sign. So the sample is counted once, per such key,
+// and each candidate sums these counts into its contexts (the same
+// statistics as walking the sample).
+struct FloatKeyCounts {
+  uint32_t nes = 0, nsm = 0;  // exponent symbols; sign + top mantissa bits symbols
+  std::vector<int32_t> pair_at, sm_at;  // key -> index, -1: not seen
+  std::vector<std::pair<int, int>> pairs;           // (left, top) exponents
+  std::vector<std::pair<uint32_t, int>> sms;        // (exponent, left sign class)
+  std::vector<uint64_t> pair_n, sm_n;               // flat: [index * nes + e], [index * nsm + s]
+  std::vector<uint64_t> eh;                         // exponent histogram
+  uint64_t elems = 0;
+};
+
+template <uint32_t B>
+static void count_float_keys(const FloatLayout& fl, uint32_t top_bits, const ChunkRef& c, FloatKeyCounts* k) {
+  const uint32_t mb = fl.mb, eb = fl.eb, emask = (1u << eb) - 1, drop = mb - top_bits, mmask = (1u << mb) - 1;
+  const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
+  k->elems += uint64_t{h} * w;
+  for (uint32_t r = 0; r < h; ++r) {
+    int le = -1, ls = 0;
+    for (uint32_t col = 0; col < w; ++col) {
+      const uint64_t i = uint64_t{r} * w + col;
+      const uint32_t v = float_elem<B>(c.bytes, i);
+      const uint32_t e = (v >> mb) & emask;
+      const int t = r > 0 ? static_cast<int>((float_elem<B>(c.bytes, i - w) >> mb) & emask) : -1;
+      k->eh[e]++;
+      int32_t& pk = k->pair_at[static_cast<size_t>(le + 1) * (k->nes + 1) + static_cast<size_t>(t + 1)];
+      if (pk < 0) {
+        pk = static_cast<int32_t>(k->pairs.size());
+        k->pairs.emplace_back(le, t);
+        k->pair_n.resize(k->pair_n.size() + k->nes, 0);
+      }
+      k->pair_n[static_cast<size_t>(pk) * k->nes + e]++;
+      int32_t& sk = k->sm_at[static_cast<size_t>(e) * 3 + static_cast<size_t>(ls)];
+      if (sk < 0) {
+        sk = static_cast<int32_t>(k->sms.size());
+        k->sms.emplace_back(e, ls);
+        k->sm_n.resize(k->sm_n.size() + k->nsm, 0);
+      }
+      const uint32_t sign = v >> (eb + mb);
+      k->sm_n[static_cast<size_t>(sk) * k->nsm + (((sign << mb) | (v & mmask)) >> drop)]++;
+      le = static_cast<int>(e);
+      ls = 1 + static_cast<int>(sign);
+    }
+  }
+}
+
 static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayout fl, TensorModel* m) {
   auto sample = sample_chunks(g, 1u << 18);
-  uint64_t total = g.rows * g.cols, sampled = 0;
-  // Mode exponent.
+  const uint64_t total = g.rows * g.cols;
   FloatParams base{};
   base.elem_bytes = fl.bytes;
   base.eb = fl.eb;
   base.mb = fl.mb;
-  std::vector<uint64_t> eh(1u << fl.eb, 0);
-  for (auto ci : sample) {
-    ChunkRef c = chunk_ref(g, data, ci);
-    sampled += c.h * c.w;
-    for (uint64_t i = 0; i < c.h * c.w; ++i) {
-      uint32_t v = load_elem(c.bytes + i * fl.bytes, fl.bytes);
-      eh[(v >> fl.mb) & ((1u << fl.eb) - 1)]++;
-    }
-  }
-  const int mode = static_cast<int>(std::max_element(eh.begin(), eh.end()) - eh.begin());
-  const double scale = static_cast<double>(total) / static_cast<double>(std::max<uint64_t>(1, sampled));
   // Candidates are evaluated on the sample with contexts computed over the
   // whole chunk (lane edges ignored: an estimate). Exponent and
   // sign/mantissa costs are separable: each part is chosen on its own.
-  struct SampleChunk {
-    uint32_t h, w;
-    std::vector<uint16_t> e;
-    std::vector<uint32_t> sm;  // sign << mb | mantissa
-  };
-  std::vector<SampleChunk> sc;
-  for (auto ci : sample) {
-    ChunkRef c = chunk_ref(g, data, ci);
-    SampleChunk s2{static_cast<uint32_t>(c.h), static_cast<uint32_t>(c.w), {}, {}};
-    const uint64_t n = c.h * c.w;
-    s2.e.resize(n);
-    s2.sm.resize(n);
-    for (uint64_t i = 0; i < n; ++i) {
-      const uint32_t v = load_elem(c.bytes + i * fl.bytes, fl.bytes);
-      s2.e[i] = static_cast<uint16_t>((v >> fl.mb) & ((1u << fl.eb) - 1));
-      s2.sm[i] = ((v >> (fl.eb + fl.mb)) << fl.mb) | (v & ((1u << fl.mb) - 1));
-    }
-    sc.push_back(std::move(s2));
-  }
-  // Every candidate's contexts are functions of few values: the exponent's
-  // of its left and top neighbours' exponents (-1: none), the
-  // sign/mantissa symbol's of the exponent and the left sign. So the sample
-  // is counted once, per such key, and each candidate sums these counts
-  // into its contexts (the same statistics as walking the sample).
   const uint32_t nes = 1u << fl.eb;
   const uint32_t top_bits = std::min<uint32_t>(fl.mb, 7);  // sign + this many mantissa bits kept
-  struct PairCounts {
-    int l, t;
-    std::vector<uint64_t> n;  // by exponent
-  };
-  struct SmCounts {
-    uint32_t e;
-    int ls;
-    std::vector<uint64_t> n;  // by sign and top mantissa bits
-  };
-  std::vector<PairCounts> pairs;
-  std::vector<SmCounts> sms;
-  {
-    std::vector<int32_t> pair_at(static_cast<size_t>(nes + 1) * (nes + 1), -1), sm_at(static_cast<size_t>(nes) * 3, -1);
-    for (const auto& ch : sc) {
-      for (uint32_t r = 0; r < ch.h; ++r) {
-        for (uint32_t c = 0; c < ch.w; ++c) {
-          const uint64_t i = uint64_t{r} * ch.w + c;
-          const int l = c > 0 ? ch.e[i - 1] : -1, t = r > 0 ? ch.e[i - ch.w] : -1;
-          int32_t& pk = pair_at[static_cast<size_t>(l + 1) * (nes + 1) + static_cast<size_t>(t + 1)];
-          if (pk < 0) {
-            pk = static_cast<int32_t>(pairs.size());
-            pairs.push_back({l, t, std::vector<uint64_t>(nes, 0)});
-          }
-          pairs[pk].n[ch.e[i]]++;
-          const int ls = c > 0 ? 1 + static_cast<int>(ch.sm[i - 1] >> fl.mb) : 0;
-          int32_t& sk = sm_at[static_cast<size_t>(ch.e[i]) * 3 + ls];
-          if (sk < 0) {
-            sk = static_cast<int32_t>(sms.size());
-            sms.push_back({ch.e[i], ls, std::vector<uint64_t>(2u << top_bits, 0)});
-          }
-          sms[sk].n[ch.sm[i] >> (fl.mb - top_bits)]++;
-        }
-      }
+  FloatKeyCounts kc;
+  kc.nes = nes;
+  kc.nsm = 2u << top_bits;
+  kc.pair_at.assign(static_cast<size_t>(nes + 1) * (nes + 1), -1);
+  kc.sm_at.assign(static_cast<size_t>(nes) * 3, -1);
+  kc.eh.assign(nes, 0);
+  for (auto ci : sample) {
+    const ChunkRef c = chunk_ref(g, data, ci);
+    switch (fl.bytes) {
+      case 1: count_float_keys<1>(fl, top_bits, c, &kc); break;
+      case 2: count_float_keys<2>(fl, top_bits, c, &kc); break;
+      default: count_float_keys<4>(fl, top_bits, c, &kc); break;
     }
   }
+  // Mode exponent.
+  const int mode = static_cast<int>(std::max_element(kc.eh.begin(), kc.eh.end()) - kc.eh.begin());
+  const double scale = static_cast<double>(total) / static_cast<double>(std::max<uint64_t>(1, kc.elems));
   // The counts that are not zero, as (symbol, count): a small tensor's
   // keys hold a few symbols each.
   using Nonzero = std::vector<std::pair<uint32_t, uint64_t>>;
-  auto nonzero = [](const std::vector<uint64_t>& n) {
+  auto nonzero = [](const uint64_t* n, uint32_t size) {
     Nonzero out;
-    for (uint32_t j = 0; j < n.size(); ++j)
+    for (uint32_t j = 0; j < size; ++j)
       if (n[j]) out.emplace_back(j, n[j]);
     return out;
   };
-  std::vector<Nonzero> pair_nz, sm_nz;
-  for (const PairCounts& pc : pairs) pair_nz.push_back(nonzero(pc.n));
-  for (const SmCounts& smc : sms) sm_nz.push_back(nonzero(smc.n));
+  std::vector<Nonzero> pair_nz(kc.pairs.size()), sm_nz(kc.sms.size());
+  for (size_t k = 0; k < kc.pairs.size(); ++k) pair_nz[k] = nonzero(kc.pair_n.data() + k * nes, nes);
+  for (size_t k = 0; k < kc.sms.size(); ++k) sm_nz[k] = nonzero(kc.sm_n.data() + k * kc.nsm, kc.nsm);
   // The exponents that occur: the candidates' exponent statistics span
   // only these (symbols that never occur add nothing to a cost).
   uint32_t emin = nes, emax = 0;
@@ -886,14 +882,14 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
     Stats s;
     s.init(part_e ? float_e_nctx(p) : 0, espan, part_e ? 0 : float_sm_nctx(p), 2u << p.k);
     if (part_e) {
-      for (size_t k = 0; k < pairs.size(); ++k) {
-        auto& dst = s.c0[float_e_ctx_lt(p, pairs[k].l, pairs[k].t)];
+      for (size_t k = 0; k < kc.pairs.size(); ++k) {
+        auto& dst = s.c0[float_e_ctx_lt(p, kc.pairs[k].first, kc.pairs[k].second)];
         for (const auto& [sym, n] : pair_nz[k]) dst[sym - emin] += n;
       }
     } else {
       const uint32_t drop = top_bits - p.k;  // p.k <= top_bits
-      for (size_t k = 0; k < sms.size(); ++k) {
-        auto& dst = s.c1[float_sm_ctx(p, sms[k].e, sms[k].ls)];
+      for (size_t k = 0; k < kc.sms.size(); ++k) {
+        auto& dst = s.c1[float_sm_ctx(p, kc.sms[k].first, kc.sms[k].second)];
         for (const auto& [sym, n] : sm_nz[k]) dst[sym >> drop] += n;
       }
     }
