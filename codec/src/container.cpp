@@ -370,7 +370,6 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
       s.tiles_with_tools = enc[i].choice.tiles_with_tools;
       std::copy(std::begin(enc[i].choice.tools_hist), std::end(enc[i].choice.tools_hist), s.pred_hist.begin());
       std::copy(std::begin(enc[i].choice.xform_hist), std::end(enc[i].choice.xform_hist), s.xform_hist.begin());
-      s.order0_bits = order0_fraction(t, base + t.begin, s.kind);
       s.crc32 = crcs[i];
       report->tensors.push_back(std::move(s));
     }
@@ -432,6 +431,23 @@ static Status write_file_atomic(const std::string& path, const uint8_t* p, size_
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
+  }
+  return Status::OK();
+}
+
+Status add_order0_entropy(const uint8_t* data, size_t size, EncodeReport* report) {
+  WC_ASSIGN_OR_RETURN(SafetensorsHeader hdr, parse_safetensors_header(data, size, size, "order-0 statistics"));
+  if (hdr.tensors.size() != report->tensors.size())
+    return Status::Invalid("order-0 statistics: the report has " + std::to_string(report->tensors.size()) +
+                           " tensors, the file " + std::to_string(hdr.tensors.size()));
+  const uint8_t* base = data + hdr.data_start;
+  for (size_t i = 0; i < hdr.tensors.size(); ++i) {
+    const auto& t = hdr.tensors[i];
+    TensorSummary& s = report->tensors[i];
+    if (s.name != t.name)
+      return Status::Invalid("order-0 statistics: tensor " + std::to_string(i) + " is '" + t.name +
+                             "' in the file, '" + s.name + "' in the report");
+    s.order0_bits = order0_fraction(t, base + t.begin, s.kind);
   }
   return Status::OK();
 }

@@ -1674,13 +1674,17 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
   std::vector<int32_t> res;
   bool any_model = false;
   et->chunks.clear();
+  PackedTables pt[2];
+  pt[0].build(m.t0);
+  pt[1].build(m.t1);
   for (uint64_t i = 0; i < g.num_chunks(); ++i) {
     ChunkRef c = chunk_ref(g, data, i);
     const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
     enc.clear();
     std::vector<uint8_t> payload;
     auto put = [&](uint32_t lane, uint32_t set, uint32_t ctx, uint32_t sym) {
-      enc.put(static_cast<int>(lane), set ? m.t1[ctx] : m.t0[ctx], sym);
+      const PackedTables& t = pt[set ? 1 : 0];
+      enc.put_packed(static_cast<int>(lane), t.sf[size_t{ctx} * t.nsym + sym], t.P[ctx]);
     };
     auto putbits = [&](uint32_t lane, uint32_t v, uint32_t k) { enc.put_bits(static_cast<int>(lane), v, k); };
     std::vector<uint8_t> raw;

@@ -452,6 +452,7 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
       rows.push_back({"lz4", static_cast<uint64_t>(zs), tz, tzd});
     }
     // Order-0 reference: per tensor, weighted by bytes (headers counted raw).
+    if (Status o = wcodec::add_order0_entropy(data.data(), data.size(), &rep); !o.ok()) return fail(o);
     double o0 = 0;
     uint64_t covered = 0;
     for (auto& t : rep.tensors) {

@@ -67,7 +67,7 @@ struct TensorSummary {
   uint32_t tiles_total = 0, tiles_with_tools = 0;
   std::array<uint32_t, 6> pred_hist{};   // none, left, top, avg, planar, dc
   std::array<uint32_t, 3> xform_hist{};  // none, dct, adst (8x8 blocks)
-  double order0_bits = 0;  // order-0 entropy of the codes, bits per stored bit
+  double order0_bits = 0;  // order-0 entropy of the codes, bits per stored bit (add_order0_entropy)
   uint32_t crc32 = 0;
 };
 
@@ -89,6 +89,11 @@ uint64_t vector_table_bytes();
 // Encodes a safetensors file held in memory. `what` names it in errors.
 Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size, const EncodeConfig& cfg,
                                                 const std::string& what, EncodeReport* report = nullptr);
+
+// Fills order0_bits of every tensor of `report` (made by encode_safetensors
+// of the same file): the order-0 entropy of its codes, the reference line of
+// the benchmark. Encoding does not compute it.
+Status add_order0_entropy(const uint8_t* data, size_t size, EncodeReport* report);
 
 // Encodes file `in` into `out` (written to a temporary file in the same
 // directory, fsynced and renamed: `out` is never left half-written).
