@@ -12,7 +12,6 @@
 // single-threaded objects.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -86,25 +85,6 @@ struct FreqTable {
   void build_start();
 };
 
-// A set of tables flattened for an encoder's inner loop: entry
-// [ctx * nsym + s] = start | freq << 16, and each table's precision.
-struct PackedTables {
-  uint32_t nsym = 0;
-  std::vector<uint32_t> sf;
-  std::vector<uint8_t> P;
-  void build(const std::vector<FreqTable>& ts) {
-    nsym = 0;
-    for (const FreqTable& t : ts) nsym = std::max<uint32_t>(nsym, static_cast<uint32_t>(t.nsym()));
-    sf.assign(ts.size() * size_t{nsym}, 0);
-    P.assign(ts.size(), 0);
-    for (size_t c = 0; c < ts.size(); ++c) {
-      P[c] = static_cast<uint8_t>(ts[c].P);
-      for (size_t k = 0; k < ts[c].nsym(); ++k)
-        sf[c * nsym + k] = uint32_t{ts[c].start[k]} | uint32_t{ts[c].freq[k]} << 16;
-    }
-  }
-};
-
 // Normalizes counts to sum 2^P, keeping every non-zero count >= 1.
 // An all-zero histogram gives an unused table (encoding from it is a bug).
 FreqTable normalize_counts(const std::vector<uint64_t>& counts, uint32_t P);
@@ -139,12 +119,6 @@ class RansEncoder {
   void reserve(size_t n) { syms_.reserve(n); }
   void put(int lane, const FreqTable& t, uint32_t s) {
     syms_.push_back(Sym{t.start[s], t.freq[s], static_cast<uint8_t>(t.P), static_cast<uint8_t>(lane)});
-  }
-  // A symbol of start and frequency packed as start | freq << 16 (see
-  // PackedTables) at precision P.
-  void put_packed(int lane, uint32_t start_freq, uint32_t P) {
-    syms_.push_back(Sym{static_cast<uint16_t>(start_freq), static_cast<uint16_t>(start_freq >> 16),
-                        static_cast<uint8_t>(P), static_cast<uint8_t>(lane)});
   }
   void put_bits(int lane, uint32_t v, uint32_t k) {
     syms_.push_back(Sym{static_cast<uint16_t>(v << (12 - k)), static_cast<uint16_t>(1u << (12 - k)), 12,

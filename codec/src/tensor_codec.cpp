@@ -519,19 +519,28 @@ static inline uint32_t float_elem(const uint8_t* bytes, uint64_t i) {
   else return uint32_t{q[0]} | uint32_t{q[1]} << 8 | uint32_t{q[2]} << 16 | uint32_t{q[3]} << 24;
 }
 
+// An element's coded fields: exponent, sign with the k high mantissa bits,
+// and the raw low mantissa bits.
+struct FloatFields {
+  uint32_t e, sm, raw;
+};
+static inline FloatFields float_fields(const FloatParams& p, uint32_t v) {
+  const uint32_t mb = p.mb, rawb = mb - p.k;
+  const uint32_t m = v & ((1u << mb) - 1);
+  return {(v >> mb) & ((1u << p.eb) - 1), ((v >> (p.eb + mb)) << p.k) | (m >> rawb),
+          rawb ? (m & ((1u << rawb) - 1)) : 0u};
+}
+
 template <uint32_t B>
 static void split_float_b(const FloatParams& p, const uint8_t* bytes, uint64_t n, FloatChunkData* d) {
   d->e.resize(n);
   d->sm.resize(n);
   d->raw.resize(n);
-  const uint32_t mb = p.mb, eb = p.eb, rawb = mb - p.k;
   for (uint64_t i = 0; i < n; ++i) {
-    const uint32_t v = float_elem<B>(bytes, i);
-    const uint32_t sign = v >> (eb + mb);
-    d->e[i] = static_cast<uint16_t>((v >> mb) & ((1u << eb) - 1));
-    const uint32_t m = v & ((1u << mb) - 1);
-    d->sm[i] = static_cast<uint8_t>((sign << p.k) | (m >> rawb));
-    d->raw[i] = rawb ? (m & ((1u << rawb) - 1)) : 0;
+    const FloatFields f = float_fields(p, float_elem<B>(bytes, i));
+    d->e[i] = static_cast<uint16_t>(f.e);
+    d->sm[i] = static_cast<uint8_t>(f.sm);
+    d->raw[i] = f.raw;
   }
 }
 
@@ -682,18 +691,16 @@ struct Stats {
 // The statistics walk_float's symbols give, counted in raster order straight
 // from the chunk's elements (counts do not depend on the order): an element
 // has a left (top) neighbour unless its column (row) starts a lane
-// rectangle.
+// rectangle (lane_rect).
 template <uint32_t B>
 static void count_float_b(const FloatParams& p, uint32_t h, uint32_t w, const uint8_t* bytes, Stats* st) {
-  uint32_t lx, ly;
-  lane_grid(h, w, &lx, &ly);
   std::vector<uint8_t> col_start(w, 0), row_start(h, 0);
-  for (uint32_t ix = 0; ix < lx; ++ix)
-    if (const uint64_t c0 = uint64_t{w} * ix / lx; c0 < w) col_start[c0] = 1;
-  for (uint32_t iy = 0; iy < ly; ++iy)
-    if (const uint64_t r0 = uint64_t{h} * iy / ly; r0 < h) row_start[r0] = 1;
-  const uint32_t mb = p.mb, eb = p.eb, rawb = mb - p.k, emask = (1u << eb) - 1, mmask = (1u << mb) - 1;
-  auto exp_of = [&](uint64_t i) { return static_cast<int>((float_elem<B>(bytes, i) >> mb) & emask); };
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const LaneRect rect = lane_rect(h, w, l);
+    if (rect.c0 < w) col_start[rect.c0] = 1;
+    if (rect.r0 < h) row_start[rect.r0] = 1;
+  }
+  auto exp_of = [&](uint64_t i) { return static_cast<int>(float_fields(p, float_elem<B>(bytes, i)).e); };
   for (uint32_t r = 0; r < h; ++r) {
     const bool has_t = !row_start[r];
     const uint64_t row = uint64_t{r} * w;
@@ -702,9 +709,8 @@ static void count_float_b(const FloatParams& p, uint32_t h, uint32_t w, const ui
     for (uint32_t c = 0; c < w; ++c) {
       const uint64_t i = row + c;
       const bool has_l = !col_start[c];
-      const uint32_t v = float_elem<B>(bytes, i);
-      const uint32_t e = (v >> mb) & emask;
-      const uint32_t sm = ((v >> (eb + mb)) << p.k) | ((v & mmask) >> rawb);
+      const FloatFields f = float_fields(p, float_elem<B>(bytes, i));
+      const uint32_t e = f.e, sm = f.sm;
       const uint32_t ectx = p.emode == 0 ? 0u : float_e_ctx_lt(p, has_l ? left_e : -1, has_t ? exp_of(i - w) : -1);
       st->c0[ectx][e]++;
       st->c1[float_sm_ctx(p, e, has_l ? static_cast<int>(1 + (left_sm >> p.k)) : 0)][sm]++;
@@ -1674,17 +1680,13 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
   std::vector<int32_t> res;
   bool any_model = false;
   et->chunks.clear();
-  PackedTables pt[2];
-  pt[0].build(m.t0);
-  pt[1].build(m.t1);
   for (uint64_t i = 0; i < g.num_chunks(); ++i) {
     ChunkRef c = chunk_ref(g, data, i);
     const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
     enc.clear();
     std::vector<uint8_t> payload;
     auto put = [&](uint32_t lane, uint32_t set, uint32_t ctx, uint32_t sym) {
-      const PackedTables& t = pt[set ? 1 : 0];
-      enc.put_packed(static_cast<int>(lane), t.sf[size_t{ctx} * t.nsym + sym], t.P[ctx]);
+      enc.put(static_cast<int>(lane), set ? m.t1[ctx] : m.t0[ctx], sym);
     };
     auto putbits = [&](uint32_t lane, uint32_t v, uint32_t k) { enc.put_bits(static_cast<int>(lane), v, k); };
     std::vector<uint8_t> raw;
