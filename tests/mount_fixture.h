@@ -87,8 +87,14 @@ inline std::vector<pid_t> daemons_for(const sfs::path& mnt) {
   while (struct dirent* e = ::readdir(d)) {
     const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
     if (pid <= 0) continue;
-    std::ifstream f("/proc/" + std::string(e->d_name) + "/cmdline", std::ios::binary);
-    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // A process may exit while it is read (the read then fails with
+    // ESRCH): such a process is no daemon of ours any more.
+    std::string all;
+    const int fd = ::open(("/proc/" + std::string(e->d_name) + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) all.append(buf, static_cast<size_t>(n));
+    ::close(fd);
     std::vector<std::string> argv;
     std::string cur;
     for (char c : all) {
