@@ -1494,6 +1494,65 @@ WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, cons
 
 }  // namespace
 
+// ------------------------------------------------------------ rANS encoder
+// RansEncoder's group pass (rans.cpp, encode_groups_scalar is the scalar
+// form): per group, lanes 16..31 then 0..15, so that words land in lane
+// order when each half's words are stored just below the previous ones.
+// The quotient x / freq comes from a double division: x < 2^32 and
+// freq <= 4096 leave the correctly rounded quotient at least 2^-12 below
+// the next integer, so truncation is exact.
+namespace {
+WC_AVX512 WC_INLINE __m512i div_u32_small(__m512i x, __m512i d) {
+  const __m512d xl = _mm512_cvtepu32_pd(_mm512_castsi512_si256(x));
+  const __m512d xh = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(x, 1));
+  const __m512d dl = _mm512_cvtepu32_pd(_mm512_castsi512_si256(d));
+  const __m512d dh = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(d, 1));
+  const __m256i ql = _mm512_cvttpd_epu32(_mm512_div_pd(xl, dl));
+  const __m256i qh = _mm512_cvttpd_epu32(_mm512_div_pd(xh, dh));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(ql), qh, 1);
+}
+
+WC_AVX512 void encode_groups16(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* xs,
+                               uint16_t** pos) {
+  __m512i X[2] = {_mm512_loadu_si512(xs), _mm512_loadu_si512(xs + 16)};
+  const __m512i one = _mm512_set1_epi32(1), lo16 = _mm512_set1_epi32(0xFFFF);
+  uint16_t* w = *pos;
+  for (size_t g = ngroups; g-- > 0;) {
+    const uint32_t m = mask[g];
+    for (int h = 1; h >= 0; --h) {
+      const __mmask16 act = static_cast<__mmask16>(m >> (16 * h));
+      if (!act) continue;
+      const __m512i e = _mm512_maskz_loadu_epi32(act, sf + g * kLanes + 16 * h);
+      const __m512i freq = _mm512_mask_srli_epi32(one, act, e, 16);
+      __m512i x = X[h];
+      const __mmask16 need = _mm512_mask_cmpge_epu32_mask(act, _mm512_srli_epi32(x, 32 - kMaxProbBits), freq);
+      if (need) {
+        const int cnt = __builtin_popcount(need);
+        w -= cnt;
+        const __m256i words = _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(need, x));
+        _mm256_mask_storeu_epi16(w, static_cast<__mmask16>((1u << cnt) - 1), words);
+        x = _mm512_mask_srli_epi32(x, need, x, 16);
+      }
+      const __m512i q = div_u32_small(x, freq);
+      const __m512i r = _mm512_sub_epi32(x, _mm512_mullo_epi32(q, freq));
+      const __m512i nx = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(q, kMaxProbBits), r),
+                                          _mm512_and_si512(e, lo16));
+      X[h] = _mm512_mask_mov_epi32(x, act, nx);
+    }
+  }
+  _mm512_storeu_si512(xs, X[0]);
+  _mm512_storeu_si512(xs + 16, X[1]);
+  *pos = w;
+}
+}  // namespace
+
+bool rans_encode_groups_avx512(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* x,
+                               uint16_t** pos) {
+  if (!simd_enabled()) return false;
+  encode_groups16(mask, sf, ngroups, x, pos);
+  return true;
+}
+
 size_t simd_lane_major_bytes(const ChunkView& cv) {
   // steps <= ceil(h / ly) * ceil(w / lx) <= h * w / 32 + h + w; 16 steps of
   // padding for the transposition's last block; 4 bytes per element.

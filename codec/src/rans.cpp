@@ -290,30 +290,56 @@ FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTa
   return best;
 }
 
+void RansEncoder::grow() {
+  const size_t n = std::max<size_t>(1024, mask_.size() * 2);
+  mask_.resize(n);
+  sf_.resize(n * kLanes);
+}
+
+// One group, lanes from high to low: a lane whose state would leave the
+// normalized range after coding emits its low word first, then the state
+// takes the symbol. Scalar form of rans_encode_groups_avx512.
+static void encode_groups_scalar(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* x,
+                                 uint16_t** pos) {
+  uint16_t* w = *pos;
+  for (size_t g = ngroups; g-- > 0;) {
+    const uint32_t m = mask[g];
+    const uint32_t* e = sf + g * kLanes;
+    for (int l = kLanes - 1; l >= 0; --l) {
+      if (!(m >> l & 1)) continue;
+      const uint32_t freq = e[l] >> 16, start = e[l] & 0xFFFFu;
+      uint32_t st = x[l];
+      if ((st >> (32 - kMaxProbBits)) >= freq) {
+        *--w = static_cast<uint16_t>(st);
+        st >>= 16;
+      }
+      x[l] = ((st / freq) << kMaxProbBits) + st % freq + start;
+    }
+  }
+  *pos = w;
+}
+
 size_t RansEncoder::finish(std::vector<uint8_t>& out, const uint32_t* init) {
   uint32_t x[kLanes];
   for (uint32_t l = 0; l < kLanes; ++l) {
     x[l] = init ? init[l] : kRansL;
     WC_CHECK(x[l] >= kRansL && x[l] < 2 * kRansL);
   }
-  std::vector<uint16_t> words;
-  words.reserve(syms_.size() / 2 + 16);
-  for (size_t i = syms_.size(); i-- > 0;) {
-    const Sym& s = syms_[i];
-    uint32_t& st = x[s.lane];
-    const uint64_t x_max = static_cast<uint64_t>(s.freq) << (32 - s.P);
-    if (st >= x_max) {
-      words.push_back(static_cast<uint16_t>(st & 0xFFFF));
-      st >>= 16;
-    }
-    st = ((st / s.freq) << s.P) + (st % s.freq) + s.start;
-  }
+  // At most one word per symbol; 16 words of slack for the vector stores.
+  std::vector<uint16_t> words(ngroups_ * kLanes + 16);
+  uint16_t* const end = words.data() + words.size();
+  uint16_t* pos = end;
+  if (!rans_encode_groups_avx512(mask_.data(), sf_.data(), ngroups_, x, &pos))
+    encode_groups_scalar(mask_.data(), sf_.data(), ngroups_, x, &pos);
+  const size_t nw = static_cast<size_t>(end - pos);
   const size_t before = out.size();
+  out.resize(before + 4 * kLanes + 2 * nw);
+  uint8_t* o = out.data() + before;
   for (uint32_t v : x)
-    for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(v >> (8 * b)));
-  for (size_t i = words.size(); i-- > 0;) {
-    out.push_back(static_cast<uint8_t>(words[i]));
-    out.push_back(static_cast<uint8_t>(words[i] >> 8));
+    for (int b = 0; b < 4; ++b) *o++ = static_cast<uint8_t>(v >> (8 * b));
+  for (size_t i = 0; i < nw; ++i) {
+    *o++ = static_cast<uint8_t>(pos[i]);
+    *o++ = static_cast<uint8_t>(pos[i] >> 8);
   }
   return out.size() - before;
 }

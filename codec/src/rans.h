@@ -114,29 +114,59 @@ double table_size_bits(const FreqTable& t, TableCoding coding = kTablesCompact);
 FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTable& exact);
 
 // Encoder: symbols are pushed in decode order; finish() writes the stream.
+//
+// Storage is by *group*: a run of symbols of strictly increasing lanes (a
+// decode step's phase, or part of one), one u32 (start | freq << 16) per
+// lane and a lane mask per group. A group decodes lane by lane in lane
+// order, so finish() can encode a whole group at once (in reverse: last
+// group first), 16 lanes per AVX-512 vector where the CPU has it. Words
+// are written from the end of the word buffer backwards, so they come out
+// in the order the decoder consumes them.
 class RansEncoder {
  public:
-  void reserve(size_t n) { syms_.reserve(n); }
+  RansEncoder() = default;
+  RansEncoder(const RansEncoder&) = delete;
+  RansEncoder& operator=(const RansEncoder&) = delete;
+  // Every table has precision kMaxProbBits (the decoders' slot width).
   void put(int lane, const FreqTable& t, uint32_t s) {
-    syms_.push_back(Sym{t.start[s], t.freq[s], static_cast<uint8_t>(t.P), static_cast<uint8_t>(lane)});
+    push(lane, uint32_t{t.start[s]} | uint32_t{t.freq[s]} << 16);
   }
-  void put_bits(int lane, uint32_t v, uint32_t k) {
-    syms_.push_back(Sym{static_cast<uint16_t>(v << (12 - k)), static_cast<uint16_t>(1u << (12 - k)), 12,
-                        static_cast<uint8_t>(lane)});
-  }
+  // A symbol given as start | freq << 16 (a packed table entry).
+  void put_sf(int lane, uint32_t sf) { push(lane, sf); }
+  // Uniform k-bit value, k <= 12: frequency 2^(12-k), start v << (12-k).
+  void put_bits(int lane, uint32_t v, uint32_t k) { push(lane, (v << (12 - k)) | (1u << (28 - k))); }
   // Appends 32 u32 states + the u16 word stream to out; returns bytes written.
   // init: the lanes' initial encoder states (= the decoder's final states),
   // each in [kRansL, 2 kRansL); null: kRansL.
   size_t finish(std::vector<uint8_t>& out, const uint32_t* init = nullptr);
-  void clear() { syms_.clear(); }
+  void clear() {
+    ngroups_ = 0;
+    last_ = kLanes;
+  }
 
  private:
-  struct Sym {
-    uint16_t start, freq;
-    uint8_t P, lane;
-  };
-  std::vector<Sym> syms_;
+  void push(int lane, uint32_t sf) {
+    if (lane <= last_) new_group();
+    sf_[(ngroups_ - 1) * kLanes + lane] = sf;
+    mask_[ngroups_ - 1] |= 1u << lane;
+    last_ = lane;
+  }
+  void new_group() {
+    if (ngroups_ == mask_.size()) grow();
+    mask_[ngroups_++] = 0;
+  }
+  void grow();
+  std::vector<uint32_t> mask_;  // lanes of each group
+  std::vector<uint32_t> sf_;    // kLanes entries per group; only masked lanes are set
+  size_t ngroups_ = 0;
+  int last_ = kLanes;  // lane of the last symbol; kLanes: start a group
 };
+
+// The encoder's group pass with AVX-512 (chunk_decode_simd.cpp): encodes
+// groups ngroups-1 .. 0 into states x, writing words backwards from *pos.
+// False (nothing done) where the CPU lacks AVX-512 or WCODEC_NO_SIMD is set.
+bool rans_encode_groups_avx512(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* x,
+                               uint16_t** pos);
 
 // Bit-level writer/reader (LSB-first) for tables and model side information.
 class BitWriter {

@@ -658,6 +658,23 @@ static void walk_bytes(const BytesParams& p, uint32_t h, uint32_t w, const uint8
 }
 
 // ------------------------------------------------------------------ stats
+// Estimated cost in bits of one context's n symbol counts: data at empirical
+// entropy, scaled by `scale`, plus the table description.
+template <typename T>
+static double context_cost(const T* c, size_t n, double scale) {
+  uint64_t tot = 0;
+  for (size_t i = 0; i < n; ++i) tot += c[i];
+  if (!tot) return 1;
+  double total = 0, ent = 0;
+  for (size_t i = 0; i < n; ++i) total += static_cast<double>(c[i]);
+  for (size_t i = 0; i < n; ++i)
+    if (c[i]) ent -= static_cast<double>(c[i]) * std::log2(static_cast<double>(c[i]) / total);
+  // table: ~ (gap + compact frequency) codes per used symbol
+  size_t nz = 0;
+  for (size_t i = 0; i < n; ++i) nz += c[i] != 0;
+  return ent * scale + (static_cast<double>(nz) * 9.0 + 4);
+}
+
 struct Stats {
   std::vector<std::vector<uint64_t>> c0, c1;
   void init(uint32_t n0, uint32_t ns0, uint32_t n1, uint32_t ns1) {
@@ -665,25 +682,11 @@ struct Stats {
     c1.assign(n1, std::vector<uint64_t>(ns1, 0));
   }
   void add(uint32_t set, uint32_t ctx, uint32_t sym) { (set ? c1 : c0)[ctx][sym]++; }
-  // Estimated cost in bits: data at empirical entropy, scaled by `scale`,
-  // plus the table description.
+  // Estimated cost in bits of every context (context_cost).
   double cost(double scale) const {
     double bits = 0;
-    for (const auto* cs : {&c0, &c1}) {
-      for (const auto& c : *cs) {
-        uint64_t tot = 0;
-        for (auto v : c) tot += v;
-        if (!tot) {
-          bits += 1;
-          continue;
-        }
-        bits += entropy_bits(c) * scale;
-        // table: ~ (gap + compact frequency) codes per used symbol
-        size_t nz = 0;
-        for (auto v : c) nz += v != 0;
-        bits += static_cast<double>(nz) * 9.0 + 4;
-      }
-    }
+    for (const auto* cs : {&c0, &c1})
+      for (const auto& c : *cs) bits += context_cost(c.data(), c.size(), scale);
     return bits;
   }
 };
@@ -1177,7 +1180,6 @@ static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& va
       }
       ++probed;
     }
-    // Default profile: skip the rest of the chunk when no probed tile won.
     // Default profile: go on with the rest of the chunk only when tools won
     // on at least a quarter of the probed tiles.
     if (pass == 0 && stride > 1 && used * 4 < probed) break;
@@ -1240,7 +1242,60 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
     for (size_t i = 0; i < sc2.res.size(); ++i) sc2.tok[i] = static_cast<uint16_t>(make_token(base, sc2.res[i]).tok);
     sch.push_back(std::move(sc2));
   }
+  // Candidates with activity contexts (nbr_mode 0) differ only in their
+  // thresholds, extra left neighbour (3 or 9 back) and scale classes: their
+  // contexts come from per-element features computed once (the same values
+  // int_ctx computes over the chunk as one rectangle).
+  struct Feat {
+    uint32_t a0, la3, la9;  // activity without the extra neighbour; |L3|, |L9|
+    uint16_t tok;
+    uint8_t ls, rcv, ccv;  // left sign class; row and column scale values
+  };
+  std::vector<Feat> feats;
+  for (const auto& ch : sch) {
+    const uint32_t h = static_cast<uint32_t>(ch.c.h), w = static_cast<uint32_t>(ch.c.w);
+    for (uint32_t r = 0; r < h; r += static_cast<uint32_t>(row_step)) {
+      const int32_t* row = ch.res.data() + uint64_t{r} * w;
+      for (uint32_t c = 0; c < w; ++c) {
+        const bool hl = c > 0, ht = r > 0;
+        const int32_t l = hl ? row[c - 1] : 0, l2 = c > 1 ? row[c - 2] : 0;
+        const int32_t t = ht ? row[static_cast<int64_t>(c) - static_cast<int64_t>(w)] : 0;
+        Feat f;
+        f.a0 = 2 * iabs32(l) + iabs32(t) + iabs32(l2) + (!hl && ht ? 2 * iabs32(t) : 0u);
+        f.la3 = c >= 3 ? iabs32(row[c - 3]) : 0u;
+        f.la9 = c >= 9 ? iabs32(row[c - 9]) : 0u;
+        f.tok = ch.tok[uint64_t{r} * w + c];
+        f.ls = static_cast<uint8_t>(l > 0 ? 1 : (l < 0 ? 2 : 0));
+        f.rcv = (*rc)[ch.c.row0 + r];
+        f.ccv = (*cc)[ch.c.col0 + c];
+        feats.push_back(f);
+      }
+    }
+  }
+  std::vector<uint32_t> fcnt;
+  auto eval_act = [&](const IntParams& p) {
+    IntLuts L;
+    build_int_luts(p, &L);
+    const uint32_t nctx = int_nctx(p), nsym = p.nsym;
+    fcnt.assign(uint64_t{nctx} * nsym, 0);
+    const uint32_t oa = p.off_a, use_rc = p.use_rc ? 0xFFu : 0u, use_cc = p.use_cc ? 0xFFu : 0u;
+    for (const Feat& f : feats) {
+      uint32_t a = f.a0 + (oa == 3 ? f.la3 : (oa == 9 ? f.la9 : 0u));
+      if (a > 1023) a = 1023;
+      const uint32_t sc = L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)];
+      fcnt[((sc * p.nb + L.act[a]) * 3u + f.ls) * nsym + f.tok]++;
+    }
+    double bits = 0;
+    for (uint32_t k = 0; k < nctx; ++k) bits += context_cost(fcnt.data() + uint64_t{k} * nsym, nsym, scale);
+    return bits;
+  };
   auto eval = [&](const IntParams& p) {
+    if (p.nbr_mode == 0 && (p.off_a == 0 || p.off_a == 3 || p.off_a == 9)) {
+      double bits = eval_act(p);
+      if (p.use_rc) bits += 5.0 * static_cast<double>(g.rows);
+      if (p.use_cc) bits += 5.0 * static_cast<double>(g.cols);
+      return bits;
+    }
     Stats s;
     s.init(int_nctx(p), p.nsym, 0, 0);
     IntLuts L;
@@ -1557,61 +1612,57 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       const uint32_t tr = static_cast<uint32_t>((c.h + kTile - 1) / kTile), tc = static_cast<uint32_t>((c.w + kTile - 1) / kTile);
       et.choice.tiles_total += tr * tc;
     }
+    // Statistics and tables of every chunk without tools first: the exact
+    // measure of a map (below), and the final statistics if no chunk keeps
+    // one (real weights: none does).
+    Stats& sa = tool_free.emplace();
+    sa.init(int_nctx(m.ip), m.ip.nsym, 0, 0);
+    std::vector<int32_t> rbuf;
+    for (uint64_t i = 0; i < nchunks; ++i) {
+      ChunkRef c = chunk_ref(g, data, i);
+      chunk_residuals(g, vals, c, nullptr, &rbuf);
+      visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
+                       static_cast<uint32_t>(c.w), rbuf.data(), [&](uint32_t ctx, uint32_t sym) { sa.add(0, ctx, sym); });
+    }
+    TensorModel ma = m;
+    build_tables(sa, &ma);
+    // Measure, don't assume: a chunk keeps its tile map only if it codes
+    // smaller with it under these tables. A token the tool-free tables never
+    // saw would get a frequency once tables are rebuilt: charge it as a rare
+    // symbol, not as impossible.
+    std::vector<double> nlog(4097, 14.0);
+    for (uint32_t f = 1; f <= 4096; ++f) nlog[f] = 12.0 - std::log2(static_cast<double>(f));
+    // Bits of the chunk's tokens and their uniform extra bits (nb - 1 for
+    // escape class nb >= 2), the map not counted.
+    const uint32_t esc2 = m.ip.esc + 2;
+    auto cost_of = [&](const ChunkRef& c, const std::vector<uint8_t>* mp) {
+      chunk_residuals(g, vals, c, mp, &rbuf);
+      double bits = 0.0;
+      visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
+                       static_cast<uint32_t>(c.w), rbuf.data(), [&](uint32_t ctx, uint32_t tok) {
+                         bits += nlog[ma.t0[ctx].freq[tok]] + (tok >= esc2 ? tok - esc2 + 1 : 0u);
+                       });
+      return bits;
+    };
+    auto search = [&](uint64_t i) {
+      ChunkRef c = chunk_ref(g, data, i);
+      has_map[i] = choose_tiles(g, vals, c, m.ip, cost, opt.exhaustive_tools, &maps[i]);
+      if (has_map[i] && cost_of(c, &maps[i]) + 8.0 * static_cast<double>(maps[i].size()) >= cost_of(c, nullptr))
+        has_map[i] = 0;
+    };
     // Default profile: search a sample of chunks; the rest only if some
-    // sampled chunk ends up smaller with tools (checked below). tool_free:
-    // the statistics of every chunk without tools, when the check needed
-    // them (the final statistics if no chunk keeps a map).
+    // sampled chunk keeps a map.
     std::vector<uint64_t> probe = opt.exhaustive_tools ? sample_chunks(g, UINT64_MAX) : sample_chunks(g, 1u << 16);
-    for (auto i : probe) has_map[i] = choose_tiles(g, vals, chunk_ref(g, data, i), m.ip, cost, opt.exhaustive_tools, &maps[i]);
     bool search_rest = false;
-    // Measure, don't assume: keep a chunk's tile map only if the chunk
-    // codes smaller with it under context tables built without tools.
-    bool any = false;
-    for (auto hm : has_map) any |= hm != 0;
-    if (any) {
-      Stats& sa = tool_free.emplace();
-      sa.init(int_nctx(m.ip), m.ip.nsym, 0, 0);
-      std::vector<int32_t> rbuf;
-      for (uint64_t i = 0; i < nchunks; ++i) {
-        ChunkRef c = chunk_ref(g, data, i);
-        chunk_residuals(g, vals, c, nullptr, &rbuf);
-        visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
-                         static_cast<uint32_t>(c.w), rbuf.data(),
-                         [&](uint32_t ctx, uint32_t sym) { sa.add(0, ctx, sym); });
-      }
-      TensorModel ma = m;
-      build_tables(sa, &ma);
-      // A token the tool-free tables never saw would get a frequency once
-      // tables are rebuilt: charge it as a rare symbol, not as impossible.
-      std::vector<double> nlog(4097, 14.0);
-      for (uint32_t f = 1; f <= 4096; ++f) nlog[f] = 12.0 - std::log2(static_cast<double>(f));
-      auto cost_of = [&](const ChunkRef& c, const std::vector<uint8_t>* mp) {
-        chunk_residuals(g, vals, c, mp, &rbuf);
-        double bits = mp ? 8.0 * static_cast<double>(mp->size()) : 0.0;
-        walk_int(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
-                 static_cast<uint32_t>(c.w), rbuf.data(),
-                 [&](uint32_t, uint32_t, uint32_t ctx, uint32_t sym) { bits += nlog[ma.t0[ctx].freq[sym]]; },
-                 [&](uint32_t, uint32_t, uint32_t k) { bits += k; });
-        return bits;
-      };
-      auto check = [&](uint64_t i) {
-        if (!has_map[i]) return;
-        ChunkRef c = chunk_ref(g, data, i);
-        if (cost_of(c, &maps[i]) >= cost_of(c, nullptr)) has_map[i] = 0;
-      };
-      for (auto i : probe) {
-        check(i);
-        search_rest |= has_map[i] != 0;
-      }
-      if (search_rest && probe.size() < nchunks) {
-        std::vector<char> probed(nchunks, 0);
-        for (auto i : probe) probed[i] = 1;
-        for (uint64_t i = 0; i < nchunks; ++i) {
-          if (probed[i]) continue;
-          has_map[i] = choose_tiles(g, vals, chunk_ref(g, data, i), m.ip, cost, opt.exhaustive_tools, &maps[i]);
-          check(i);
-        }
-      }
+    for (auto i : probe) {
+      search(i);
+      search_rest |= has_map[i] != 0;
+    }
+    if (search_rest && probe.size() < nchunks) {
+      std::vector<char> probed(nchunks, 0);
+      for (auto i : probe) probed[i] = 1;
+      for (uint64_t i = 0; i < nchunks; ++i)
+        if (!probed[i]) search(i);
     }
     for (uint64_t i = 0; i < nchunks; ++i) {
       if (!has_map[i]) continue;
@@ -1680,13 +1731,26 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
   std::vector<int32_t> res;
   bool any_model = false;
   et->chunks.clear();
+  // The tables as start | freq << 16 per (context, symbol): one load per
+  // symbol instead of three dependent ones.
+  auto pack_sf = [](const std::vector<FreqTable>& ts, uint32_t* nsym) {
+    *nsym = 0;
+    for (const FreqTable& t : ts) *nsym = std::max<uint32_t>(*nsym, static_cast<uint32_t>(t.freq.size()));
+    std::vector<uint32_t> sf(ts.size() * *nsym, 0);
+    for (size_t c = 0; c < ts.size(); ++c)
+      for (size_t s = 0; s < ts[c].freq.size(); ++s)
+        sf[c * *nsym + s] = uint32_t{ts[c].start[s]} | uint32_t{ts[c].freq[s]} << 16;
+    return sf;
+  };
+  uint32_t nsym0 = 0, nsym1 = 0;
+  const std::vector<uint32_t> sf0 = pack_sf(m.t0, &nsym0), sf1 = pack_sf(m.t1, &nsym1);
   for (uint64_t i = 0; i < g.num_chunks(); ++i) {
     ChunkRef c = chunk_ref(g, data, i);
     const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
     enc.clear();
     std::vector<uint8_t> payload;
     auto put = [&](uint32_t lane, uint32_t set, uint32_t ctx, uint32_t sym) {
-      enc.put(static_cast<int>(lane), set ? m.t1[ctx] : m.t0[ctx], sym);
+      enc.put_sf(static_cast<int>(lane), set ? sf1[ctx * nsym1 + sym] : sf0[ctx * nsym0 + sym]);
     };
     auto putbits = [&](uint32_t lane, uint32_t v, uint32_t k) { enc.put_bits(static_cast<int>(lane), v, k); };
     std::vector<uint8_t> raw;
