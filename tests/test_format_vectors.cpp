@@ -24,6 +24,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -556,6 +557,93 @@ TEST(FormatVectors, LaneRectangles) {
     total += r.h * r.w;
   }
   EXPECT_EQ(total, 32u);
+}
+
+// The encoder's vector and scalar passes write the same stream, and the
+// reference decode step (rans_decode_sym / rans_decode_bits / rans_renorm,
+// lanes in order within each group) reads every symbol back and ends at
+// the initial states. Groups of random lane subsets (a decode step's phases
+// are such runs), skewed and flat tables, frequency 4096 (a certain symbol:
+// never renormalizes) and uniform bits of every width.
+TEST(RansEncoder, VectorAndScalarPassesAgreeAndDecode) {
+  std::mt19937 rng(11);
+  std::vector<wcodec::FreqTable> tables;
+  for (int k = 0; k < 6; ++k) {
+    std::vector<uint64_t> counts(k == 5 ? 1 : 40 + 30 * k);
+    for (size_t s = 0; s < counts.size(); ++s)
+      counts[s] = k % 2 ? 1 + rng() % 1000 : (s < 3 ? 100000 : rng() % 3);
+    tables.push_back(wcodec::normalize_counts(counts, wcodec::kMaxProbBits));
+    tables.back().build_start();
+  }
+  ASSERT_EQ(tables[5].freq[0], 4096);
+  // Decoding views: slot -> symbol, and freq | start << 16 per symbol.
+  std::vector<std::vector<uint8_t>> sym8;
+  std::vector<std::vector<uint32_t>> fs;
+  for (const auto& t : tables) {
+    sym8.emplace_back(4096);
+    fs.emplace_back(256);
+    for (size_t s = 0; s < t.freq.size(); ++s) {
+      fs.back()[s] = t.freq[s] | uint32_t{t.start[s]} << 16;
+      for (uint32_t i = 0; i < t.freq[s]; ++i) sym8.back()[t.start[s] + i] = static_cast<uint8_t>(s);
+    }
+  }
+  struct Sym {
+    int lane, table;  // table -1: uniform bits
+    uint32_t v, k;
+  };
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<std::vector<Sym>> groups(1 + rng() % 3000);
+    for (auto& gr : groups) {
+      const uint32_t mask = trial == 0 ? 0xFFFFFFFFu : static_cast<uint32_t>(rng()) & static_cast<uint32_t>(rng());
+      for (int l = 0; l < wcodec::kLanes; ++l) {
+        if (!(mask >> l & 1)) continue;
+        Sym s{l, static_cast<int>(rng() % 7) - 1, 0, 0};
+        if (s.table < 0) {
+          s.k = 1 + rng() % 12;
+          s.v = rng() & ((1u << s.k) - 1);
+        } else {
+          const auto& t = tables[s.table];
+          do s.v = rng() % t.freq.size();
+          while (!t.freq[s.v]);
+        }
+        gr.push_back(s);
+      }
+    }
+    wcodec::RansEncoder enc;
+    for (const auto& gr : groups) {
+      for (const auto& s : gr) {
+        if (s.table < 0) enc.put_bits(s.lane, s.v, s.k);
+        else enc.put(s.lane, tables[s.table], s.v);
+      }
+    }
+    uint32_t init[wcodec::kLanes];
+    for (auto& x : init) x = wcodec::kRansL + rng() % wcodec::kRansL;
+    std::vector<uint8_t> vec, sca;
+    enc.finish(vec, init, true);
+    enc.finish(sca, init, false);
+    ASSERT_EQ(vec, sca) << "trial " << trial;
+    uint32_t x[wcodec::kLanes];
+    for (int l = 0; l < wcodec::kLanes; ++l)
+      x[l] = uint32_t{vec[4 * l]} | uint32_t{vec[4 * l + 1]} << 8 | uint32_t{vec[4 * l + 2]} << 16 |
+             uint32_t{vec[4 * l + 3]} << 24;
+    wcodec::WordSource ws{vec.data() + 4 * wcodec::kLanes, static_cast<uint32_t>((vec.size() - 4 * wcodec::kLanes) / 2),
+                          0, 0};
+    for (const auto& gr : groups) {
+      for (const auto& s : gr) {
+        uint32_t got;
+        if (s.table < 0) {
+          got = wcodec::rans_decode_bits(x[s.lane], s.k);
+        } else {
+          got = wcodec::rans_decode_sym(x[s.lane], wcodec::DecTable{sym8[s.table].data(), fs[s.table].data()});
+        }
+        ASSERT_EQ(got, s.v) << "trial " << trial;
+        wcodec::rans_renorm(x[s.lane], ws);
+      }
+    }
+    EXPECT_EQ(ws.bad, 0u);
+    EXPECT_EQ(ws.pos, ws.n) << "words left over";
+    for (int l = 0; l < wcodec::kLanes; ++l) EXPECT_EQ(x[l], init[l]) << "lane " << l;
+  }
 }
 
 }  // namespace

@@ -319,7 +319,7 @@ static void encode_groups_scalar(const uint32_t* mask, const uint32_t* sf, size_
   *pos = w;
 }
 
-size_t RansEncoder::finish(std::vector<uint8_t>& out, const uint32_t* init) {
+size_t RansEncoder::finish(std::vector<uint8_t>& out, const uint32_t* init, bool vector) {
   uint32_t x[kLanes];
   for (uint32_t l = 0; l < kLanes; ++l) {
     x[l] = init ? init[l] : kRansL;
@@ -329,7 +329,7 @@ size_t RansEncoder::finish(std::vector<uint8_t>& out, const uint32_t* init) {
   std::vector<uint16_t> words(ngroups_ * kLanes + 16);
   uint16_t* const end = words.data() + words.size();
   uint16_t* pos = end;
-  if (!rans_encode_groups_avx512(mask_.data(), sf_.data(), ngroups_, x, &pos))
+  if (!vector || !rans_encode_groups_avx512(mask_.data(), sf_.data(), ngroups_, x, &pos))
     encode_groups_scalar(mask_.data(), sf_.data(), ngroups_, x, &pos);
   const size_t nw = static_cast<size_t>(end - pos);
   const size_t before = out.size();

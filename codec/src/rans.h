@@ -137,8 +137,9 @@ class RansEncoder {
   void put_bits(int lane, uint32_t v, uint32_t k) { push(lane, (v << (12 - k)) | (1u << (28 - k))); }
   // Appends 32 u32 states + the u16 word stream to out; returns bytes written.
   // init: the lanes' initial encoder states (= the decoder's final states),
-  // each in [kRansL, 2 kRansL); null: kRansL.
-  size_t finish(std::vector<uint8_t>& out, const uint32_t* init = nullptr);
+  // each in [kRansL, 2 kRansL); null: kRansL. vector = false: the scalar
+  // pass even where AVX-512 is available (same bytes; for tests).
+  size_t finish(std::vector<uint8_t>& out, const uint32_t* init = nullptr, bool vector = true);
   void clear() {
     ngroups_ = 0;
     last_ = kLanes;
