@@ -319,6 +319,53 @@ static void encode_groups_scalar(const uint32_t* mask, const uint32_t* sf, size_
   *pos = w;
 }
 
+static size_t append_stream(std::vector<uint8_t>& out, const uint32_t* x, const uint16_t* w, size_t nw) {
+  const size_t before = out.size();
+  out.resize(before + 4 * kLanes + 2 * nw);
+  uint8_t* o = out.data() + before;
+  for (int l = 0; l < kLanes; ++l)
+    for (int b = 0; b < 4; ++b) *o++ = static_cast<uint8_t>(x[l] >> (8 * b));
+  for (size_t i = 0; i < nw; ++i) {
+    *o++ = static_cast<uint8_t>(w[i]);
+    *o++ = static_cast<uint8_t>(w[i] >> 8);
+  }
+  return out.size() - before;
+}
+
+void RansEncoder::begin_reverse(const uint32_t* init, size_t max_symbols) {
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    rev_x_[l] = init ? init[l] : kRansL;
+    WC_CHECK(rev_x_[l] >= kRansL && rev_x_[l] < 2 * kRansL);
+  }
+  if (mask_.size() < kRevBlock) {
+    mask_.resize(kRevBlock);
+    sf_.resize(kRevBlock * kLanes);
+  }
+  ngroups_ = 0;
+  last_ = kLanes;
+  rev_next_ = kRevBlock;
+  if (words_.size() < max_symbols + 16) words_.resize(max_symbols + 16);
+  rev_pos_ = words_.size();
+}
+
+void RansEncoder::flush_reverse() {
+  const size_t n = kRevBlock - rev_next_;
+  if (n) {
+    uint16_t* pos = words_.data() + rev_pos_;
+    // Groups rev_next_ .. kRevBlock-1, the last (first given) first.
+    if (!rans_encode_groups_avx512(mask_.data() + rev_next_, sf_.data() + rev_next_ * kLanes, n, rev_x_, &pos))
+      encode_groups_scalar(mask_.data() + rev_next_, sf_.data() + rev_next_ * kLanes, n, rev_x_, &pos);
+    WC_CHECK(pos >= words_.data());
+    rev_pos_ = static_cast<size_t>(pos - words_.data());
+  }
+  rev_next_ = kRevBlock;
+}
+
+size_t RansEncoder::finish_reverse(std::vector<uint8_t>& out) {
+  flush_reverse();
+  return append_stream(out, rev_x_, words_.data() + rev_pos_, words_.size() - rev_pos_);
+}
+
 size_t RansEncoder::finish(std::vector<uint8_t>& out, const uint32_t* init, bool vector) {
   uint32_t x[kLanes];
   for (uint32_t l = 0; l < kLanes; ++l) {
@@ -331,17 +378,7 @@ size_t RansEncoder::finish(std::vector<uint8_t>& out, const uint32_t* init, bool
   uint16_t* pos = end;
   if (!vector || !rans_encode_groups_avx512(mask_.data(), sf_.data(), ngroups_, x, &pos))
     encode_groups_scalar(mask_.data(), sf_.data(), ngroups_, x, &pos);
-  const size_t nw = static_cast<size_t>(end - pos);
-  const size_t before = out.size();
-  out.resize(before + 4 * kLanes + 2 * nw);
-  uint8_t* o = out.data() + before;
-  for (uint32_t v : x)
-    for (int b = 0; b < 4; ++b) *o++ = static_cast<uint8_t>(v >> (8 * b));
-  for (size_t i = 0; i < nw; ++i) {
-    *o++ = static_cast<uint8_t>(pos[i]);
-    *o++ = static_cast<uint8_t>(pos[i] >> 8);
-  }
-  return out.size() - before;
+  return append_stream(out, x, pos, static_cast<size_t>(end - pos));
 }
 
 }  // namespace wcodec

@@ -134,7 +134,23 @@ class RansEncoder {
   // A symbol given as start | freq << 16 (a packed table entry).
   void put_sf(int lane, uint32_t sf) { push(lane, sf); }
   // Uniform k-bit value, k <= 12: frequency 2^(12-k), start v << (12-k).
-  void put_bits(int lane, uint32_t v, uint32_t k) { push(lane, (v << (12 - k)) | (1u << (28 - k))); }
+  void put_bits(int lane, uint32_t v, uint32_t k) { push(lane, bits_entry(v, k)); }
+  static uint32_t bits_entry(uint32_t v, uint32_t k) { return (v << (12 - k)) | (1u << (28 - k)); }
+
+  // Reverse mode, for walkers that can produce groups last first (reverse
+  // decode order): each group is encoded as soon as a block of them is
+  // complete, so the chunk's symbols are never stored. max_symbols bounds
+  // the symbols to come (one word each at most).
+  void begin_reverse(const uint32_t* init, size_t max_symbols);
+  // The group before the previous one: entries sf[l] of the lanes in mask.
+  void put_group_reverse(uint32_t mask, const uint32_t* sf) {
+    if (rev_next_ == 0) flush_reverse();
+    --rev_next_;
+    mask_[rev_next_] = mask;
+    for (int l = 0; l < kLanes; ++l) sf_[rev_next_ * kLanes + l] = sf[l];
+  }
+  // Appends the states and words as finish() does; returns bytes written.
+  size_t finish_reverse(std::vector<uint8_t>& out);
   // Appends 32 u32 states + the u16 word stream to out; returns bytes written.
   // init: the lanes' initial encoder states (= the decoder's final states),
   // each in [kRansL, 2 kRansL); null: kRansL. vector = false: the scalar
@@ -157,10 +173,18 @@ class RansEncoder {
     mask_[ngroups_++] = 0;
   }
   void grow();
+  void flush_reverse();
   std::vector<uint32_t> mask_;  // lanes of each group
   std::vector<uint32_t> sf_;    // kLanes entries per group; only masked lanes are set
   size_t ngroups_ = 0;
   int last_ = kLanes;  // lane of the last symbol; kLanes: start a group
+  // Reverse mode: a block of kRevBlock groups filled from the end; the
+  // states; the word buffer, filled from the end.
+  static constexpr size_t kRevBlock = 64;
+  size_t rev_next_ = 0;
+  uint32_t rev_x_[kLanes] = {};
+  std::vector<uint16_t> words_;
+  size_t rev_pos_ = 0;
 };
 
 // The encoder's group pass with AVX-512 (chunk_decode_simd.cpp): encodes

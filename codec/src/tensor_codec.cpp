@@ -552,24 +552,82 @@ static void split_float(const FloatParams& p, const uint8_t* bytes, uint64_t n, 
   }
 }
 
-template <typename Emit>
-static void walk_float(const FloatParams& p, uint32_t h, uint32_t w, const FloatChunkData& d, Emit&& emit) {
-  LaneCursor cur[kLanes];
-  const uint32_t steps = init_cursors(h, w, cur);
-  for (uint32_t t = 0; t < steps; ++t) {
-    for (uint32_t l = 0; l < kLanes; ++l) {
-      if (t >= cur[l].n) continue;
-      const uint32_t r = cur[l].r, c = cur[l].c;
-      emit(l, 0, float_e_ctx(p, d.e.data(), w, r, c, c > cur[l].rect.c0, r > cur[l].rect.r0), d.e[r * w + c]);
+// The raw mantissa section: rb-bit fields (rb <= 24), LSB first, as
+// BitWriter::put would write them, 32 bits at a time.
+static void pack_raw_bits(const uint32_t* v, uint64_t n, uint32_t rb, std::vector<uint8_t>* out) {
+  WC_CHECK(rb >= 1 && rb <= 24);
+  out->assign((n * rb + 7) / 8, 0);
+  uint8_t* o = out->data();
+  uint64_t acc = 0;
+  uint32_t fill = 0;
+  const uint32_t mask = (1u << rb) - 1;
+  for (uint64_t i = 0; i < n; ++i) {
+    acc |= uint64_t{v[i] & mask} << fill;
+    fill += rb;
+    if (fill >= 32) {
+      for (int b = 0; b < 4; ++b) *o++ = static_cast<uint8_t>(acc >> (8 * b));
+      acc >>= 32;
+      fill -= 32;
     }
+  }
+  for (; fill > 0; fill = fill > 8 ? fill - 8 : 0, acc >>= 8) *o++ = static_cast<uint8_t>(acc);
+  out->resize(static_cast<size_t>(o - out->data()));
+}
+
+// Encoder walkers. They visit the decode order of chunk_decode.h backwards
+// (last step first; within a step the phases last first, and each phase is
+// one group of the lanes that code a symbol in it, RansEncoder's reverse
+// mode), so a chunk's symbols are encoded as they are produced. A lane's
+// position at step t is element t of its rectangle in raster order; going
+// backwards it starts at the rectangle's last element at step n - 1.
+struct ReverseCursors {
+  LaneRect rect[kLanes];
+  uint32_t n[kLanes];
+  uint32_t r[kLanes], c[kLanes];
+  uint32_t steps = 0;
+  ReverseCursors(uint32_t h, uint32_t w) {
     for (uint32_t l = 0; l < kLanes; ++l) {
-      if (t >= cur[l].n) continue;
-      const uint32_t r = cur[l].r, c = cur[l].c;
-      int ls = 0;
-      if (c > cur[l].rect.c0) ls = 1 + (d.sm[r * w + c - 1] >> p.k);
-      emit(l, 1, float_sm_ctx(p, d.e[r * w + c], ls), d.sm[r * w + c]);
-      advance(cur[l]);
+      rect[l] = lane_rect(h, w, l);
+      n[l] = rect[l].h * rect[l].w;
+      steps = std::max(steps, n[l]);
     }
+  }
+  // Lane l's position at step t (t < n[l]), called for t = steps - 1 .. 0.
+  void step_back(uint32_t l, uint32_t t) {
+    if (t + 1 == n[l]) {
+      r[l] = rect[l].r0 + rect[l].h - 1;
+      c[l] = rect[l].c0 + rect[l].w - 1;
+    } else if (c[l] == rect[l].c0) {
+      c[l] = rect[l].c0 + rect[l].w - 1;
+      --r[l];
+    } else {
+      --c[l];
+    }
+  }
+};
+
+// Float chunk: per step, the exponent group then the sign/mantissa group.
+static void encode_float_reverse(const FloatParams& p, uint32_t h, uint32_t w, const FloatChunkData& d,
+                                 const uint32_t* sf0, uint32_t nsym0, const uint32_t* sf1, uint32_t nsym1,
+                                 RansEncoder* enc) {
+  ReverseCursors cur(h, w);
+  alignas(64) uint32_t se[kLanes], ss[kLanes];
+  for (uint32_t t = cur.steps; t-- > 0;) {
+    uint32_t mask = 0;
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      if (t >= cur.n[l]) continue;
+      cur.step_back(l, t);
+      const uint32_t r = cur.r[l], c = cur.c[l];
+      const uint64_t i = uint64_t{r} * w + c;
+      const bool hl = c > cur.rect[l].c0;
+      const uint32_t e = d.e[i];
+      se[l] = sf0[float_e_ctx(p, d.e.data(), w, r, c, hl, r > cur.rect[l].r0) * nsym0 + e];
+      const int ls = hl ? 1 + (d.sm[i - 1] >> p.k) : 0;
+      ss[l] = sf1[float_sm_ctx(p, e, ls) * nsym1 + d.sm[i]];
+      mask |= 1u << l;
+    }
+    enc->put_group_reverse(mask, ss);
+    enc->put_group_reverse(mask, se);
   }
 }
 
@@ -585,35 +643,40 @@ static inline __attribute__((always_inline)) IntToken make_token(const IntParams
   return {p.esc + nb, extra, nb};
 }
 
-template <typename Emit, typename Bits>
-static void walk_int(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0, uint64_t col0,
-                     uint32_t h, uint32_t w, const int32_t* res, Emit&& emit, Bits&& bits) {
-  LaneCursor cur[kLanes];
-  IntToken tk[kLanes];
+// Int chunk: per step, the token group, the low extra bits of escaped
+// tokens (nb >= 2), their high extra bits (nb >= 10).
+static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
+                               uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, const uint32_t* sf0,
+                               uint32_t nsym0, RansEncoder* enc) {
   IntLuts L;
   build_int_luts(p, &L);
-  const uint32_t steps = init_cursors(h, w, cur);
-  for (uint32_t t = 0; t < steps; ++t) {
+  ReverseCursors cur(h, w);
+  alignas(64) uint32_t sa[kLanes], sb[kLanes], sc2[kLanes];
+  for (uint32_t t = cur.steps; t-- > 0;) {
+    uint32_t ma = 0, mb = 0, mc = 0;
     for (uint32_t l = 0; l < kLanes; ++l) {
-      if (t >= cur[l].n) continue;
-      const uint32_t r = cur[l].r, c = cur[l].c;
+      if (t >= cur.n[l]) continue;
+      cur.step_back(l, t);
+      const uint32_t r = cur.r[l], c = cur.c[l];
       const uint32_t sc = int_scale_class(p, L, rc, cc, static_cast<uint32_t>(row0 + r), static_cast<uint32_t>(col0 + c));
       const uint32_t ctx =
-          int_ctx(p, L, res, w, r, c, cur[l].rect.r0, cur[l].rect.c0, sc, static_cast<uint32_t>(col0 + c));
-      tk[l] = make_token(p, res[r * w + c]);
-      emit(l, 0, ctx, tk[l].tok);
+          int_ctx(p, L, res, w, r, c, cur.rect[l].r0, cur.rect[l].c0, sc, static_cast<uint32_t>(col0 + c));
+      const IntToken tk = make_token(p, res[uint64_t{r} * w + c]);
+      sa[l] = sf0[ctx * nsym0 + tk.tok];
+      ma |= 1u << l;
+      if (__builtin_expect(tk.nb >= 2, 0)) {
+        const uint32_t lo = tk.nb - 1 < 8 ? tk.nb - 1 : 8;
+        sb[l] = RansEncoder::bits_entry(tk.extra & ((1u << lo) - 1), lo);
+        mb |= 1u << l;
+        if (tk.nb >= 10) {
+          sc2[l] = RansEncoder::bits_entry(tk.extra >> 8, tk.nb - 9);
+          mc |= 1u << l;
+        }
+      }
     }
-    for (uint32_t l = 0; l < kLanes; ++l) {
-      if (t >= cur[l].n || tk[l].nb < 2) continue;
-      const uint32_t e = tk[l].nb - 1, lo = e < 8 ? e : 8;
-      bits(l, tk[l].extra & ((1u << lo) - 1), lo);
-    }
-    for (uint32_t l = 0; l < kLanes; ++l) {
-      if (t >= cur[l].n || tk[l].nb < 10) continue;
-      bits(l, tk[l].extra >> 8, tk[l].nb - 9);
-    }
-    for (uint32_t l = 0; l < kLanes; ++l)
-      if (t < cur[l].n) advance(cur[l]);
+    if (mc) enc->put_group_reverse(mc, sc2);
+    if (mb) enc->put_group_reverse(mb, sb);
+    enc->put_group_reverse(ma, sa);
   }
 }
 
@@ -1752,19 +1815,15 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
     auto put = [&](uint32_t lane, uint32_t set, uint32_t ctx, uint32_t sym) {
       enc.put_sf(static_cast<int>(lane), set ? sf1[ctx * nsym1 + sym] : sf0[ctx * nsym0 + sym]);
     };
-    auto putbits = [&](uint32_t lane, uint32_t v, uint32_t k) { enc.put_bits(static_cast<int>(lane), v, k); };
     std::vector<uint8_t> raw;
     uint8_t flags = 0;
     uint32_t init[kLanes];
     const std::vector<uint8_t>* mp = i < has_map.size() && has_map[i] ? &maps[i] : nullptr;
     if (m.kind == ModelKind::kFloat) {
       split_float(m.fp, c.bytes, c.h * c.w, &fd);
-      walk_float(m.fp, h, w, fd, put);
       const uint32_t rb = float_raw_bits(m.fp);
       if (rb) {
-        BitWriter bw;
-        for (uint64_t k = 0; k < c.h * c.w; ++k) bw.put(fd.raw[k], rb);
-        raw = bw.finish();
+        pack_raw_bits(fd.raw.data(), c.h * c.w, rb, &raw);
         // Small chunks carry the section's last 64 bytes in the lanes' final
         // states (the encoder's initial states): the 32 x 4 bytes of lane
         // states then cost half. Large chunks skip it (the tail costs the
@@ -1778,9 +1837,12 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
         }
         raw.insert(raw.end(), 4, 0);  // slack for 32-bit reads
       }
+      enc.begin_reverse((flags & 2) ? init : nullptr, 2 * c.h * c.w);
+      encode_float_reverse(m.fp, h, w, fd, sf0.data(), nsym0, sf1.data(), nsym1, &enc);
     } else if (m.kind == ModelKind::kInt) {
       chunk_residuals(g, vals, c, mp, &res);
-      walk_int(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(), put, putbits);
+      enc.begin_reverse(nullptr, 3 * c.h * c.w);
+      encode_int_reverse(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(), sf0.data(), nsym0, &enc);
       if (mp) flags |= 1;
     } else {
       walk_bytes(m.bp, h, w, c.bytes, put);
@@ -1789,7 +1851,7 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
     if (mp) payload.insert(payload.end(), mp->begin(), mp->end());
     const size_t len_pos = payload.size();
     append_u32(payload, 0);
-    const size_t rl = enc.finish(payload, (flags & 2) ? init : nullptr);
+    const size_t rl = m.kind == ModelKind::kBytes ? enc.finish(payload) : enc.finish_reverse(payload);
     for (int b = 0; b < 4; ++b) payload[len_pos + b] = static_cast<uint8_t>(rl >> (8 * b));
     payload.insert(payload.end(), raw.begin(), raw.end());
     EncodedChunk ec = pick_chunk(c, std::move(payload), opt);
