@@ -683,9 +683,11 @@ static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
 // The (context, token) of every element of an int chunk, lane rectangle by
 // lane rectangle in raster order: the symbols walk_int emits, in another
 // order, for uses that only count them (statistics).
+// visit_int_tokens, also giving the element's chunk row and column:
+// emit(r, c, ctx, token).
 template <typename Emit>
-static void visit_int_tokens(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0, uint64_t col0,
-                             uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
+static void visit_int_tokens_at(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
+                                uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
   IntLuts L;
   build_int_luts(p, &L);
   for (uint32_t l = 0; l < kLanes; ++l) {
@@ -695,10 +697,17 @@ static void visit_int_tokens(const IntParams& p, const uint8_t* rc, const uint8_
       for (uint32_t c = rect.c0; c < rect.c0 + rect.w; ++c) {
         const uint32_t sc = L.scale[rowpart + (p.use_cc ? cc[col0 + c] : 0u)];
         const uint32_t ctx = int_ctx(p, L, res, w, r, c, rect.r0, rect.c0, sc, static_cast<uint32_t>(col0 + c));
-        emit(ctx, make_token(p, res[uint64_t{r} * w + c]).tok);
+        emit(r, c, ctx, make_token(p, res[uint64_t{r} * w + c]).tok);
       }
     }
   }
+}
+
+template <typename Emit>
+static void visit_int_tokens(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0, uint64_t col0,
+                             uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
+  visit_int_tokens_at(p, rc, cc, row0, col0, h, w, res,
+                      [&](uint32_t, uint32_t, uint32_t ctx, uint32_t tok) { emit(ctx, tok); });
 }
 
 template <typename Emit>
@@ -1177,9 +1186,20 @@ static double block_cost(const int32_t* r, uint32_t n, const IntParams& p, const
 // Chooses a tile map for a chunk (nullopt when no tile benefits enough to
 // pay for the map). Candidate tools per tile: every predictor, with the same
 // transform on all full 8x8 sub-blocks.
+//
+// Default profile: the first eighth of the tiles (raster order, one
+// contiguous band) is probed first. The rest is probed only when tools won
+// on at least a quarter of the band's tiles and the chunk measures smaller
+// with the band's map under the context model (band_pays(map, band tiles),
+// the band's map bytes charged): the order-0
+// token costs used per tile overrate tools on weights whose neighbours the
+// contexts already exploit. A contiguous band keeps tool tiles next to each
+// other, as a full map would (a lone tool tile among plain ones misleads its
+// neighbours' contexts).
+template <typename BandPays>
 static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& vals, const ChunkRef& c,
                          const IntParams& p, const std::vector<double>& cost, bool exhaustive,
-                         std::vector<uint8_t>* map) {
+                         std::vector<uint8_t>* map, BandPays&& band_pays) {
   const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
   const uint32_t tr = (h + kTile - 1) / kTile, tc = (w + kTile - 1) / kTile;
   map->assign(2u * tr * tc, 0);
@@ -1189,12 +1209,11 @@ static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& va
   double saved = 0;
   uint32_t used = 0;
   int32_t left[kTile], top[kTile];
-  const uint32_t stride = exhaustive ? 1 : 31;  // default profile probes every 31st tile first
+  const uint32_t ntiles = tr * tc;
+  const uint32_t band = exhaustive ? ntiles : (ntiles + 7) / 8;
   for (uint32_t pass = 0; pass < 2; ++pass) {
     uint32_t probed = 0;
-    for (uint32_t k = 0; k < tr * tc; ++k) {
-      if (pass == 0 && k % stride) continue;
-      if (pass == 1 && stride > 1 && k % stride == 0) continue;
+    for (uint32_t k = pass == 0 ? 0 : band; k < (pass == 0 ? band : ntiles); ++k) {
       const uint32_t ti = k / tc, tj = k % tc;
       const uint32_t r0 = ti * kTile, c0 = tj * kTile;
       const uint32_t th = std::min(kTile, h - r0), tw = std::min(kTile, w - c0);
@@ -1243,9 +1262,10 @@ static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& va
       }
       ++probed;
     }
-    // Default profile: go on with the rest of the chunk only when tools won
-    // on at least a quarter of the probed tiles.
-    if (pass == 0 && stride > 1 && used * 4 < probed) break;
+    if (pass == 0 && band < ntiles) {
+      if (used * 4 < probed) break;
+      if (!band_pays(*map, band)) return false;
+    }
   }
   if (used == 0) return false;
   return saved > 0;
@@ -1707,11 +1727,39 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
                        });
       return bits;
     };
+    // Whether chunk c codes smaller with its map mp (charged in full) under
+    // the tool-free tables: the final check of a map.
+    auto pays = [&](const ChunkRef& c, const std::vector<uint8_t>& mp) {
+      return cost_of(c, &mp) + 8.0 * static_cast<double>(mp.size()) < cost_of(c, nullptr);
+    };
+    // The token bits of the chunk's first `tiles` tiles (raster order) at
+    // the empirical entropy of their own contexts: tables fitted to these
+    // residuals alone, as if the whole chunk looked like them. The band
+    // check; tables fitted to the whole chunk (or the tool-free tables)
+    // would be dominated by the untransformed rest and bias it against tools.
+    auto band_bits = [&](const ChunkRef& c, const std::vector<uint8_t>* mp, uint32_t tiles) {
+      chunk_residuals(g, vals, c, mp, &rbuf);
+      const uint32_t tc = static_cast<uint32_t>((c.w + kTile - 1) / kTile);
+      Stats fs;
+      fs.init(int_nctx(m.ip), m.ip.nsym, 0, 0);
+      double bits = 0.0;
+      visit_int_tokens_at(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
+                          static_cast<uint32_t>(c.w), rbuf.data(),
+                          [&](uint32_t r, uint32_t col, uint32_t ctx, uint32_t tok) {
+                            if ((r / kTile) * tc + col / kTile >= tiles) return;
+                            fs.add(0, ctx, tok);
+                            if (tok >= esc2) bits += tok - esc2 + 1;
+                          });
+      for (const auto& cnt : fs.c0) bits += entropy_bits(cnt);
+      return bits;
+    };
     auto search = [&](uint64_t i) {
       ChunkRef c = chunk_ref(g, data, i);
-      has_map[i] = choose_tiles(g, vals, c, m.ip, cost, opt.exhaustive_tools, &maps[i]);
-      if (has_map[i] && cost_of(c, &maps[i]) + 8.0 * static_cast<double>(maps[i].size()) >= cost_of(c, nullptr))
-        has_map[i] = 0;
+      has_map[i] = choose_tiles(g, vals, c, m.ip, cost, opt.exhaustive_tools, &maps[i],
+                                [&](const std::vector<uint8_t>& mp, uint32_t tiles) {
+                                  return band_bits(c, &mp, tiles) + 16.0 * tiles < band_bits(c, nullptr, tiles);
+                                });
+      if (has_map[i] && !pays(c, maps[i])) has_map[i] = 0;
     };
     // Default profile: search a sample of chunks; the rest only if some
     // sampled chunk keeps a map.
