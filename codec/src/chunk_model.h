@@ -199,10 +199,11 @@ WC_HD inline uint32_t int_ctx_vals(const IntParams& p, const IntLuts& L, int32_t
 }
 
 // Context of the residual token at chunk position (r, c) (lane-local
-// rectangle starting at column c0 / row r0; tensor column col); res holds
-// residuals decoded so far (stride w). sc is the scale class.
+// rectangle starting at column c0 / row r0); res holds residuals decoded so
+// far (stride w). sc is the scale class; kp the column phase (tensor column
+// % period) for nbr_mode 2, else unused.
 WC_HD inline uint32_t int_ctx(const IntParams& p, const IntLuts& L, const int32_t* res, uint32_t w, uint32_t r,
-                              uint32_t c, uint32_t r0, uint32_t c0, uint32_t sc, uint32_t col) {
+                              uint32_t c, uint32_t r0, uint32_t c0, uint32_t sc, uint32_t kp) {
   const int32_t* row = res + static_cast<uint64_t>(r) * w;
   const bool hl = c > c0, ht = r > r0;
   const int32_t l = hl ? row[c - 1] : 0;
@@ -211,7 +212,7 @@ WC_HD inline uint32_t int_ctx(const IntParams& p, const IntLuts& L, const int32_
   const int32_t la = oa && c >= c0 + oa ? row[c - oa] : 0;
   const int32_t lb = ob && c >= c0 + ob ? row[c - ob] : 0;
   const int32_t t = ht ? row[static_cast<int64_t>(c) - static_cast<int64_t>(w)] : 0;
-  return int_ctx_vals(p, L, l, l2, la, lb, t, hl, ht, sc, p.nbr_mode == 2 ? col % p.period : 0u);
+  return int_ctx_vals(p, L, l, l2, la, lb, t, hl, ht, sc, kp);
 }
 
 WC_HD inline uint32_t int_scale_class(const IntParams& p, const IntLuts& L, const uint8_t* rc, const uint8_t* cc,

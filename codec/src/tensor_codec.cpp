@@ -631,6 +631,18 @@ static void encode_float_reverse(const FloatParams& p, uint32_t h, uint32_t w, c
   }
 }
 
+// Column phases of a chunk's columns: kp[c] = (col0 + c) % period for
+// nbr_mode 2, else 0.
+static void int_col_phases(const IntParams& p, uint64_t col0, uint32_t w, std::vector<uint32_t>* kp) {
+  kp->assign(w, 0);
+  if (p.nbr_mode != 2 || !p.period) return;
+  uint32_t k = static_cast<uint32_t>(col0 % p.period);
+  for (uint32_t c = 0; c < w; ++c) {
+    (*kp)[c] = k;
+    k = k + 1 == p.period ? 0 : k + 1;
+  }
+}
+
 struct IntToken {
   uint32_t tok, extra, nb;
 };
@@ -650,6 +662,8 @@ static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
                                uint32_t nsym0, RansEncoder* enc) {
   IntLuts L;
   build_int_luts(p, &L);
+  thread_local std::vector<uint32_t> kp;
+  int_col_phases(p, col0, w, &kp);
   ReverseCursors cur(h, w);
   alignas(64) uint32_t sa[kLanes], sb[kLanes], sc2[kLanes];
   for (uint32_t t = cur.steps; t-- > 0;) {
@@ -660,7 +674,7 @@ static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
       const uint32_t r = cur.r[l], c = cur.c[l];
       const uint32_t sc = int_scale_class(p, L, rc, cc, static_cast<uint32_t>(row0 + r), static_cast<uint32_t>(col0 + c));
       const uint32_t ctx =
-          int_ctx(p, L, res, w, r, c, cur.rect[l].r0, cur.rect[l].c0, sc, static_cast<uint32_t>(col0 + c));
+          int_ctx(p, L, res, w, r, c, cur.rect[l].r0, cur.rect[l].c0, sc, kp[c]);
       const IntToken tk = make_token(p, res[uint64_t{r} * w + c]);
       sa[l] = sf0[ctx * nsym0 + tk.tok];
       ma |= 1u << l;
@@ -690,13 +704,15 @@ static void visit_int_tokens_at(const IntParams& p, const uint8_t* rc, const uin
                                 uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
   IntLuts L;
   build_int_luts(p, &L);
+  thread_local std::vector<uint32_t> kp;
+  int_col_phases(p, col0, w, &kp);
   for (uint32_t l = 0; l < kLanes; ++l) {
     const LaneRect rect = lane_rect(h, w, l);
     for (uint32_t r = rect.r0; r < rect.r0 + rect.h; ++r) {
       const uint32_t rowpart = p.use_rc ? rc[row0 + r] : 0u;
       for (uint32_t c = rect.c0; c < rect.c0 + rect.w; ++c) {
         const uint32_t sc = L.scale[rowpart + (p.use_cc ? cc[col0 + c] : 0u)];
-        const uint32_t ctx = int_ctx(p, L, res, w, r, c, rect.r0, rect.c0, sc, static_cast<uint32_t>(col0 + c));
+        const uint32_t ctx = int_ctx(p, L, res, w, r, c, rect.r0, rect.c0, sc, kp[c]);
         emit(r, c, ctx, make_token(p, res[uint64_t{r} * w + c]).tok);
       }
     }
@@ -1098,33 +1114,41 @@ static uint8_t mag_class(double mean_abs) {
 
 static void int_side_info(const TensorGeometry& g, const std::vector<int32_t>& v, std::vector<uint8_t>* rc,
                           std::vector<uint8_t>* cc) {
-  std::vector<double> rs(g.rows, 0), cs(g.cols, 0);
-  for (uint64_t r = 0; r < g.rows; ++r)
+  // Integer sums (exact, as the double sums they replace were below 2^53).
+  std::vector<uint64_t> rs(g.rows, 0), cs(g.cols, 0);
+  for (uint64_t r = 0; r < g.rows; ++r) {
+    const int32_t* row = v.data() + r * g.cols;
+    uint64_t sum = 0;
     for (uint64_t c = 0; c < g.cols; ++c) {
-      const double a = std::abs(v[r * g.cols + c]);
-      rs[r] += a;
+      const uint32_t a = iabs32(row[c]);
+      sum += a;
       cs[c] += a;
     }
+    rs[r] = sum;
+  }
   rc->resize(g.rows);
   cc->resize(g.cols);
-  for (uint64_t r = 0; r < g.rows; ++r) (*rc)[r] = mag_class(rs[r] / static_cast<double>(g.cols));
-  for (uint64_t c = 0; c < g.cols; ++c) (*cc)[c] = mag_class(cs[c] / static_cast<double>(g.rows));
+  for (uint64_t r = 0; r < g.rows; ++r)
+    (*rc)[r] = mag_class(static_cast<double>(rs[r]) / static_cast<double>(g.cols));
+  for (uint64_t c = 0; c < g.cols; ++c)
+    (*cc)[c] = mag_class(static_cast<double>(cs[c]) / static_cast<double>(g.rows));
 }
 
 // Thresholds splitting the distribution of x (values clamped to 1023) into
 // k classes (quantiles), via a histogram.
-template <typename T>
-static std::vector<T> quantile_thresholds(const std::vector<T>& x, uint32_t k) {
-  std::vector<T> thr;
-  if (x.empty() || k < 2) return thr;
+// The n values are value(0) .. value(n - 1).
+template <typename Value>
+static std::vector<uint32_t> quantile_thresholds(uint64_t n, uint32_t k, Value&& value) {
+  std::vector<uint32_t> thr;
+  if (n == 0 || k < 2) return thr;
   std::vector<uint64_t> h(1024, 0);
-  for (auto v : x) h[std::min<uint64_t>(v, 1023)]++;
+  for (uint64_t i = 0; i < n; ++i) h[std::min<uint64_t>(value(i), 1023)]++;
   uint64_t acc = 0;
   uint32_t next = 1;
   for (uint32_t v = 0; v < 1024 && next < k; ++v) {
     acc += h[v];
-    while (next < k && acc > x.size() * next / k) {
-      T t = static_cast<T>(v + 1 > 1 ? v + 1 : 1);
+    while (next < k && acc > n * next / k) {
+      uint32_t t = v + 1 > 1 ? v + 1 : 1;
       if (!thr.empty() && t <= thr.back()) t = thr.back() + 1;
       thr.push_back(t);
       ++next;
@@ -1331,9 +1355,12 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   // int_ctx computes over the chunk as one rectangle).
   struct Feat {
     uint32_t a0, la3, la9;  // activity without the extra neighbour; |L3|, |L9|
+    uint32_t col;           // tensor column
     uint16_t tok;
-    uint8_t ls, rcv, ccv;  // left sign class; row and column scale values
+    uint16_t q;             // sign classes q() of L1, L2, T, L3, L9, 2 bits each from bit 0
+    uint8_t ls, rcv, ccv;   // left sign class; row and column scale values
   };
+  auto qv = [](int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); };
   std::vector<Feat> feats;
   for (const auto& ch : sch) {
     const uint32_t h = static_cast<uint32_t>(ch.c.h), w = static_cast<uint32_t>(ch.c.w);
@@ -1348,6 +1375,9 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
         f.la3 = c >= 3 ? iabs32(row[c - 3]) : 0u;
         f.la9 = c >= 9 ? iabs32(row[c - 9]) : 0u;
         f.tok = ch.tok[uint64_t{r} * w + c];
+        f.col = static_cast<uint32_t>(ch.c.col0 + c);
+        f.q = static_cast<uint16_t>(qv(l) | qv(l2) << 2 | qv(t) << 4 | (c >= 3 ? qv(row[c - 3]) : 0u) << 6 |
+                                    (c >= 9 ? qv(row[c - 9]) : 0u) << 8);
         f.ls = static_cast<uint8_t>(l > 0 ? 1 : (l < 0 ? 2 : 0));
         f.rcv = (*rc)[ch.c.row0 + r];
         f.ccv = (*cc)[ch.c.col0 + c];
@@ -1372,9 +1402,36 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
     for (uint32_t k = 0; k < nctx; ++k) bits += context_cost(fcnt.data() + uint64_t{k} * nsym, nsym, scale);
     return bits;
   };
+  // Sign-neighbour candidates (nbr_mode 1 with L3 and optionally L9; nbr_mode
+  // 2 with L3 and a column period), from the same features.
+  auto eval_signs = [&](const IntParams& p) {
+    IntLuts L;
+    build_int_luts(p, &L);
+    const uint32_t nctx = int_nctx(p), nsym = p.nsym;
+    fcnt.assign(uint64_t{nctx} * nsym, 0);
+    const uint32_t use_rc = p.use_rc ? 0xFFu : 0u, use_cc = p.use_cc ? 0xFFu : 0u;
+    for (const Feat& f : feats) {
+      const uint32_t sc = L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)];
+      const uint32_t ql = f.q & 3, ql2 = f.q >> 2 & 3, qt = f.q >> 4 & 3, qa = f.q >> 6 & 3, qb = f.q >> 8 & 3;
+      uint32_t ctx;
+      if (p.nbr_mode == 2) {
+        ctx = (sc * p.period + f.col % p.period) * 9u + ql * 3u + qa;
+      } else {
+        const uint32_t k = ((ql * 3u + ql2) * 3u + qa) * 3u + qt;
+        ctx = p.off_b ? sc * 243u + k * 3u + qb : sc * 81u + k;
+      }
+      fcnt[uint64_t{ctx} * nsym + f.tok]++;
+    }
+    double bits = 0;
+    for (uint32_t k = 0; k < nctx; ++k) bits += context_cost(fcnt.data() + uint64_t{k} * nsym, nsym, scale);
+    return bits;
+  };
   auto eval = [&](const IntParams& p) {
-    if (p.nbr_mode == 0 && (p.off_a == 0 || p.off_a == 3 || p.off_a == 9)) {
-      double bits = eval_act(p);
+    const bool act = p.nbr_mode == 0 && (p.off_a == 0 || p.off_a == 3 || p.off_a == 9);
+    const bool signs = (p.nbr_mode == 1 || p.nbr_mode == 2) && p.off_a == 3 && (p.off_b == 0 || p.off_b == 9) &&
+                       (p.nbr_mode == 1 || (p.off_b == 0 && p.period > 0));
+    if (act || signs) {
+      double bits = act ? eval_act(p) : eval_signs(p);
       if (p.use_rc) bits += 5.0 * static_cast<double>(g.rows);
       if (p.use_cc) bits += 5.0 * static_cast<double>(g.cols);
       return bits;
@@ -1389,7 +1446,8 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
         for (uint32_t c = 0; c < w; ++c) {
           const uint32_t scl = int_scale_class(p, L, rc->data(), cc->data(), static_cast<uint32_t>(ch.c.row0 + r),
                                                static_cast<uint32_t>(ch.c.col0 + c));
-          s.add(0, int_ctx(p, L, ch.res.data(), w, r, c, 0, 0, scl, static_cast<uint32_t>(ch.c.col0 + c)),
+          s.add(0, int_ctx(p, L, ch.res.data(), w, r, c, 0, 0, scl,
+                           p.nbr_mode == 2 ? static_cast<uint32_t>((ch.c.col0 + c) % p.period) : 0u),
                 ch.tok[uint64_t{r} * w + c]);
         }
       }
@@ -1404,10 +1462,8 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   best.ns = 1;
   double best_cost = eval(best);
   auto set_thresholds = [&](IntParams& p) {
-    std::vector<uint32_t> av = acts;
-    if (p.nbr_mode == 0 && p.off_a)
-      for (size_t i = 0; i < av.size(); ++i) av[i] += p.off_a == 3 ? la3[i] : (p.off_a == 9 ? la9[i] : 0);
-    auto thr = quantile_thresholds(av, p.nb);
+    const std::vector<uint32_t>* la = p.nbr_mode == 0 && p.off_a == 3 ? &la3 : (p.nbr_mode == 0 && p.off_a == 9 ? &la9 : nullptr);
+    auto thr = quantile_thresholds(acts.size(), p.nb, [&](uint64_t i) { return acts[i] + (la ? (*la)[i] : 0u); });
     for (size_t i = 0; i < thr.size(); ++i) p.thr[i] = static_cast<uint16_t>(std::min<uint32_t>(thr[i], 65535));
     if (p.ns > 1) {
       std::vector<uint32_t> sv;
@@ -1418,7 +1474,7 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
           for (uint64_t cc2 = 0; cc2 < c.w; cc2 += 3)
             sv.push_back((p.use_rc ? (*rc)[c.row0 + r] : 0u) + (p.use_cc ? (*cc)[c.col0 + cc2] : 0u));
       }
-      auto st = quantile_thresholds(sv, p.ns);
+      auto st = quantile_thresholds(sv.size(), p.ns, [&](uint64_t i) { return sv[i]; });
       for (size_t i = 0; i < st.size(); ++i) p.sthr[i] = static_cast<uint8_t>(std::min<uint32_t>(st[i], 255));
     }
   };
