@@ -309,7 +309,9 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
     ix.u64(nt);
     for (size_t i = 0; i < nt; ++i) write_index_tensor(ix, hdr.tensors[i], enc[i], crcs[i], offsets[i], coding);
     std::vector<uint8_t> z(ZSTD_compressBound(ix.size()));
-    const size_t zn = ZSTD_compress(z.data(), z.size(), ix.buf().data(), ix.size(), 19);
+    // Level 15: within 0.1% of level 19's size on the data set's indexes, in
+    // half the time (the index is up to a fifth of a small file's encode).
+    const size_t zn = ZSTD_compress(z.data(), z.size(), ix.buf().data(), ix.size(), 15);
     if (ZSTD_isError(zn)) return Status::Internal(what + ": zstd failed on the index");
     out.u64(ix.size());
     out.bytes(z.data(), zn);

@@ -70,12 +70,24 @@ FreqTable normalize_counts(const std::vector<uint64_t>& counts, uint32_t P) {
   return t;
 }
 
+// log2(f) for every frequency f <= 2^kMaxProbBits (the same doubles
+// std::log2 returns: a table, not an approximation).
+static const double* log2_freqs() {
+  static const std::vector<double> t = [] {
+    std::vector<double> v((1u << kMaxProbBits) + 1, 0.0);
+    for (uint32_t f = 1; f < v.size(); ++f) v[f] = std::log2(static_cast<double>(f));
+    return v;
+  }();
+  return t.data();
+}
+
 double table_cost_bits(const std::vector<uint64_t>& counts, const FreqTable& t) {
+  const double* lg = log2_freqs();
   double bits = 0;
   for (size_t s = 0; s < counts.size(); ++s) {
     if (!counts[s]) continue;
     if (s >= t.freq.size() || !t.freq[s]) return std::numeric_limits<double>::infinity();
-    bits += static_cast<double>(counts[s]) * (t.P - std::log2(static_cast<double>(t.freq[s])));
+    bits += static_cast<double>(counts[s]) * (t.P - lg[t.freq[s]]);
   }
   return bits;
 }

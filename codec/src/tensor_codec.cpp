@@ -574,6 +574,32 @@ static void pack_raw_bits(const uint32_t* v, uint64_t n, uint32_t rb, std::vecto
   out->resize(static_cast<size_t>(o - out->data()));
 }
 
+// A model's tables for the encoder: start | freq << 16 per (context,
+// symbol), symbols lo .. lo + n - 1 only (the span any table uses: a float
+// exponent table's few hundred symbols shrink to the exponents present, so
+// the lookups stay in cache).
+struct PackedTables {
+  std::vector<uint32_t> sf;
+  uint32_t lo = 0, n = 0;
+  explicit PackedTables(const std::vector<FreqTable>& ts) {
+    uint32_t hi = 0;
+    lo = UINT32_MAX;
+    for (const FreqTable& t : ts)
+      for (uint32_t s = 0; s < t.freq.size(); ++s)
+        if (t.freq[s]) {
+          lo = std::min(lo, s);
+          hi = std::max(hi, s);
+        }
+    if (lo == UINT32_MAX) lo = 0;
+    n = lo <= hi ? hi - lo + 1 : 0;
+    sf.assign(ts.size() * n, 0);
+    for (size_t c = 0; c < ts.size(); ++c)
+      for (uint32_t s = lo; s < lo + n && s < ts[c].freq.size(); ++s)
+        sf[c * n + s - lo] = uint32_t{ts[c].start[s]} | uint32_t{ts[c].freq[s]} << 16;
+  }
+  uint32_t at(uint32_t ctx, uint32_t sym) const { return sf[uint64_t{ctx} * n + sym - lo]; }
+};
+
 // Encoder walkers. They visit the decode order of chunk_decode.h backwards
 // (last step first; within a step the phases last first, and each phase is
 // one group of the lanes that code a symbol in it, RansEncoder's reverse
@@ -608,8 +634,7 @@ struct ReverseCursors {
 
 // Float chunk: per step, the exponent group then the sign/mantissa group.
 static void encode_float_reverse(const FloatParams& p, uint32_t h, uint32_t w, const FloatChunkData& d,
-                                 const uint32_t* sf0, uint32_t nsym0, const uint32_t* sf1, uint32_t nsym1,
-                                 RansEncoder* enc) {
+                                 const PackedTables& t0, const PackedTables& t1, RansEncoder* enc) {
   ReverseCursors cur(h, w);
   alignas(64) uint32_t se[kLanes], ss[kLanes];
   for (uint32_t t = cur.steps; t-- > 0;) {
@@ -621,9 +646,9 @@ static void encode_float_reverse(const FloatParams& p, uint32_t h, uint32_t w, c
       const uint64_t i = uint64_t{r} * w + c;
       const bool hl = c > cur.rect[l].c0;
       const uint32_t e = d.e[i];
-      se[l] = sf0[float_e_ctx(p, d.e.data(), w, r, c, hl, r > cur.rect[l].r0) * nsym0 + e];
+      se[l] = t0.at(float_e_ctx(p, d.e.data(), w, r, c, hl, r > cur.rect[l].r0), e);
       const int ls = hl ? 1 + (d.sm[i - 1] >> p.k) : 0;
-      ss[l] = sf1[float_sm_ctx(p, e, ls) * nsym1 + d.sm[i]];
+      ss[l] = t1.at(float_sm_ctx(p, e, ls), d.sm[i]);
       mask |= 1u << l;
     }
     enc->put_group_reverse(mask, ss);
@@ -658,8 +683,8 @@ static inline __attribute__((always_inline)) IntToken make_token(const IntParams
 // Int chunk: per step, the token group, the low extra bits of escaped
 // tokens (nb >= 2), their high extra bits (nb >= 10).
 static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
-                               uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, const uint32_t* sf0,
-                               uint32_t nsym0, RansEncoder* enc) {
+                               uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, const PackedTables& t0,
+                               RansEncoder* enc) {
   IntLuts L;
   build_int_luts(p, &L);
   thread_local std::vector<uint32_t> kp;
@@ -676,7 +701,7 @@ static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
       const uint32_t ctx =
           int_ctx(p, L, res, w, r, c, cur.rect[l].r0, cur.rect[l].c0, sc, kp[c]);
       const IntToken tk = make_token(p, res[uint64_t{r} * w + c]);
-      sa[l] = sf0[ctx * nsym0 + tk.tok];
+      sa[l] = t0.at(ctx, tk.tok);
       ma |= 1u << l;
       if (__builtin_expect(tk.nb >= 2, 0)) {
         const uint32_t lo = tk.nb - 1 < 8 ? tk.nb - 1 : 8;
@@ -1898,26 +1923,14 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
   std::vector<int32_t> res;
   bool any_model = false;
   et->chunks.clear();
-  // The tables as start | freq << 16 per (context, symbol): one load per
-  // symbol instead of three dependent ones.
-  auto pack_sf = [](const std::vector<FreqTable>& ts, uint32_t* nsym) {
-    *nsym = 0;
-    for (const FreqTable& t : ts) *nsym = std::max<uint32_t>(*nsym, static_cast<uint32_t>(t.freq.size()));
-    std::vector<uint32_t> sf(ts.size() * *nsym, 0);
-    for (size_t c = 0; c < ts.size(); ++c)
-      for (size_t s = 0; s < ts[c].freq.size(); ++s)
-        sf[c * *nsym + s] = uint32_t{ts[c].start[s]} | uint32_t{ts[c].freq[s]} << 16;
-    return sf;
-  };
-  uint32_t nsym0 = 0, nsym1 = 0;
-  const std::vector<uint32_t> sf0 = pack_sf(m.t0, &nsym0), sf1 = pack_sf(m.t1, &nsym1);
+  const PackedTables t0(m.t0), t1(m.t1);
   for (uint64_t i = 0; i < g.num_chunks(); ++i) {
     ChunkRef c = chunk_ref(g, data, i);
     const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
     enc.clear();
     std::vector<uint8_t> payload;
     auto put = [&](uint32_t lane, uint32_t set, uint32_t ctx, uint32_t sym) {
-      enc.put_sf(static_cast<int>(lane), set ? sf1[ctx * nsym1 + sym] : sf0[ctx * nsym0 + sym]);
+      enc.put_sf(static_cast<int>(lane), set ? t1.at(ctx, sym) : t0.at(ctx, sym));
     };
     std::vector<uint8_t> raw;
     uint8_t flags = 0;
@@ -1942,11 +1955,11 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
         raw.insert(raw.end(), 4, 0);  // slack for 32-bit reads
       }
       enc.begin_reverse((flags & 2) ? init : nullptr, 2 * c.h * c.w);
-      encode_float_reverse(m.fp, h, w, fd, sf0.data(), nsym0, sf1.data(), nsym1, &enc);
+      encode_float_reverse(m.fp, h, w, fd, t0, t1, &enc);
     } else if (m.kind == ModelKind::kInt) {
       chunk_residuals(g, vals, c, mp, &res);
       enc.begin_reverse(nullptr, 3 * c.h * c.w);
-      encode_int_reverse(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(), sf0.data(), nsym0, &enc);
+      encode_int_reverse(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(), t0, &enc);
       if (mp) flags |= 1;
     } else {
       walk_bytes(m.bp, h, w, c.bytes, put);
