@@ -199,6 +199,16 @@ static void share_models(const SafetensorsHeader& hdr, const uint8_t* base, cons
     for (size_t i : members) ss.add((*enc)[i].geom, base + hdr.tensors[i].begin);
     const TensorModel sm = ss.build();
     uint64_t shared = sm.serialize().size();
+    // Skip encoding the members again where sharing cannot win: the
+    // symbols at the shared tables' costs, plus the fixed part of each
+    // model-coded chunk (flags, stream length, 32 lane states less the 64
+    // bytes a raw tail may carry), already reach the members' own payloads.
+    uint64_t model_chunks = 0;
+    for (size_t i : members)
+      for (auto& c : (*enc)[i].chunks) model_chunks += c.method == ChunkMethod::kModel;
+    const double floor_bytes = static_cast<double>(shared) + ss.coded_bytes_lower_bound(sm) +
+                               static_cast<double>(model_chunks) * (1 + 4 + 4 * kLanes - 64);
+    if (floor_bytes >= static_cast<double>(own)) continue;
     std::vector<EncodedTensor> alt;
     for (size_t i : members) {
       alt.push_back(encode_with_model((*enc)[i].geom, base + hdr.tensors[i].begin, sm, opt));

@@ -2040,6 +2040,19 @@ void SharedStats::add(const TensorGeometry& g, const uint8_t* data) {
   add_tensor_stats(g, data, tensor_values(model_, g, data), model_, {}, {}, &impl_->st);
 }
 
+double SharedStats::coded_bytes_lower_bound(const TensorModel& built) const {
+  const Stats& st = impl_->st;
+  double bits = 0;
+  uint64_t elems = 0;
+  for (size_t k = 0; k < st.c0.size() && k < built.t0.size(); ++k) {
+    bits += table_cost_bits(st.c0[k], built.t0[k]);
+    for (auto n : st.c0[k]) elems += n;
+  }
+  for (size_t k = 0; k < st.c1.size() && k < built.t1.size(); ++k) bits += table_cost_bits(st.c1[k], built.t1[k]);
+  if (built.kind == ModelKind::kFloat) bits += static_cast<double>(elems) * float_raw_bits(built.fp);
+  return bits / 8;
+}
+
 TensorModel SharedStats::build() const {
   TensorModel m = model_;
   build_tables(impl_->st, &m);

@@ -158,6 +158,11 @@ class SharedStats {
   ~SharedStats();
   void add(const TensorGeometry& g, const uint8_t* data);
   TensorModel build() const;  // shape + tables, finalized
+  // A lower bound, in bytes, of the members' payloads under `built` (the
+  // model build() returned): the counted symbols at their table costs plus
+  // a float model's raw mantissa bits. Chunk headers, lane states and escape
+  // extra bits are left out.
+  double coded_bytes_lower_bound(const TensorModel& built) const;
 
  private:
   struct Impl;
