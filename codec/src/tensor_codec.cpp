@@ -1000,22 +1000,24 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
     }
   const uint32_t espan = emin <= emax ? emax - emin + 1 : 1;
   if (emin > emax) emin = 0;
+  std::vector<uint64_t> cnt;  // nctx x nsym counts of one candidate, reused
   auto eval = [&](const FloatParams& p, bool part_e) {
-    Stats s;
-    s.init(part_e ? float_e_nctx(p) : 0, espan, part_e ? 0 : float_sm_nctx(p), 2u << p.k);
+    const uint32_t nctx = part_e ? float_e_nctx(p) : float_sm_nctx(p), nsym = part_e ? espan : 2u << p.k;
+    cnt.assign(uint64_t{nctx} * nsym, 0);
     if (part_e) {
       for (size_t k = 0; k < kc.pairs.size(); ++k) {
-        auto& dst = s.c0[float_e_ctx_lt(p, kc.pairs[k].first, kc.pairs[k].second)];
+        uint64_t* dst = cnt.data() + uint64_t{float_e_ctx_lt(p, kc.pairs[k].first, kc.pairs[k].second)} * nsym;
         for (const auto& [sym, n] : pair_nz[k]) dst[sym - emin] += n;
       }
     } else {
       const uint32_t drop = top_bits - p.k;  // p.k <= top_bits
       for (size_t k = 0; k < kc.sms.size(); ++k) {
-        auto& dst = s.c1[float_sm_ctx(p, kc.sms[k].first, kc.sms[k].second)];
+        uint64_t* dst = cnt.data() + uint64_t{float_sm_ctx(p, kc.sms[k].first, kc.sms[k].second)} * nsym;
         for (const auto& [sym, n] : sm_nz[k]) dst[sym >> drop] += n;
       }
     }
-    double bits = s.cost(scale);
+    double bits = 0;
+    for (uint32_t c = 0; c < nctx; ++c) bits += context_cost(cnt.data() + uint64_t{c} * nsym, nsym, scale);
     if (!part_e) bits += static_cast<double>(total) * float_raw_bits(p);
     return bits;
   };
