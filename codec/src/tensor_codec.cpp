@@ -1217,6 +1217,15 @@ static void chunk_residuals(const TensorGeometry& g, const std::vector<int32_t>&
     }
 }
 
+// The chunk's residuals: straight from vals for a chunk of whole rows
+// without a tile map (stride w = g.cols), else chunk_residuals into *buf.
+static const int32_t* residuals_of(const TensorGeometry& g, const std::vector<int32_t>& vals, const ChunkRef& c,
+                                   const std::vector<uint8_t>* tile_map, std::vector<int32_t>* buf) {
+  if (!tile_map && c.col0 == 0 && c.w == g.cols) return vals.data() + c.row0 * g.cols;
+  chunk_residuals(g, vals, c, tile_map, buf);
+  return buf->data();
+}
+
 // Estimated bits of a residual block under a per-token cost table.
 // cost holds the bits of each token; values with zig-zag code below esc
 // are looked up directly.
@@ -1387,12 +1396,16 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
     uint16_t q;             // sign classes q() of L1, L2, T, L3, L9, 2 bits each from bit 0
     uint8_t ls, rcv, ccv;   // left sign class; row and column scale values
   };
-  auto qv = [](int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); };
+  auto qv = [](int32_t v) { return static_cast<uint32_t>(v > 0) | static_cast<uint32_t>(v < 0) << 1; };
   std::vector<Feat> feats;
+  feats.reserve(sampled);
   for (const auto& ch : sch) {
     const uint32_t h = static_cast<uint32_t>(ch.c.h), w = static_cast<uint32_t>(ch.c.w);
     for (uint32_t r = 0; r < h; r += static_cast<uint32_t>(row_step)) {
       const int32_t* row = ch.res.data() + uint64_t{r} * w;
+      const uint16_t* trow = ch.tok.data() + uint64_t{r} * w;
+      const uint8_t rcv = (*rc)[ch.c.row0 + r];
+      const uint8_t* ccs = cc->data() + ch.c.col0;
       for (uint32_t c = 0; c < w; ++c) {
         const bool hl = c > 0, ht = r > 0;
         const int32_t l = hl ? row[c - 1] : 0, l2 = c > 1 ? row[c - 2] : 0;
@@ -1401,13 +1414,13 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
         f.a0 = 2 * iabs32(l) + iabs32(t) + iabs32(l2) + (!hl && ht ? 2 * iabs32(t) : 0u);
         f.la3 = c >= 3 ? iabs32(row[c - 3]) : 0u;
         f.la9 = c >= 9 ? iabs32(row[c - 9]) : 0u;
-        f.tok = ch.tok[uint64_t{r} * w + c];
+        f.tok = trow[c];
         f.col = static_cast<uint32_t>(ch.c.col0 + c);
         f.q = static_cast<uint16_t>(qv(l) | qv(l2) << 2 | qv(t) << 4 | (c >= 3 ? qv(row[c - 3]) : 0u) << 6 |
                                     (c >= 9 ? qv(row[c - 9]) : 0u) << 8);
-        f.ls = static_cast<uint8_t>(l > 0 ? 1 : (l < 0 ? 2 : 0));
-        f.rcv = (*rc)[ch.c.row0 + r];
-        f.ccv = (*cc)[ch.c.col0 + c];
+        f.ls = static_cast<uint8_t>(qv(l));
+        f.rcv = rcv;
+        f.ccv = ccs[c];
         feats.push_back(f);
       }
     }
@@ -1786,9 +1799,9 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     std::vector<int32_t> rbuf;
     for (uint64_t i = 0; i < nchunks; ++i) {
       ChunkRef c = chunk_ref(g, data, i);
-      chunk_residuals(g, vals, c, nullptr, &rbuf);
+      const int32_t* rp = residuals_of(g, vals, c, nullptr, &rbuf);
       visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
-                       static_cast<uint32_t>(c.w), rbuf.data(), [&](uint32_t ctx, uint32_t sym) { sa.add(0, ctx, sym); });
+                       static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) { sa.add(0, ctx, sym); });
     }
     TensorModel ma = m;
     build_tables(sa, &ma);
@@ -1802,10 +1815,10 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     // escape class nb >= 2), the map not counted.
     const uint32_t esc2 = m.ip.esc + 2;
     auto cost_of = [&](const ChunkRef& c, const std::vector<uint8_t>* mp) {
-      chunk_residuals(g, vals, c, mp, &rbuf);
+      const int32_t* rp = residuals_of(g, vals, c, mp, &rbuf);
       double bits = 0.0;
       visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
-                       static_cast<uint32_t>(c.w), rbuf.data(), [&](uint32_t ctx, uint32_t tok) {
+                       static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t tok) {
                          bits += nlog[ma.t0[ctx].freq[tok]] + (tok >= esc2 ? tok - esc2 + 1 : 0u);
                        });
       return bits;
@@ -1821,13 +1834,13 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     // check; tables fitted to the whole chunk (or the tool-free tables)
     // would be dominated by the untransformed rest and bias it against tools.
     auto band_bits = [&](const ChunkRef& c, const std::vector<uint8_t>* mp, uint32_t tiles) {
-      chunk_residuals(g, vals, c, mp, &rbuf);
+      const int32_t* rp = residuals_of(g, vals, c, mp, &rbuf);
       const uint32_t tc = static_cast<uint32_t>((c.w + kTile - 1) / kTile);
       Stats fs;
       fs.init(int_nctx(m.ip), m.ip.nsym, 0, 0);
       double bits = 0.0;
       visit_int_tokens_at(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
-                          static_cast<uint32_t>(c.w), rbuf.data(),
+                          static_cast<uint32_t>(c.w), rp,
                           [&](uint32_t r, uint32_t col, uint32_t ctx, uint32_t tok) {
                             if ((r / kTile) * tc + col / kTile >= tiles) return;
                             fs.add(0, ctx, tok);
@@ -1908,8 +1921,8 @@ static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const
     if (m.kind == ModelKind::kFloat) {
       count_float(m.fp, h, w, c.bytes, st);
     } else if (m.kind == ModelKind::kInt) {
-      chunk_residuals(g, vals, c, i < has_map.size() && has_map[i] ? &maps[i] : nullptr, &res);
-      visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(),
+      const int32_t* rp = residuals_of(g, vals, c, i < has_map.size() && has_map[i] ? &maps[i] : nullptr, &res);
+      visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, rp,
                        [&](uint32_t ctx, uint32_t sym) { st->add(0, ctx, sym); });
     } else {
       walk_bytes(m.bp, h, w, c.bytes, count);
@@ -1959,9 +1972,9 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
       enc.begin_reverse((flags & 2) ? init : nullptr, 2 * c.h * c.w);
       encode_float_reverse(m.fp, h, w, fd, t0, t1, &enc);
     } else if (m.kind == ModelKind::kInt) {
-      chunk_residuals(g, vals, c, mp, &res);
+      const int32_t* rp = residuals_of(g, vals, c, mp, &res);
       enc.begin_reverse(nullptr, 3 * c.h * c.w);
-      encode_int_reverse(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, res.data(), t0, &enc);
+      encode_int_reverse(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, rp, t0, &enc);
       if (mp) flags |= 1;
     } else {
       walk_bytes(m.bp, h, w, c.bytes, put);
