@@ -788,18 +788,37 @@ static double context_cost(const T* c, size_t n, double scale) {
   return ent * scale + (static_cast<double>(nz) * 9.0 + 4);
 }
 
+// Symbol counts per (context, symbol) of a model's two table sets, each set
+// one flat array.
 struct Stats {
-  std::vector<std::vector<uint64_t>> c0, c1;
-  void init(uint32_t n0, uint32_t ns0, uint32_t n1, uint32_t ns1) {
-    c0.assign(n0, std::vector<uint64_t>(ns0, 0));
-    c1.assign(n1, std::vector<uint64_t>(ns1, 0));
+  std::vector<uint64_t> f0, f1;
+  uint32_t n0 = 0, ns0 = 0, n1 = 0, ns1 = 0;  // contexts and alphabet of each set
+  void init(uint32_t nctx0, uint32_t nsym0, uint32_t nctx1, uint32_t nsym1) {
+    n0 = nctx0;
+    ns0 = nsym0;
+    n1 = nctx1;
+    ns1 = nsym1;
+    f0.assign(uint64_t{n0} * ns0, 0);
+    f1.assign(uint64_t{n1} * ns1, 0);
   }
-  void add(uint32_t set, uint32_t ctx, uint32_t sym) { (set ? c1 : c0)[ctx][sym]++; }
+  void add(uint32_t set, uint32_t ctx, uint32_t sym) {
+    if (set) f1[uint64_t{ctx} * ns1 + sym]++;
+    else f0[uint64_t{ctx} * ns0 + sym]++;
+  }
+  // Context k's counts of a set.
+  const uint64_t* at(uint32_t set, uint32_t k) const {
+    return set ? f1.data() + uint64_t{k} * ns1 : f0.data() + uint64_t{k} * ns0;
+  }
+  std::vector<uint64_t> counts(uint32_t set, uint32_t k) const {
+    const uint64_t* p = at(set, k);
+    return std::vector<uint64_t>(p, p + (set ? ns1 : ns0));
+  }
+  uint32_t contexts(uint32_t set) const { return set ? n1 : n0; }
   // Estimated cost in bits of every context (context_cost).
   double cost(double scale) const {
     double bits = 0;
-    for (const auto* cs : {&c0, &c1})
-      for (const auto& c : *cs) bits += context_cost(c.data(), c.size(), scale);
+    for (uint32_t k = 0; k < n0; ++k) bits += context_cost(at(0, k), ns0, scale);
+    for (uint32_t k = 0; k < n1; ++k) bits += context_cost(at(1, k), ns1, scale);
     return bits;
   }
 };
@@ -828,8 +847,8 @@ static void count_float_b(const FloatParams& p, uint32_t h, uint32_t w, const ui
       const FloatFields f = float_fields(p, float_elem<B>(bytes, i));
       const uint32_t e = f.e, sm = f.sm;
       const uint32_t ectx = p.emode == 0 ? 0u : float_e_ctx_lt(p, has_l ? left_e : -1, has_t ? exp_of(i - w) : -1);
-      st->c0[ectx][e]++;
-      st->c1[float_sm_ctx(p, e, has_l ? static_cast<int>(1 + (left_sm >> p.k)) : 0)][sm]++;
+      st->add(0, ectx, e);
+      st->add(1, float_sm_ctx(p, e, has_l ? static_cast<int>(1 + (left_sm >> p.k)) : 0), sm);
       left_e = static_cast<int>(e);
       left_sm = sm;
     }
@@ -847,8 +866,12 @@ static void count_float(const FloatParams& p, uint32_t h, uint32_t w, const uint
 static void build_tables(const Stats& s, TensorModel* m) {
   m->t0.clear();
   m->t1.clear();
-  for (auto& c : s.c0) m->t0.push_back(choose_compact_table(c, normalize_counts(c, kMaxProbBits)));
-  for (auto& c : s.c1) m->t1.push_back(choose_compact_table(c, normalize_counts(c, kMaxProbBits)));
+  for (uint32_t set = 0; set < 2; ++set) {
+    for (uint32_t k = 0; k < s.contexts(set); ++k) {
+      const std::vector<uint64_t> c = s.counts(set, k);
+      (set ? m->t1 : m->t0).push_back(choose_compact_table(c, normalize_counts(c, kMaxProbBits)));
+    }
+  }
   m->finalize();
 }
 
@@ -1846,7 +1869,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
                             fs.add(0, ctx, tok);
                             if (tok >= esc2) bits += tok - esc2 + 1;
                           });
-      for (const auto& cnt : fs.c0) bits += entropy_bits(cnt);
+      for (uint32_t k = 0; k < fs.contexts(0); ++k) bits += entropy_bits(fs.counts(0, k));
       return bits;
     };
     auto search = [&](uint64_t i) {
@@ -2059,11 +2082,13 @@ double SharedStats::coded_bytes_lower_bound(const TensorModel& built) const {
   const Stats& st = impl_->st;
   double bits = 0;
   uint64_t elems = 0;
-  for (size_t k = 0; k < st.c0.size() && k < built.t0.size(); ++k) {
-    bits += table_cost_bits(st.c0[k], built.t0[k]);
-    for (auto n : st.c0[k]) elems += n;
+  for (uint32_t k = 0; k < st.contexts(0) && k < built.t0.size(); ++k) {
+    const std::vector<uint64_t> c = st.counts(0, k);
+    bits += table_cost_bits(c, built.t0[k]);
+    for (auto n : c) elems += n;
   }
-  for (size_t k = 0; k < st.c1.size() && k < built.t1.size(); ++k) bits += table_cost_bits(st.c1[k], built.t1[k]);
+  for (uint32_t k = 0; k < st.contexts(1) && k < built.t1.size(); ++k)
+    bits += table_cost_bits(st.counts(1, k), built.t1[k]);
   if (built.kind == ModelKind::kFloat) bits += static_cast<double>(elems) * float_raw_bits(built.fp);
   return bits / 8;
 }
