@@ -1636,7 +1636,15 @@ static void choose_bytes(const TensorGeometry& g, const uint8_t* data, uint32_t 
 // ------------------------------------------------------------------ encode
 static std::vector<uint8_t> zstd_compress(const uint8_t* p, size_t n, int level) {
   std::vector<uint8_t> out(ZSTD_compressBound(n));
-  const size_t r = ZSTD_compress(out.data(), out.size(), p, n, level);
+  // One compression context per thread, reused: ZSTD_compress would
+  // allocate and initialise one per chunk (same output either way).
+  struct CCtx {
+    ZSTD_CCtx* p = ZSTD_createCCtx();
+    ~CCtx() { ZSTD_freeCCtx(p); }
+  };
+  thread_local CCtx cctx;
+  const size_t r = cctx.p ? ZSTD_compressCCtx(cctx.p, out.data(), out.size(), p, n, level)
+                          : ZSTD_compress(out.data(), out.size(), p, n, level);
   if (ZSTD_isError(r)) return {};
   out.resize(r);
   return out;
