@@ -559,10 +559,10 @@ TEST(FormatVectors, LaneRectangles) {
   EXPECT_EQ(total, 32u);
 }
 
-// The encoder's vector and scalar passes write the same stream, and the
-// reference decode step (rans_decode_sym / rans_decode_bits / rans_renorm,
-// lanes in order within each group) reads every symbol back and ends at
-// the initial states. Groups of random lane subsets (a decode step's phases
+// The encoder's vector and scalar passes and its reverse mode write the
+// same stream, and the reference decode step (rans_decode_sym /
+// rans_decode_bits / rans_renorm, lanes in order within each group) reads
+// every symbol back and ends at the initial states. Groups of random lane subsets (a decode step's phases
 // are such runs), skewed and flat tables, frequency 4096 (a certain symbol:
 // never renormalizes) and uniform bits of every width.
 TEST(RansEncoder, VectorAndScalarPassesAgreeAndDecode) {
@@ -622,6 +622,24 @@ TEST(RansEncoder, VectorAndScalarPassesAgreeAndDecode) {
     enc.finish(vec, init, true);
     enc.finish(sca, init, false);
     ASSERT_EQ(vec, sca) << "trial " << trial;
+    // Reverse mode (what the float and int encoders use): the same groups
+    // given last first, one entry per lane in its mask, write the same stream.
+    wcodec::RansEncoder rev;
+    size_t nsym = 0;
+    for (const auto& gr : groups) nsym += gr.size();
+    rev.begin_reverse(init, nsym);
+    for (size_t gi = groups.size(); gi-- > 0;) {
+      uint32_t mask = 0, sf[wcodec::kLanes] = {};
+      for (const auto& s : groups[gi]) {
+        mask |= 1u << s.lane;
+        sf[s.lane] = s.table < 0 ? wcodec::RansEncoder::bits_entry(s.v, s.k)
+                                 : uint32_t{tables[s.table].start[s.v]} | uint32_t{tables[s.table].freq[s.v]} << 16;
+      }
+      if (mask) rev.put_group_reverse(mask, sf);
+    }
+    std::vector<uint8_t> rv;
+    rev.finish_reverse(rv);
+    ASSERT_EQ(rv, vec) << "trial " << trial << ": reverse mode";
     uint32_t x[wcodec::kLanes];
     for (int l = 0; l < wcodec::kLanes; ++l)
       x[l] = uint32_t{vec[4 * l]} | uint32_t{vec[4 * l + 1]} << 8 | uint32_t{vec[4 * l + 2]} << 16 |
