@@ -344,11 +344,16 @@ static size_t append_stream(std::vector<uint8_t>& out, const uint32_t* x, const 
   return out.size() - before;
 }
 
-void RansEncoder::begin_reverse(const uint32_t* init, size_t max_symbols) {
+// The lanes' initial encoder states: init, or kRansL where null.
+static void initial_states(const uint32_t* init, uint32_t* x) {
   for (uint32_t l = 0; l < kLanes; ++l) {
-    rev_x_[l] = init ? init[l] : kRansL;
-    WC_CHECK(rev_x_[l] >= kRansL && rev_x_[l] < 2 * kRansL);
+    x[l] = init ? init[l] : kRansL;
+    WC_CHECK(x[l] >= kRansL && x[l] < 2 * kRansL);
   }
+}
+
+void RansEncoder::begin_reverse(const uint32_t* init, size_t max_symbols) {
+  initial_states(init, rev_x_);
   if (mask_.size() < kRevBlock) {
     mask_.resize(kRevBlock);
     sf_.resize(kRevBlock * kLanes);
@@ -380,10 +385,7 @@ size_t RansEncoder::finish_reverse(std::vector<uint8_t>& out) {
 
 size_t RansEncoder::finish(std::vector<uint8_t>& out, const uint32_t* init, bool vector) {
   uint32_t x[kLanes];
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    x[l] = init ? init[l] : kRansL;
-    WC_CHECK(x[l] >= kRansL && x[l] < 2 * kRansL);
-  }
+  initial_states(init, x);
   // At most one word per symbol; 16 words of slack for the vector stores.
   std::vector<uint16_t> words(ngroups_ * kLanes + 16);
   uint16_t* const end = words.data() + words.size();

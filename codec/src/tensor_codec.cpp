@@ -720,10 +720,10 @@ static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
 }
 
 // The (context, token) of every element of an int chunk, lane rectangle by
-// lane rectangle in raster order: the symbols walk_int emits, in another
-// order, for uses that only count them (statistics).
-// visit_int_tokens, also giving the element's chunk row and column:
-// emit(r, c, ctx, token).
+// lane rectangle in raster order: the symbols encode_int_reverse codes, in
+// another order, for uses that only count them (statistics, cost
+// estimates). emit(r, c, ctx, token) gets the element's chunk row and
+// column; visit_int_tokens below drops them.
 template <typename Emit>
 static void visit_int_tokens_at(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
                                 uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
@@ -775,16 +775,17 @@ static void walk_bytes(const BytesParams& p, uint32_t h, uint32_t w, const uint8
 // entropy, scaled by `scale`, plus the table description.
 template <typename T>
 static double context_cost(const T* c, size_t n, double scale) {
-  uint64_t tot = 0;
-  for (size_t i = 0; i < n; ++i) tot += c[i];
-  if (!tot) return 1;
-  double total = 0, ent = 0;
-  for (size_t i = 0; i < n; ++i) total += static_cast<double>(c[i]);
+  double total = 0;
+  size_t nz = 0;
+  for (size_t i = 0; i < n; ++i) {
+    total += static_cast<double>(c[i]);
+    nz += c[i] != 0;
+  }
+  if (nz == 0) return 1;
+  double ent = 0;
   for (size_t i = 0; i < n; ++i)
     if (c[i]) ent -= static_cast<double>(c[i]) * std::log2(static_cast<double>(c[i]) / total);
   // table: ~ (gap + compact frequency) codes per used symbol
-  size_t nz = 0;
-  for (size_t i = 0; i < n; ++i) nz += c[i] != 0;
   return ent * scale + (static_cast<double>(nz) * 9.0 + 4);
 }
 
@@ -1272,13 +1273,12 @@ static double block_cost(const int32_t* r, uint32_t n, const IntParams& p, const
 //
 // Default profile: the first eighth of the tiles (raster order, one
 // contiguous band) is probed first. The rest is probed only when tools won
-// on at least a quarter of the band's tiles and the chunk measures smaller
-// with the band's map under the context model (band_pays(map, band tiles),
-// the band's map bytes charged): the order-0
-// token costs used per tile overrate tools on weights whose neighbours the
-// contexts already exploit. A contiguous band keeps tool tiles next to each
-// other, as a full map would (a lone tool tile among plain ones misleads its
-// neighbours' contexts).
+// on at least a quarter of the band's tiles and band_pays(map, band tiles)
+// confirms it under the context model: the order-0 token costs used per
+// tile overrate tools on weights whose neighbours the contexts already
+// exploit. A contiguous band keeps tool tiles next to each other, as a full
+// map would (a lone tool tile among plain ones misleads its neighbours'
+// contexts).
 template <typename BandPays>
 static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& vals, const ChunkRef& c,
                          const IntParams& p, const std::vector<double>& cost, bool exhaustive,
@@ -1408,10 +1408,10 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
     for (size_t i = 0; i < sc2.res.size(); ++i) sc2.tok[i] = static_cast<uint16_t>(make_token(base, sc2.res[i]).tok);
     sch.push_back(std::move(sc2));
   }
-  // Candidates with activity contexts (nbr_mode 0) differ only in their
-  // thresholds, extra left neighbour (3 or 9 back) and scale classes: their
-  // contexts come from per-element features computed once (the same values
-  // int_ctx computes over the chunk as one rectangle).
+  // Most candidates differ only in their thresholds, extra neighbours, column
+  // period and scale classes: their contexts come from per-element features
+  // computed once (the values int_ctx computes over the chunk as one
+  // rectangle).
   struct Feat {
     uint32_t a0, la3, la9;  // activity without the extra neighbour; |L3|, |L9|
     uint32_t col;           // tensor column
@@ -1448,42 +1448,37 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
       }
     }
   }
+  // Activity candidates (nbr_mode 0 with no extra neighbour or L3 / L9) and
+  // sign-neighbour candidates (nbr_mode 1 with L3 and optionally L9;
+  // nbr_mode 2 with L3 and a column period), from the features.
   std::vector<uint32_t> fcnt;
-  auto eval_act = [&](const IntParams& p) {
+  auto eval_feats = [&](const IntParams& p) {
     IntLuts L;
     build_int_luts(p, &L);
     const uint32_t nctx = int_nctx(p), nsym = p.nsym;
     fcnt.assign(uint64_t{nctx} * nsym, 0);
     const uint32_t oa = p.off_a, use_rc = p.use_rc ? 0xFFu : 0u, use_cc = p.use_cc ? 0xFFu : 0u;
-    for (const Feat& f : feats) {
-      uint32_t a = f.a0 + (oa == 3 ? f.la3 : (oa == 9 ? f.la9 : 0u));
-      if (a > 1023) a = 1023;
-      const uint32_t sc = L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)];
-      fcnt[((sc * p.nb + L.act[a]) * 3u + f.ls) * nsym + f.tok]++;
-    }
-    double bits = 0;
-    for (uint32_t k = 0; k < nctx; ++k) bits += context_cost(fcnt.data() + uint64_t{k} * nsym, nsym, scale);
-    return bits;
-  };
-  // Sign-neighbour candidates (nbr_mode 1 with L3 and optionally L9; nbr_mode
-  // 2 with L3 and a column period), from the same features.
-  auto eval_signs = [&](const IntParams& p) {
-    IntLuts L;
-    build_int_luts(p, &L);
-    const uint32_t nctx = int_nctx(p), nsym = p.nsym;
-    fcnt.assign(uint64_t{nctx} * nsym, 0);
-    const uint32_t use_rc = p.use_rc ? 0xFFu : 0u, use_cc = p.use_cc ? 0xFFu : 0u;
-    for (const Feat& f : feats) {
-      const uint32_t sc = L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)];
-      const uint32_t ql = f.q & 3, ql2 = f.q >> 2 & 3, qt = f.q >> 4 & 3, qa = f.q >> 6 & 3, qb = f.q >> 8 & 3;
-      uint32_t ctx;
-      if (p.nbr_mode == 2) {
-        ctx = (sc * p.period + f.col % p.period) * 9u + ql * 3u + qa;
-      } else {
-        const uint32_t k = ((ql * 3u + ql2) * 3u + qa) * 3u + qt;
-        ctx = p.off_b ? sc * 243u + k * 3u + qb : sc * 81u + k;
+    // One loop per mode (the context function chosen outside the loop).
+    auto count = [&](auto&& ctx_of) {
+      for (const Feat& f : feats) {
+        const uint32_t sc = L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)];
+        fcnt[uint64_t{ctx_of(f, sc)} * nsym + f.tok]++;
       }
-      fcnt[uint64_t{ctx} * nsym + f.tok]++;
+    };
+    auto q = [](const Feat& f, int k) { return static_cast<uint32_t>(f.q >> (2 * k) & 3); };  // L1 L2 T L3 L9
+    if (p.nbr_mode == 0) {
+      count([&](const Feat& f, uint32_t sc) {
+        uint32_t a = f.a0 + (oa == 3 ? f.la3 : (oa == 9 ? f.la9 : 0u));
+        if (a > 1023) a = 1023;
+        return (sc * p.nb + L.act[a]) * 3u + f.ls;
+      });
+    } else if (p.nbr_mode == 2) {
+      count([&](const Feat& f, uint32_t sc) { return (sc * p.period + f.col % p.period) * 9u + q(f, 0) * 3u + q(f, 3); });
+    } else {
+      count([&](const Feat& f, uint32_t sc) {
+        const uint32_t k = ((q(f, 0) * 3u + q(f, 1)) * 3u + q(f, 3)) * 3u + q(f, 2);
+        return p.off_b ? sc * 243u + k * 3u + q(f, 4) : sc * 81u + k;
+      });
     }
     double bits = 0;
     for (uint32_t k = 0; k < nctx; ++k) bits += context_cost(fcnt.data() + uint64_t{k} * nsym, nsym, scale);
@@ -1494,7 +1489,7 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
     const bool signs = (p.nbr_mode == 1 || p.nbr_mode == 2) && p.off_a == 3 && (p.off_b == 0 || p.off_b == 9) &&
                        (p.nbr_mode == 1 || (p.off_b == 0 && p.period > 0));
     if (act || signs) {
-      double bits = act ? eval_act(p) : eval_signs(p);
+      double bits = eval_feats(p);
       if (p.use_rc) bits += 5.0 * static_cast<double>(g.rows);
       if (p.use_cc) bits += 5.0 * static_cast<double>(g.cols);
       return bits;
