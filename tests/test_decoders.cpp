@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "bytes.h"
 #include "edge_cases.h"
@@ -210,6 +211,47 @@ TEST(TileTools, ChosenWhenTheyPayAndDecodeExactly) {
 
 namespace {
 
+// Decodes damaged copies of every model chunk of et (round 0: intact) with
+// the reference and the vector int decoder: both must accept and reject the
+// same streams, with the same bytes. Adds to *compared and *rejected.
+void int_vector_agrees_on_damage(const EncodedTensor& et, std::mt19937& rng, int rounds, int* compared,
+                                 int* rejected) {
+  std::shared_ptr<const TensorModel::VectorTables> hold;
+  const ModelView mv = et.model.view(&hold);
+  for (uint64_t i = 0; i < et.chunks.size(); ++i) {
+    const auto& c = et.chunks[i];
+    if (c.method != ChunkMethod::kModel) continue;
+    Parsed ps;
+    ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
+    uint64_t row0, col0, h, w;
+    et.geom.chunk_rect(i, &row0, &col0, &h, &w);
+    ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                 static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+    std::vector<uint8_t> lm(simd_lane_major_bytes(cv));
+    std::vector<int32_t> res(h * w), tile(kTile * kTile);
+    std::vector<uint8_t> a(c.decoded_size), b(c.decoded_size);
+    for (int k = 0; k < rounds; ++k) {
+      std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
+      if (k) bad[128 + rng() % (bad.size() - 128)] ^= static_cast<uint8_t>(1 + rng() % 255);
+      const bool ok_ref = decode_int_residuals(mv, cv, bad.data(), ps.rans_len, res.data()) &&
+                          int_finish_chunk(mv, cv, ps.map, a.data(), res.data(), tile.data());
+      const int ok_simd =
+          decode_int_chunk_simd(mv, cv, ps.map, bad.data(), ps.rans_len, b.data(), res.data(), tile.data(), lm.data());
+      if (ok_simd < 0) GTEST_SKIP() << "no AVX-512 on this CPU";
+      ASSERT_EQ(ok_ref ? 1 : 0, ok_simd) << "chunk " << i << " damage " << k;
+      if (ok_ref) {
+        ASSERT_EQ(a, b) << "chunk " << i << " damage " << k;
+      }
+      if (k == 0) {
+        ASSERT_TRUE(ok_ref);
+        ASSERT_EQ(chunk_hash(a.data(), a.size()), c.xxh3);
+      }
+      *rejected += !ok_ref;
+      ++*compared;
+    }
+  }
+}
+
 // Ternary chunks take a vector path of their own (slot bounds instead of
 // table lookups, one code byte per element): on many damaged copies of
 // every chunk it must accept and reject exactly what the reference does,
@@ -254,41 +296,9 @@ void check_ternary_vector_decoder(bool phase) {
   } else {
     ASSERT_LT(et.model.ip.nbr_mode, 2) << et.model.describe();
   }
-  std::shared_ptr<const TensorModel::VectorTables> hold;
-  const ModelView mv = et.model.view(&hold);
   int compared = 0, rejected = 0;
-  for (uint64_t i = 0; i < et.chunks.size(); ++i) {
-    const auto& c = et.chunks[i];
-    if (c.method != ChunkMethod::kModel) continue;
-    Parsed ps;
-    ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
-    uint64_t row0, col0, h, w;
-    et.geom.chunk_rect(i, &row0, &col0, &h, &w);
-    ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
-                 static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
-    std::vector<uint8_t> lm(simd_lane_major_bytes(cv));
-    std::vector<int32_t> res(h * w), tile(kTile * kTile);
-    std::vector<uint8_t> a(c.decoded_size), b(c.decoded_size);
-    for (int k = 0; k < 300; ++k) {
-      std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
-      if (k) bad[128 + rng() % (bad.size() - 128)] ^= static_cast<uint8_t>(1 + rng() % 255);
-      const bool ok_ref = decode_int_residuals(mv, cv, bad.data(), ps.rans_len, res.data()) &&
-                          int_finish_chunk(mv, cv, ps.map, a.data(), res.data(), tile.data());
-      const int ok_simd =
-          decode_int_chunk_simd(mv, cv, ps.map, bad.data(), ps.rans_len, b.data(), res.data(), tile.data(), lm.data());
-      if (ok_simd < 0) GTEST_SKIP() << "no AVX-512 on this CPU";
-      ASSERT_EQ(ok_ref ? 1 : 0, ok_simd) << "chunk " << i << " damage " << k;
-      if (ok_ref) {
-        ASSERT_EQ(a, b) << "chunk " << i << " damage " << k;
-      }
-      if (k == 0) {
-        ASSERT_TRUE(ok_ref);
-        ASSERT_EQ(chunk_hash(a.data(), a.size()), c.xxh3);
-      }
-      rejected += !ok_ref;
-      ++compared;
-    }
-  }
+  int_vector_agrees_on_damage(et, rng, 300, &compared, &rejected);
+  if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
   EXPECT_GT(compared, 300);
   EXPECT_GT(rejected, 0);
 }
@@ -296,6 +306,34 @@ void check_ternary_vector_decoder(bool phase) {
 TEST(VectorDecoders, TernaryAgreesWithReferenceOnDamagedStreams) { check_ternary_vector_decoder(false); }
 
 TEST(VectorDecoders, TernaryColumnPhaseAgreesWithReferenceOnDamagedStreams) { check_ternary_vector_decoder(true); }
+
+// The int8 loop (both halves' renormalization words handed out by one
+// vpexpandw) against the reference on damaged streams of real int8 tensors:
+// the first of each shape whose model is an activity model with one scale
+// class, the form the fast loop takes, 1, 3 and 6 activity classes among
+// them.
+TEST(VectorDecoders, Int8AgreesWithReferenceOnDamagedStreams) {
+  const auto f = wctest::read_file(wctest::data_dir() / "isnet-medium.rtn-int8.safetensors");
+  auto h = parse_safetensors_header(f.data(), f.size(), f.size(), "isnet-medium.rtn-int8");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  std::mt19937 rng(5);
+  std::set<std::vector<uint64_t>> shapes;
+  std::set<int> classes;
+  int compared = 0, rejected = 0;
+  for (const auto& t : h->tensors) {
+    if (t.dtype != DType::kI8 || t.nbytes() > (kMaxTensor >> 4) || !shapes.insert(t.shape).second) continue;
+    auto r = encode_tensor(t, f.data() + h->data_start + t.begin, AuxInput{}, EncodeOptions{});
+    ASSERT_TRUE(r.ok()) << t.name << ": " << r.status().ToString();
+    const IntParams& ip = r->model.ip;
+    if (r->model.kind != ModelKind::kInt || ip.nbr_mode != 0 || ip.ns != 1) continue;
+    classes.insert(ip.nb);
+    int_vector_agrees_on_damage(*r, rng, 40, &compared, &rejected);
+    if (HasFatalFailure() || IsSkipped()) return;
+  }
+  EXPECT_GE(classes.size(), 2u);
+  EXPECT_GT(compared, 400);
+  EXPECT_GT(rejected, 0);
+}
 
 // A column-phase model's period is checked when the model is read, and the
 // mode is refused for anything but ternary codes; the error names the field

@@ -42,12 +42,12 @@ bool simd_enabled() {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vbmi");
+           __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2");
   }();
   return on;
 }
 
-#define WC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,popcnt")))
+#define WC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vbmi2,popcnt")))
 #define WC_INLINE __attribute__((always_inline)) inline
 
 // ------------------------------------------------------------ transposition
@@ -321,6 +321,23 @@ WC_AVX512 inline void renorm16(__m512i& nx, __mmask16 act, WordCursor& wc) {
   const __m256i w16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wc.p + 2 * uint64_t{wc.pos}));
   const __m512i wv = _mm512_maskz_expand_epi32(need, _mm512_cvtepu16_epi32(w16));
   nx = _mm512_mask_or_epi32(nx, need, _mm512_slli_epi32(nx, 16), wv);
+  wc.pos += static_cast<uint32_t>(__builtin_popcount(need));
+}
+
+// Both halves at one symbol slot (lanes 0..15 in A, 16..31 in B): the 32
+// words at the cursor are loaded once and vpexpandw hands them to the
+// renormalizing lanes of both halves in lane order, so B's words do not
+// wait on A's count.
+WC_AVX512 WC_INLINE void renorm32(__m512i& A, __m512i& B, __mmask16 act_a, __mmask16 act_b, WordCursor& wc) {
+  const __m512i L = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
+  const __mmask16 na = _mm512_mask_cmplt_epu32_mask(act_a, A, L);
+  const __mmask16 nb = _mm512_mask_cmplt_epu32_mask(act_b, B, L);
+  const __mmask32 need = _mm512_kunpackw(nb, na);
+  const __m512i w = _mm512_maskz_expand_epi16(need, _mm512_loadu_si512(wc.p + 2 * uint64_t{wc.pos}));
+  const __m512i wa = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(w));
+  const __m512i wb = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w, 1));
+  A = _mm512_mask_or_epi32(A, na, _mm512_slli_epi32(A, 16), wa);
+  B = _mm512_mask_or_epi32(B, nb, _mm512_slli_epi32(B, 16), wb);
   wc.pos += static_cast<uint32_t>(__builtin_popcount(need));
 }
 
@@ -680,6 +697,25 @@ WC_AVX512 WC_INLINE __m512i rans_all16(__m512i& X, __m512i idx, const uint32_t* 
   return e;
 }
 
+// The same step for all 32 lanes (both halves), with one renormalization
+// (renorm32). The int loop, one symbol per element, runs about 7% faster
+// with it; the float loop, whose two symbols per element chain each lane's
+// state through two gathers, is faster with two renorm16 (the second half
+// then starts its words as soon as the first half's count is known).
+WC_AVX512 WC_INLINE void rans_all32(__m512i& X0, __m512i& X1, __m512i i0, __m512i i1, const uint32_t* slots,
+                                    WordCursor& wc, __m512i* e0, __m512i* e1) {
+  const __m512i m = _mm512_set1_epi32(4095), one = _mm512_set1_epi32(1);
+  const __m512i a = _mm512_i32gather_epi32(i0, slots, 4);
+  const __m512i b = _mm512_i32gather_epi32(i1, slots, 4);
+  const __m512i fa = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(a, 8), m), one);
+  const __m512i fb = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(b, 8), m), one);
+  X0 = _mm512_add_epi32(_mm512_mullo_epi32(fa, _mm512_srli_epi32(X0, 12)), _mm512_srli_epi32(a, 20));
+  X1 = _mm512_add_epi32(_mm512_mullo_epi32(fb, _mm512_srli_epi32(X1, 12)), _mm512_srli_epi32(b, 20));
+  renorm32(X0, X1, 0xFFFF, 0xFFFF, wc);
+  *e0 = a;
+  *e1 = b;
+}
+
 // ---- int (int8 / uint8 codes, activity contexts, one scale class)
 struct IntFastConsts {
   const uint32_t* slots;
@@ -800,8 +836,8 @@ WC_AVX512 WC_INLINE bool int_fast_step(const IntParams& p, const IntFastConsts& 
   ctx = _mm512_add_epi16(ctx, s.LS);
   __m512i i0, i1;
   slot_index(ctx, s.X0, s.X1, &i0, &i1);
-  const __m512i e0 = rans_all16(s.X0, i0, c.slots, wc);
-  const __m512i e1 = rans_all16(s.X1, i1, c.slots, wc);
+  __m512i e0, e1;
+  rans_all32(s.X0, s.X1, i0, i1, c.slots, wc, &e0, &e1);
   const __m512i one = _mm512_set1_epi16(1);
   const __m512i tok = _mm512_and_si512(pack_lo16(e0, e1), _mm512_set1_epi16(0xFF));
   __m512i V = _mm512_xor_si512(_mm512_srli_epi16(tok, 1), _mm512_sub_epi16(zero, _mm512_and_si512(tok, one)));
