@@ -149,6 +149,13 @@ class RansEncoder {
     mask_[rev_next_] = mask;
     for (int l = 0; l < kLanes; ++l) sf_[rev_next_ * kLanes + l] = sf[l];
   }
+  // The same with lane l's entry at sf[l * stride].
+  void put_group_reverse(uint32_t mask, const uint32_t* sf, size_t stride) {
+    if (rev_next_ == 0) flush_reverse();
+    --rev_next_;
+    mask_[rev_next_] = mask;
+    for (int l = 0; l < kLanes; ++l) sf_[rev_next_ * kLanes + l] = sf[l * stride];
+  }
   // Appends the states and words as finish() does; returns bytes written.
   size_t finish_reverse(std::vector<uint8_t>& out);
   // Appends 32 u32 states + the u16 word stream to out; returns bytes written.

@@ -680,68 +680,41 @@ static inline __attribute__((always_inline)) IntToken make_token(const IntParams
   return {p.esc + nb, extra, nb};
 }
 
-// Int chunk: per step, the token group, the low extra bits of escaped
-// tokens (nb >= 2), their high extra bits (nb >= 10).
-static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
-                               uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, const PackedTables& t0,
-                               RansEncoder* enc) {
-  IntLuts L;
-  build_int_luts(p, &L);
-  thread_local std::vector<uint32_t> kp;
-  int_col_phases(p, col0, w, &kp);
-  ReverseCursors cur(h, w);
-  alignas(64) uint32_t sa[kLanes], sb[kLanes], sc2[kLanes];
-  for (uint32_t t = cur.steps; t-- > 0;) {
-    uint32_t ma = 0, mb = 0, mc = 0;
-    for (uint32_t l = 0; l < kLanes; ++l) {
-      if (t >= cur.n[l]) continue;
-      cur.step_back(l, t);
-      const uint32_t r = cur.r[l], c = cur.c[l];
-      const uint32_t sc = int_scale_class(p, L, rc, cc, static_cast<uint32_t>(row0 + r), static_cast<uint32_t>(col0 + c));
-      const uint32_t ctx =
-          int_ctx(p, L, res, w, r, c, cur.rect[l].r0, cur.rect[l].c0, sc, kp[c]);
-      const IntToken tk = make_token(p, res[uint64_t{r} * w + c]);
-      sa[l] = t0.at(ctx, tk.tok);
-      ma |= 1u << l;
-      if (__builtin_expect(tk.nb >= 2, 0)) {
-        const uint32_t lo = tk.nb - 1 < 8 ? tk.nb - 1 : 8;
-        sb[l] = RansEncoder::bits_entry(tk.extra & ((1u << lo) - 1), lo);
-        mb |= 1u << l;
-        if (tk.nb >= 10) {
-          sc2[l] = RansEncoder::bits_entry(tk.extra >> 8, tk.nb - 9);
-          mc |= 1u << l;
-        }
-      }
-    }
-    if (mc) enc->put_group_reverse(mc, sc2);
-    if (mb) enc->put_group_reverse(mb, sb);
-    enc->put_group_reverse(ma, sa);
-  }
-}
-
-// The (context, token) of every element of an int chunk, lane rectangle by
-// lane rectangle in raster order: the symbols encode_int_reverse codes, in
-// another order, for uses that only count them (statistics, cost
-// estimates). emit(r, c, ctx, token) gets the element's chunk row and
-// column; visit_int_tokens below drops them.
+// The context and residual of every element of an int chunk, lane
+// rectangle by lane rectangle in raster order: emit(l, t, r, c, ctx, v)
+// gets the lane, its step, the element's chunk row and column, its context
+// and residual. encode_int_reverse codes these symbols in the decode order;
+// the visitors below serve uses that only count them (statistics, cost
+// estimates).
 template <typename Emit>
-static void visit_int_tokens_at(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
-                                uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
+static void visit_int_elems(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0, uint64_t col0,
+                            uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
   IntLuts L;
   build_int_luts(p, &L);
   thread_local std::vector<uint32_t> kp;
   int_col_phases(p, col0, w, &kp);
   for (uint32_t l = 0; l < kLanes; ++l) {
     const LaneRect rect = lane_rect(h, w, l);
+    uint32_t t = 0;
     for (uint32_t r = rect.r0; r < rect.r0 + rect.h; ++r) {
       const uint32_t rowpart = p.use_rc ? rc[row0 + r] : 0u;
-      for (uint32_t c = rect.c0; c < rect.c0 + rect.w; ++c) {
+      for (uint32_t c = rect.c0; c < rect.c0 + rect.w; ++c, ++t) {
         const uint32_t sc = L.scale[rowpart + (p.use_cc ? cc[col0 + c] : 0u)];
         const uint32_t ctx = int_ctx(p, L, res, w, r, c, rect.r0, rect.c0, sc, kp[c]);
-        emit(r, c, ctx, make_token(p, res[uint64_t{r} * w + c]).tok);
+        emit(l, t, r, c, ctx, res[uint64_t{r} * w + c]);
       }
     }
   }
+}
+
+// The (context, token) of every element; emit(r, c, ctx, token).
+template <typename Emit>
+static void visit_int_tokens_at(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
+                                uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
+  visit_int_elems(p, rc, cc, row0, col0, h, w, res,
+                  [&](uint32_t, uint32_t, uint32_t r, uint32_t c, uint32_t ctx, int32_t v) {
+                    emit(r, c, ctx, make_token(p, v).tok);
+                  });
 }
 
 template <typename Emit>
@@ -749,6 +722,60 @@ static void visit_int_tokens(const IntParams& p, const uint8_t* rc, const uint8_
                              uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
   visit_int_tokens_at(p, rc, cc, row0, col0, h, w, res,
                       [&](uint32_t, uint32_t, uint32_t ctx, uint32_t tok) { emit(ctx, tok); });
+}
+
+// Int chunk: per step, the token group, the low extra bits of escaped
+// tokens (nb >= 2), their high extra bits (nb >= 10). The entries are
+// computed lane rectangle by lane rectangle (visit_int_elems: sequential
+// rows, no per-lane cursor) into one run per lane (lane l's step t at
+// l * steps + t, so the stores stay sequential and the tables stay in L1);
+// the reverse pass hands them over a step at a time.
+static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
+                               uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, const PackedTables& t0,
+                               RansEncoder* enc) {
+  uint32_t n[kLanes], steps = 0;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const LaneRect rect = lane_rect(h, w, l);
+    n[l] = rect.h * rect.w;
+    steps = std::max(steps, n[l]);
+  }
+  // Escaped tokens are rare: their extra-bit entries go to a list.
+  struct Esc {
+    uint32_t t, l, lo, hi;  // hi: 0 when nb < 10
+  };
+  thread_local std::vector<uint32_t> ea;
+  thread_local std::vector<Esc> esc;
+  if (ea.size() < size_t{steps} * kLanes) ea.resize(size_t{steps} * kLanes);
+  esc.clear();
+  visit_int_elems(p, rc, cc, row0, col0, h, w, res,
+                  [&](uint32_t l, uint32_t t, uint32_t, uint32_t, uint32_t ctx, int32_t v) {
+                    const IntToken tk = make_token(p, v);
+                    ea[size_t{l} * steps + t] = t0.at(ctx, tk.tok);
+                    if (__builtin_expect(tk.nb >= 2, 0)) {
+                      const uint32_t lo = tk.nb - 1 < 8 ? tk.nb - 1 : 8;
+                      esc.push_back({t, l, RansEncoder::bits_entry(tk.extra & ((1u << lo) - 1), lo),
+                                     tk.nb >= 10 ? RansEncoder::bits_entry(tk.extra >> 8, tk.nb - 9) : 0u});
+                    }
+                  });
+  std::sort(esc.begin(), esc.end(), [](const Esc& a, const Esc& b) { return a.t > b.t; });
+  size_t k = 0;
+  alignas(64) uint32_t sb[kLanes] = {}, sc[kLanes] = {};
+  for (uint32_t t = steps; t-- > 0;) {
+    uint32_t ma = 0, mb = 0, mc = 0;
+    for (uint32_t l = 0; l < kLanes; ++l) ma |= static_cast<uint32_t>(t < n[l]) << l;
+    for (; k < esc.size() && esc[k].t == t; ++k) {
+      const Esc& e = esc[k];
+      sb[e.l] = e.lo;
+      mb |= 1u << e.l;
+      if (e.hi) {
+        sc[e.l] = e.hi;
+        mc |= 1u << e.l;
+      }
+    }
+    if (mc) enc->put_group_reverse(mc, sc);
+    if (mb) enc->put_group_reverse(mb, sb);
+    enc->put_group_reverse(ma, &ea[t], steps);
+  }
 }
 
 template <typename Emit>
