@@ -1150,7 +1150,16 @@ static void int_values(const IntParams& p, const TensorGeometry& g, const uint8_
   const uint64_t n = g.rows * g.cols;
   v->resize(n);
   uint64_t i0 = 0;
-  if (!p.zgroup) {
+  if (!p.zgroup && (p.sub == kIntI8 || p.sub == kIntU8)) {
+    // One code per byte: a sign extension or a subtraction (vectorized).
+    int32_t* out = v->data();
+    const int32_t center = p.center;
+    if (p.sub == kIntI8)
+      for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<int8_t>(data[i]);
+    else
+      for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(data[i]) - center;
+    i0 = n;
+  } else if (!p.zgroup) {
     // Whole bytes through a table: byte -> its codes' values (LSB first).
     const uint32_t cpb = int_codes_per_byte(p.sub), bits = 8 / cpb;
     int32_t lut[256][4];
