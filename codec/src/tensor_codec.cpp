@@ -12,6 +12,7 @@
 #include <list>
 #include <mutex>
 #include <numeric>
+#include <type_traits>
 #include <unordered_map>
 
 #include "bytes.h"
@@ -696,13 +697,39 @@ static void visit_int_elems(const IntParams& p, const uint8_t* rc, const uint8_t
   for (uint32_t l = 0; l < kLanes; ++l) {
     const LaneRect rect = lane_rect(h, w, l);
     uint32_t t = 0;
+    // nbr_mode 0: past the first `head` columns of a lane row every left
+    // neighbour exists, and int_ctx reduces to the loop below (the same
+    // contexts, without its per-element edge tests and mode dispatch).
+    const uint32_t head = p.nbr_mode == 0 ? std::min(rect.w, std::max<uint32_t>(2, p.off_a)) : rect.w;
+    const uint32_t oa = p.off_a;
     for (uint32_t r = rect.r0; r < rect.r0 + rect.h; ++r) {
       const uint32_t rowpart = p.use_rc ? rc[row0 + r] : 0u;
-      for (uint32_t c = rect.c0; c < rect.c0 + rect.w; ++c, ++t) {
+      const int32_t* row = res + uint64_t{r} * w;
+      uint32_t c = rect.c0;
+      for (; c < rect.c0 + head; ++c, ++t) {
         const uint32_t sc = L.scale[rowpart + (p.use_cc ? cc[col0 + c] : 0u)];
         const uint32_t ctx = int_ctx(p, L, res, w, r, c, rect.r0, rect.c0, sc, kp[c]);
-        emit(l, t, r, c, ctx, res[uint64_t{r} * w + c]);
+        emit(l, t, r, c, ctx, row[c]);
       }
+      if (c == rect.c0 + rect.w) continue;
+      const int32_t* up = r > rect.r0 ? row - w : nullptr;
+      const uint8_t* ccs = p.use_cc ? cc + col0 : nullptr;
+      auto interior = [&](auto has_up, auto has_oa) {
+        for (; c < rect.c0 + rect.w; ++c, ++t) {
+          const int32_t lv = row[c - 1];
+          uint32_t a = 2 * iabs32(lv) + iabs32(row[c - 2]);
+          if constexpr (has_up.value) a += iabs32(up[c]);
+          if constexpr (has_oa.value) a += iabs32(row[c - oa]);
+          if (a > 1023) a = 1023;
+          const uint32_t sc = L.scale[rowpart + (ccs ? ccs[c] : 0u)];
+          const uint32_t ls = lv > 0 ? 1u : (lv < 0 ? 2u : 0u);
+          emit(l, t, r, c, (sc * p.nb + L.act[a]) * 3u + ls, row[c]);
+        }
+      };
+      using T = std::true_type;
+      using F = std::false_type;
+      if (up) oa ? interior(T{}, T{}) : interior(T{}, F{});
+      else oa ? interior(F{}, T{}) : interior(F{}, F{});
     }
   }
 }
