@@ -756,10 +756,13 @@ static void visit_int_tokens(const IntParams& p, const uint8_t* rc, const uint8_
 // computed lane rectangle by lane rectangle (visit_int_elems: sequential
 // rows, no per-lane cursor) into one run per lane (lane l's step t at
 // l * steps + t, so the stores stay sequential and the tables stay in L1);
-// the reverse pass hands them over a step at a time.
+// the reverse pass hands them over a step at a time. cached: when not null,
+// the chunk's ctx * nsym + token in visit_int_elems order (the statistics
+// pass stored them), entries from flat[ctx * nsym + token]; the contexts are
+// then not computed again.
 static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
                                uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, const PackedTables& t0,
-                               RansEncoder* enc) {
+                               const uint16_t* cached, const uint32_t* flat, RansEncoder* enc) {
   uint32_t n[kLanes], steps = 0;
   for (uint32_t l = 0; l < kLanes; ++l) {
     const LaneRect rect = lane_rect(h, w, l);
@@ -774,16 +777,35 @@ static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
   thread_local std::vector<Esc> esc;
   if (ea.size() < size_t{steps} * kLanes) ea.resize(size_t{steps} * kLanes);
   esc.clear();
-  visit_int_elems(p, rc, cc, row0, col0, h, w, res,
-                  [&](uint32_t l, uint32_t t, uint32_t, uint32_t, uint32_t ctx, int32_t v) {
-                    const IntToken tk = make_token(p, v);
-                    ea[size_t{l} * steps + t] = t0.at(ctx, tk.tok);
-                    if (__builtin_expect(tk.nb >= 2, 0)) {
-                      const uint32_t lo = tk.nb - 1 < 8 ? tk.nb - 1 : 8;
-                      esc.push_back({t, l, RansEncoder::bits_entry(tk.extra & ((1u << lo) - 1), lo),
-                                     tk.nb >= 10 ? RansEncoder::bits_entry(tk.extra >> 8, tk.nb - 9) : 0u});
-                    }
-                  });
+  auto escape = [&](uint32_t l, uint32_t t, const IntToken& tk) {
+    if (tk.nb < 2) return;
+    const uint32_t lo = tk.nb - 1 < 8 ? tk.nb - 1 : 8;
+    esc.push_back({t, l, RansEncoder::bits_entry(tk.extra & ((1u << lo) - 1), lo),
+                   tk.nb >= 10 ? RansEncoder::bits_entry(tk.extra >> 8, tk.nb - 9) : 0u});
+  };
+  if (cached) {
+    size_t k = 0;
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      const LaneRect rect = lane_rect(h, w, l);
+      uint32_t* el = ea.data() + size_t{l} * steps;
+      uint32_t t = 0;
+      for (uint32_t r = rect.r0; r < rect.r0 + rect.h; ++r) {
+        const int32_t* row = res + uint64_t{r} * w;
+        for (uint32_t c = rect.c0; c < rect.c0 + rect.w; ++c, ++t, ++k) {
+          el[t] = flat[cached[k]];
+          if (__builtin_expect(static_cast<uint32_t>(tile::zz_encode(row[c])) >= p.esc, 0))
+            escape(l, t, make_token(p, row[c]));
+        }
+      }
+    }
+  } else {
+    visit_int_elems(p, rc, cc, row0, col0, h, w, res,
+                    [&](uint32_t l, uint32_t t, uint32_t, uint32_t, uint32_t ctx, int32_t v) {
+                      const IntToken tk = make_token(p, v);
+                      ea[size_t{l} * steps + t] = t0.at(ctx, tk.tok);
+                      if (__builtin_expect(tk.nb >= 2, 0)) escape(l, t, tk);
+                    });
+  }
   std::sort(esc.begin(), esc.end(), [](const Esc& a, const Esc& b) { return a.t > b.t; });
   size_t k = 0;
   alignas(64) uint32_t sb[kLanes] = {}, sc[kLanes] = {};
@@ -1751,9 +1773,12 @@ static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const
 // Float chunks up to this many decoded bytes use the raw tail (flag bit 1).
 constexpr uint64_t kRawTailMaxChunk = 128 * 1024;
 
+// cached (int models, may be null): every element's ctx * nsym + token in
+// visit_int_elems order, chunk after chunk, for chunks without a tile map.
 static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const std::vector<int32_t>& vals,
                           const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
-                          const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et);
+                          const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et,
+                          const uint16_t* cached = nullptr);
 
 Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data, const AuxInput& aux,
                                     const EncodeOptions& opt) {
@@ -1870,6 +1895,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   std::vector<std::vector<uint8_t>> maps(nchunks);
   std::vector<char> has_map(nchunks, 0);
   std::optional<Stats> tool_free;
+  std::vector<uint16_t> tok_cache;  // see the tool-free statistics below
   if (kind == kIntK && opt.tool_search) {
     std::vector<uint64_t> hist(m.ip.nsym, 1);
     const uint64_t hstep = std::max<uint64_t>(1, vals.size() >> 16);
@@ -1886,14 +1912,28 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     // Statistics and tables of every chunk without tools first: the exact
     // measure of a map (below), and the final statistics if no chunk keeps
     // one (real weights: none does).
+    // Each element's ctx * nsym + token is kept (2 bytes, half its
+    // residual's size) for the chunk encoder when it fits 16 bits.
     Stats& sa = tool_free.emplace();
     sa.init(int_nctx(m.ip), m.ip.nsym, 0, 0);
     std::vector<int32_t> rbuf;
+    const bool keep = uint64_t{int_nctx(m.ip)} * m.ip.nsym <= 65536;
+    if (keep) tok_cache.resize(vals.size());
+    uint16_t* kc = tok_cache.data();
+    const uint32_t nsym = m.ip.nsym;
     for (uint64_t i = 0; i < nchunks; ++i) {
       ChunkRef c = chunk_ref(g, data, i);
       const int32_t* rp = residuals_of(g, vals, c, nullptr, &rbuf);
-      visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
-                       static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) { sa.add(0, ctx, sym); });
+      if (keep) {
+        visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
+                         static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) {
+                           sa.add(0, ctx, sym);
+                           *kc++ = static_cast<uint16_t>(ctx * nsym + sym);
+                         });
+      } else {
+        visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
+                         static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) { sa.add(0, ctx, sym); });
+      }
     }
     TensorModel ma = m;
     build_tables(sa, &ma);
@@ -1990,7 +2030,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   }
   build_tables(st, &m);
   et.choice.model_desc = m.describe();
-  encode_chunks(g, data, vals, m, maps, has_map, opt, &et);
+  encode_chunks(g, data, vals, m, maps, has_map, opt, &et, tok_cache.empty() ? nullptr : tok_cache.data());
   return et;
 }
 
@@ -2024,15 +2064,26 @@ static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const
 
 static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const std::vector<int32_t>& vals,
                           const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
-                          const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et) {
+                          const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et,
+                          const uint16_t* cached) {
   RansEncoder enc;
   FloatChunkData fd;
   std::vector<int32_t> res;
   bool any_model = false;
   et->chunks.clear();
   const PackedTables t0(m.t0), t1(m.t1);
+  std::vector<uint32_t> flat;  // entries by ctx * nsym + token, for cached
+  if (cached && m.kind == ModelKind::kInt) {
+    const uint32_t nsym = m.ip.nsym;
+    flat.assign(uint64_t{int_nctx(m.ip)} * nsym, 0);
+    for (uint32_t k = 0; k < int_nctx(m.ip); ++k)
+      for (uint32_t s = t0.lo; s < t0.lo + t0.n && s < nsym; ++s) flat[uint64_t{k} * nsym + s] = t0.at(k, s);
+  }
+  uint64_t cached_at = 0;  // elements of the chunks before this one
   for (uint64_t i = 0; i < g.num_chunks(); ++i) {
     ChunkRef c = chunk_ref(g, data, i);
+    const uint16_t* ccache = cached ? cached + cached_at : nullptr;
+    cached_at += c.h * c.w;
     const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
     enc.clear();
     std::vector<uint8_t> payload;
@@ -2066,7 +2117,8 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
     } else if (m.kind == ModelKind::kInt) {
       const int32_t* rp = residuals_of(g, vals, c, mp, &res);
       enc.begin_reverse(nullptr, 3 * c.h * c.w);
-      encode_int_reverse(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, rp, t0, &enc);
+      encode_int_reverse(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, rp, t0, mp ? nullptr : ccache,
+                         flat.data(), &enc);
       if (mp) flags |= 1;
     } else {
       walk_bytes(m.bp, h, w, c.bytes, put);
