@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <list>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <type_traits>
@@ -1221,14 +1222,23 @@ static void int_values(const IntParams& p, const TensorGeometry& g, const uint8_
       for (uint32_t k = 0; k < cpb; ++k) out[i * cpb + k] = lut[data[i]][k];
     i0 = nb * cpb;
   } else if (g.cols) {
-    // Zero points per group of zgroup codes along a row.
+    // Zero points per group of zgroup codes along a row (the code type
+    // chosen outside the loop).
     int32_t* out = v->data();
-    for (uint64_t r = 0; r < g.rows; ++r) {
-      const uint8_t* zrow = aux.bytes + r * aux.cols;
-      for (uint64_t c = 0; c < g.cols; ++c) {
-        const uint64_t i = r * g.cols + c;
-        out[i] = int_code_to_value(p.sub, static_cast<uint32_t>(code_at(p.sub, data, i)), zrow[c / p.zgroup]);
+    auto fill = [&](auto sub) {
+      for (uint64_t r = 0; r < g.rows; ++r) {
+        const uint8_t* zrow = aux.bytes + r * aux.cols;
+        for (uint64_t c = 0; c < g.cols; ++c) {
+          const uint64_t i = r * g.cols + c;
+          out[i] = int_code_to_value(sub.value, static_cast<uint32_t>(code_at(sub.value, data, i)), zrow[c / p.zgroup]);
+        }
       }
+    };
+    switch (p.sub) {
+      case kIntI8: fill(std::integral_constant<uint32_t, kIntI8>{}); break;
+      case kIntU8: fill(std::integral_constant<uint32_t, kIntU8>{}); break;
+      case kIntNibble: fill(std::integral_constant<uint32_t, kIntNibble>{}); break;
+      default: fill(std::integral_constant<uint32_t, kIntTernary>{}); break;
     }
     i0 = n;
   }
@@ -1270,15 +1280,19 @@ static void int_side_info(const TensorGeometry& g, const std::vector<int32_t>& v
     (*cc)[c] = mag_class(static_cast<double>(cs[c]) / static_cast<double>(g.rows));
 }
 
-// Thresholds splitting the distribution of x (values clamped to 1023) into
-// k classes (quantiles), via a histogram.
-// The n values are value(0) .. value(n - 1).
+// Histogram of value(0) .. value(n - 1), values clamped to 1023.
 template <typename Value>
-static std::vector<uint32_t> quantile_thresholds(uint64_t n, uint32_t k, Value&& value) {
-  std::vector<uint32_t> thr;
-  if (n == 0 || k < 2) return thr;
+static std::vector<uint64_t> value_hist(uint64_t n, Value&& value) {
   std::vector<uint64_t> h(1024, 0);
   for (uint64_t i = 0; i < n; ++i) h[std::min<uint64_t>(value(i), 1023)]++;
+  return h;
+}
+
+// Thresholds splitting the distribution of n values (histogram h from
+// value_hist) into k classes (quantiles).
+static std::vector<uint32_t> hist_thresholds(const std::vector<uint64_t>& h, uint64_t n, uint32_t k) {
+  std::vector<uint32_t> thr;
+  if (n == 0 || k < 2) return thr;
   uint64_t acc = 0;
   uint32_t next = 1;
   for (uint32_t v = 0; v < 1024 && next < k; ++v) {
@@ -1464,7 +1478,7 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   }
   const double scale = static_cast<double>(total) / static_cast<double>(std::max<uint64_t>(1, sampled));
   // Activity distribution for thresholds.
-  std::vector<uint32_t> acts, scs, la3, la9;
+  std::vector<uint32_t> acts, la3, la9;
   for (auto ci : sample) {
     ChunkRef c = chunk_ref(g, nullptr, ci);
     for (uint64_t r = 0; r < c.h; r += 1)
@@ -1475,7 +1489,6 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
         acts.push_back(2 * iabs32(l) + iabs32(t) + iabs32(l2));
         la3.push_back(cc2 > 2 ? iabs32(vals[i - 3]) : 0);
         la9.push_back(cc2 > 8 ? iabs32(vals[i - 9]) : 0);
-        scs.push_back((*rc)[c.row0 + r] + (*cc)[c.col0 + cc2]);
       }
   }
   // Candidates are evaluated on the sample with contexts over the whole
@@ -1604,20 +1617,34 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   best.nb = 1;
   best.ns = 1;
   double best_cost = eval(best);
+  // Histograms of the activities (by extra neighbour) and of the scale
+  // values (by the sides used), each counted once for all candidates.
+  std::map<int, std::vector<uint64_t>> act_hist, scale_hist;
   auto set_thresholds = [&](IntParams& p) {
-    const std::vector<uint32_t>* la = p.nbr_mode == 0 && p.off_a == 3 ? &la3 : (p.nbr_mode == 0 && p.off_a == 9 ? &la9 : nullptr);
-    auto thr = quantile_thresholds(acts.size(), p.nb, [&](uint64_t i) { return acts[i] + (la ? (*la)[i] : 0u); });
+    const int oa = p.nbr_mode == 0 && (p.off_a == 3 || p.off_a == 9) ? p.off_a : 0;
+    auto ah = act_hist.find(oa);
+    if (ah == act_hist.end()) {
+      const std::vector<uint32_t>* la = oa == 3 ? &la3 : (oa == 9 ? &la9 : nullptr);
+      ah = act_hist.emplace(oa, value_hist(acts.size(), [&](uint64_t i) { return acts[i] + (la ? (*la)[i] : 0u); }))
+               .first;
+    }
+    auto thr = hist_thresholds(ah->second, acts.size(), p.nb);
     for (size_t i = 0; i < thr.size(); ++i) p.thr[i] = static_cast<uint16_t>(std::min<uint32_t>(thr[i], 65535));
     if (p.ns > 1) {
-      std::vector<uint32_t> sv;
-      sv.reserve(scs.size());
-      for (auto ci : sample) {
-        ChunkRef c = chunk_ref(g, nullptr, ci);
-        for (uint64_t r = 0; r < c.h; r += 1)
-          for (uint64_t cc2 = 0; cc2 < c.w; cc2 += 3)
-            sv.push_back((p.use_rc ? (*rc)[c.row0 + r] : 0u) + (p.use_cc ? (*cc)[c.col0 + cc2] : 0u));
+      const int sides = (p.use_rc ? 1 : 0) | (p.use_cc ? 2 : 0);
+      auto sh = scale_hist.find(sides);
+      if (sh == scale_hist.end()) {
+        std::vector<uint32_t> sv;
+        sv.reserve(acts.size());
+        for (auto ci : sample) {
+          ChunkRef c = chunk_ref(g, nullptr, ci);
+          for (uint64_t r = 0; r < c.h; r += 1)
+            for (uint64_t cc2 = 0; cc2 < c.w; cc2 += 3)
+              sv.push_back((p.use_rc ? (*rc)[c.row0 + r] : 0u) + (p.use_cc ? (*cc)[c.col0 + cc2] : 0u));
+        }
+        sh = scale_hist.emplace(sides, value_hist(sv.size(), [&](uint64_t i) { return sv[i]; })).first;
       }
-      auto st = quantile_thresholds(sv.size(), p.ns, [&](uint64_t i) { return sv[i]; });
+      auto st = hist_thresholds(sh->second, acts.size(), p.ns);
       for (size_t i = 0; i < st.size(); ++i) p.sthr[i] = static_cast<uint8_t>(std::min<uint32_t>(st[i], 255));
     }
   };
