@@ -139,7 +139,8 @@ bool representable(uint32_t f, uint32_t q) {
   return (f & ((1u << drop) - 1)) == 0;
 }
 
-double gamma_bits(uint64_t v) { return 2.0 * std::floor(std::log2(static_cast<double>(v))) + 1; }
+// Elias gamma length of v >= 1: 2 floor(log2 v) + 1.
+double gamma_bits(uint64_t v) { return 2.0 * static_cast<double>(63 - __builtin_clzll(v)) + 1; }
 
 double compact_freq_bits(uint32_t f, uint32_t q) {
   const uint32_t m = 31 - static_cast<uint32_t>(__builtin_clz(f));
