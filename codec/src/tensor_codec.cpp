@@ -1006,21 +1006,33 @@ static bool float_layout(DType t, FloatLayout* f) {
 // exponent and the left sign. So the sample is counted once, per such key,
 // and each candidate sums these counts into its contexts (the same
 // statistics as walking the sample).
+// Keys are counted over the exponents that occur (dense ids), so a tensor
+// with a few dozen exponents keeps a few dozen counts per key.
 struct FloatKeyCounts {
-  uint32_t nes = 0, nsm = 0;  // exponent symbols; sign + top mantissa bits symbols
-  std::vector<int32_t> pair_at, sm_at;  // key -> index, -1: not seen
+  uint32_t nu = 0, nsm = 0;  // exponents that occur; sign + top mantissa bits symbols
+  std::vector<int32_t> dense;                       // exponent -> dense id, -1: absent
+  std::vector<uint32_t> used;                       // dense id -> exponent (ascending)
+  std::vector<int32_t> pair_at, sm_at;              // key (dense ids) -> index, -1: not seen
   std::vector<std::pair<int, int>> pairs;           // (left, top) exponents
   std::vector<std::pair<uint32_t, int>> sms;        // (exponent, left sign class)
-  std::vector<uint64_t> pair_n, sm_n;               // flat: [index * nes + e], [index * nsm + s]
+  std::vector<uint64_t> pair_n, sm_n;               // flat: [index * nu + id], [index * nsm + s]
   std::vector<uint64_t> eh;                         // exponent histogram
   uint64_t elems = 0;
 };
 
 template <uint32_t B>
+static void count_float_exps(const FloatLayout& fl, const ChunkRef& c, FloatKeyCounts* k) {
+  const uint32_t mb = fl.mb, emask = (1u << fl.eb) - 1;
+  const uint64_t n = c.h * c.w;
+  for (uint64_t i = 0; i < n; ++i) k->eh[(float_elem<B>(c.bytes, i) >> mb) & emask]++;
+  k->elems += n;
+}
+
+template <uint32_t B>
 static void count_float_keys(const FloatLayout& fl, uint32_t top_bits, const ChunkRef& c, FloatKeyCounts* k) {
   const uint32_t mb = fl.mb, eb = fl.eb, emask = (1u << eb) - 1, drop = mb - top_bits, mmask = (1u << mb) - 1;
   const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
-  k->elems += uint64_t{h} * w;
+  const int32_t* dense = k->dense.data();
   for (uint32_t r = 0; r < h; ++r) {
     int le = -1, ls = 0;
     for (uint32_t col = 0; col < w; ++col) {
@@ -1028,15 +1040,15 @@ static void count_float_keys(const FloatLayout& fl, uint32_t top_bits, const Chu
       const uint32_t v = float_elem<B>(c.bytes, i);
       const uint32_t e = (v >> mb) & emask;
       const int t = r > 0 ? static_cast<int>((float_elem<B>(c.bytes, i - w) >> mb) & emask) : -1;
-      k->eh[e]++;
-      int32_t& pk = k->pair_at[static_cast<size_t>(le + 1) * (k->nes + 1) + static_cast<size_t>(t + 1)];
+      const int32_t d = dense[e], dl = le < 0 ? -1 : dense[le], dt = t < 0 ? -1 : dense[t];
+      int32_t& pk = k->pair_at[static_cast<size_t>(dl + 1) * (k->nu + 1) + static_cast<size_t>(dt + 1)];
       if (pk < 0) {
         pk = static_cast<int32_t>(k->pairs.size());
         k->pairs.emplace_back(le, t);
-        k->pair_n.resize(k->pair_n.size() + k->nes, 0);
+        k->pair_n.resize(k->pair_n.size() + k->nu, 0);
       }
-      k->pair_n[static_cast<size_t>(pk) * k->nes + e]++;
-      int32_t& sk = k->sm_at[static_cast<size_t>(e) * 3 + static_cast<size_t>(ls)];
+      k->pair_n[static_cast<size_t>(pk) * k->nu + static_cast<size_t>(d)]++;
+      int32_t& sk = k->sm_at[static_cast<size_t>(d) * 3 + static_cast<size_t>(ls)];
       if (sk < 0) {
         sk = static_cast<int32_t>(k->sms.size());
         k->sms.emplace_back(e, ls);
@@ -1063,11 +1075,25 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
   const uint32_t nes = 1u << fl.eb;
   const uint32_t top_bits = std::min<uint32_t>(fl.mb, 7);  // sign + this many mantissa bits kept
   FloatKeyCounts kc;
-  kc.nes = nes;
   kc.nsm = 2u << top_bits;
-  kc.pair_at.assign(static_cast<size_t>(nes + 1) * (nes + 1), -1);
-  kc.sm_at.assign(static_cast<size_t>(nes) * 3, -1);
   kc.eh.assign(nes, 0);
+  for (auto ci : sample) {
+    const ChunkRef c = chunk_ref(g, data, ci);
+    switch (fl.bytes) {
+      case 1: count_float_exps<1>(fl, c, &kc); break;
+      case 2: count_float_exps<2>(fl, c, &kc); break;
+      default: count_float_exps<4>(fl, c, &kc); break;
+    }
+  }
+  kc.dense.assign(nes, -1);
+  for (uint32_t e = 0; e < nes; ++e)
+    if (kc.eh[e]) {
+      kc.dense[e] = static_cast<int32_t>(kc.used.size());
+      kc.used.push_back(e);
+    }
+  kc.nu = static_cast<uint32_t>(kc.used.size());
+  kc.pair_at.assign(static_cast<size_t>(kc.nu + 1) * (kc.nu + 1), -1);
+  kc.sm_at.assign(static_cast<size_t>(kc.nu) * 3, -1);
   for (auto ci : sample) {
     const ChunkRef c = chunk_ref(g, data, ci);
     switch (fl.bytes) {
@@ -1089,7 +1115,10 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
     return out;
   };
   std::vector<Nonzero> pair_nz(kc.pairs.size()), sm_nz(kc.sms.size());
-  for (size_t k = 0; k < kc.pairs.size(); ++k) pair_nz[k] = nonzero(kc.pair_n.data() + k * nes, nes);
+  for (size_t k = 0; k < kc.pairs.size(); ++k) {
+    pair_nz[k] = nonzero(kc.pair_n.data() + k * kc.nu, kc.nu);
+    for (auto& [sym, n] : pair_nz[k]) sym = kc.used[sym];  // dense id -> exponent
+  }
   for (size_t k = 0; k < kc.sms.size(); ++k) sm_nz[k] = nonzero(kc.sm_n.data() + k * kc.nsm, kc.nsm);
   // The exponents that occur: the candidates' exponent statistics span
   // only these (symbols that never occur add nothing to a cost).
