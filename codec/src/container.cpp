@@ -788,6 +788,17 @@ Status Reader::decode_chunk(size_t gi, uint8_t* out) const {
   const Tensor& t = *tensors_[chunk_tensor_[gi]];
   // Zero points first: loading them decodes other chunks on this thread,
   // which reuses the thread's payload buffer.
+  if (e.method == 2 && t.model && t.model->kind == ModelKind::kInt && t.model->ip.zgroup)
+    WC_RETURN_IF_ERROR(load_aux(static_cast<size_t>(t.aux)));
+  thread_local std::vector<uint8_t> payload;
+  payload.resize(e.stored_size);
+  WC_RETURN_IF_ERROR(pread_exact(e.file_offset, e.stored_size, payload.data()));
+  return decode_chunk_from(gi, payload.data(), out);
+}
+
+Status Reader::decode_chunk_from(size_t gi, const uint8_t* payload, uint8_t* out) const {
+  const ChunkEntry& e = all_chunks_[gi];
+  const Tensor& t = *tensors_[chunk_tensor_[gi]];
   const uint8_t* zp = nullptr;
   uint32_t zcols = 0;
   if (e.method == 2 && t.model && t.model->kind == ModelKind::kInt && t.model->ip.zgroup) {
@@ -795,13 +806,10 @@ Status Reader::decode_chunk(size_t gi, uint8_t* out) const {
     zp = tensors_[static_cast<size_t>(t.aux)]->decoded.data();
     zcols = static_cast<uint32_t>((t.geom.cols + t.model->ip.zgroup - 1) / t.model->ip.zgroup);
   }
-  thread_local std::vector<uint8_t> payload;
   thread_local DecodeScratch scratch;
-  payload.resize(e.stored_size);
-  WC_RETURN_IF_ERROR(pread_exact(e.file_offset, e.stored_size, payload.data()));
   return wcodec::decode_chunk(t.geom, t.has_model ? t.model.get() : nullptr, chunk_local_[gi],
-                              static_cast<ChunkMethod>(e.method), payload.data(), payload.size(), e.decoded_size,
-                              e.xxh3, zp, zcols, t.model ? t.model->ip.zgroup : 0, out, scratch, chunk_what(gi));
+                              static_cast<ChunkMethod>(e.method), payload, e.stored_size, e.decoded_size, e.xxh3,
+                              zp, zcols, t.model ? t.model->ip.zgroup : 0, out, scratch, chunk_what(gi));
 }
 
 Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
@@ -818,16 +826,47 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
   }
   if (offset >= end) return Status::OK();
   thread_local std::vector<uint8_t> tmp;
+  // Stored bytes of the chunks ahead, read with one pread where they lie
+  // (nearly) back to back in the file: a read over many small chunks costs
+  // one system call per run rather than one per chunk.
+  thread_local std::vector<uint8_t> run;
+  size_t run_first = SIZE_MAX, run_last = 0;  // chunks [first, last] in `run`
+  uint64_t run_off = 0;
+  auto payload_of = [&](size_t gi, const uint8_t** p) -> Status {
+    if (run_first == SIZE_MAX || gi < run_first || gi > run_last) {
+      constexpr uint64_t kMaxRun = 4u << 20, kMaxGap = 4096;
+      const ChunkEntry& f = all_chunks_[gi];
+      uint64_t stop = f.file_offset + f.stored_size;
+      size_t last = gi;
+      while (last + 1 < all_chunks_.size()) {
+        const ChunkEntry& nx = all_chunks_[last + 1];
+        if (nx.decoded_offset >= end || nx.file_offset < stop || nx.file_offset - stop > kMaxGap ||
+            nx.file_offset + nx.stored_size - f.file_offset > kMaxRun)
+          break;
+        stop = nx.file_offset + nx.stored_size;
+        ++last;
+      }
+      run.resize(stop - f.file_offset);
+      WC_RETURN_IF_ERROR(pread_exact(f.file_offset, run.size(), run.data()));
+      run_first = gi;
+      run_last = last;
+      run_off = f.file_offset;
+    }
+    *p = run.data() + (all_chunks_[gi].file_offset - run_off);
+    return Status::OK();
+  };
   for (size_t gi = chunk_at(offset); gi < all_chunks_.size() && offset < end; ++gi) {
     const ChunkEntry& e = all_chunks_[gi];
     const uint64_t cs = e.decoded_offset, ce = cs + e.decoded_size;
     if (ce <= offset) continue;
     const uint64_t a = offset, b = std::min(end, ce);
+    const uint8_t* payload = nullptr;
+    WC_RETURN_IF_ERROR(payload_of(gi, &payload));
     if (a == cs && b == ce) {
-      WC_RETURN_IF_ERROR(decode_chunk(gi, out));
+      WC_RETURN_IF_ERROR(decode_chunk_from(gi, payload, out));
     } else {
       tmp.resize(e.decoded_size);
-      WC_RETURN_IF_ERROR(decode_chunk(gi, tmp.data()));
+      WC_RETURN_IF_ERROR(decode_chunk_from(gi, payload, tmp.data()));
       std::memcpy(out, tmp.data() + (a - cs), b - a);
     }
     out += b - a;
