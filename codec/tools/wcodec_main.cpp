@@ -371,13 +371,18 @@ struct BenchRow {
   double enc_s, dec_s;
 };
 
+// Best of at least `reps` runs, repeated until they took min_s in all (at
+// most 2000 runs): a small file decodes in under a millisecond, and on a
+// shared machine a handful of such runs is mostly noise.
 template <typename F>
-double best_time(F&& f, int reps) {
-  double best = 1e30;
-  for (int i = 0; i < reps; ++i) {
+double best_time(F&& f, int reps, double min_s) {
+  double best = 1e30, total = 0;
+  for (int i = 0; i < 2000 && (i < reps || total < min_s); ++i) {
     const auto t0 = Clock::now();
     f();
-    best = std::min(best, secs(t0));
+    const double t = secs(t0);
+    best = std::min(best, t);
+    total += t;
   }
   return best;
 }
@@ -388,9 +393,9 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
     std::vector<uint8_t> data;
     if (!read_all(f, &data)) return fail(Status::IOError("cannot read " + f));
     const double mb = static_cast<double>(data.size()) / 1e6;
-    // Best of several runs (this machine class is noisy); files under 8 MB
-    // take milliseconds, so they get more.
+    // Best of several runs (this machine class is noisy); see best_time.
     const int reps = quick ? 1 : (data.size() < (8u << 20) ? 3 : 2);
+    const double min_s = quick ? 0.0 : 0.3;
     std::vector<BenchRow> rows;
     // wcodec (single-threaded encode and decode: per core).
     wcodec::EncodeConfig cfg;
@@ -407,7 +412,7 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
           }
           enc = std::move(r).value();
         },
-        reps);
+        reps, min_s);
     if (!est.ok()) return fail(est);
     const std::string tmp = (fs::temp_directory_path() / ("wcodec-bench-" + std::to_string(getpid()) + ".wcodec")).string();
     {
@@ -418,7 +423,7 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
     if (!rd.ok()) return fail(rd.status());
     std::vector<uint8_t> dec(data.size());
     Status dst;
-    const double td = best_time([&] { dst = (*rd)->read(0, data.size(), dec.data()); }, reps + 1);
+    const double td = best_time([&] { dst = (*rd)->read(0, data.size(), dec.data()); }, reps + 1, min_s);
     fs::remove(tmp);
     if (!dst.ok()) return fail(dst);
     if (dec != data) return fail(Status::Internal(f + ": wcodec round trip differs"));
@@ -428,9 +433,9 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
       std::vector<uint8_t> z(ZSTD_compressBound(data.size()));
       size_t zs = 0;
       const double tz = best_time([&] { zs = ZSTD_compress(z.data(), z.size(), data.data(), data.size(), level); },
-                                  level == 19 ? 1 : reps);
+                                  level == 19 ? 1 : reps, min_s);
       std::vector<uint8_t> back(data.size());
-      const double tzd = best_time([&] { ZSTD_decompress(back.data(), back.size(), z.data(), zs); }, reps + 1);
+      const double tzd = best_time([&] { ZSTD_decompress(back.data(), back.size(), z.data(), zs); }, reps + 1, min_s);
       if (back != data) return fail(Status::Internal("zstd round trip differs"));
       rows.push_back({"zstd -" + std::to_string(level), zs, tz, tzd});
     }
@@ -442,14 +447,14 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
             zs = LZ4_compress_default(reinterpret_cast<const char*>(data.data()), reinterpret_cast<char*>(z.data()),
                                       static_cast<int>(data.size()), static_cast<int>(z.size()));
           },
-          reps);
+          reps, min_s);
       std::vector<uint8_t> back(data.size());
       const double tzd = best_time(
           [&] {
             LZ4_decompress_safe(reinterpret_cast<const char*>(z.data()), reinterpret_cast<char*>(back.data()), zs,
                                 static_cast<int>(back.size()));
           },
-          reps + 1);
+          reps + 1, min_s);
       if (back != data) return fail(Status::Internal("lz4 round trip differs"));
       rows.push_back({"lz4", static_cast<uint64_t>(zs), tz, tzd});
     }
