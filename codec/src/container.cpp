@@ -828,13 +828,14 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
   thread_local std::vector<uint8_t> tmp;
   // Stored bytes of the chunks ahead, read with one pread where they lie
   // (nearly) back to back in the file: a read over many small chunks costs
-  // one system call per run rather than one per chunk.
+  // one system call per run rather than one per chunk. Runs stay within
+  // 256 KiB so that a chunk's bytes are still in cache when it is decoded.
   thread_local std::vector<uint8_t> run;
   size_t run_first = SIZE_MAX, run_last = 0;  // chunks [first, last] in `run`
   uint64_t run_off = 0;
   auto payload_of = [&](size_t gi, const uint8_t** p) -> Status {
     if (run_first == SIZE_MAX || gi < run_first || gi > run_last) {
-      constexpr uint64_t kMaxRun = 4u << 20, kMaxGap = 4096;
+      constexpr uint64_t kMaxRun = 256u << 10, kMaxGap = 4096;
       const ChunkEntry& f = all_chunks_[gi];
       uint64_t stop = f.file_offset + f.stored_size;
       size_t last = gi;
