@@ -324,14 +324,14 @@ WC_AVX512 inline void renorm16(__m512i& nx, __mmask16 act, WordCursor& wc) {
   wc.pos += static_cast<uint32_t>(__builtin_popcount(need));
 }
 
-// Both halves at one symbol slot (lanes 0..15 in A, 16..31 in B): the 32
-// words at the cursor are loaded once and vpexpandw hands them to the
-// renormalizing lanes of both halves in lane order, so B's words do not
-// wait on A's count.
-WC_AVX512 WC_INLINE void renorm32(__m512i& A, __m512i& B, __mmask16 act_a, __mmask16 act_b, WordCursor& wc) {
+// Both halves at one symbol slot, all lanes active (lanes 0..15 in A,
+// 16..31 in B): the 32 words at the cursor are loaded once and vpexpandw
+// hands them to the renormalizing lanes of both halves in lane order, so
+// B's words do not wait on A's count.
+WC_AVX512 WC_INLINE void renorm32(__m512i& A, __m512i& B, WordCursor& wc) {
   const __m512i L = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
-  const __mmask16 na = _mm512_mask_cmplt_epu32_mask(act_a, A, L);
-  const __mmask16 nb = _mm512_mask_cmplt_epu32_mask(act_b, B, L);
+  const __mmask16 na = _mm512_cmplt_epu32_mask(A, L);
+  const __mmask16 nb = _mm512_cmplt_epu32_mask(B, L);
   const __mmask32 need = _mm512_kunpackw(nb, na);
   const __m512i w = _mm512_maskz_expand_epi16(need, _mm512_loadu_si512(wc.p + 2 * uint64_t{wc.pos}));
   const __m512i wa = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(w));
@@ -685,15 +685,20 @@ WC_AVX512 WC_INLINE void slot_index(__m512i ctx16, __m512i X0, __m512i X1, __m51
   *i1 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c1, 12), X1, m, 0xF8);
 }
 
+// The state update of 16 lanes from their packed slot entries e (before
+// renormalization).
+WC_AVX512 WC_INLINE __m512i rans_advance16(__m512i X, __m512i e) {
+  const __m512i freq =
+      _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(e, 8), _mm512_set1_epi32(4095)), _mm512_set1_epi32(1));
+  return _mm512_add_epi32(_mm512_mullo_epi32(freq, _mm512_srli_epi32(X, 12)), _mm512_srli_epi32(e, 20));
+}
+
 // rANS step of 16 lanes, all active, from packed slot entries at idx.
 // Returns the entries (symbol in the low byte).
 WC_AVX512 WC_INLINE __m512i rans_all16(__m512i& X, __m512i idx, const uint32_t* slots, WordCursor& wc) {
   const __m512i e = _mm512_i32gather_epi32(idx, slots, 4);
-  const __m512i freq =
-      _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(e, 8), _mm512_set1_epi32(4095)), _mm512_set1_epi32(1));
-  __m512i nx = _mm512_add_epi32(_mm512_mullo_epi32(freq, _mm512_srli_epi32(X, 12)), _mm512_srli_epi32(e, 20));
-  renorm16(nx, 0xFFFF, wc);
-  X = nx;
+  X = rans_advance16(X, e);
+  renorm16(X, 0xFFFF, wc);
   return e;
 }
 
@@ -704,16 +709,11 @@ WC_AVX512 WC_INLINE __m512i rans_all16(__m512i& X, __m512i idx, const uint32_t* 
 // then starts its words as soon as the first half's count is known).
 WC_AVX512 WC_INLINE void rans_all32(__m512i& X0, __m512i& X1, __m512i i0, __m512i i1, const uint32_t* slots,
                                     WordCursor& wc, __m512i* e0, __m512i* e1) {
-  const __m512i m = _mm512_set1_epi32(4095), one = _mm512_set1_epi32(1);
-  const __m512i a = _mm512_i32gather_epi32(i0, slots, 4);
-  const __m512i b = _mm512_i32gather_epi32(i1, slots, 4);
-  const __m512i fa = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(a, 8), m), one);
-  const __m512i fb = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(b, 8), m), one);
-  X0 = _mm512_add_epi32(_mm512_mullo_epi32(fa, _mm512_srli_epi32(X0, 12)), _mm512_srli_epi32(a, 20));
-  X1 = _mm512_add_epi32(_mm512_mullo_epi32(fb, _mm512_srli_epi32(X1, 12)), _mm512_srli_epi32(b, 20));
-  renorm32(X0, X1, 0xFFFF, 0xFFFF, wc);
-  *e0 = a;
-  *e1 = b;
+  *e0 = _mm512_i32gather_epi32(i0, slots, 4);
+  *e1 = _mm512_i32gather_epi32(i1, slots, 4);
+  X0 = rans_advance16(X0, *e0);
+  X1 = rans_advance16(X1, *e1);
+  renorm32(X0, X1, wc);
 }
 
 // ---- int (int8 / uint8 codes, activity contexts, one scale class)

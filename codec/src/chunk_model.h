@@ -176,6 +176,13 @@ WC_HD inline void build_int_luts(const IntParams& p, IntLuts* L) {
   }
 }
 
+// nbr_mode 0 context from the activity a (clamped to 1023 here), the left
+// sign class ls (0: none or zero, 1: positive, 2: negative) and the scale
+// class sc.
+WC_HD inline uint32_t int_ctx_act(const IntParams& p, const IntLuts& L, uint32_t a, uint32_t ls, uint32_t sc) {
+  return (sc * p.nb + L.act[a > 1023 ? 1023 : a]) * 3u + ls;
+}
+
 // Context from the neighbours' residuals: l, l2 (1 and 2 columns back), la
 // (off_a back), lb (off_b back), t (row above); absent ones are 0. hl/ht:
 // whether the left / top neighbours exist. kp: the element's column phase
@@ -193,9 +200,7 @@ WC_HD inline uint32_t int_ctx_vals(const IntParams& p, const IntLuts& L, int32_t
   }
   uint32_t a = 2 * iabs32(l) + iabs32(t) + iabs32(l2) + iabs32(la);
   if (!hl && ht) a += 2 * iabs32(t);
-  if (a > 1023) a = 1023;
-  const uint32_t ls = l > 0 ? 1u : (l < 0 ? 2u : 0u);
-  return (sc * p.nb + L.act[a]) * 3u + ls;
+  return int_ctx_act(p, L, a, l > 0 ? 1u : (l < 0 ? 2u : 0u), sc);
 }
 
 // Context of the residual token at chunk position (r, c) (lane-local

@@ -788,12 +788,16 @@ Status Reader::decode_chunk(size_t gi, uint8_t* out) const {
   const Tensor& t = *tensors_[chunk_tensor_[gi]];
   // Zero points first: loading them decodes other chunks on this thread,
   // which reuses the thread's payload buffer.
-  if (e.method == 2 && t.model && t.model->kind == ModelKind::kInt && t.model->ip.zgroup)
-    WC_RETURN_IF_ERROR(load_aux(static_cast<size_t>(t.aux)));
+  if (uses_zero_points(gi)) WC_RETURN_IF_ERROR(load_aux(static_cast<size_t>(t.aux)));
   thread_local std::vector<uint8_t> payload;
   payload.resize(e.stored_size);
   WC_RETURN_IF_ERROR(pread_exact(e.file_offset, e.stored_size, payload.data()));
   return decode_chunk_from(gi, payload.data(), out);
+}
+
+bool Reader::uses_zero_points(size_t gi) const {
+  const Tensor& t = *tensors_[chunk_tensor_[gi]];
+  return all_chunks_[gi].method == 2 && t.model && t.model->kind == ModelKind::kInt && t.model->ip.zgroup;
 }
 
 Status Reader::decode_chunk_from(size_t gi, const uint8_t* payload, uint8_t* out) const {
@@ -801,7 +805,7 @@ Status Reader::decode_chunk_from(size_t gi, const uint8_t* payload, uint8_t* out
   const Tensor& t = *tensors_[chunk_tensor_[gi]];
   const uint8_t* zp = nullptr;
   uint32_t zcols = 0;
-  if (e.method == 2 && t.model && t.model->kind == ModelKind::kInt && t.model->ip.zgroup) {
+  if (uses_zero_points(gi)) {
     WC_RETURN_IF_ERROR(load_aux(static_cast<size_t>(t.aux)));
     zp = tensors_[static_cast<size_t>(t.aux)]->decoded.data();
     zcols = static_cast<uint32_t>((t.geom.cols + t.model->ip.zgroup - 1) / t.model->ip.zgroup);

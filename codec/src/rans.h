@@ -142,15 +142,9 @@ class RansEncoder {
   // complete, so the chunk's symbols are never stored. max_symbols bounds
   // the symbols to come (one word each at most).
   void begin_reverse(const uint32_t* init, size_t max_symbols);
-  // The group before the previous one: entries sf[l] of the lanes in mask.
-  void put_group_reverse(uint32_t mask, const uint32_t* sf) {
-    if (rev_next_ == 0) flush_reverse();
-    --rev_next_;
-    mask_[rev_next_] = mask;
-    for (int l = 0; l < kLanes; ++l) sf_[rev_next_ * kLanes + l] = sf[l];
-  }
-  // The same with lane l's entry at sf[l * stride].
-  void put_group_reverse(uint32_t mask, const uint32_t* sf, size_t stride) {
+  // The group before the previous one: entries sf[l * stride] of the lanes
+  // in mask.
+  void put_group_reverse(uint32_t mask, const uint32_t* sf, size_t stride = 1) {
     if (rev_next_ == 0) flush_reverse();
     --rev_next_;
     mask_[rev_next_] = mask;

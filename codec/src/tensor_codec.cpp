@@ -721,10 +721,8 @@ static void visit_int_elems(const IntParams& p, const uint8_t* rc, const uint8_t
           uint32_t a = 2 * iabs32(lv) + iabs32(row[c - 2]);
           if constexpr (has_up.value) a += iabs32(up[c]);
           if constexpr (has_oa.value) a += iabs32(row[c - oa]);
-          if (a > 1023) a = 1023;
           const uint32_t sc = L.scale[rowpart + (ccs ? ccs[c] : 0u)];
-          const uint32_t ls = lv > 0 ? 1u : (lv < 0 ? 2u : 0u);
-          emit(l, t, r, c, (sc * p.nb + L.act[a]) * 3u + ls, row[c]);
+          emit(l, t, r, c, int_ctx_act(p, L, a, lv > 0 ? 1u : (lv < 0 ? 2u : 0u), sc), row[c]);
         }
       };
       using T = std::true_type;
@@ -779,7 +777,7 @@ static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
   if (ea.size() < size_t{steps} * kLanes) ea.resize(size_t{steps} * kLanes);
   esc.clear();
   auto escape = [&](uint32_t l, uint32_t t, const IntToken& tk) {
-    if (tk.nb < 2) return;
+    if (__builtin_expect(tk.nb < 2, 1)) return;
     const uint32_t lo = tk.nb - 1 < 8 ? tk.nb - 1 : 8;
     esc.push_back({t, l, RansEncoder::bits_entry(tk.extra & ((1u << lo) - 1), lo),
                    tk.nb >= 10 ? RansEncoder::bits_entry(tk.extra >> 8, tk.nb - 9) : 0u});
@@ -794,8 +792,7 @@ static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
         const int32_t* row = res + uint64_t{r} * w;
         for (uint32_t c = rect.c0; c < rect.c0 + rect.w; ++c, ++t, ++k) {
           el[t] = flat[cached[k]];
-          if (__builtin_expect(static_cast<uint32_t>(tile::zz_encode(row[c])) >= p.esc, 0))
-            escape(l, t, make_token(p, row[c]));
+          escape(l, t, make_token(p, row[c]));
         }
       }
     }
@@ -804,7 +801,7 @@ static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
                     [&](uint32_t l, uint32_t t, uint32_t, uint32_t, uint32_t ctx, int32_t v) {
                       const IntToken tk = make_token(p, v);
                       ea[size_t{l} * steps + t] = t0.at(ctx, tk.tok);
-                      if (__builtin_expect(tk.nb >= 2, 0)) escape(l, t, tk);
+                      escape(l, t, tk);
                     });
   }
   std::sort(esc.begin(), esc.end(), [](const Esc& a, const Esc& b) { return a.t > b.t; });
@@ -1595,9 +1592,7 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
     auto q = [](const Feat& f, int k) { return static_cast<uint32_t>(f.q >> (2 * k) & 3); };  // L1 L2 T L3 L9
     if (p.nbr_mode == 0) {
       count([&](const Feat& f, uint32_t sc) {
-        uint32_t a = f.a0 + (oa == 3 ? f.la3 : (oa == 9 ? f.la9 : 0u));
-        if (a > 1023) a = 1023;
-        return (sc * p.nb + L.act[a]) * 3u + f.ls;
+        return int_ctx_act(p, L, f.a0 + (oa == 3 ? f.la3 : (oa == 9 ? f.la9 : 0u)), f.ls, sc);
       });
     } else if (p.nbr_mode == 2) {
       count([&](const Feat& f, uint32_t sc) { return (sc * p.period + f.col % p.period) * 9u + q(f, 0) * 3u + q(f, 3); });
@@ -1980,16 +1975,11 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     for (uint64_t i = 0; i < nchunks; ++i) {
       ChunkRef c = chunk_ref(g, data, i);
       const int32_t* rp = residuals_of(g, vals, c, nullptr, &rbuf);
-      if (keep) {
-        visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
-                         static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) {
-                           sa.add(0, ctx, sym);
-                           *kc++ = static_cast<uint16_t>(ctx * nsym + sym);
-                         });
-      } else {
-        visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
-                         static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) { sa.add(0, ctx, sym); });
-      }
+      visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
+                       static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) {
+                         sa.add(0, ctx, sym);
+                         if (keep) *kc++ = static_cast<uint16_t>(ctx * nsym + sym);
+                       });
     }
     TensorModel ma = m;
     build_tables(sa, &ma);

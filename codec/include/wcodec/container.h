@@ -165,6 +165,8 @@ class Reader {
   struct Tensor;
   Status pread_exact(uint64_t off, uint64_t len, uint8_t* out) const;
   Status load_aux(size_t tensor) const;
+  // Whether chunk `global_index` decodes with its tensor's zero points.
+  bool uses_zero_points(size_t global_index) const;
   // decode_chunk with the chunk's stored bytes already read (payload).
   Status decode_chunk_from(size_t global_index, const uint8_t* payload, uint8_t* out) const;
   std::string chunk_what(size_t global_index) const;
