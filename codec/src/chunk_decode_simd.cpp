@@ -1314,11 +1314,8 @@ WC_AVX512 int float_fast_lanes(const FloatParams& p, const FloatFastConsts& c, c
   return float_states_closed(s.X0, s.X1, x_tail) ? 1 : 0;
 }
 
-template <int E>
-WC_AVX512 int decode_float_fast(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
-                                uint8_t* lm, uint32_t* x_tail) {
+WC_AVX512 FloatFastConsts float_fast_consts(const ModelView& m, const LaneGeom& g) {
   const FloatParams& p = m.fp;
-  if (!g.same_rect) return -1;
   FloatFastConsts c;
   c.slots_e = m.slot_all;
   c.slots_s = m.slot1_all;
@@ -1333,6 +1330,15 @@ WC_AVX512 int decode_float_fast(const ModelView& m, const uint8_t* rans, uint32_
   c.sh_mh = _mm_cvtsi32_si128(static_cast<int>(float_raw_bits(p)));
   c.sh_k = _mm_cvtsi32_si128(p.k);
   c.mh16 = _mm512_set1_epi16(static_cast<int16_t>((1u << p.k) - 1));
+  return c;
+}
+
+template <int E>
+WC_AVX512 int decode_float_fast(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
+                                uint8_t* lm, uint32_t* x_tail) {
+  if (!g.same_rect) return -1;
+  const FloatFastConsts c = float_fast_consts(m, g);
+  const FloatParams& p = m.fp;
   const bool smc = p.nm > 1 || p.sign_ctx;
 #define WC_FLOAT_FAST(EMv, S) \
   if (p.emode == EMv && smc == S) return float_fast_lanes<E, EMv, S>(p, c, rans, rans_len, g, lm, x_tail);
@@ -1345,18 +1351,15 @@ WC_AVX512 int decode_float_fast(const ModelView& m, const uint8_t* rans, uint32_
 
 // ------------------------------------------------------------ float chunks
 // Lane-major elements: the final element bits except the raw mantissa bits.
+// Any lane geometry, steps t_begin.. of the chunk (lv, wc, LE and LS hold
+// the lanes' state at t_begin: left exponent, left sign + 1, 0 for none).
 template <int E>
-WC_AVX512 int decode_float_lanes(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
-                                 uint8_t* lm, uint32_t* x_tail) {
+WC_AVX512 int float_lanes_from(const ModelView& m, const LaneGeom& g, LaneVectors& lv, WordCursor& wc,
+                               __m512i (&LE)[2], __m512i (&LS)[2], uint32_t t_begin, uint8_t* lm,
+                               uint32_t* x_tail) {
   const FloatParams& p = m.fp;
-  WordCursor wc;
-  alignas(64) uint8_t pad[kPadBytes];
-  LaneVectors lv;
-  init_lane_vectors(rans, rans_len, g, &lv, &wc, pad);
   __m512i(&X)[2] = lv.X;
   __m512i(&J)[2] = lv.J;
-  __m512i LE[2], LS[2];  // left exponent, left sign + 1 (0: none)
-  for (int k = 0; k < 2; ++k) LE[k] = LS[k] = _mm512_setzero_si512();
   const __m512i vOne = _mm512_set1_epi32(1);
   const __m512i zero = _mm512_setzero_si512();
   const __m512i vElo = _mm512_set1_epi32(p.elo), vMlo = _mm512_set1_epi32(p.mlo);
@@ -1366,7 +1369,7 @@ WC_AVX512 int decode_float_lanes(const ModelView& m, const uint8_t* rans, uint32
   const __m128i sh_sign = _mm_cvtsi32_si128(p.eb + p.mb), sh_e = _mm_cvtsi32_si128(p.mb),
                 sh_mh = _mm_cvtsi32_si128(static_cast<int>(float_raw_bits(p))), sh_k = _mm_cvtsi32_si128(p.k);
   const int J6 = kJointClasses;
-  for (uint32_t t = 0; t < g.steps; ++t) {
+  for (uint32_t t = t_begin; t < g.steps; ++t) {
     if (__builtin_expect(wc.pos + kStepWords > wc.n, 0) && !words_tail(&wc)) return 0;
     const __m512i vT = _mm512_set1_epi32(static_cast<int32_t>(t));
     __m512i EXP[2];
@@ -1441,6 +1444,168 @@ WC_AVX512 int decode_float_lanes(const ModelView& m, const uint8_t* rans, uint32
   return float_states_closed(X[0], X[1], x_tail) ? 1 : 0;
 }
 
+template <int E>
+WC_AVX512 int decode_float_lanes(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
+                                 uint8_t* lm, uint32_t* x_tail) {
+  WordCursor wc;
+  alignas(64) uint8_t pad[kPadBytes];
+  LaneVectors lv;
+  init_lane_vectors(rans, rans_len, g, &lv, &wc, pad);
+  __m512i LE[2], LS[2];
+  for (int k = 0; k < 2; ++k) LE[k] = LS[k] = _mm512_setzero_si512();
+  return float_lanes_from<E>(m, g, lv, wc, LE, LS, 0, lm, x_tail);
+}
+
+// Lanes of unequal rectangles (widths wa or wa + 1, row counts that may
+// differ): while every lane is active (t below the shortest lane's element
+// count) a lane's left neighbour is the previous step unless the lane
+// starts a row, and its top neighbour lies wa or wa + 1 steps back. These
+// steps run on all 32 lanes at once with per-lane masks for both
+// neighbours (the contexts of float_fast_step, selected by mask); the
+// longer lanes' remaining elements then go to the masked loop above.
+struct FloatRaggedState {
+  __m512i X0, X1;
+  __m512i LE;        // left exponents (16-bit, 32 lanes)
+  __m512i J;         // column within the lane's row (16-bit, 32 lanes)
+  __m512i LS0, LS1;  // sign + 1 of the previous step (32-bit halves)
+};
+
+template <int E, int EM, bool SMC>
+WC_AVX512 bool float_ragged_steps(const FloatParams& p, const FloatFastConsts& c, const LaneGeom& g, uint32_t t_end,
+                                  FloatRaggedState& s, WordCursor& wc, uint8_t* lm) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i one16 = _mm512_set1_epi16(1);
+  const __m512i m4095 = _mm512_set1_epi32(4095);
+  alignas(64) uint16_t wl[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l) wl[l] = static_cast<uint16_t>(g.w[l]);
+  const __m512i W16 = _mm512_load_si512(wl);
+  const __mmask32 wide = g.wide;
+  const uint32_t wa = g.wa;
+  for (uint32_t t = 0; t < t_end; ++t) {
+    if (__builtin_expect(wc.pos + kStepWords > wc.n, 0) && !words_tail(&wc)) return false;
+    const __mmask32 hl = _mm512_test_epi16_mask(s.J, s.J);
+    const __mmask32 ht = t > wa ? ~0u : (t == wa ? ~wide : 0u);  // t >= the lane's width
+    __m512i i0, i1;
+    if constexpr (EM != 0) {
+      __m512i tv = zero;
+      if (ht) {
+        tv = load_exps16<E>(lm + uint64_t{t - wa} * 32 * E, c);
+        if (t > wa && wide) tv = _mm512_mask_mov_epi16(tv, wide, load_exps16<E>(lm + uint64_t{t - wa - 1} * 32 * E, c));
+      }
+      const __m512i lv = s.LE;
+      const __mmask32 both = hl & ht;
+      __m512i ctx;
+      if constexpr (EM == 1) {
+        ctx = clamp_sub16(_mm512_mask_mov_epi16(tv, hl, lv), c);
+      } else if constexpr (EM == 3) {
+        ctx = clamp_sub16(_mm512_mask_mov_epi16(lv, ht, tv), c);
+      } else if constexpr (EM == 2) {
+        const __m512i one = clamp_sub16(_mm512_mask_mov_epi16(tv, hl, lv), c);
+        const __m512i q = clamp_sub16(_mm512_avg_epu16(lv, tv), c);
+        const __mmask32 far = _mm512_mask_cmpgt_epu16_mask(both, _mm512_abs_epi16(_mm512_sub_epi16(lv, tv)), one16);
+        ctx = _mm512_mask_mov_epi16(one, both, _mm512_mask_add_epi16(q, far, q, _mm512_add_epi16(c.ne1_16, one16)));
+      } else {  // EM == 4: joint classes
+        const int Jc = kJointClasses;
+        const __m512i j1 = _mm512_set1_epi16(Jc - 1);
+        const __m512i ql = _mm512_min_epi16(_mm512_max_epi16(_mm512_subs_epi16(lv, c.elo16), zero), j1);
+        const __m512i qt = _mm512_min_epi16(_mm512_max_epi16(_mm512_subs_epi16(tv, c.elo16), zero), j1);
+        const __m512i cb =
+            _mm512_add_epi16(_mm512_add_epi16(_mm512_mullo_epi16(ql, _mm512_set1_epi16(Jc)), qt), one16);
+        const __m512i cl = _mm512_add_epi16(ql, _mm512_set1_epi16(1 + Jc * Jc));
+        const __m512i ct = _mm512_add_epi16(qt, _mm512_set1_epi16(1 + Jc * Jc + Jc));
+        ctx = _mm512_mask_mov_epi16(_mm512_mask_mov_epi16(ct, hl, cl), both, cb);
+      }
+      slot_index(_mm512_maskz_mov_epi16(hl | ht, ctx), s.X0, s.X1, &i0, &i1);
+    } else {
+      i0 = _mm512_and_si512(s.X0, m4095);
+      i1 = _mm512_and_si512(s.X1, m4095);
+    }
+    const __m512i ee0 = _mm512_and_si512(rans_all16(s.X0, i0, c.slots_e, wc), _mm512_set1_epi32(0xFF));
+    const __m512i ee1 = _mm512_and_si512(rans_all16(s.X1, i1, c.slots_e, wc), _mm512_set1_epi32(0xFF));
+    __m512i j0, j1;
+    if constexpr (SMC) {
+      __m512i c0 = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(ee0, c.mlo), zero), c.nm1);
+      __m512i c1 = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(ee1, c.mlo), zero), c.nm1);
+      if (p.sign_ctx) {  // no left sign at a row start
+        const __m512i l0 = _mm512_maskz_mov_epi32(static_cast<__mmask16>(hl), s.LS0);
+        const __m512i l1 = _mm512_maskz_mov_epi32(static_cast<__mmask16>(hl >> 16), s.LS1);
+        c0 = _mm512_add_epi32(_mm512_add_epi32(c0, _mm512_slli_epi32(c0, 1)), l0);
+        c1 = _mm512_add_epi32(_mm512_add_epi32(c1, _mm512_slli_epi32(c1, 1)), l1);
+      }
+      j0 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c0, 12), s.X0, m4095, 0xF8);
+      j1 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c1, 12), s.X1, m4095, 0xF8);
+    } else {
+      j0 = _mm512_and_si512(s.X0, m4095);
+      j1 = _mm512_and_si512(s.X1, m4095);
+    }
+    const __m512i se0 = rans_all16(s.X0, j0, c.slots_s, wc);
+    const __m512i se1 = rans_all16(s.X1, j1, c.slots_s, wc);
+    const __m512i E16 = pack_lo16(ee0, ee1);
+    const __m512i S16 = _mm512_and_si512(pack_lo16(se0, se1), _mm512_set1_epi16(0xFF));
+    const __m512i sign = _mm512_srl_epi16(S16, c.sh_k);
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_sll_epi16(sign, c.sh_sign), _mm512_sll_epi16(E16, c.sh_e),
+                                                 _mm512_sll_epi16(_mm512_and_si512(S16, c.mh16), c.sh_mh), 0xFE);
+    if constexpr (E == 1) _mm256_storeu_si256(reinterpret_cast<__m256i*>(lm + uint64_t{t} * 32), _mm512_cvtepi16_epi8(hi));
+    else _mm512_storeu_si512(lm + uint64_t{t} * 64, hi);
+    s.LE = E16;
+    if constexpr (SMC) {
+      const __m512i one = _mm512_set1_epi32(1);
+      s.LS0 = _mm512_add_epi32(_mm512_srl_epi32(_mm512_and_si512(se0, _mm512_set1_epi32(0xFF)), c.sh_k), one);
+      s.LS1 = _mm512_add_epi32(_mm512_srl_epi32(_mm512_and_si512(se1, _mm512_set1_epi32(0xFF)), c.sh_k), one);
+    }
+    s.J = _mm512_add_epi16(s.J, one16);
+    s.J = _mm512_maskz_mov_epi16(_mm512_cmpneq_epi16_mask(s.J, W16), s.J);
+  }
+  return true;
+}
+
+template <int E, int EM, bool SMC>
+WC_AVX512 int float_ragged_lanes(const ModelView& m, const FloatFastConsts& c, const uint8_t* rans, uint32_t rans_len,
+                                 const LaneGeom& g, uint32_t t_all, uint8_t* lm, uint32_t* x_tail) {
+  WordCursor wc;
+  alignas(64) uint8_t pad[kPadBytes];
+  LaneVectors lv;
+  init_lane_vectors(rans, rans_len, g, &lv, &wc, pad);
+  const __m512i zero = _mm512_setzero_si512();
+  FloatRaggedState s{lv.X[0], lv.X[1], zero, zero, zero, zero};
+  if (!float_ragged_steps<E, EM, SMC>(m.fp, c, g, t_all, s, wc, lm)) return 0;
+  // The masked loop's state at step t_all.
+  lv.X[0] = s.X0;
+  lv.X[1] = s.X1;
+  const __m512i vT = _mm512_set1_epi32(static_cast<int32_t>(t_all));
+  __m512i LE[2], LS[2];
+  for (int k = 0; k < 2; ++k) {
+    const __m256i jh = k ? _mm512_extracti64x4_epi64(s.J, 1) : _mm512_castsi512_si256(s.J);
+    const __m256i eh = k ? _mm512_extracti64x4_epi64(s.LE, 1) : _mm512_castsi512_si256(s.LE);
+    lv.J[k] = _mm512_cvtepu16_epi32(jh);
+    LE[k] = _mm512_cvtepu16_epi32(eh);
+    LS[k] = SMC ? _mm512_maskz_mov_epi32(_mm512_test_epi32_mask(lv.J[k], lv.J[k]), k ? s.LS1 : s.LS0) : zero;
+    lv.HT[k] = _mm512_cmple_epi32_mask(lv.W[k], vT);
+  }
+  return float_lanes_from<E>(m, g, lv, wc, LE, LS, t_all, lm, x_tail);
+}
+
+// Chunks whose lanes differ in size, when every lane holds at least two
+// rows' worth of steps; -1 when not handled.
+template <int E>
+WC_AVX512 int decode_float_ragged(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
+                                  uint8_t* lm, uint32_t* x_tail) {
+  if (g.same_rect) return -1;
+  uint32_t t_all = g.steps;
+  for (uint32_t l = 0; l < kLanes; ++l) t_all = std::min(t_all, static_cast<uint32_t>(g.n[l]));
+  if (t_all < 2 * (g.wa + 1)) return -1;
+  const FloatFastConsts c = float_fast_consts(m, g);
+  const FloatParams& p = m.fp;
+  const bool smc = p.nm > 1 || p.sign_ctx;
+#define WC_FLOAT_RAGGED(EMv, S) \
+  if (p.emode == EMv && smc == S) return float_ragged_lanes<E, EMv, S>(m, c, rans, rans_len, g, t_all, lm, x_tail);
+  WC_FLOAT_RAGGED(0, false) WC_FLOAT_RAGGED(1, false) WC_FLOAT_RAGGED(2, false) WC_FLOAT_RAGGED(3, false)
+  WC_FLOAT_RAGGED(4, false) WC_FLOAT_RAGGED(0, true) WC_FLOAT_RAGGED(1, true) WC_FLOAT_RAGGED(2, true)
+  WC_FLOAT_RAGGED(3, true) WC_FLOAT_RAGGED(4, true)
+#undef WC_FLOAT_RAGGED
+  return -1;
+}
+
 // ORs the raw mantissa bits into the raster elements (E bytes each). Field
 // i (rawb bits at bit i * rawb of the section) goes to the low bits of
 // element i. Blocks of 32 fields (16-bit intermediates, when a field plus
@@ -1498,7 +1663,10 @@ WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, cons
   uint32_t x_tail[kLanes];
   uint32_t* xt = tail ? x_tail : nullptr;
   int r = -1;
-  if constexpr (E <= 2) r = decode_float_fast<E>(m, rans, rans_len, g, lm, xt);
+  if constexpr (E <= 2) {
+    r = decode_float_fast<E>(m, rans, rans_len, g, lm, xt);
+    if (r < 0) r = decode_float_ragged<E>(m, rans, rans_len, g, lm, xt);
+  }
   if (r == 0) return 0;
   if (r < 0 && !decode_float_lanes<E>(m, rans, rans_len, g, lm, xt)) return 0;
   if (g.same_rect) same_rect_to_raster<E>(lm, g, cv.w, out);
