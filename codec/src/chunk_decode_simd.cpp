@@ -1209,6 +1209,48 @@ WC_AVX512 WC_INLINE __m512i clamp_sub16(__m512i v, const FloatFastConsts& c) {
   return _mm512_min_epi16(_mm512_max_epi16(_mm512_subs_epi16(v, c.elo16), _mm512_setzero_si512()), c.ne1_16);
 }
 
+// The symbols of one step once the exponent slot indices (i0, i1: 32-bit
+// halves) are known: the exponents, then sign / high mantissa with the
+// context from the exponent (and ls0, ls1: the left sign + 1, 0 for none).
+// Stores the element bits at step t; s.LE and s.LS0 / LS1 take this step's.
+template <int E, bool SMC>
+WC_AVX512 WC_INLINE void float_symbols(const FloatParams& p, const FloatFastConsts& c, FloatFastState& s, __m512i i0,
+                                       __m512i i1, __m512i ls0, __m512i ls1, uint32_t t, WordCursor& wc, uint8_t* lm) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i ee0 = _mm512_and_si512(rans_all16(s.X0, i0, c.slots_e, wc), _mm512_set1_epi32(0xFF));
+  const __m512i ee1 = _mm512_and_si512(rans_all16(s.X1, i1, c.slots_e, wc), _mm512_set1_epi32(0xFF));
+  const __m512i m4095 = _mm512_set1_epi32(4095);
+  __m512i j0, j1;
+  if constexpr (SMC) {
+    __m512i c0 = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(ee0, c.mlo), zero), c.nm1);
+    __m512i c1 = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(ee1, c.mlo), zero), c.nm1);
+    if (p.sign_ctx) {
+      c0 = _mm512_add_epi32(_mm512_add_epi32(c0, _mm512_slli_epi32(c0, 1)), ls0);
+      c1 = _mm512_add_epi32(_mm512_add_epi32(c1, _mm512_slli_epi32(c1, 1)), ls1);
+    }
+    j0 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c0, 12), s.X0, m4095, 0xF8);
+    j1 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c1, 12), s.X1, m4095, 0xF8);
+  } else {
+    j0 = _mm512_and_si512(s.X0, m4095);
+    j1 = _mm512_and_si512(s.X1, m4095);
+  }
+  const __m512i se0 = rans_all16(s.X0, j0, c.slots_s, wc);
+  const __m512i se1 = rans_all16(s.X1, j1, c.slots_s, wc);
+  const __m512i E16 = pack_lo16(ee0, ee1);
+  const __m512i S16 = _mm512_and_si512(pack_lo16(se0, se1), _mm512_set1_epi16(0xFF));
+  const __m512i sign = _mm512_srl_epi16(S16, c.sh_k);
+  const __m512i hi = _mm512_ternarylogic_epi32(_mm512_sll_epi16(sign, c.sh_sign), _mm512_sll_epi16(E16, c.sh_e),
+                                               _mm512_sll_epi16(_mm512_and_si512(S16, c.mh16), c.sh_mh), 0xFE);
+  if constexpr (E == 1) _mm256_storeu_si256(reinterpret_cast<__m256i*>(lm + uint64_t{t} * 32), _mm512_cvtepi16_epi8(hi));
+  else _mm512_storeu_si512(lm + uint64_t{t} * 64, hi);
+  s.LE = E16;
+  if constexpr (SMC) {
+    const __m512i one = _mm512_set1_epi32(1);
+    s.LS0 = _mm512_add_epi32(_mm512_srl_epi32(_mm512_and_si512(se0, _mm512_set1_epi32(0xFF)), c.sh_k), one);
+    s.LS1 = _mm512_add_epi32(_mm512_srl_epi32(_mm512_and_si512(se1, _mm512_set1_epi32(0xFF)), c.sh_k), one);
+  }
+}
+
 template <int E, int EM, bool SMC, bool HT, bool HL>
 WC_AVX512 WC_INLINE bool float_fast_step(const FloatParams& p, const FloatFastConsts& c, FloatFastState& s,
                                          uint32_t t, WordCursor& wc, uint8_t* lm) {
@@ -1249,39 +1291,7 @@ WC_AVX512 WC_INLINE bool float_fast_step(const FloatParams& p, const FloatFastCo
     i0 = _mm512_and_si512(s.X0, _mm512_set1_epi32(4095));
     i1 = _mm512_and_si512(s.X1, _mm512_set1_epi32(4095));
   }
-  const __m512i ee0 = _mm512_and_si512(rans_all16(s.X0, i0, c.slots_e, wc), _mm512_set1_epi32(0xFF));
-  const __m512i ee1 = _mm512_and_si512(rans_all16(s.X1, i1, c.slots_e, wc), _mm512_set1_epi32(0xFF));
-  // Sign / high mantissa, context from the exponent (and the left sign).
-  const __m512i m4095 = _mm512_set1_epi32(4095);
-  __m512i j0, j1;
-  if constexpr (SMC) {
-    __m512i c0 = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(ee0, c.mlo), zero), c.nm1);
-    __m512i c1 = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(ee1, c.mlo), zero), c.nm1);
-    if (p.sign_ctx) {
-      c0 = _mm512_add_epi32(_mm512_add_epi32(c0, _mm512_slli_epi32(c0, 1)), s.LS0);
-      c1 = _mm512_add_epi32(_mm512_add_epi32(c1, _mm512_slli_epi32(c1, 1)), s.LS1);
-    }
-    j0 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c0, 12), s.X0, m4095, 0xF8);
-    j1 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c1, 12), s.X1, m4095, 0xF8);
-  } else {
-    j0 = _mm512_and_si512(s.X0, m4095);
-    j1 = _mm512_and_si512(s.X1, m4095);
-  }
-  const __m512i se0 = rans_all16(s.X0, j0, c.slots_s, wc);
-  const __m512i se1 = rans_all16(s.X1, j1, c.slots_s, wc);
-  const __m512i E16 = pack_lo16(ee0, ee1);
-  const __m512i S16 = _mm512_and_si512(pack_lo16(se0, se1), _mm512_set1_epi16(0xFF));
-  const __m512i sign = _mm512_srl_epi16(S16, c.sh_k);
-  const __m512i hi = _mm512_ternarylogic_epi32(_mm512_sll_epi16(sign, c.sh_sign), _mm512_sll_epi16(E16, c.sh_e),
-                                               _mm512_sll_epi16(_mm512_and_si512(S16, c.mh16), c.sh_mh), 0xFE);
-  if constexpr (E == 1) _mm256_storeu_si256(reinterpret_cast<__m256i*>(lm + uint64_t{t} * 32), _mm512_cvtepi16_epi8(hi));
-  else _mm512_storeu_si512(lm + uint64_t{t} * 64, hi);
-  s.LE = E16;
-  if constexpr (SMC) {
-    const __m512i one = _mm512_set1_epi32(1);
-    s.LS0 = _mm512_add_epi32(_mm512_srl_epi32(_mm512_and_si512(se0, _mm512_set1_epi32(0xFF)), c.sh_k), one);
-    s.LS1 = _mm512_add_epi32(_mm512_srl_epi32(_mm512_and_si512(se1, _mm512_set1_epi32(0xFF)), c.sh_k), one);
-  }
+  float_symbols<E, SMC>(p, c, s, i0, i1, s.LS0, s.LS1, t, wc, lm);
   return true;
 }
 
@@ -1463,11 +1473,8 @@ WC_AVX512 int decode_float_lanes(const ModelView& m, const uint8_t* rans, uint32
 // steps run on all 32 lanes at once with per-lane masks for both
 // neighbours (the contexts of float_fast_step, selected by mask); the
 // longer lanes' remaining elements then go to the masked loop above.
-struct FloatRaggedState {
-  __m512i X0, X1;
-  __m512i LE;        // left exponents (16-bit, 32 lanes)
-  __m512i J;         // column within the lane's row (16-bit, 32 lanes)
-  __m512i LS0, LS1;  // sign + 1 of the previous step (32-bit halves)
+struct FloatRaggedState : FloatFastState {  // LS0, LS1: the previous step's, row start or not
+  __m512i J;  // column within the lane's row (16-bit, 32 lanes)
 };
 
 template <int E, int EM, bool SMC>
@@ -1520,39 +1527,12 @@ WC_AVX512 bool float_ragged_steps(const FloatParams& p, const FloatFastConsts& c
       i0 = _mm512_and_si512(s.X0, m4095);
       i1 = _mm512_and_si512(s.X1, m4095);
     }
-    const __m512i ee0 = _mm512_and_si512(rans_all16(s.X0, i0, c.slots_e, wc), _mm512_set1_epi32(0xFF));
-    const __m512i ee1 = _mm512_and_si512(rans_all16(s.X1, i1, c.slots_e, wc), _mm512_set1_epi32(0xFF));
-    __m512i j0, j1;
-    if constexpr (SMC) {
-      __m512i c0 = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(ee0, c.mlo), zero), c.nm1);
-      __m512i c1 = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(ee1, c.mlo), zero), c.nm1);
-      if (p.sign_ctx) {  // no left sign at a row start
-        const __m512i l0 = _mm512_maskz_mov_epi32(static_cast<__mmask16>(hl), s.LS0);
-        const __m512i l1 = _mm512_maskz_mov_epi32(static_cast<__mmask16>(hl >> 16), s.LS1);
-        c0 = _mm512_add_epi32(_mm512_add_epi32(c0, _mm512_slli_epi32(c0, 1)), l0);
-        c1 = _mm512_add_epi32(_mm512_add_epi32(c1, _mm512_slli_epi32(c1, 1)), l1);
-      }
-      j0 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c0, 12), s.X0, m4095, 0xF8);
-      j1 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c1, 12), s.X1, m4095, 0xF8);
-    } else {
-      j0 = _mm512_and_si512(s.X0, m4095);
-      j1 = _mm512_and_si512(s.X1, m4095);
+    __m512i ls0 = s.LS0, ls1 = s.LS1;
+    if (SMC && p.sign_ctx) {  // no left sign at a row start
+      ls0 = _mm512_maskz_mov_epi32(static_cast<__mmask16>(hl), ls0);
+      ls1 = _mm512_maskz_mov_epi32(static_cast<__mmask16>(hl >> 16), ls1);
     }
-    const __m512i se0 = rans_all16(s.X0, j0, c.slots_s, wc);
-    const __m512i se1 = rans_all16(s.X1, j1, c.slots_s, wc);
-    const __m512i E16 = pack_lo16(ee0, ee1);
-    const __m512i S16 = _mm512_and_si512(pack_lo16(se0, se1), _mm512_set1_epi16(0xFF));
-    const __m512i sign = _mm512_srl_epi16(S16, c.sh_k);
-    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_sll_epi16(sign, c.sh_sign), _mm512_sll_epi16(E16, c.sh_e),
-                                                 _mm512_sll_epi16(_mm512_and_si512(S16, c.mh16), c.sh_mh), 0xFE);
-    if constexpr (E == 1) _mm256_storeu_si256(reinterpret_cast<__m256i*>(lm + uint64_t{t} * 32), _mm512_cvtepi16_epi8(hi));
-    else _mm512_storeu_si512(lm + uint64_t{t} * 64, hi);
-    s.LE = E16;
-    if constexpr (SMC) {
-      const __m512i one = _mm512_set1_epi32(1);
-      s.LS0 = _mm512_add_epi32(_mm512_srl_epi32(_mm512_and_si512(se0, _mm512_set1_epi32(0xFF)), c.sh_k), one);
-      s.LS1 = _mm512_add_epi32(_mm512_srl_epi32(_mm512_and_si512(se1, _mm512_set1_epi32(0xFF)), c.sh_k), one);
-    }
+    float_symbols<E, SMC>(p, c, s, i0, i1, ls0, ls1, t, wc, lm);
     s.J = _mm512_add_epi16(s.J, one16);
     s.J = _mm512_maskz_mov_epi16(_mm512_cmpneq_epi16_mask(s.J, W16), s.J);
   }
@@ -1567,7 +1547,10 @@ WC_AVX512 int float_ragged_lanes(const ModelView& m, const FloatFastConsts& c, c
   LaneVectors lv;
   init_lane_vectors(rans, rans_len, g, &lv, &wc, pad);
   const __m512i zero = _mm512_setzero_si512();
-  FloatRaggedState s{lv.X[0], lv.X[1], zero, zero, zero, zero};
+  FloatRaggedState s;
+  s.X0 = lv.X[0];
+  s.X1 = lv.X[1];
+  s.LE = s.LS0 = s.LS1 = s.J = zero;
   if (!float_ragged_steps<E, EM, SMC>(m.fp, c, g, t_all, s, wc, lm)) return 0;
   // The masked loop's state at step t_all.
   lv.X[0] = s.X0;
