@@ -28,18 +28,15 @@ using wcodec::DType;
 using wcodec::SafetensorsHeader;
 using wcodec::TensorData;
 
-std::vector<uint8_t> le64(uint64_t n) {
-  std::vector<uint8_t> v(8);
-  for (int i = 0; i < 8; ++i) v[i] = static_cast<uint8_t>(n >> (8 * i));
-  return v;
-}
-
 // 8-byte length of `header` (or `len_override`) + header + `data_len` zero bytes.
 std::vector<uint8_t> make_file(const std::string& header, uint64_t data_len,
                                std::optional<uint64_t> len_override = std::nullopt) {
-  std::vector<uint8_t> f = le64(len_override.value_or(header.size()));
-  f.insert(f.end(), header.begin(), header.end());
-  f.resize(f.size() + data_len, 0);
+  // Sized once and filled in place (GCC 12 warns, wrongly, about an insert
+  // into the 8-byte vector when it is inlined here).
+  std::vector<uint8_t> f(8 + header.size() + data_len, 0);
+  const uint64_t n = len_override.value_or(header.size());
+  for (int i = 0; i < 8; ++i) f[i] = static_cast<uint8_t>(n >> (8 * i));
+  std::memcpy(f.data() + 8, header.data(), header.size());
   return f;
 }
 
@@ -503,7 +500,10 @@ std::string tensor_json(const std::string& name, const std::string& dtype, const
 std::vector<BadCase> bad_cases() {
   const Code C = Code::kCorruption;
   const auto one = [](const std::string& dtype, const std::string& shape, const std::string& off) {
-    return "{" + tensor_json("a.weight", dtype, shape, off) + "}";
+    std::string h = "{";
+    h += tensor_json("a.weight", dtype, shape, off);
+    h += '}';
+    return h;
   };
   std::vector<BadCase> v;
   v.push_back({"FileShorterThan8", {1, 0, 0, 0, 0}, C, {"file size 5", "8-byte"}});
