@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "bytes.h"
 #include "chunk_model.h"
@@ -215,10 +216,14 @@ TEST(TileTools, ChosenWhenTheyPayAndDecodeExactly) {
 namespace {
 
 // Decodes damaged copies of every model chunk of et (round 0: intact) with
-// the reference and the vector int decoder: both must accept and reject the
-// same streams, with the same bytes. Adds to *compared and *rejected.
-void int_vector_agrees_on_damage(const EncodedTensor& et, std::mt19937& rng, int rounds, int* compared,
-                                 int* rejected) {
+// the reference and the vector decoder: both must accept and reject the
+// same streams, with the same bytes. decode(mv, cv, ps, rans, a, b) runs
+// both on stream `rans` into a (reference) and b (vector) and returns the
+// reference's verdict and the vector decoder's result (-1: not handled).
+// Adds to *compared and *rejected.
+template <class Decode>
+void vector_agrees_on_damage(const EncodedTensor& et, std::mt19937& rng, int rounds, int* compared, int* rejected,
+                             Decode&& decode) {
   std::shared_ptr<const TensorModel::VectorTables> hold;
   const ModelView mv = et.model.view(&hold);
   for (uint64_t i = 0; i < et.chunks.size(); ++i) {
@@ -230,20 +235,15 @@ void int_vector_agrees_on_damage(const EncodedTensor& et, std::mt19937& rng, int
     et.geom.chunk_rect(i, &row0, &col0, &h, &w);
     ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
                  static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
-    std::vector<uint8_t> lm(simd_lane_major_bytes(cv));
-    std::vector<int32_t> res(h * w), tile(kTile * kTile);
     std::vector<uint8_t> a(c.decoded_size), b(c.decoded_size);
     for (int k = 0; k < rounds; ++k) {
       std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
       if (k) bad[128 + rng() % (bad.size() - 128)] ^= static_cast<uint8_t>(1 + rng() % 255);
-      const bool ok_ref = decode_int_residuals(mv, cv, bad.data(), ps.rans_len, res.data()) &&
-                          int_finish_chunk(mv, cv, ps.map, a.data(), res.data(), tile.data());
-      const int ok_simd =
-          decode_int_chunk_simd(mv, cv, ps.map, bad.data(), ps.rans_len, b.data(), res.data(), tile.data(), lm.data());
+      const auto [ok_ref, ok_simd] = decode(mv, cv, ps, bad.data(), a, b);
       if (ok_simd < 0) GTEST_SKIP() << "no AVX-512 on this CPU";
-      ASSERT_EQ(ok_ref ? 1 : 0, ok_simd) << "chunk " << i << " damage " << k;
+      ASSERT_EQ(ok_ref ? 1 : 0, ok_simd) << et.model.describe() << " chunk " << i << " damage " << k;
       if (ok_ref) {
-        ASSERT_EQ(a, b) << "chunk " << i << " damage " << k;
+        ASSERT_EQ(a, b) << et.model.describe() << " chunk " << i << " damage " << k;
       }
       if (k == 0) {
         ASSERT_TRUE(ok_ref);
@@ -253,6 +253,41 @@ void int_vector_agrees_on_damage(const EncodedTensor& et, std::mt19937& rng, int
       ++*compared;
     }
   }
+}
+
+void int_vector_agrees_on_damage(const EncodedTensor& et, std::mt19937& rng, int rounds, int* compared,
+                                 int* rejected) {
+  std::vector<int32_t> res, tile(kTile * kTile);
+  std::vector<uint8_t> lm;
+  vector_agrees_on_damage(et, rng, rounds, compared, rejected,
+                          [&](const ModelView& mv, const ChunkView& cv, const Parsed& ps, const uint8_t* rans,
+                              std::vector<uint8_t>& a, std::vector<uint8_t>& b) {
+                            res.resize(uint64_t{cv.h} * cv.w);
+                            lm.resize(simd_lane_major_bytes(cv));
+                            const bool ok_ref = decode_int_residuals(mv, cv, rans, ps.rans_len, res.data()) &&
+                                                int_finish_chunk(mv, cv, ps.map, a.data(), res.data(), tile.data());
+                            const int ok_simd = decode_int_chunk_simd(mv, cv, ps.map, rans, ps.rans_len, b.data(),
+                                                                      res.data(), tile.data(), lm.data());
+                            return std::pair{ok_ref, ok_simd};
+                          });
+}
+
+void float_vector_agrees_on_damage(const EncodedTensor& et, std::mt19937& rng, int rounds, int* compared,
+                                   int* rejected) {
+  std::vector<uint16_t> e;
+  std::vector<uint8_t> sm, lm;
+  vector_agrees_on_damage(et, rng, rounds, compared, rejected,
+                          [&](const ModelView& mv, const ChunkView& cv, const Parsed& ps, const uint8_t* rans,
+                              std::vector<uint8_t>& a, std::vector<uint8_t>& b) {
+                            e.resize(uint64_t{cv.h} * cv.w);
+                            sm.resize(uint64_t{cv.h} * cv.w);
+                            lm.resize(simd_lane_major_bytes(cv));
+                            const bool ok_ref = decode_float_chunk(mv, cv, rans, ps.rans_len, ps.raw, ps.raw_len,
+                                                                   a.data(), e.data(), sm.data(), ps.tail);
+                            const int ok_simd = decode_float_chunk_simd(mv, cv, rans, ps.rans_len, ps.raw, ps.raw_len,
+                                                                        b.data(), lm.data(), ps.tail);
+                            return std::pair{ok_ref, ok_simd};
+                          });
 }
 
 // Ternary chunks take a vector path of their own (slot bounds instead of
@@ -336,47 +371,6 @@ TEST(VectorDecoders, Int8AgreesWithReferenceOnDamagedStreams) {
   EXPECT_GE(classes.size(), 2u);
   EXPECT_GT(compared, 400);
   EXPECT_GT(rejected, 0);
-}
-
-// The float decoders on damaged copies of every model chunk of et (round 0:
-// intact), as int_vector_agrees_on_damage.
-void float_vector_agrees_on_damage(const EncodedTensor& et, std::mt19937& rng, int rounds, int* compared,
-                                   int* rejected) {
-  std::shared_ptr<const TensorModel::VectorTables> hold;
-  const ModelView mv = et.model.view(&hold);
-  for (uint64_t i = 0; i < et.chunks.size(); ++i) {
-    const auto& c = et.chunks[i];
-    if (c.method != ChunkMethod::kModel) continue;
-    Parsed ps;
-    ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
-    uint64_t row0, col0, h, w;
-    et.geom.chunk_rect(i, &row0, &col0, &h, &w);
-    ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
-                 static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
-    std::vector<uint8_t> lm(simd_lane_major_bytes(cv));
-    std::vector<uint16_t> e(h * w);
-    std::vector<uint8_t> sm(h * w);
-    std::vector<uint8_t> a(c.decoded_size), b(c.decoded_size);
-    for (int k = 0; k < rounds; ++k) {
-      std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
-      if (k) bad[128 + rng() % (bad.size() - 128)] ^= static_cast<uint8_t>(1 + rng() % 255);
-      const bool ok_ref =
-          decode_float_chunk(mv, cv, bad.data(), ps.rans_len, ps.raw, ps.raw_len, a.data(), e.data(), sm.data(), ps.tail);
-      const int ok_simd =
-          decode_float_chunk_simd(mv, cv, bad.data(), ps.rans_len, ps.raw, ps.raw_len, b.data(), lm.data(), ps.tail);
-      if (ok_simd < 0) GTEST_SKIP() << "no AVX-512 on this CPU";
-      ASSERT_EQ(ok_ref ? 1 : 0, ok_simd) << et.model.describe() << " chunk " << i << " damage " << k;
-      if (ok_ref) {
-        ASSERT_EQ(a, b) << et.model.describe() << " chunk " << i << " damage " << k;
-      }
-      if (k == 0) {
-        ASSERT_TRUE(ok_ref);
-        ASSERT_EQ(chunk_hash(a.data(), a.size()), c.xxh3);
-      }
-      *rejected += !ok_ref;
-      ++*compared;
-    }
-  }
 }
 
 // Float chunks whose 32 lane rectangles differ in width (wa and wa + 1
