@@ -6,6 +6,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -1312,16 +1313,8 @@ static void int_side_info(const TensorGeometry& g, const std::vector<int32_t>& v
     (*cc)[c] = mag_class(static_cast<double>(cs[c]) / static_cast<double>(g.rows));
 }
 
-// Histogram of value(0) .. value(n - 1), values clamped to 1023.
-template <typename Value>
-static std::vector<uint64_t> value_hist(uint64_t n, Value&& value) {
-  std::vector<uint64_t> h(1024, 0);
-  for (uint64_t i = 0; i < n; ++i) h[std::min<uint64_t>(value(i), 1023)]++;
-  return h;
-}
-
-// Thresholds splitting the distribution of n values (histogram h from
-// value_hist) into k classes (quantiles).
+// Thresholds splitting the distribution of n values (histogram h over
+// values 0..1023) into k classes (quantiles).
 static std::vector<uint32_t> hist_thresholds(const std::vector<uint64_t>& h, uint64_t n, uint32_t k) {
   std::vector<uint32_t> thr;
   if (n == 0 || k < 2) return thr;
@@ -1509,20 +1502,38 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
     sampled += (h + row_step - 1) / row_step * w;
   }
   const double scale = static_cast<double>(total) / static_cast<double>(std::max<uint64_t>(1, sampled));
-  // Activity distribution for thresholds.
-  std::vector<uint32_t> acts, la3, la9;
+  // Distributions for the thresholds, counted in one pass over every
+  // third element of the sampled chunks: the activity without an extra
+  // neighbour and with |L3| or |L9| added (act_hist[0..2]), and the scale
+  // value of each side combination (scale_hist[sides]: 1 row, 2 column,
+  // 3 both; 0 none, all at 0). Values are clamped to 1023.
+  std::array<std::vector<uint64_t>, 3> act_hist;
+  std::array<std::vector<uint64_t>, 4> scale_hist;
+  for (auto& h : act_hist) h.assign(1024, 0);
+  for (auto& h : scale_hist) h.assign(1024, 0);
+  uint64_t n_hist = 0;
   for (auto ci : sample) {
     ChunkRef c = chunk_ref(g, nullptr, ci);
-    for (uint64_t r = 0; r < c.h; r += 1)
+    for (uint64_t r = 0; r < c.h; r += 1) {
+      const uint32_t rv = (*rc)[c.row0 + r];
       for (uint64_t cc2 = 0; cc2 < c.w; cc2 += 3) {
         const uint64_t i = (c.row0 + r) * g.cols + c.col0 + cc2;
         const int32_t l = cc2 > 0 ? vals[i - 1] : 0, l2 = cc2 > 1 ? vals[i - 2] : 0;
         const int32_t t = r > 0 ? vals[i - g.cols] : 0;
-        acts.push_back(2 * iabs32(l) + iabs32(t) + iabs32(l2));
-        la3.push_back(cc2 > 2 ? iabs32(vals[i - 3]) : 0);
-        la9.push_back(cc2 > 8 ? iabs32(vals[i - 9]) : 0);
+        const uint32_t a = 2 * iabs32(l) + iabs32(t) + iabs32(l2);
+        const uint32_t a3 = cc2 > 2 ? iabs32(vals[i - 3]) : 0, a9 = cc2 > 8 ? iabs32(vals[i - 9]) : 0;
+        act_hist[0][std::min<uint32_t>(a, 1023)]++;
+        act_hist[1][std::min<uint32_t>(a + a3, 1023)]++;
+        act_hist[2][std::min<uint32_t>(a + a9, 1023)]++;
+        const uint32_t cv = (*cc)[c.col0 + cc2];
+        scale_hist[1][std::min<uint32_t>(rv, 1023)]++;
+        scale_hist[2][std::min<uint32_t>(cv, 1023)]++;
+        scale_hist[3][std::min<uint32_t>(rv + cv, 1023)]++;
+        ++n_hist;
       }
+    }
   }
+  scale_hist[0][0] = n_hist;
   // Candidates are evaluated on the sample with contexts over the whole
   // chunk (lane edges ignored: an estimate).
   struct SampleChunk {
@@ -1647,34 +1658,13 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   best.nb = 1;
   best.ns = 1;
   double best_cost = eval(best);
-  // Histograms of the activities (by extra neighbour) and of the scale
-  // values (by the sides used), each counted once for all candidates.
-  std::map<int, std::vector<uint64_t>> act_hist, scale_hist;
   auto set_thresholds = [&](IntParams& p) {
     const int oa = p.nbr_mode == 0 && (p.off_a == 3 || p.off_a == 9) ? p.off_a : 0;
-    auto ah = act_hist.find(oa);
-    if (ah == act_hist.end()) {
-      const std::vector<uint32_t>* la = oa == 3 ? &la3 : (oa == 9 ? &la9 : nullptr);
-      ah = act_hist.emplace(oa, value_hist(acts.size(), [&](uint64_t i) { return acts[i] + (la ? (*la)[i] : 0u); }))
-               .first;
-    }
-    auto thr = hist_thresholds(ah->second, acts.size(), p.nb);
+    auto thr = hist_thresholds(act_hist[oa == 3 ? 1 : (oa == 9 ? 2 : 0)], n_hist, p.nb);
     for (size_t i = 0; i < thr.size(); ++i) p.thr[i] = static_cast<uint16_t>(std::min<uint32_t>(thr[i], 65535));
     if (p.ns > 1) {
       const int sides = (p.use_rc ? 1 : 0) | (p.use_cc ? 2 : 0);
-      auto sh = scale_hist.find(sides);
-      if (sh == scale_hist.end()) {
-        std::vector<uint32_t> sv;
-        sv.reserve(acts.size());
-        for (auto ci : sample) {
-          ChunkRef c = chunk_ref(g, nullptr, ci);
-          for (uint64_t r = 0; r < c.h; r += 1)
-            for (uint64_t cc2 = 0; cc2 < c.w; cc2 += 3)
-              sv.push_back((p.use_rc ? (*rc)[c.row0 + r] : 0u) + (p.use_cc ? (*cc)[c.col0 + cc2] : 0u));
-        }
-        sh = scale_hist.emplace(sides, value_hist(sv.size(), [&](uint64_t i) { return sv[i]; })).first;
-      }
-      auto st = hist_thresholds(sh->second, acts.size(), p.ns);
+      auto st = hist_thresholds(scale_hist[sides], n_hist, p.ns);
       for (size_t i = 0; i < st.size(); ++i) p.sthr[i] = static_cast<uint8_t>(std::min<uint32_t>(st[i], 255));
     }
   };
@@ -2042,8 +2032,13 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       if (has_map[i] && !pays(c, maps[i])) has_map[i] = 0;
     };
     // Default profile: search a sample of chunks; the rest only if some
-    // sampled chunk keeps a map.
-    std::vector<uint64_t> probe = opt.exhaustive_tools ? sample_chunks(g, UINT64_MAX) : sample_chunks(g, 1u << 16);
+    // sampled chunk keeps a map. Ternary codes are not searched: a predicted
+    // or transformed tile of -1/0/+1 codes has residuals over a wider
+    // alphabet than the codes themselves, and the tool probe was an eighth
+    // of their encode time for nothing.
+    std::vector<uint64_t> probe;
+    if (opt.exhaustive_tools) probe = sample_chunks(g, UINT64_MAX);
+    else if (m.ip.sub != kIntTernary) probe = sample_chunks(g, 1u << 16);
     bool search_rest = false;
     for (auto i : probe) {
       search(i);
