@@ -699,11 +699,12 @@ static void visit_int_elems(const IntParams& p, const uint8_t* rc, const uint8_t
   for (uint32_t l = 0; l < kLanes; ++l) {
     const LaneRect rect = lane_rect(h, w, l);
     uint32_t t = 0;
-    // nbr_mode 0: past the first `head` columns of a lane row every left
-    // neighbour exists, and int_ctx reduces to the loop below (the same
+    // Past the first `head` columns of a lane row every left neighbour a
+    // mode reads exists, and int_ctx reduces to the loops below (the same
     // contexts, without its per-element edge tests and mode dispatch).
-    const uint32_t head = p.nbr_mode == 0 ? std::min(rect.w, std::max<uint32_t>(2, p.off_a)) : rect.w;
-    const uint32_t oa = p.off_a;
+    const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;
+    const uint32_t reach = p.nbr_mode == 2 ? std::max<uint32_t>(1, oa) : std::max<uint32_t>({2u, oa, ob});
+    const uint32_t head = std::min(rect.w, reach);
     for (uint32_t r = rect.r0; r < rect.r0 + rect.h; ++r) {
       const uint32_t rowpart = p.use_rc ? rc[row0 + r] : 0u;
       const int32_t* row = res + uint64_t{r} * w;
@@ -726,10 +727,31 @@ static void visit_int_elems(const IntParams& p, const uint8_t* rc, const uint8_t
           emit(l, t, r, c, int_ctx_act(p, L, a, lv > 0 ? 1u : (lv < 0 ? 2u : 0u), sc), row[c]);
         }
       };
+      auto q = [](int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); };
+      // nbr_mode 1: signs of L1, L2, off_a (if any), T and off_b (if any).
+      auto signs = [&](auto has_up) {
+        for (; c < rect.c0 + rect.w; ++c, ++t) {
+          const uint32_t sc = L.scale[rowpart + (ccs ? ccs[c] : 0u)];
+          uint32_t k = (q(row[c - 1]) * 3u + q(row[c - 2])) * 3u + (oa ? q(row[c - oa]) : 0u);
+          k = k * 3u + (has_up.value ? q(up[c]) : 0u);
+          emit(l, t, r, c, ob ? sc * 243u + k * 3u + q(row[c - ob]) : sc * 81u + k, row[c]);
+        }
+      };
       using T = std::true_type;
       using F = std::false_type;
-      if (up) oa ? interior(T{}, T{}) : interior(T{}, F{});
-      else oa ? interior(F{}, T{}) : interior(F{}, F{});
+      if (p.nbr_mode == 1) {
+        up ? signs(T{}) : signs(F{});
+      } else if (p.nbr_mode == 2) {
+        // Column phase and the signs of L1 and off_a (if any).
+        for (; c < rect.c0 + rect.w; ++c, ++t) {
+          const uint32_t sc = L.scale[rowpart + (ccs ? ccs[c] : 0u)];
+          emit(l, t, r, c, (sc * p.period + kp[c]) * 9u + q(row[c - 1]) * 3u + (oa ? q(row[c - oa]) : 0u), row[c]);
+        }
+      } else if (up) {
+        oa ? interior(T{}, T{}) : interior(T{}, F{});
+      } else {
+        oa ? interior(F{}, T{}) : interior(F{}, F{});
+      }
     }
   }
 }
