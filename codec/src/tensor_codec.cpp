@@ -1283,9 +1283,12 @@ static void int_values(const IntParams& p, const TensorGeometry& g, const uint8_
     auto fill = [&](auto sub) {
       for (uint64_t r = 0; r < g.rows; ++r) {
         const uint8_t* zrow = aux.bytes + r * aux.cols;
-        for (uint64_t c = 0; c < g.cols; ++c) {
-          const uint64_t i = r * g.cols + c;
-          out[i] = int_code_to_value(sub.value, static_cast<uint32_t>(code_at(sub.value, data, i)), zrow[c / p.zgroup]);
+        // Group by group: one zero point per run of zgroup codes.
+        for (uint64_t c0 = 0, zi = 0; c0 < g.cols; c0 += p.zgroup, ++zi) {
+          const uint8_t z = zrow[zi];
+          const uint64_t i1 = r * g.cols + std::min<uint64_t>(g.cols, c0 + p.zgroup);
+          for (uint64_t i = r * g.cols + c0; i < i1; ++i)
+            out[i] = int_code_to_value(sub.value, static_cast<uint32_t>(code_at(sub.value, data, i)), z);
         }
       }
     };
