@@ -1508,10 +1508,11 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   int_side_info(g, vals, rc, cc);
   // About as many sampled elements per model parameter for every kind:
   // ternary models (3 symbols, up to 243 contexts per scale class) need a
-  // quarter of the sample of the wide-alphabet ones. On isnet ternary the
-  // smaller sample picks models as good (0.6885 of the file, was 0.6887)
-  // and the search takes a quarter of the time.
-  const uint64_t kSampleElems = base.sub == kIntTernary ? 1u << 15 : 1u << 17;
+  // quarter of the sample of the 8-bit ones, 4-bit models (about 40
+  // symbols) half. On isnet ternary the smaller sample picks models as good
+  // (0.6885 of the file, was 0.6887) and the search takes a quarter of the
+  // time.
+  const uint64_t kSampleElems = base.sub == kIntTernary ? 1u << 15 : (base.sub == kIntNibble ? 1u << 16 : 1u << 17);
   auto sample = sample_chunks(g, kSampleElems);
   const uint64_t total = g.rows * g.cols;
   // The sample is whole chunks, and one chunk of 2- or 4-bit codes holds far
