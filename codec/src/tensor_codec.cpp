@@ -11,7 +11,6 @@
 #include <cstring>
 #include <limits>
 #include <list>
-#include <map>
 #include <mutex>
 #include <numeric>
 #include <type_traits>
