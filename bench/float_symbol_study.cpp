@@ -17,7 +17,9 @@
 // table sizes, and the decode rate of both loops (each checked against the
 // source elements). Layout: every F16/BF16 tensor's elements in chunks of
 // 32 lanes of 8 rows x 64 columns (a tensor's last partial chunk is left
-// out); one set of tables per file (8 exponent contexts).
+// out); one set of tables per file (8 exponent contexts). Tables, slot
+// tables and streams come from the codec (normalize_counts, the vector
+// decoder's tables, RansEncoder); only the two decode loops are the study's.
 //
 //   build/bench/float_symbol_study FILE.safetensors...
 #include <immintrin.h>
@@ -38,6 +40,8 @@
 #include <string>
 #include <vector>
 
+#include "rans.h"
+#include "tensor_codec.h"
 #include "wcodec/safetensors.h"
 
 namespace {
@@ -48,86 +52,40 @@ constexpr int kCtx = 8;
 
 #define STUDY_AVX512 __attribute__((target("avx512f,avx512bw,popcnt")))
 
-struct Table {
-  std::vector<uint32_t> freq, start;
-};
+using wcodec::FreqTable;
 
-// Counts -> frequencies summing to 4096, every seen symbol at least 1.
-Table normalize(const std::vector<uint64_t>& cnt) {
-  Table t;
-  t.freq.assign(cnt.size(), 0);
-  t.start.assign(cnt.size(), 0);
-  uint64_t tot = 0;
-  for (auto c : cnt) tot += c;
-  if (!tot) {
-    t.freq[0] = 4096;
-    return t;
-  }
-  int64_t sum = 0;
-  for (size_t i = 0; i < cnt.size(); ++i) {
-    if (!cnt[i]) continue;
-    t.freq[i] = std::max<uint32_t>(1, static_cast<uint32_t>(std::llround(static_cast<double>(cnt[i]) * 4096 / tot)));
-    sum += t.freq[i];
-  }
-  while (sum != 4096) {
-    const size_t b = static_cast<size_t>(std::max_element(t.freq.begin(), t.freq.end()) - t.freq.begin());
-    if (sum > 4096) {
-      const uint32_t d = static_cast<uint32_t>(std::min<int64_t>(sum - 4096, t.freq[b] - 1));
-      t.freq[b] -= d;
-      sum -= d;
-    } else {
-      t.freq[b] += static_cast<uint32_t>(4096 - sum);
-      sum = 4096;
-    }
-  }
-  uint32_t c = 0;
-  for (size_t i = 0; i < cnt.size(); ++i) {
-    t.start[i] = c;
-    c += t.freq[i];
-  }
-  return t;
-}
+FreqTable table_of(const std::vector<uint64_t>& counts) { return wcodec::normalize_counts(counts, 12); }
 
-// Slot entries as the product's vector decoder packs them:
-// symbol | (freq - 1) << 8 | (slot - start) << 20.
-std::vector<uint32_t> slot_tables(const std::vector<Table>& ts) {
-  std::vector<uint32_t> out(ts.size() * 4096, 0);
-  for (size_t i = 0; i < ts.size(); ++i)
-    for (size_t s = 0; s < ts[i].freq.size(); ++s)
-      for (uint32_t k = 0; k < ts[i].freq[s]; ++k)
-        out[i * 4096 + ts[i].start[s] + k] = static_cast<uint32_t>(s) | ((ts[i].freq[s] - 1) << 8) | (k << 20);
-  return out;
-}
-
-struct Symbol {
-  uint32_t freq, start;
-};
-
-// One chunk's coded form: 32 final states and the words in decode order.
+// One chunk's coded form as the codec writes it: 32 final states (u32),
+// then the 16-bit words in decode order (padded: the loops load 16 at once).
 struct Coded {
-  std::vector<uint32_t> x;
-  std::vector<uint16_t> words;
+  std::vector<uint8_t> bytes;
+  const uint32_t* x() const { return reinterpret_cast<const uint32_t*>(bytes.data()); }
+  const uint16_t* words() const { return reinterpret_cast<const uint16_t*>(bytes.data() + 128); }
 };
 
-// rANS-encodes groups of 16 symbols (lanes 0..15 or 16..31, alternating
-// halves, in decode order) into the word order the decode loops read.
-Coded encode_groups(const std::vector<std::vector<Symbol>>& groups) {
+// The vector decoder's slot tables (16 KiB per context) of a float model
+// with these exponent (t0) and sign/mantissa (t1) tables, built by the codec.
+struct Slots {
+  wcodec::TensorModel model;
+  std::shared_ptr<const wcodec::TensorModel::VectorTables> hold;
+  wcodec::ModelView view;
+};
+
+Slots slots_of(std::vector<FreqTable> t0, std::vector<FreqTable> t1) {
+  Slots s;
+  s.model.kind = wcodec::ModelKind::kFloat;
+  s.model.t0 = std::move(t0);
+  s.model.t1 = std::move(t1);
+  s.model.finalize();
+  s.view = s.model.view(&s.hold);
+  return s;
+}
+
+Coded finish(wcodec::RansEncoder& enc) {
   Coded c;
-  c.x.assign(32, kL);
-  for (size_t g = groups.size(); g-- > 0;) {
-    const int half = static_cast<int>(g % 2);
-    for (int li = 15; li >= 0; --li) {
-      const Symbol& s = groups[g][static_cast<size_t>(li)];
-      uint32_t& x = c.x[static_cast<size_t>(16 * half + li)];
-      if (x >= (uint64_t{s.freq} << 20)) {
-        c.words.push_back(static_cast<uint16_t>(x & 0xFFFF));
-        x >>= 16;
-      }
-      x = ((x / s.freq) << 12) + (x % s.freq) + s.start;
-    }
-  }
-  std::reverse(c.words.begin(), c.words.end());
-  c.words.resize(c.words.size() + 64, 0);  // the loops load 16 words at a time
+  enc.finish(c.bytes);
+  c.bytes.resize(c.bytes.size() + 64, 0);
   return c;
 }
 
@@ -164,9 +122,9 @@ STUDY_AVX512 inline __m512i exp_ctx(__m512i e, int elo) {
 // major (step * 32 + lane). Joint: one symbol per element.
 template <bool kJoint>
 STUDY_AVX512 void decode_chunk(const Loop& lp, const Coded& c, uint16_t* out) {
-  const uint16_t* w = c.words.data();
+  const uint16_t* w = c.words();
   uint32_t pos = 0;
-  __m512i x0 = _mm512_loadu_si512(c.x.data()), x1 = _mm512_loadu_si512(c.x.data() + 16);
+  __m512i x0 = _mm512_loadu_si512(c.x()), x1 = _mm512_loadu_si512(c.x() + 16);
   const __m512i seven = _mm512_set1_epi32(7), three = _mm512_set1_epi32(3);
   const __m512i pick = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26,
                                         24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -259,11 +217,11 @@ int study(const std::string& path) {
         cs[static_cast<size_t>(sm_ctx(ex[i]))][static_cast<size_t>(sm[i])]++;
         cj[static_cast<size_t>(ctx_of(left_exp(i, k, true)))][joint(i)]++;
       }
-  std::vector<Table> te, ts, tj, tp;
+  std::vector<FreqTable> te, ts, tj, tp;
   for (int c = 0; c < kCtx; ++c) {
-    te.push_back(normalize(ce[static_cast<size_t>(c)]));
-    ts.push_back(normalize(cs[static_cast<size_t>(c)]));
-    tj.push_back(normalize(cj[static_cast<size_t>(c)]));
+    te.push_back(table_of(ce[static_cast<size_t>(c)]));
+    ts.push_back(table_of(cs[static_cast<size_t>(c)]));
+    tj.push_back(table_of(cj[static_cast<size_t>(c)]));
   }
   // Product tables: P(e | ctx) * P(sm | e), quantized like the others.
   for (int c = 0; c < kCtx; ++c) {
@@ -273,7 +231,7 @@ int study(const std::string& path) {
         prod[static_cast<size_t>(jw(e) << 3 | s)] +=
             uint64_t{te[static_cast<size_t>(c)].freq[static_cast<size_t>(e)]} *
             ts[static_cast<size_t>(sm_ctx(e))].freq[static_cast<size_t>(s)];
-    tp.push_back(normalize(prod));
+    tp.push_back(table_of(prod));
   }
   // Modeled bits per element under each set of tables.
   double b_split = 0, b_joint = 0, b_prod = 0;
@@ -292,31 +250,16 @@ int study(const std::string& path) {
   std::vector<Coded> split(nch), jnt(nch);
   std::vector<uint16_t> want_split(n), want_joint(n);
   for (size_t ch = 0; ch < nch; ++ch) {
-    std::vector<std::vector<Symbol>> gs, gj;
+    wcodec::RansEncoder es, ej;  // symbols in decode order
     for (int k = 0; k < kPer; ++k) {
-      for (int pass = 0; pass < 2; ++pass)
-        for (int h = 0; h < 2; ++h) {
-          std::vector<Symbol> g;
-          for (int l = 16 * h; l < 16 * h + 16; ++l) {
-            const size_t i = at(ch, l, k);
-            if (pass == 0) {
-              const Table& t = te[static_cast<size_t>(ctx_of(left_exp(i, k, false)))];
-              g.push_back({t.freq[static_cast<size_t>(ex[i])], t.start[static_cast<size_t>(ex[i])]});
-            } else {
-              const Table& t = ts[static_cast<size_t>(sm_ctx(ex[i]))];
-              g.push_back({t.freq[static_cast<size_t>(sm[i])], t.start[static_cast<size_t>(sm[i])]});
-            }
-          }
-          gs.push_back(std::move(g));
-        }
-      for (int h = 0; h < 2; ++h) {
-        std::vector<Symbol> g;
-        for (int l = 16 * h; l < 16 * h + 16; ++l) {
-          const size_t i = at(ch, l, k);
-          const Table& t = tj[static_cast<size_t>(ctx_of(left_exp(i, k, true)))];
-          g.push_back({t.freq[joint(i)], t.start[joint(i)]});
-        }
-        gj.push_back(std::move(g));
+      for (int l = 0; l < 32; ++l) {
+        const size_t i = at(ch, l, k);
+        es.put(l, te[static_cast<size_t>(ctx_of(left_exp(i, k, false)))], static_cast<uint32_t>(ex[i]));
+      }
+      for (int l = 0; l < 32; ++l) {
+        const size_t i = at(ch, l, k);
+        es.put(l, ts[static_cast<size_t>(sm_ctx(ex[i]))], static_cast<uint32_t>(sm[i]));
+        ej.put(l, tj[static_cast<size_t>(ctx_of(left_exp(i, k, true)))], static_cast<uint32_t>(joint(i)));
       }
       for (int l = 0; l < 32; ++l) {
         const size_t i = at(ch, l, k), o = ch * kChunk + static_cast<size_t>(k) * 32 + static_cast<size_t>(l);
@@ -325,13 +268,14 @@ int study(const std::string& path) {
         want_joint[o] = static_cast<uint16_t>(low | (jw(ex[i]) + jbase) << mbits);
       }
     }
-    split[ch] = encode_groups(gs);
-    jnt[ch] = encode_groups(gj);
+    split[ch] = finish(es);
+    jnt[ch] = finish(ej);
   }
-  const auto se = slot_tables(te), ss = slot_tables(ts), sj = slot_tables(tj);
+  const Slots split_slots = slots_of(te, ts), joint_slots = slots_of(tj, {});
   std::vector<uint16_t> out(n);
   auto time = [&](bool joint_loop, double* rate) {
-    const Loop lp{joint_loop ? sj.data() : se.data(), ss.data(), elo, jbase, mbits};
+    const Loop lp{joint_loop ? joint_slots.view.slot_all : split_slots.view.slot_all, split_slots.view.slot1_all, elo,
+                  jbase, mbits};
     double best = 1e30;
     for (int it = 0; it < 20; ++it) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -354,11 +298,11 @@ int study(const std::string& path) {
   std::printf("| tables | modeled bits/element | table KiB (decoder) | decode M elements/s | check |\n");
   std::printf("|---|---|---|---|---|\n");
   std::printf("| split: exponent, then sign+2 mantissa bits | %.4f | %zu | %.0f | %s |\n", b_split / ne,
-              (se.size() + ss.size()) * 4 / 1024, r_split, ok_split ? "exact" : "MISMATCH");
-  std::printf("| joint, fitted | %.4f | %zu | %.0f (%.2fx) | %s |\n", b_joint / ne, sj.size() * 4 / 1024, r_joint,
+              (te.size() + ts.size()) * 16, r_split, ok_split ? "exact" : "MISMATCH");
+  std::printf("| joint, fitted | %.4f | %zu | %.0f (%.2fx) | %s |\n", b_joint / ne, tj.size() * 16, r_joint,
               r_joint / r_split, ok_joint ? "exact" : "MISMATCH");
   std::printf("| joint, product of the split tables | %.4f (%+.2f%%) | %zu | as fitted | |\n", b_prod / ne,
-              100 * (b_prod - b_split) / b_split, sj.size() * 4 / 1024);
+              100 * (b_prod - b_split) / b_split, tp.size() * 16);
   return ok_split && ok_joint ? 0 : 1;
 }
 
