@@ -731,6 +731,65 @@ TEST(ChunkPayload, ModelCodedChunkOfRealBf16File) {
   check_damaged_chunk(s, *ci);
 }
 
+// Float chunks decoded two at a time (Reader::decode_chunk_pair, and
+// Reader::read over both): a damaged chunk fails with a message naming its
+// tensor and chunk, its partner still decodes to the original bytes.
+TEST(ChunkPayload, DamagedChunkOfAFloatPair) {
+  const Source s = encode_source("stories260K.bf16.4k",
+                                 wctest::read_file(wctest::data_dir() / "stories260K.bf16.safetensors"), 4096);
+  check_pristine(s);
+  if (HasFatalFailure()) return;
+  auto pr = open_bytes("pair.pristine.wcodec", s.enc);
+  ASSERT_TRUE(pr.ok()) << pr.status().ToString();
+  std::vector<size_t> firsts;
+  for (size_t i = 0; i + 1 < (*pr)->num_chunks(); ++i)
+    if ((*pr)->pairable(i, i + 1)) firsts.push_back(i);
+  ASSERT_GE(firsts.size(), 10u) << "no pairable float chunks in " << s.name;
+  auto orig_of = [&](const wcodec::ChunkEntry& c) {
+    return std::vector<uint8_t>(s.orig.begin() + static_cast<ptrdiff_t>(c.decoded_offset),
+                                s.orig.begin() + static_cast<ptrdiff_t>(c.decoded_offset + c.decoded_size));
+  };
+  for (size_t i : firsts) {
+    std::vector<uint8_t> a((*pr)->chunk(i).decoded_size), b((*pr)->chunk(i + 1).decoded_size);
+    Status sa, sb;
+    (*pr)->decode_chunk_pair(i, a.data(), i + 1, b.data(), &sa, &sb);
+    ASSERT_TRUE(sa.ok() && sb.ok()) << sa.ToString() << " / " << sb.ToString();
+    ASSERT_EQ(a, orig_of((*pr)->chunk(i))) << "chunk " << i;
+    ASSERT_EQ(b, orig_of((*pr)->chunk(i + 1))) << "chunk " << i + 1;
+  }
+  const size_t first = firsts[firsts.size() / 2];
+  for (int side = 0; side < 2; ++side) {
+    const size_t bad = first + static_cast<size_t>(side), good = first + 1 - static_cast<size_t>(side);
+    const wcodec::ChunkEntry c = (*pr)->chunk(bad);
+    const std::string tname = tensor_at(**pr, c.decoded_offset);
+    SCOPED_TRACE("damaged chunk " + std::to_string(bad) + " of \"" + tname + "\"");
+    std::vector<uint8_t> dmg = s.enc;
+    dmg[c.file_offset + c.stored_size / 2] ^= 0x40;
+    auto r = open_bytes("pair.damaged.wcodec", dmg);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const Reader& rd = **r;
+    std::vector<uint8_t> a(rd.chunk(first).decoded_size), b(rd.chunk(first + 1).decoded_size);
+    Status sa, sb;
+    rd.decode_chunk_pair(first, a.data(), first + 1, b.data(), &sa, &sb);
+    const Status& st_bad = side ? sb : sa;
+    const Status& st_good = side ? sa : sb;
+    EXPECT_EQ(st_bad.code(), Code::kCorruption) << st_bad.ToString();
+    EXPECT_TRUE(contains(st_bad.message(), tname)) << st_bad.ToString();
+    EXPECT_TRUE(contains(st_bad.message(), "chunk")) << st_bad.ToString();
+    ASSERT_TRUE(st_good.ok()) << st_good.ToString();
+    EXPECT_EQ(side ? a : b, orig_of(rd.chunk(good))) << "the undamaged chunk of the pair read wrong bytes";
+    // A read over both chunks fails; so does a read of the damaged one.
+    const uint64_t off = rd.chunk(first).decoded_offset;
+    std::vector<uint8_t> both(a.size() + b.size());
+    const Status st = rd.read(off, both.size(), both.data());
+    EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
+    EXPECT_TRUE(contains(st.message(), tname)) << st.ToString();
+    std::vector<uint8_t> one(rd.chunk(good).decoded_size);
+    ASSERT_TRUE(rd.read(rd.chunk(good).decoded_offset, one.size(), one.data()).ok());
+    EXPECT_EQ(one, orig_of(rd.chunk(good)));
+  }
+}
+
 // Raw (method 0) and zstd (method 1) chunks: searched for in the real small
 // files and the edge cases (incompressible bytes give raw chunks).
 std::optional<std::pair<Source, size_t>> find_source_with_method(uint8_t method) {

@@ -180,6 +180,79 @@ TEST(VectorDecoders, EqualReferenceOnEdgeCases) {
   if (compared == 0) GTEST_SKIP() << "no AVX-512 on this CPU: vector decoders not compared";
 }
 
+// Two float chunks decoded together (decode_float_pair_simd) must give what
+// the reference decoder gives for each, and a damaged stream on either side
+// must fail the pair (the caller then decodes each alone).
+TEST(VectorDecoders, FloatChunkPairsEqualReference) {
+  if (!cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the pair decoder is not used";
+  int pairs = 0, damaged = 0;
+  for (const char* name : {"stories260K.bf16.safetensors", "silero_vad_16k.bf16.safetensors"}) {
+    const auto f = wctest::read_file(wctest::data_dir() / name);
+    auto h = parse_safetensors_header(f.data(), f.size(), f.size(), name);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    for (const auto& t : h->tensors) {
+      EncodeOptions o;
+      o.chunk_bytes = 16 * 1024;  // several chunks per tensor
+      auto r = encode_tensor(t, f.data() + h->data_start + t.begin, AuxInput{}, o);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      const EncodedTensor& et = *r;
+      if (et.model.kind != ModelKind::kFloat) continue;
+      std::shared_ptr<const TensorModel::VectorTables> hold;
+      const ModelView mv = et.model.view(&hold);
+      for (uint64_t i = 0; i + 1 < et.chunks.size(); ++i) {
+        const auto &ca = et.chunks[i], &cb = et.chunks[i + 1];
+        if (ca.method != ChunkMethod::kModel || cb.method != ChunkMethod::kModel) continue;
+        uint64_t r0, c0, h0, w0, r1, c1, h1, w1;
+        et.geom.chunk_rect(i, &r0, &c0, &h0, &w0);
+        et.geom.chunk_rect(i + 1, &r1, &c1, &h1, &w1);
+        if (h0 != h1 || w0 != w1) continue;
+        const std::string what = std::string(name) + ": " + t.name + " chunks " + std::to_string(i) + "+1";
+        Parsed pa, pb;
+        ASSERT_TRUE(parse_payload(et.geom, i, ca.payload, &pa) && parse_payload(et.geom, i + 1, cb.payload, &pb));
+        const ChunkView cv{static_cast<uint32_t>(h0), static_cast<uint32_t>(w0), static_cast<uint32_t>(r0),
+                           static_cast<uint32_t>(c0), static_cast<uint32_t>(et.geom.cols)};
+        const uint64_t n = h0 * w0;
+        std::vector<uint16_t> e(n);
+        std::vector<uint8_t> sm(n), ref_a(ca.decoded_size), ref_b(cb.decoded_size);
+        ASSERT_TRUE(decode_float_chunk(mv, cv, pa.rans, pa.rans_len, pa.raw, pa.raw_len, ref_a.data(), e.data(),
+                                       sm.data(), pa.tail));
+        ASSERT_TRUE(decode_float_chunk(mv, cv, pb.rans, pb.rans_len, pb.raw, pb.raw_len, ref_b.data(), e.data(),
+                                       sm.data(), pb.tail));
+        std::vector<uint8_t> lma(simd_lane_major_bytes(cv)), lmb(lma.size());
+        std::vector<uint8_t> out_a(ca.decoded_size, 0x33), out_b(cb.decoded_size, 0x44);
+        FloatPairSide sa{pa.rans, pa.rans_len, pa.raw, pa.raw_len, pa.tail, out_a.data(), lma.data()};
+        FloatPairSide sb{pb.rans, pb.rans_len, pb.raw, pb.raw_len, pb.tail, out_b.data(), lmb.data()};
+        const int rc = decode_float_pair_simd(mv, cv, sa, sb);
+        if (rc < 0) continue;  // a geometry without the same-rectangle loop
+        ASSERT_EQ(rc, 1) << what;
+        ASSERT_EQ(out_a, ref_a) << what << ": first chunk differs from the reference";
+        ASSERT_EQ(out_b, ref_b) << what << ": second chunk differs from the reference";
+        ++pairs;
+        // Damage either side's stream: the pair fails unless the reference
+        // also accepts the damaged stream (then both must agree).
+        for (int side = 0; side < 2; ++side) {
+          const Parsed& ps = side ? pb : pa;
+          std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
+          bad[bad.size() / 2] ^= 0x5a;
+          std::vector<uint8_t> ref_bad(side ? cb.decoded_size : ca.decoded_size);
+          const bool ok_ref = decode_float_chunk(mv, cv, bad.data(), ps.rans_len, ps.raw, ps.raw_len, ref_bad.data(),
+                                                 e.data(), sm.data(), ps.tail);
+          FloatPairSide da = sa, db = sb;
+          (side ? db : da).rans = bad.data();
+          const int rc_bad = decode_float_pair_simd(mv, cv, da, db);
+          EXPECT_EQ(ok_ref ? 1 : 0, rc_bad) << what << ": damaged side " << side;
+          if (ok_ref && rc_bad == 1) {
+            EXPECT_EQ(side ? out_b : out_a, ref_bad) << what;
+          }
+          damaged += !ok_ref;
+        }
+      }
+    }
+  }
+  EXPECT_GT(pairs, 20) << "too few float chunk pairs in the real files";
+  EXPECT_GT(damaged, 20);
+}
+
 }  // namespace
 
 namespace {

@@ -28,6 +28,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "tensor_codec.h"
 
@@ -1209,18 +1210,18 @@ WC_AVX512 WC_INLINE __m512i clamp_sub16(__m512i v, const FloatFastConsts& c) {
   return _mm512_min_epi16(_mm512_max_epi16(_mm512_subs_epi16(v, c.elo16), _mm512_setzero_si512()), c.ne1_16);
 }
 
-// The symbols of one step once the exponent slot indices (i0, i1: 32-bit
-// halves) are known: the exponents, then sign / high mantissa with the
-// context from the exponent (and ls0, ls1: the left sign + 1, 0 for none).
-// Stores the element bits at step t; s.LE and s.LS0 / LS1 take this step's.
-template <int E, bool SMC>
-WC_AVX512 WC_INLINE void float_symbols(const FloatParams& p, const FloatFastConsts& c, FloatFastState& s, __m512i i0,
-                                       __m512i i1, __m512i ls0, __m512i ls1, uint32_t t, WordCursor& wc, uint8_t* lm) {
+// One step's symbols come in three phases, so that a loop over two chunks
+// can issue both chunks' gathers of a phase back to back:
+//   float_sm_slots: the sign / high mantissa slot indices from the decoded
+//     exponents (ee0, ee1) and the left sign + 1 (ls0, ls1; 0 for none);
+//   float_store: the element bits at step t; s.LE and s.LS0 / LS1 take this
+//     step's.
+template <bool SMC>
+WC_AVX512 WC_INLINE void float_sm_slots(const FloatParams& p, const FloatFastConsts& c, const FloatFastState& s,
+                                        __m512i ee0, __m512i ee1, __m512i ls0, __m512i ls1, __m512i* j0,
+                                        __m512i* j1) {
   const __m512i zero = _mm512_setzero_si512();
-  const __m512i ee0 = _mm512_and_si512(rans_all16(s.X0, i0, c.slots_e, wc), _mm512_set1_epi32(0xFF));
-  const __m512i ee1 = _mm512_and_si512(rans_all16(s.X1, i1, c.slots_e, wc), _mm512_set1_epi32(0xFF));
   const __m512i m4095 = _mm512_set1_epi32(4095);
-  __m512i j0, j1;
   if constexpr (SMC) {
     __m512i c0 = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(ee0, c.mlo), zero), c.nm1);
     __m512i c1 = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(ee1, c.mlo), zero), c.nm1);
@@ -1228,14 +1229,17 @@ WC_AVX512 WC_INLINE void float_symbols(const FloatParams& p, const FloatFastCons
       c0 = _mm512_add_epi32(_mm512_add_epi32(c0, _mm512_slli_epi32(c0, 1)), ls0);
       c1 = _mm512_add_epi32(_mm512_add_epi32(c1, _mm512_slli_epi32(c1, 1)), ls1);
     }
-    j0 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c0, 12), s.X0, m4095, 0xF8);
-    j1 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c1, 12), s.X1, m4095, 0xF8);
+    *j0 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c0, 12), s.X0, m4095, 0xF8);
+    *j1 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c1, 12), s.X1, m4095, 0xF8);
   } else {
-    j0 = _mm512_and_si512(s.X0, m4095);
-    j1 = _mm512_and_si512(s.X1, m4095);
+    *j0 = _mm512_and_si512(s.X0, m4095);
+    *j1 = _mm512_and_si512(s.X1, m4095);
   }
-  const __m512i se0 = rans_all16(s.X0, j0, c.slots_s, wc);
-  const __m512i se1 = rans_all16(s.X1, j1, c.slots_s, wc);
+}
+
+template <int E, bool SMC>
+WC_AVX512 WC_INLINE void float_store(const FloatFastConsts& c, FloatFastState& s, __m512i ee0, __m512i ee1,
+                                     __m512i se0, __m512i se1, uint32_t t, uint8_t* lm) {
   const __m512i E16 = pack_lo16(ee0, ee1);
   const __m512i S16 = _mm512_and_si512(pack_lo16(se0, se1), _mm512_set1_epi16(0xFF));
   const __m512i sign = _mm512_srl_epi16(S16, c.sh_k);
@@ -1251,10 +1255,25 @@ WC_AVX512 WC_INLINE void float_symbols(const FloatParams& p, const FloatFastCons
   }
 }
 
-template <int E, int EM, bool SMC, bool HT, bool HL>
-WC_AVX512 WC_INLINE bool float_fast_step(const FloatParams& p, const FloatFastConsts& c, FloatFastState& s,
-                                         uint32_t t, WordCursor& wc, uint8_t* lm) {
-  if (__builtin_expect(wc.pos + kStepWords > wc.n, 0) && !words_tail(&wc)) return false;
+// The symbols of one step once the exponent slot indices (i0, i1: 32-bit
+// halves) are known: the exponents, then sign / high mantissa.
+template <int E, bool SMC>
+WC_AVX512 WC_INLINE void float_symbols(const FloatParams& p, const FloatFastConsts& c, FloatFastState& s, __m512i i0,
+                                       __m512i i1, __m512i ls0, __m512i ls1, uint32_t t, WordCursor& wc, uint8_t* lm) {
+  const __m512i ee0 = _mm512_and_si512(rans_all16(s.X0, i0, c.slots_e, wc), _mm512_set1_epi32(0xFF));
+  const __m512i ee1 = _mm512_and_si512(rans_all16(s.X1, i1, c.slots_e, wc), _mm512_set1_epi32(0xFF));
+  __m512i j0, j1;
+  float_sm_slots<SMC>(p, c, s, ee0, ee1, ls0, ls1, &j0, &j1);
+  const __m512i se0 = rans_all16(s.X0, j0, c.slots_s, wc);
+  const __m512i se1 = rans_all16(s.X1, j1, c.slots_s, wc);
+  float_store<E, SMC>(c, s, ee0, ee1, se0, se1, t, lm);
+}
+
+// The exponent slot indices of a same-rectangle step: the context from the
+// left (s.LE, HL) and top (step t - W of lm, HT) exponents.
+template <int E, int EM, bool HT, bool HL>
+WC_AVX512 WC_INLINE void float_exp_slots(const FloatFastConsts& c, const FloatFastState& s, uint32_t t,
+                                         const uint8_t* lm, __m512i* i0, __m512i* i1) {
   const __m512i zero = _mm512_setzero_si512();
   const __m512i one16 = _mm512_set1_epi16(1);
   __m512i ctx = zero;
@@ -1283,45 +1302,73 @@ WC_AVX512 WC_INLINE bool float_fast_step(const FloatParams& p, const FloatFastCo
       else if constexpr (HL) ctx = _mm512_add_epi16(ql, _mm512_set1_epi16(1 + J * J));
       else ctx = _mm512_add_epi16(qt, _mm512_set1_epi16(1 + J * J + J));
     }
-  }
-  __m512i i0, i1;
-  if constexpr (EM != 0 && (HT || HL)) {
-    slot_index(ctx, s.X0, s.X1, &i0, &i1);
+    slot_index(ctx, s.X0, s.X1, i0, i1);
   } else {
-    i0 = _mm512_and_si512(s.X0, _mm512_set1_epi32(4095));
-    i1 = _mm512_and_si512(s.X1, _mm512_set1_epi32(4095));
+    *i0 = _mm512_and_si512(s.X0, _mm512_set1_epi32(4095));
+    *i1 = _mm512_and_si512(s.X1, _mm512_set1_epi32(4095));
   }
-  float_symbols<E, SMC>(p, c, s, i0, i1, s.LS0, s.LS1, t, wc, lm);
+}
+
+// One same-rectangle step of N chunks decoded together (N = 1 or 2; one
+// model, one geometry), phase by phase across the chunks: every chunk's
+// lanes are an independent chain of gathers, and issuing the chunks'
+// gathers of a phase together lets them overlap.
+template <int N, int E, int EM, bool SMC, bool HT, bool HL>
+WC_AVX512 WC_INLINE bool float_fast_step(const FloatParams& p, const FloatFastConsts& c, FloatFastState* s,
+                                         uint32_t t, WordCursor* wc, uint8_t* const* lm) {
+  for (int n = 0; n < N; ++n)
+    if (__builtin_expect(wc[n].pos + kStepWords > wc[n].n, 0) && !words_tail(&wc[n])) return false;
+  __m512i i0[N], i1[N], ee0[N], ee1[N], se0[N], se1[N];
+  for (int n = 0; n < N; ++n) float_exp_slots<E, EM, HT, HL>(c, s[n], t, lm[n], &i0[n], &i1[n]);
+  for (int n = 0; n < N; ++n) {
+    ee0[n] = _mm512_and_si512(rans_all16(s[n].X0, i0[n], c.slots_e, wc[n]), _mm512_set1_epi32(0xFF));
+    ee1[n] = _mm512_and_si512(rans_all16(s[n].X1, i1[n], c.slots_e, wc[n]), _mm512_set1_epi32(0xFF));
+  }
+  for (int n = 0; n < N; ++n) {
+    __m512i j0, j1;
+    float_sm_slots<SMC>(p, c, s[n], ee0[n], ee1[n], s[n].LS0, s[n].LS1, &j0, &j1);
+    se0[n] = rans_all16(s[n].X0, j0, c.slots_s, wc[n]);
+    se1[n] = rans_all16(s[n].X1, j1, c.slots_s, wc[n]);
+  }
+  for (int n = 0; n < N; ++n) float_store<E, SMC>(c, s[n], ee0[n], ee1[n], se0[n], se1[n], t, lm[n]);
   return true;
 }
 
-template <int E, int EM, bool SMC, bool HT>
-WC_AVX512 WC_INLINE bool float_fast_row(const FloatParams& p, const FloatFastConsts& c, FloatFastState& s, uint32_t t0,
-                              WordCursor& wc, uint8_t* lm) {
-  s.LS0 = s.LS1 = _mm512_setzero_si512();
-  if (!float_fast_step<E, EM, SMC, HT, false>(p, c, s, t0, wc, lm)) return false;
+template <int N, int E, int EM, bool SMC, bool HT>
+WC_AVX512 WC_INLINE bool float_fast_row(const FloatParams& p, const FloatFastConsts& c, FloatFastState* s, uint32_t t0,
+                                        WordCursor* wc, uint8_t* const* lm) {
+  for (int n = 0; n < N; ++n) s[n].LS0 = s[n].LS1 = _mm512_setzero_si512();
+  if (!float_fast_step<N, E, EM, SMC, HT, false>(p, c, s, t0, wc, lm)) return false;
   for (uint32_t j = 1; j < c.W; ++j)
-    if (!float_fast_step<E, EM, SMC, HT, true>(p, c, s, t0 + j, wc, lm)) return false;
+    if (!float_fast_step<N, E, EM, SMC, HT, true>(p, c, s, t0 + j, wc, lm)) return false;
   return true;
 }
 
-template <int E, int EM, bool SMC>
-WC_AVX512 int float_fast_lanes(const FloatParams& p, const FloatFastConsts& c, const uint8_t* rans,
-                               uint32_t rans_len, const LaneGeom& g, uint8_t* lm, uint32_t* x_tail) {
-  WordCursor wc;
-  alignas(64) uint8_t pad[kPadBytes];
-  words_open(&wc, rans, rans_len, pad);
-  FloatFastState s;
-  s.X0 = _mm512_loadu_si512(rans);
-  s.X1 = _mm512_loadu_si512(rans + 64);
-  s.LE = _mm512_setzero_si512();
+// The symbols of N same-rectangle chunks of one model and geometry
+// (streams rans[n], rans_len[n]) into lane-major lm[n]. Returns 1 if all
+// decoded, 0 otherwise (for N = 2 the caller then decodes each chunk
+// alone, which names the chunk at fault).
+template <int N, int E, int EM, bool SMC>
+WC_AVX512 int float_fast_lanes(const FloatParams& p, const FloatFastConsts& c, const uint8_t* const* rans,
+                               const uint32_t* rans_len, const LaneGeom& g, uint8_t* const* lm,
+                               uint32_t* const* x_tail) {
+  WordCursor wc[N];
+  alignas(64) uint8_t pad[N][kPadBytes];
+  FloatFastState s[N];
+  for (int n = 0; n < N; ++n) {
+    words_open(&wc[n], rans[n], rans_len[n], pad[n]);
+    s[n].X0 = _mm512_loadu_si512(rans[n]);
+    s[n].X1 = _mm512_loadu_si512(rans[n] + 64);
+    s[n].LE = _mm512_setzero_si512();
+  }
   for (uint32_t r = 0; r < g.rows; ++r) {
-    const bool ok = r ? float_fast_row<E, EM, SMC, true>(p, c, s, r * c.W, wc, lm)
-                      : float_fast_row<E, EM, SMC, false>(p, c, s, 0, wc, lm);
+    const bool ok = r ? float_fast_row<N, E, EM, SMC, true>(p, c, s, r * c.W, wc, lm)
+                      : float_fast_row<N, E, EM, SMC, false>(p, c, s, 0, wc, lm);
     if (!ok) return 0;
   }
-  if (wc.pos != wc.n) return 0;
-  return float_states_closed(s.X0, s.X1, x_tail) ? 1 : 0;
+  for (int n = 0; n < N; ++n)
+    if (wc[n].pos != wc[n].n || !float_states_closed(s[n].X0, s[n].X1, x_tail[n])) return 0;
+  return 1;
 }
 
 WC_AVX512 FloatFastConsts float_fast_consts(const ModelView& m, const LaneGeom& g) {
@@ -1350,8 +1397,10 @@ WC_AVX512 int decode_float_fast(const ModelView& m, const uint8_t* rans, uint32_
   const FloatFastConsts c = float_fast_consts(m, g);
   const FloatParams& p = m.fp;
   const bool smc = p.nm > 1 || p.sign_ctx;
+  uint8_t* const lms[1] = {lm};
+  uint32_t* const xts[1] = {x_tail};
 #define WC_FLOAT_FAST(EMv, S) \
-  if (p.emode == EMv && smc == S) return float_fast_lanes<E, EMv, S>(p, c, rans, rans_len, g, lm, x_tail);
+  if (p.emode == EMv && smc == S) return float_fast_lanes<1, E, EMv, S>(p, c, &rans, &rans_len, g, lms, xts);
   WC_FLOAT_FAST(0, false) WC_FLOAT_FAST(1, false) WC_FLOAT_FAST(2, false) WC_FLOAT_FAST(3, false)
   WC_FLOAT_FAST(4, false) WC_FLOAT_FAST(0, true) WC_FLOAT_FAST(1, true) WC_FLOAT_FAST(2, true)
   WC_FLOAT_FAST(3, true) WC_FLOAT_FAST(4, true)
@@ -1639,24 +1688,16 @@ WC_AVX512 void or_raw_bits(uint64_t n, const uint8_t* raw, uint64_t raw_len, uin
   }
 }
 
+// Lane-major symbols (lm) -> the chunk's elements in raster order, with the
+// raw low mantissa bits (x_tail: the lanes' tail words of a raw tail chunk).
 template <int E>
-WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
-                                   const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm,
-                                   const LaneGeom& g, bool tail) {
-  uint32_t x_tail[kLanes];
-  uint32_t* xt = tail ? x_tail : nullptr;
-  int r = -1;
-  if constexpr (E <= 2) {
-    r = decode_float_fast<E>(m, rans, rans_len, g, lm, xt);
-    if (r < 0) r = decode_float_ragged<E>(m, rans, rans_len, g, lm, xt);
-  }
-  if (r == 0) return 0;
-  if (r < 0 && !decode_float_lanes<E>(m, rans, rans_len, g, lm, xt)) return 0;
+WC_AVX512 void float_finish_e(const ModelView& m, const ChunkView& cv, const uint8_t* raw, uint64_t raw_len,
+                              uint8_t* out, const uint8_t* lm, const LaneGeom& g, bool tail, const uint32_t* x_tail) {
   if (g.same_rect) same_rect_to_raster<E>(lm, g, cv.w, out);
   else lane_major_to_raster<E>(lm, g, cv.w, out);
   const uint32_t rawb = float_raw_bits(m.fp);
   uint64_t n = uint64_t{cv.h} * cv.w;
-  if (!rawb) return 1;
+  if (!rawb) return;
   auto or_bits = [&](uint64_t cnt, const uint8_t* src, uint64_t rl, uint8_t* o) {
     // 1-byte floats have at most 6 mantissa bits: always the 16-bit form.
     if constexpr (E == 1) or_raw_bits<1, 16>(cnt, src, rl, rawb, o);
@@ -1676,6 +1717,50 @@ WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, cons
     n = ns;
   }
   or_bits(n, raw, raw_len, out);
+}
+
+template <int E>
+WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                                   const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm,
+                                   const LaneGeom& g, bool tail) {
+  uint32_t x_tail[kLanes];
+  uint32_t* xt = tail ? x_tail : nullptr;
+  int r = -1;
+  if constexpr (E <= 2) {
+    r = decode_float_fast<E>(m, rans, rans_len, g, lm, xt);
+    if (r < 0) r = decode_float_ragged<E>(m, rans, rans_len, g, lm, xt);
+  }
+  if (r == 0) return 0;
+  if (r < 0 && !decode_float_lanes<E>(m, rans, rans_len, g, lm, xt)) return 0;
+  float_finish_e<E>(m, cv, raw, raw_len, out, lm, g, tail, x_tail);
+  return 1;
+}
+
+template <int E>
+WC_AVX512 int decode_float_pair_e(const ModelView& m, const ChunkView& cv, const FloatPairSide& a,
+                                  const FloatPairSide& b, const LaneGeom& g) {
+  if constexpr (E > 2) return -1;  // 4-byte floats have no step loop
+  if (!g.same_rect) return -1;
+  const FloatFastConsts c = float_fast_consts(m, g);
+  const FloatParams& p = m.fp;
+  const bool smc = p.nm > 1 || p.sign_ctx;
+  uint32_t xa[kLanes], xb[kLanes];
+  uint32_t* xta = a.tail ? xa : nullptr;
+  uint32_t* xtb = b.tail ? xb : nullptr;
+  int r = -1;
+  const uint8_t* const rans[2] = {a.rans, b.rans};
+  const uint32_t rans_len[2] = {a.rans_len, b.rans_len};
+  uint8_t* const lms[2] = {a.lm, b.lm};
+  uint32_t* const xts[2] = {xta, xtb};
+#define WC_FLOAT_PAIR(EMv, S) \
+  if (p.emode == EMv && smc == S) r = float_fast_lanes<2, E, EMv, S>(p, c, rans, rans_len, g, lms, xts);
+  WC_FLOAT_PAIR(0, false) WC_FLOAT_PAIR(1, false) WC_FLOAT_PAIR(2, false) WC_FLOAT_PAIR(3, false)
+  WC_FLOAT_PAIR(4, false) WC_FLOAT_PAIR(0, true) WC_FLOAT_PAIR(1, true) WC_FLOAT_PAIR(2, true)
+  WC_FLOAT_PAIR(3, true) WC_FLOAT_PAIR(4, true)
+#undef WC_FLOAT_PAIR
+  if (r != 1) return r;
+  float_finish_e<E>(m, cv, a.raw, a.raw_len, a.out, a.lm, g, a.tail, xa);
+  float_finish_e<E>(m, cv, b.raw, b.raw_len, b.out, b.lm, g, b.tail, xb);
   return 1;
 }
 
@@ -1761,6 +1846,22 @@ int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8
     case 1: return decode_float_chunk_e<1>(m, cv, rans, rans_len, raw, raw_len, out, lm, g, tail);
     case 2: return decode_float_chunk_e<2>(m, cv, rans, rans_len, raw, raw_len, out, lm, g, tail);
     case 4: return decode_float_chunk_e<4>(m, cv, rans, rans_len, raw, raw_len, out, lm, g, tail);
+    default: return -1;
+  }
+}
+
+int decode_float_pair_simd(const ModelView& m, const ChunkView& cv, const FloatPairSide& a, const FloatPairSide& b) {
+  if (!simd_enabled() || m.kind != ModelKind::kFloat || !m.slot_all || !m.slot1_all) return -1;
+  if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
+  if (m.fp.eb > 8 || m.fp.k > 7 || float_raw_bits(m.fp) > 24) return -1;
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  for (const FloatPairSide* s : {&a, &b})
+    if (!float_raw_ok(m.fp, n, s->raw_len, s->tail) || s->rans_len < 4 * kLanes || (s->rans_len & 1)) return 0;
+  LaneGeom g;
+  lane_geom(cv, &g);
+  switch (m.fp.elem_bytes) {
+    case 1: return decode_float_pair_e<1>(m, cv, a, b, g);
+    case 2: return decode_float_pair_e<2>(m, cv, a, b, g);
     default: return -1;
   }
 }

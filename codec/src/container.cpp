@@ -495,6 +495,14 @@ struct Reader::Tensor {
   mutable std::atomic<bool> decoded_ready{false};
 };
 
+namespace {
+// The decoders' scratch buffers of this thread.
+DecodeScratch& thread_scratch() {
+  thread_local DecodeScratch scratch;
+  return scratch;
+}
+}  // namespace
+
 Reader::~Reader() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -810,10 +818,61 @@ Status Reader::decode_chunk_from(size_t gi, const uint8_t* payload, uint8_t* out
     zp = tensors_[static_cast<size_t>(t.aux)]->decoded.data();
     zcols = static_cast<uint32_t>((t.geom.cols + t.model->ip.zgroup - 1) / t.model->ip.zgroup);
   }
-  thread_local DecodeScratch scratch;
   return wcodec::decode_chunk(t.geom, t.has_model ? t.model.get() : nullptr, chunk_local_[gi],
                               static_cast<ChunkMethod>(e.method), payload, e.stored_size, e.decoded_size, e.xxh3,
-                              zp, zcols, t.model ? t.model->ip.zgroup : 0, out, scratch, chunk_what(gi));
+                              zp, zcols, t.model ? t.model->ip.zgroup : 0, out, thread_scratch(), chunk_what(gi));
+}
+
+bool Reader::pairable(size_t a, size_t b) const {
+  if (a >= all_chunks_.size() || b >= all_chunks_.size() || a == b || chunk_tensor_[a] != chunk_tensor_[b])
+    return false;
+  const Tensor& t = *tensors_[chunk_tensor_[a]];
+  const ChunkEntry &ea = all_chunks_[a], &eb = all_chunks_[b];
+  return ea.method == 2 && eb.method == 2 && ea.decoded_size == eb.decoded_size && t.has_model && t.model &&
+         t.model->kind == ModelKind::kFloat && t.model->fp.elem_bytes <= 2;
+}
+
+void Reader::decode_pair_from(size_t a, const uint8_t* pa, uint8_t* out_a, size_t b, const uint8_t* pb,
+                              uint8_t* out_b, Status* st_a, Status* st_b) const {
+  if (pairable(a, b)) {
+    const Tensor& t = *tensors_[chunk_tensor_[a]];
+    const ChunkEntry &ea = all_chunks_[a], &eb = all_chunks_[b];
+    const PairChunk ca{chunk_local_[a], pa, ea.stored_size, ea.decoded_size, ea.xxh3, out_a};
+    const PairChunk cb{chunk_local_[b], pb, eb.stored_size, eb.decoded_size, eb.xxh3, out_b};
+    if (wcodec::decode_chunk_pair(t.geom, t.model.get(), ca, cb, thread_scratch())) {
+      *st_a = *st_b = Status::OK();
+      return;
+    }
+  }
+  *st_a = decode_chunk_from(a, pa, out_a);
+  *st_b = decode_chunk_from(b, pb, out_b);
+}
+
+void Reader::decode_chunk_pair(size_t a, uint8_t* out_a, size_t b, uint8_t* out_b, Status* st_a,
+                               Status* st_b) const {
+  if (!pairable(a, b)) {
+    *st_a = decode_chunk(a, out_a);
+    *st_b = decode_chunk(b, out_b);
+    return;
+  }
+  // Float chunks use no zero points: both payloads read into one buffer,
+  // with one pread where they lie back to back.
+  const ChunkEntry &ea = all_chunks_[a], &eb = all_chunks_[b];
+  thread_local std::vector<uint8_t> payload;
+  payload.resize(uint64_t{ea.stored_size} + eb.stored_size);
+  Status st;
+  if (eb.file_offset == ea.file_offset + ea.stored_size) {
+    st = pread_exact(ea.file_offset, payload.size(), payload.data());
+  } else {
+    st = pread_exact(ea.file_offset, ea.stored_size, payload.data());
+    if (st.ok()) st = pread_exact(eb.file_offset, eb.stored_size, payload.data() + ea.stored_size);
+  }
+  if (!st.ok()) {
+    *st_a = decode_chunk(a, out_a);
+    *st_b = decode_chunk(b, out_b);
+    return;
+  }
+  decode_pair_from(a, payload.data(), out_a, b, payload.data() + ea.stored_size, out_b, st_a, st_b);
 }
 
 Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
@@ -833,13 +892,14 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
   // Stored bytes of the chunks ahead, read with one pread where they lie
   // (nearly) back to back in the file: a read over many small chunks costs
   // one system call per run rather than one per chunk. Runs stay within
-  // 256 KiB so that a chunk's bytes are still in cache when it is decoded.
+  // 512 KiB (two large chunks, for a pair decode) so that a chunk's bytes
+  // are still in cache when it is decoded.
   thread_local std::vector<uint8_t> run;
   size_t run_first = SIZE_MAX, run_last = 0;  // chunks [first, last] in `run`
   uint64_t run_off = 0;
   auto payload_of = [&](size_t gi, const uint8_t** p) -> Status {
     if (run_first == SIZE_MAX || gi < run_first || gi > run_last) {
-      constexpr uint64_t kMaxRun = 256u << 10, kMaxGap = 4096;
+      constexpr uint64_t kMaxRun = 512u << 10, kMaxGap = 4096;
       const ChunkEntry& f = all_chunks_[gi];
       uint64_t stop = f.file_offset + f.stored_size;
       size_t last = gi;
@@ -867,6 +927,21 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
     const uint64_t a = offset, b = std::min(end, ce);
     const uint8_t* payload = nullptr;
     WC_RETURN_IF_ERROR(payload_of(gi, &payload));
+    // This chunk and the next, both wanted whole and both in the run read:
+    // decoded together where the decoder interleaves them.
+    if (a == cs && b == ce && gi + 1 <= run_last && all_chunks_[gi + 1].decoded_offset == ce &&
+        ce + all_chunks_[gi + 1].decoded_size <= end && pairable(gi, gi + 1)) {
+      const ChunkEntry& e2 = all_chunks_[gi + 1];
+      Status s1, s2;
+      decode_pair_from(gi, payload, out, gi + 1, run.data() + (e2.file_offset - run_off), out + e.decoded_size, &s1,
+                       &s2);
+      WC_RETURN_IF_ERROR(s1);
+      WC_RETURN_IF_ERROR(s2);
+      out += e.decoded_size + e2.decoded_size;
+      offset = ce + e2.decoded_size;
+      ++gi;
+      continue;
+    }
     if (a == cs && b == ce) {
       WC_RETURN_IF_ERROR(decode_chunk_from(gi, payload, out));
     } else {

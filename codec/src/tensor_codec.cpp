@@ -2356,6 +2356,25 @@ Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, ui
   return Status::OK();
 }
 
+bool decode_chunk_pair(const TensorGeometry& g, const TensorModel* model, const PairChunk& a, const PairChunk& b,
+                       DecodeScratch& scratch) {
+  if (!model || model->kind != ModelKind::kFloat) return false;
+  ModelPayload pa, pb;
+  if (!parse_model_payload(g, *model, a.index, a.payload, a.payload_len, a.decoded_size, std::string(), &pa).ok() ||
+      !parse_model_payload(g, *model, b.index, b.payload, b.payload_len, b.decoded_size, std::string(), &pb).ok())
+    return false;
+  if (pa.cv.h != pb.cv.h || pa.cv.w != pb.cv.w) return false;
+  const size_t lmb = simd_lane_major_bytes(pa.cv);
+  if (scratch.lm.size() < lmb) scratch.lm.resize(lmb);
+  if (scratch.lm2.size() < lmb) scratch.lm2.resize(lmb);
+  std::shared_ptr<const TensorModel::VectorTables> tables_hold;
+  const ModelView mv = model->view(&tables_hold, nullptr, 0);
+  const FloatPairSide sa{pa.rans, pa.rans_len, pa.raw, pa.raw_len, pa.tail, a.out, scratch.lm.data()};
+  const FloatPairSide sb{pb.rans, pb.rans_len, pb.raw, pb.raw_len, pb.tail, b.out, scratch.lm2.data()};
+  if (decode_float_pair_simd(mv, pa.cv, sa, sb) != 1) return false;
+  return chunk_hash(a.out, a.decoded_size) == a.xxh3 && chunk_hash(b.out, b.decoded_size) == b.xxh3;
+}
+
 Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
                     const uint8_t* payload, size_t payload_len, uint64_t decoded_size, uint64_t xxh3,
                     const uint8_t* zp, uint32_t zcols, uint32_t zgroup, uint8_t* out, DecodeScratch& scratch,

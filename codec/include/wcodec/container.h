@@ -145,6 +145,14 @@ class Reader {
   // Decodes chunk `global_index` into out (chunk(i).decoded_size bytes),
   // verifying its checksum.
   Status decode_chunk(size_t global_index, uint8_t* out) const;
+  // Whether chunks a and b decode faster together (decode_chunk_pair):
+  // model-coded chunks of one 1- or 2-byte float tensor, of one size.
+  bool pairable(size_t a, size_t b) const;
+  // Decodes chunks a and b into out_a and out_b (each chunk's decoded size),
+  // verifying both checksums: together where they are pairable, else one
+  // after the other. Each chunk's result goes to *st_a / *st_b, as
+  // decode_chunk would report it.
+  void decode_chunk_pair(size_t a, uint8_t* out_a, size_t b, uint8_t* out_b, Status* st_a, Status* st_b) const;
 
   // Checks the whole-file CRC32 (every stored byte); with full, decodes
   // everything and checks per-tensor CRC32 and the SHA-256 of the original.
@@ -169,6 +177,9 @@ class Reader {
   bool uses_zero_points(size_t global_index) const;
   // decode_chunk with the chunk's stored bytes already read (payload).
   Status decode_chunk_from(size_t global_index, const uint8_t* payload, uint8_t* out) const;
+  // decode_chunk_pair with both chunks' stored bytes already read.
+  void decode_pair_from(size_t a, const uint8_t* pa, uint8_t* out_a, size_t b, const uint8_t* pb, uint8_t* out_b,
+                        Status* st_a, Status* st_b) const;
   std::string chunk_what(size_t global_index) const;
 
   std::string path_;
