@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <set>
 #include <tuple>
@@ -180,23 +181,46 @@ TEST(VectorDecoders, EqualReferenceOnEdgeCases) {
   if (compared == 0) GTEST_SKIP() << "no AVX-512 on this CPU: vector decoders not compared";
 }
 
-// Two float chunks decoded together (decode_float_pair_simd) must give what
-// the reference decoder gives for each, and a damaged stream on either side
-// must fail the pair (the caller then decodes each alone).
-TEST(VectorDecoders, FloatChunkPairsEqualReference) {
+// The reference decoders' result for one model-coded chunk (false:
+// rejected).
+bool reference_decode(const ModelView& mv, const ChunkView& cv, const Parsed& ps, const uint8_t* rans,
+                      std::vector<uint8_t>* out) {
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (mv.kind == ModelKind::kFloat) {
+    std::vector<uint16_t> e(n);
+    std::vector<uint8_t> sm(n);
+    return decode_float_chunk(mv, cv, rans, ps.rans_len, ps.raw, ps.raw_len, out->data(), e.data(), sm.data(),
+                              ps.tail);
+  }
+  std::vector<int32_t> res(n), tile(kTile * kTile);
+  return decode_int_residuals(mv, cv, rans, ps.rans_len, res.data()) &&
+         int_finish_chunk(mv, cv, ps.map, out->data(), res.data(), tile.data());
+}
+
+// Two chunks decoded together (decode_pair_simd: floats, and int8 codes
+// with activity contexts) must give what the reference decoder gives for
+// each, and a damaged stream on either side must fail the pair (the caller
+// then decodes each alone).
+TEST(VectorDecoders, ChunkPairsEqualReference) {
   if (!cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the pair decoder is not used";
-  int pairs = 0, damaged = 0;
-  for (const char* name : {"stories260K.bf16.safetensors", "silero_vad_16k.bf16.safetensors"}) {
+  std::map<ModelKind, int> pairs, damaged;
+  // Small chunks give several per tensor; int8 tensors of 64 KiB chunks
+  // (smaller ones fall back to zstd), tensors of at most 1 MiB.
+  const std::pair<const char*, uint64_t> files[] = {{"stories260K.bf16.safetensors", 4096},
+                                                    {"silero_vad_16k.bf16.safetensors", 4096},
+                                                    {"isnet-medium.rtn-int8.safetensors", 64 * 1024}};
+  for (const auto& [name, chunk] : files) {
     const auto f = wctest::read_file(wctest::data_dir() / name);
     auto h = parse_safetensors_header(f.data(), f.size(), f.size(), name);
     ASSERT_TRUE(h.ok()) << h.status().ToString();
     for (const auto& t : h->tensors) {
+      if (t.nbytes() > (1u << 20) || t.nbytes() < 2 * chunk) continue;
       EncodeOptions o;
-      o.chunk_bytes = 16 * 1024;  // several chunks per tensor
+      o.chunk_bytes = chunk;
       auto r = encode_tensor(t, f.data() + h->data_start + t.begin, AuxInput{}, o);
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       const EncodedTensor& et = *r;
-      if (et.model.kind != ModelKind::kFloat) continue;
+      if (!et.has_model || !model_pairs(et.model)) continue;
       std::shared_ptr<const TensorModel::VectorTables> hold;
       const ModelView mv = et.model.view(&hold);
       for (uint64_t i = 0; i + 1 < et.chunks.size(); ++i) {
@@ -211,23 +235,19 @@ TEST(VectorDecoders, FloatChunkPairsEqualReference) {
         ASSERT_TRUE(parse_payload(et.geom, i, ca.payload, &pa) && parse_payload(et.geom, i + 1, cb.payload, &pb));
         const ChunkView cv{static_cast<uint32_t>(h0), static_cast<uint32_t>(w0), static_cast<uint32_t>(r0),
                            static_cast<uint32_t>(c0), static_cast<uint32_t>(et.geom.cols)};
-        const uint64_t n = h0 * w0;
-        std::vector<uint16_t> e(n);
-        std::vector<uint8_t> sm(n), ref_a(ca.decoded_size), ref_b(cb.decoded_size);
-        ASSERT_TRUE(decode_float_chunk(mv, cv, pa.rans, pa.rans_len, pa.raw, pa.raw_len, ref_a.data(), e.data(),
-                                       sm.data(), pa.tail));
-        ASSERT_TRUE(decode_float_chunk(mv, cv, pb.rans, pb.rans_len, pb.raw, pb.raw_len, ref_b.data(), e.data(),
-                                       sm.data(), pb.tail));
+        std::vector<uint8_t> ref_a(ca.decoded_size), ref_b(cb.decoded_size);
+        ASSERT_TRUE(reference_decode(mv, cv, pa, pa.rans, &ref_a)) << what;
+        ASSERT_TRUE(reference_decode(mv, cv, pb, pb.rans, &ref_b)) << what;
         std::vector<uint8_t> lma(simd_lane_major_bytes(cv)), lmb(lma.size());
         std::vector<uint8_t> out_a(ca.decoded_size, 0x33), out_b(cb.decoded_size, 0x44);
-        FloatPairSide sa{pa.rans, pa.rans_len, pa.raw, pa.raw_len, pa.tail, out_a.data(), lma.data()};
-        FloatPairSide sb{pb.rans, pb.rans_len, pb.raw, pb.raw_len, pb.tail, out_b.data(), lmb.data()};
-        const int rc = decode_float_pair_simd(mv, cv, sa, sb);
-        if (rc < 0) continue;  // a geometry without the same-rectangle loop
+        const PairSide sa{pa.map, pa.rans, pa.rans_len, pa.raw, pa.raw_len, pa.tail, out_a.data(), lma.data()};
+        const PairSide sb{pb.map, pb.rans, pb.rans_len, pb.raw, pb.raw_len, pb.tail, out_b.data(), lmb.data()};
+        const int rc = decode_pair_simd(mv, cv, sa, sb);
+        if (rc < 0) continue;  // a geometry or tile map the paired loops do not take
         ASSERT_EQ(rc, 1) << what;
         ASSERT_EQ(out_a, ref_a) << what << ": first chunk differs from the reference";
         ASSERT_EQ(out_b, ref_b) << what << ": second chunk differs from the reference";
-        ++pairs;
+        ++pairs[mv.kind];
         // Damage either side's stream: the pair fails unless the reference
         // also accepts the damaged stream (then both must agree).
         for (int side = 0; side < 2; ++side) {
@@ -235,23 +255,25 @@ TEST(VectorDecoders, FloatChunkPairsEqualReference) {
           std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
           bad[bad.size() / 2] ^= 0x5a;
           std::vector<uint8_t> ref_bad(side ? cb.decoded_size : ca.decoded_size);
-          const bool ok_ref = decode_float_chunk(mv, cv, bad.data(), ps.rans_len, ps.raw, ps.raw_len, ref_bad.data(),
-                                                 e.data(), sm.data(), ps.tail);
-          FloatPairSide da = sa, db = sb;
+          const bool ok_ref = reference_decode(mv, cv, ps, bad.data(), &ref_bad);
+          PairSide da = sa, db = sb;
           (side ? db : da).rans = bad.data();
-          const int rc_bad = decode_float_pair_simd(mv, cv, da, db);
+          const int rc_bad = decode_pair_simd(mv, cv, da, db);
           EXPECT_EQ(ok_ref ? 1 : 0, rc_bad) << what << ": damaged side " << side;
           if (ok_ref && rc_bad == 1) {
             EXPECT_EQ(side ? out_b : out_a, ref_bad) << what;
           }
-          damaged += !ok_ref;
+          damaged[mv.kind] += !ok_ref;
         }
       }
     }
   }
-  EXPECT_GT(pairs, 20) << "too few float chunk pairs in the real files";
-  EXPECT_GT(damaged, 20);
+  for (ModelKind k : {ModelKind::kFloat, ModelKind::kInt}) {
+    EXPECT_GT(pairs[k], 20) << "too few chunk pairs of model kind " << static_cast<int>(k) << " in the real files";
+    EXPECT_GT(damaged[k], 20) << "model kind " << static_cast<int>(k);
+  }
 }
+
 
 }  // namespace
 

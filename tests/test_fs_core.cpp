@@ -345,6 +345,79 @@ TEST(fs_core, ConcurrentMissesOnOneChunkDecodeOnce) {
   EXPECT_EQ(counter(fs->stats().cache_hits), kThreads - 1u);
 }
 
+// The CPU decoder takes two waiting requests of one source together where
+// the source decodes them faster as a pair (float chunks of one tensor):
+// every request completes once with the original bytes.
+TEST(fs_core, CpuDecoderDecodesFloatChunksInPairs) {
+  class Counting final : public ChunkSource {
+   public:
+    explicit Counting(std::shared_ptr<const ChunkSource> s) : s_(std::move(s)) {}
+    size_t num_chunks() const override { return s_->num_chunks(); }
+    uint64_t chunk_offset(size_t i) const override { return s_->chunk_offset(i); }
+    uint32_t chunk_size(size_t i) const override { return s_->chunk_size(i); }
+    uint64_t stream_begin() const override { return s_->stream_begin(); }
+    uint64_t stream_end() const override { return s_->stream_end(); }
+    size_t chunk_at(uint64_t pos) const override { return s_->chunk_at(pos); }
+    Status decode(size_t i, uint8_t* out) const override { return s_->decode(i, out); }
+    bool pairable(size_t a, size_t b) const override { return s_->pairable(a, b); }
+    void decode_pair(size_t a, uint8_t* oa, size_t b, uint8_t* ob, Status* sa, Status* sb) const override {
+      pairs.fetch_add(1);
+      s_->decode_pair(a, oa, b, ob, sa, sb);
+    }
+    const std::string& name() const override { return s_->name(); }
+    mutable std::atomic<int> pairs{0};
+
+   private:
+    std::shared_ptr<const ChunkSource> s_;
+  };
+  const auto original = wctest::read_file(fstest::original_of("stories260K.bf16"));
+  auto rd = wcodec::Reader::open(fstest::encoded({"stories260K.bf16", 4096}).string());
+  ASSERT_TRUE(rd.ok()) << rd.status().ToString();
+  auto src = WcodecChunkSource::make(std::shared_ptr<const wcodec::Reader>(std::move(rd).value()), "stories.wcodec");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  auto counting = std::make_shared<Counting>(*src);
+  size_t pairable = 0;
+  for (size_t i = 0; i + 1 < counting->num_chunks(); ++i) pairable += counting->pairable(i, i + 1);
+  ASSERT_GT(pairable, 10u) << "no pairable chunks in the 4 KiB-chunk encoding";
+
+  CpuBatchDecoder dec(2, nullptr);
+  const size_t n = counting->num_chunks();
+  std::vector<std::vector<uint8_t>> out(n);
+  std::vector<int> calls(n, 0);
+  std::vector<Status> result(n);
+  std::mutex mu;
+  std::latch all(static_cast<ptrdiff_t>(n));
+  std::vector<DecodeRequest> batch;
+  for (size_t i = 0; i < n; ++i) {
+    out[i].assign(counting->chunk_size(i), 0);
+    DecodeRequest r;
+    r.source = counting;
+    r.index = i;
+    r.out = out[i].data();
+    r.background = (i % 3) != 0;
+    r.done = [&, i](const Status& st) {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        ++calls[i];
+        result[i] = st;
+      }
+      all.count_down();
+    };
+    batch.push_back(std::move(r));
+  }
+  dec.submit(std::move(batch));
+  all.wait();
+  dec.shutdown();
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(calls[i], 1) << "chunk " << i;
+    ASSERT_TRUE(result[i].ok()) << "chunk " << i << ": " << result[i].ToString();
+    const uint64_t off = counting->chunk_offset(i);
+    EXPECT_TRUE(std::equal(out[i].begin(), out[i].end(), original.begin() + static_cast<ptrdiff_t>(off)))
+        << "chunk " << i << " decoded wrong bytes";
+  }
+  EXPECT_GT(counting->pairs.load(), 0) << "no request pair was decoded together";
+}
+
 TEST(fs_core, CacheStaysWithinBudget) {
   TestStore store(/*with_large=*/true);
   const auto& m = store.models().back();  // the largest available

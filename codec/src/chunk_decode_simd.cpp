@@ -720,7 +720,6 @@ WC_AVX512 WC_INLINE void rans_all32(__m512i& X0, __m512i& X1, __m512i i0, __m512
 // ---- int (int8 / uint8 codes, activity contexts, one scale class)
 struct IntFastConsts {
   const uint32_t* slots;
-  const uint8_t* lm;
   uint32_t W, oa;
   __m512i lut[4];     // activity (clamped) -> 3 * class, bytes
   __m512i thr3[7];    // compare mode: thresholds (16-bit)
@@ -800,16 +799,14 @@ WC_AVX512 __attribute__((noinline, cold)) bool int_fast_escapes(const IntParams&
   return true;
 }
 
-// One step (32 symbols) at lane-major row t. HT: rows above exist; HL: the
-// left neighbour exists; HA: the off_a neighbour exists. AM: activity
-// classes: 0 none (nb = 1), 1 one 128-byte table, 2 two tables (< 256),
-// 3 compares.
+// The context of one step (32 symbols) at lane-major row t. HT: rows above
+// exist; HL: the left neighbour exists; HA: the off_a neighbour exists. AM:
+// activity classes: 0 none (nb = 1), 1 one 128-byte table, 2 two tables
+// (< 256), 3 compares.
 template <bool U8, int AM, bool HT, bool HL, bool HA>
-WC_AVX512 WC_INLINE bool int_fast_step(const IntParams& p, const IntFastConsts& c, IntFastState& s, uint32_t t,
-                                       WordCursor& wc, uint8_t* lm) {
-  if (__builtin_expect(wc.pos + kStepWords > wc.n, 0) && !words_tail(&wc)) return false;
-  const __m512i zero = _mm512_setzero_si512();
-  __m512i ctx = zero;
+WC_AVX512 WC_INLINE __m512i int_step_ctx(const IntFastConsts& c, const IntFastState& s, uint32_t t,
+                                         const uint8_t* lm) {
+  __m512i ctx = _mm512_setzero_si512();
   if constexpr (AM != 0) {
     __m512i a = _mm512_add_epi16(_mm512_slli_epi16(s.A1, 1), s.A2);
     if constexpr (HT) {
@@ -834,11 +831,16 @@ WC_AVX512 WC_INLINE bool int_fast_step(const IntParams& p, const IntFastConsts& 
         ctx = _mm512_mask_add_epi16(ctx, _mm512_cmpge_epu16_mask(a, c.thr3[i]), ctx, three);
     }
   }
-  ctx = _mm512_add_epi16(ctx, s.LS);
-  __m512i i0, i1;
-  slot_index(ctx, s.X0, s.X1, &i0, &i1);
-  __m512i e0, e1;
-  rans_all32(s.X0, s.X1, i0, i1, c.slots, wc, &e0, &e1);
+  return _mm512_add_epi16(ctx, s.LS);
+}
+
+// The values of one step from its slot entries (e0, e1: 32-bit halves):
+// escapes resolved, codes stored at lane-major row t, neighbour state
+// advanced.
+template <bool U8>
+WC_AVX512 WC_INLINE bool int_step_values(const IntParams& p, const IntFastConsts& c, IntFastState& s, __m512i e0,
+                                         __m512i e1, uint32_t t, WordCursor& wc, uint8_t* lm) {
+  const __m512i zero = _mm512_setzero_si512();
   const __m512i one = _mm512_set1_epi16(1);
   const __m512i tok = _mm512_and_si512(pack_lo16(e0, e1), _mm512_set1_epi16(0xFF));
   __m512i V = _mm512_xor_si512(_mm512_srli_epi16(tok, 1), _mm512_sub_epi16(zero, _mm512_and_si512(tok, one)));
@@ -868,51 +870,75 @@ WC_AVX512 WC_INLINE bool int_fast_step(const IntParams& p, const IntFastConsts& 
   return true;
 }
 
-template <bool U8, int AM, bool HT>
-WC_AVX512 WC_INLINE bool int_fast_row(const IntParams& p, const IntFastConsts& c, IntFastState& s, uint32_t t0,
-                            WordCursor& wc, uint8_t* lm) {
-  const __m512i zero = _mm512_setzero_si512();
-  s.A1 = s.A2 = s.LS = zero;
-  if (!int_fast_step<U8, AM, HT, false, false>(p, c, s, t0, wc, lm)) return false;
-  const uint32_t ja = c.oa ? (c.oa < c.W ? c.oa : c.W) : c.W;
-  for (uint32_t j = 1; j < ja; ++j)
-    if (!int_fast_step<U8, AM, HT, true, false>(p, c, s, t0 + j, wc, lm)) return false;
-  for (uint32_t j = ja; j < c.W; ++j)
-    if (!int_fast_step<U8, AM, HT, true, true>(p, c, s, t0 + j, wc, lm)) return false;
+// One step of N chunks decoded together (N = 1 or 2; one model, one
+// geometry), phase by phase across the chunks so that their gathers overlap.
+template <int N, bool U8, int AM, bool HT, bool HL, bool HA>
+WC_AVX512 WC_INLINE bool int_fast_step(const IntParams& p, const IntFastConsts& c, IntFastState* s, uint32_t t,
+                                       WordCursor* wc, uint8_t* const* lm) {
+  for (int n = 0; n < N; ++n)
+    if (__builtin_expect(wc[n].pos + kStepWords > wc[n].n, 0) && !words_tail(&wc[n])) return false;
+  __m512i i0[N], i1[N], e0[N], e1[N];
+  for (int n = 0; n < N; ++n)
+    slot_index(int_step_ctx<U8, AM, HT, HL, HA>(c, s[n], t, lm[n]), s[n].X0, s[n].X1, &i0[n], &i1[n]);
+  for (int n = 0; n < N; ++n) rans_all32(s[n].X0, s[n].X1, i0[n], i1[n], c.slots, wc[n], &e0[n], &e1[n]);
+  for (int n = 0; n < N; ++n)
+    if (!int_step_values<U8>(p, c, s[n], e0[n], e1[n], t, wc[n], lm[n])) return false;
   return true;
 }
 
-template <bool U8, int AM>
-WC_AVX512 int int_fast_lanes(const IntParams& p, const IntFastConsts& c, const uint8_t* rans, uint32_t rans_len,
-                             const LaneGeom& g, uint8_t* lm) {
-  WordCursor wc;
-  alignas(64) uint8_t pad[kPadBytes];
-  words_open(&wc, rans, rans_len, pad);
-  IntFastState s;
-  s.X0 = _mm512_loadu_si512(rans);
-  s.X1 = _mm512_loadu_si512(rans + 64);
-  s.bad = 0;
+template <int N, bool U8, int AM, bool HT>
+WC_AVX512 WC_INLINE bool int_fast_row(const IntParams& p, const IntFastConsts& c, IntFastState* s, uint32_t t0,
+                                      WordCursor* wc, uint8_t* const* lm) {
+  const __m512i zero = _mm512_setzero_si512();
+  for (int n = 0; n < N; ++n) s[n].A1 = s[n].A2 = s[n].LS = zero;
+  if (!int_fast_step<N, U8, AM, HT, false, false>(p, c, s, t0, wc, lm)) return false;
+  const uint32_t ja = c.oa ? (c.oa < c.W ? c.oa : c.W) : c.W;
+  for (uint32_t j = 1; j < ja; ++j)
+    if (!int_fast_step<N, U8, AM, HT, true, false>(p, c, s, t0 + j, wc, lm)) return false;
+  for (uint32_t j = ja; j < c.W; ++j)
+    if (!int_fast_step<N, U8, AM, HT, true, true>(p, c, s, t0 + j, wc, lm)) return false;
+  return true;
+}
+
+// The codes of N same-rectangle chunks (streams rans[n], rans_len[n]) into
+// lane-major lm[n]. 1: all decoded; 0 otherwise.
+template <int N, bool U8, int AM>
+WC_AVX512 int int_fast_lanes(const IntParams& p, const IntFastConsts& c, const uint8_t* const* rans,
+                             const uint32_t* rans_len, const LaneGeom& g, uint8_t* const* lm) {
+  WordCursor wc[N];
+  alignas(64) uint8_t pad[N][kPadBytes];
+  IntFastState s[N];
+  for (int n = 0; n < N; ++n) {
+    words_open(&wc[n], rans[n], rans_len[n], pad[n]);
+    s[n].X0 = _mm512_loadu_si512(rans[n]);
+    s[n].X1 = _mm512_loadu_si512(rans[n] + 64);
+    s[n].bad = 0;
+  }
   for (uint32_t r = 0; r < g.rows; ++r) {
-    const bool ok = r ? int_fast_row<U8, AM, true>(p, c, s, r * c.W, wc, lm)
-                      : int_fast_row<U8, AM, false>(p, c, s, 0, wc, lm);
+    const bool ok = r ? int_fast_row<N, U8, AM, true>(p, c, s, r * c.W, wc, lm)
+                      : int_fast_row<N, U8, AM, false>(p, c, s, 0, wc, lm);
     if (!ok) return 0;
   }
-  if (wc.pos != wc.n) return 0;
   const __m512i vL = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
-  if (_mm512_cmpneq_epu32_mask(s.X0, vL) | _mm512_cmpneq_epu32_mask(s.X1, vL)) return 0;
-  return s.bad ? 0 : 1;
+  for (int n = 0; n < N; ++n) {
+    if (wc[n].pos != wc[n].n || s[n].bad) return 0;
+    if (_mm512_cmpneq_epu32_mask(s[n].X0, vL) | _mm512_cmpneq_epu32_mask(s[n].X1, vL)) return 0;
+  }
+  return 1;
 }
 
 // Handles int8 / uint8 codes without tile map or zero points, activity
 // contexts (nbr_mode 0) with one scale class, same-size lanes; -1 otherwise.
-WC_AVX512 int decode_int_fast(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
-                              uint8_t* lm) {
+// N chunks of one model and geometry at once (streams rans[n], lane-major
+// lm[n]).
+template <int N>
+WC_AVX512 int decode_int_fast(const ModelView& m, const uint8_t* const* rans, const uint32_t* rans_len,
+                              const LaneGeom& g, uint8_t* const* lm) {
   const IntParams& p = m.ip;
   if (!g.same_rect || p.nbr_mode != 0 || p.ns != 1 || !m.slot_all) return -1;
   const bool u8 = p.sub == kIntU8;
   IntFastConsts c;
   c.slots = m.slot_all;
-  c.lm = lm;
   c.W = static_cast<uint32_t>(g.w[0]);
   c.oa = p.off_a;
   c.center = _mm512_set1_epi16(static_cast<int16_t>(p.center));
@@ -926,7 +952,7 @@ WC_AVX512 int decode_int_fast(const ModelView& m, const uint8_t* rans, uint32_t 
   for (uint32_t i = 0; i < 7; ++i) c.thr3[i] = _mm512_set1_epi16(static_cast<int16_t>(i < c.nthr ? p.thr[i] : 0));
   const int am = c.nthr == 0 ? 0 : (max_thr < 128 ? 1 : (max_thr < 256 ? 2 : 3));
 #define WC_INT_FAST(U, A) \
-  if (u8 == U && am == A) return int_fast_lanes<U, A>(p, c, rans, rans_len, g, lm);
+  if (u8 == U && am == A) return int_fast_lanes<N, U, A>(p, c, rans, rans_len, g, lm);
   WC_INT_FAST(false, 0) WC_INT_FAST(false, 1) WC_INT_FAST(false, 2) WC_INT_FAST(false, 3)
   WC_INT_FAST(true, 0) WC_INT_FAST(true, 1) WC_INT_FAST(true, 2) WC_INT_FAST(true, 3)
 #undef WC_INT_FAST
@@ -1737,8 +1763,8 @@ WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, cons
 }
 
 template <int E>
-WC_AVX512 int decode_float_pair_e(const ModelView& m, const ChunkView& cv, const FloatPairSide& a,
-                                  const FloatPairSide& b, const LaneGeom& g) {
+WC_AVX512 int decode_float_pair_e(const ModelView& m, const ChunkView& cv, const PairSide& a,
+                                  const PairSide& b, const LaneGeom& g) {
   if constexpr (E > 2) return -1;  // 4-byte floats have no step loop
   if (!g.same_rect) return -1;
   const FloatFastConsts c = float_fast_consts(m, g);
@@ -1850,20 +1876,36 @@ int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8
   }
 }
 
-int decode_float_pair_simd(const ModelView& m, const ChunkView& cv, const FloatPairSide& a, const FloatPairSide& b) {
-  if (!simd_enabled() || m.kind != ModelKind::kFloat || !m.slot_all || !m.slot1_all) return -1;
+int decode_pair_simd(const ModelView& m, const ChunkView& cv, const PairSide& a, const PairSide& b) {
+  if (!simd_enabled() || !m.slot_all) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
-  if (m.fp.eb > 8 || m.fp.k > 7 || float_raw_bits(m.fp) > 24) return -1;
   const uint64_t n = uint64_t{cv.h} * cv.w;
-  for (const FloatPairSide* s : {&a, &b})
-    if (!float_raw_ok(m.fp, n, s->raw_len, s->tail) || s->rans_len < 4 * kLanes || (s->rans_len & 1)) return 0;
+  if (m.kind == ModelKind::kFloat) {
+    if (!m.slot1_all || m.fp.eb > 8 || m.fp.k > 7 || float_raw_bits(m.fp) > 24) return -1;
+    for (const PairSide* s : {&a, &b})
+      if (!float_raw_ok(m.fp, n, s->raw_len, s->tail) || s->rans_len < 4 * kLanes || (s->rans_len & 1)) return 0;
+    LaneGeom g;
+    lane_geom(cv, &g);
+    switch (m.fp.elem_bytes) {
+      case 1: return decode_float_pair_e<1>(m, cv, a, b, g);
+      case 2: return decode_float_pair_e<2>(m, cv, a, b, g);
+      default: return -1;
+    }
+  }
+  if (m.kind != ModelKind::kInt || !m.luts || m.zp || a.map || b.map) return -1;
+  if (m.ip.sub != kIntI8 && m.ip.sub != kIntU8) return -1;
+  for (const PairSide* s : {&a, &b})
+    if (s->rans_len < 4 * kLanes || (s->rans_len & 1) || s->raw_len) return 0;
   LaneGeom g;
   lane_geom(cv, &g);
-  switch (m.fp.elem_bytes) {
-    case 1: return decode_float_pair_e<1>(m, cv, a, b, g);
-    case 2: return decode_float_pair_e<2>(m, cv, a, b, g);
-    default: return -1;
-  }
+  const uint8_t* const rans[2] = {a.rans, b.rans};
+  const uint32_t rans_len[2] = {a.rans_len, b.rans_len};
+  uint8_t* const lms[2] = {a.lm, b.lm};
+  const int r = decode_int_fast<2>(m, rans, rans_len, g, lms);
+  if (r != 1) return r;
+  same_rect_to_raster<1>(a.lm, g, cv.w, a.out);
+  same_rect_to_raster<1>(b.lm, g, cv.w, b.out);
+  return 1;
 }
 
 int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
@@ -1883,7 +1925,8 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
   if (m.ip.nbr_mode == 2) return -1;
   const bool direct = !tile_map && !m.zp && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8);
   if (direct) {
-    const int r = decode_int_fast(m, rans, rans_len, g, lm);
+    uint8_t* const lms[1] = {lm};
+    const int r = decode_int_fast<1>(m, &rans, &rans_len, g, lms);
     if (r == 0) return 0;
     if (r == 1) {
       same_rect_to_raster<1>(lm, g, cv.w, out);

@@ -829,7 +829,7 @@ bool Reader::pairable(size_t a, size_t b) const {
   const Tensor& t = *tensors_[chunk_tensor_[a]];
   const ChunkEntry &ea = all_chunks_[a], &eb = all_chunks_[b];
   return ea.method == 2 && eb.method == 2 && ea.decoded_size == eb.decoded_size && t.has_model && t.model &&
-         t.model->kind == ModelKind::kFloat && t.model->fp.elem_bytes <= 2;
+         model_pairs(*t.model);
 }
 
 void Reader::decode_pair_from(size_t a, const uint8_t* pa, uint8_t* out_a, size_t b, const uint8_t* pb,
@@ -855,8 +855,8 @@ void Reader::decode_chunk_pair(size_t a, uint8_t* out_a, size_t b, uint8_t* out_
     *st_b = decode_chunk(b, out_b);
     return;
   }
-  // Float chunks use no zero points: both payloads read into one buffer,
-  // with one pread where they lie back to back.
+  // Pairable chunks use no zero points: both payloads read into one
+  // buffer, with one pread where they lie back to back.
   const ChunkEntry &ea = all_chunks_[a], &eb = all_chunks_[b];
   thread_local std::vector<uint8_t> payload;
   payload.resize(uint64_t{ea.stored_size} + eb.stored_size);

@@ -2356,9 +2356,15 @@ Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, ui
   return Status::OK();
 }
 
+bool model_pairs(const TensorModel& m) {
+  if (m.kind == ModelKind::kFloat) return m.fp.elem_bytes <= 2;
+  return m.kind == ModelKind::kInt && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8) && m.ip.nbr_mode == 0 &&
+         m.ip.ns == 1 && m.ip.zgroup == 0;
+}
+
 bool decode_chunk_pair(const TensorGeometry& g, const TensorModel* model, const PairChunk& a, const PairChunk& b,
                        DecodeScratch& scratch) {
-  if (!model || model->kind != ModelKind::kFloat) return false;
+  if (!model || !model_pairs(*model)) return false;
   ModelPayload pa, pb;
   if (!parse_model_payload(g, *model, a.index, a.payload, a.payload_len, a.decoded_size, std::string(), &pa).ok() ||
       !parse_model_payload(g, *model, b.index, b.payload, b.payload_len, b.decoded_size, std::string(), &pb).ok())
@@ -2369,9 +2375,9 @@ bool decode_chunk_pair(const TensorGeometry& g, const TensorModel* model, const 
   if (scratch.lm2.size() < lmb) scratch.lm2.resize(lmb);
   std::shared_ptr<const TensorModel::VectorTables> tables_hold;
   const ModelView mv = model->view(&tables_hold, nullptr, 0);
-  const FloatPairSide sa{pa.rans, pa.rans_len, pa.raw, pa.raw_len, pa.tail, a.out, scratch.lm.data()};
-  const FloatPairSide sb{pb.rans, pb.rans_len, pb.raw, pb.raw_len, pb.tail, b.out, scratch.lm2.data()};
-  if (decode_float_pair_simd(mv, pa.cv, sa, sb) != 1) return false;
+  const PairSide sa{pa.map, pa.rans, pa.rans_len, pa.raw, pa.raw_len, pa.tail, a.out, scratch.lm.data()};
+  const PairSide sb{pb.map, pb.rans, pb.rans_len, pb.raw, pb.raw_len, pb.tail, b.out, scratch.lm2.data()};
+  if (decode_pair_simd(mv, pa.cv, sa, sb) != 1) return false;
   return chunk_hash(a.out, a.decoded_size) == a.xxh3 && chunk_hash(b.out, b.decoded_size) == b.xxh3;
 }
 

@@ -243,9 +243,11 @@ size_t simd_lane_major_bytes(const ChunkView& cv);
 int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                             const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm,
                             bool tail = false);
-// One of two chunks decode_float_pair_simd decodes together: its stream,
-// raw bit section, output and lane-major scratch (simd_lane_major_bytes).
-struct FloatPairSide {
+// One of two chunks decode_pair_simd decodes together: its tile map (int;
+// null for none), stream, raw bit section (float), output and lane-major
+// scratch (simd_lane_major_bytes).
+struct PairSide {
+  const uint8_t* map;
   const uint8_t* rans;
   uint32_t rans_len;
   const uint8_t* raw;
@@ -254,12 +256,15 @@ struct FloatPairSide {
   uint8_t* out;
   uint8_t* lm;
 };
-// Two float chunks of one model with the same rectangle size (cv: h, w),
-// their lanes' state chains interleaved (about 1.7x the elements per
-// second of one chunk at a time). 1: both decoded; 0: a stream is
-// malformed (decode each alone to learn which); -1: no vector path for
+// Two chunks of one model with the same rectangle size (cv: h, w) decoded
+// with their lanes' state chains interleaved: 1- and 2-byte floats, and
+// int8 / uint8 codes with activity contexts, one scale class, no tile map
+// and no zero points (model_pairs). 1: both decoded; 0: a stream is
+// malformed (decode each alone to learn which); -1: no paired loop for
 // this model or geometry.
-int decode_float_pair_simd(const ModelView& m, const ChunkView& cv, const FloatPairSide& a, const FloatPairSide& b);
+int decode_pair_simd(const ModelView& m, const ChunkView& cv, const PairSide& a, const PairSide& b);
+// Whether chunks of this model may decode in pairs (decode_chunk_pair).
+bool model_pairs(const TensorModel& m);
 int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm);
 

@@ -55,12 +55,28 @@ size_t WcodecChunkSource::chunk_at(uint64_t pos) const {
   return static_cast<size_t>(it - offsets_.begin()) - 1;
 }
 
-Status WcodecChunkSource::decode(size_t i, uint8_t* out) const {
-  if (i >= num_chunks()) return Status::Internal(name_ + ": chunk index " + std::to_string(i) + " out of range");
-  const wcodec::Status st = reader_->decode_chunk(i, out);
+Status WcodecChunkSource::renamed(const wcodec::Status& st) const {
   if (st.ok()) return Status::OK();
   Status fs = from_codec(st);
   return Status(fs.code(), rename_in_message(fs.message(), reader_->path(), name_));
+}
+
+Status WcodecChunkSource::decode(size_t i, uint8_t* out) const {
+  if (i >= num_chunks()) return Status::Internal(name_ + ": chunk index " + std::to_string(i) + " out of range");
+  return renamed(reader_->decode_chunk(i, out));
+}
+
+void WcodecChunkSource::decode_pair(size_t a, uint8_t* out_a, size_t b, uint8_t* out_b, Status* st_a,
+                                    Status* st_b) const {
+  if (a >= num_chunks() || b >= num_chunks()) {
+    *st_a = decode(a, out_a);
+    *st_b = decode(b, out_b);
+    return;
+  }
+  wcodec::Status sa, sb;
+  reader_->decode_chunk_pair(a, out_a, b, out_b, &sa, &sb);
+  *st_a = renamed(sa);
+  *st_b = renamed(sb);
 }
 
 }  // namespace wcodecfs

@@ -1,6 +1,7 @@
 // fs/src/cpu_decoder.cpp — see wcodecfs/batch_decoder.h.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <new>
 
@@ -37,12 +38,34 @@ void CpuBatchDecoder::submit(std::vector<DecodeRequest> batch) {
 void CpuBatchDecoder::promote(uint64_t source_id, size_t index) { queue_.promote(source_id, index); }
 
 void CpuBatchDecoder::worker() {
-  std::vector<DecodeRequest> one;
-  while (queue_.pop(1, &one)) {
-    run(one.front());
-    one.clear();
+  std::vector<DecodeRequest> reqs;
+  while (queue_.pop_pair(&reqs)) {
+    if (reqs.size() == 2) run_pair(reqs[0], reqs[1]);
+    else run(reqs.front());
+    reqs.clear();
   }
 }
+
+void CpuBatchDecoder::account(const DecodeRequest& r, const Status& st, uint64_t ns) {
+  if (!stats_) return;
+  Stats::add(stats_->decode_ns, ns);
+  if (st.ok()) {
+    Stats::add(stats_->chunks_decoded);
+    Stats::add(stats_->bytes_decoded, r.source->chunk_size(r.index));
+  } else {
+    Stats::add(stats_->decode_errors);
+  }
+}
+
+namespace {
+uint64_t ns_since(std::chrono::steady_clock::time_point t0) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+}
+Status out_of_memory(const DecodeRequest& r) {
+  return Status(Code::kNoResources, r.source->name() + ": out of memory decoding chunk " + std::to_string(r.index));
+}
+}  // namespace
 
 void CpuBatchDecoder::run(DecodeRequest& r) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -50,19 +73,26 @@ void CpuBatchDecoder::run(DecodeRequest& r) {
   try {
     st = r.source->decode(r.index, r.out);
   } catch (const std::bad_alloc&) {
-    st = Status(Code::kNoResources, r.source->name() + ": out of memory decoding chunk " + std::to_string(r.index));
+    st = out_of_memory(r);
   }
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
-  if (stats_) {
-    Stats::add(stats_->decode_ns, static_cast<uint64_t>(ns.count()));
-    if (st.ok()) {
-      Stats::add(stats_->chunks_decoded);
-      Stats::add(stats_->bytes_decoded, r.source->chunk_size(r.index));
-    } else {
-      Stats::add(stats_->decode_errors);
-    }
-  }
+  account(r, st, ns_since(t0));
   r.done(st);
+}
+
+void CpuBatchDecoder::run_pair(DecodeRequest& a, DecodeRequest& b) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Status sa, sb;
+  try {
+    a.source->decode_pair(a.index, a.out, b.index, b.out, &sa, &sb);
+  } catch (const std::bad_alloc&) {
+    sa = out_of_memory(a);
+    sb = out_of_memory(b);
+  }
+  const uint64_t ns = ns_since(t0);
+  account(a, sa, ns / 2);
+  account(b, sb, ns - ns / 2);
+  a.done(sa);
+  b.done(sb);
 }
 
 void CpuBatchDecoder::shutdown() {
@@ -110,6 +140,31 @@ bool DecodeQueue::pop(size_t max, std::vector<DecodeRequest>* out) {
     while (!q->empty() && out->size() < max) {
       out->push_back(std::move(q->front()));
       q->pop_front();
+    }
+  }
+  return true;
+}
+
+bool DecodeQueue::pop_pair(std::vector<DecodeRequest>* out) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return closed_ || !demand_.empty() || !background_.empty(); });
+  if (closed_) return false;
+  std::deque<DecodeRequest>& q = demand_.empty() ? background_ : demand_;
+  out->push_back(std::move(q.front()));
+  q.pop_front();
+  const DecodeRequest& first = out->front();
+  // The partner is looked for among the first few waiting requests only:
+  // readahead queues a file's chunks in order, so it is usually next.
+  constexpr size_t kLook = 8;
+  for (auto* pq : {&demand_, &background_}) {
+    const size_t n = std::min(pq->size(), kLook);
+    for (size_t i = 0; i < n; ++i) {
+      DecodeRequest& r = (*pq)[i];
+      if (r.source == first.source && first.source->pairable(first.index, r.index)) {
+        out->push_back(std::move(r));
+        pq->erase(pq->begin() + static_cast<ptrdiff_t>(i));
+        return true;
+      }
     }
   }
   return true;

@@ -146,7 +146,9 @@ class Reader {
   // verifying its checksum.
   Status decode_chunk(size_t global_index, uint8_t* out) const;
   // Whether chunks a and b decode faster together (decode_chunk_pair):
-  // model-coded chunks of one 1- or 2-byte float tensor, of one size.
+  // model-coded chunks of one size of one tensor whose model the paired
+  // decoder runs (1- and 2-byte floats; int8 / uint8 codes with activity
+  // contexts).
   bool pairable(size_t a, size_t b) const;
   // Decodes chunks a and b into out_a and out_b (each chunk's decoded size),
   // verifying both checksums: together where they are pairable, else one

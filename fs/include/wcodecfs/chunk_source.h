@@ -57,6 +57,19 @@ class ChunkSource {
   // checksum. A mismatch is Corruption whose message names the store file,
   // the tensor and the chunk.
   virtual Status decode(size_t i, uint8_t* out) const = 0;
+  // Whether chunks a and b decode faster together with decode_pair (the
+  // default: never).
+  virtual bool pairable(size_t a, size_t b) const {
+    (void)a;
+    (void)b;
+    return false;
+  }
+  // Decodes chunks a and b (as decode() each), together where pairable;
+  // each chunk's result goes to *st_a / *st_b.
+  virtual void decode_pair(size_t a, uint8_t* out_a, size_t b, uint8_t* out_b, Status* st_a, Status* st_b) const {
+    *st_a = decode(a, out_a);
+    *st_b = decode(b, out_b);
+  }
   // The store-relative name of the backing file, for messages.
   virtual const std::string& name() const = 0;
 
@@ -81,6 +94,8 @@ class WcodecChunkSource final : public ChunkSource {
   uint64_t stream_end() const override { return offsets_.back(); }
   size_t chunk_at(uint64_t pos) const override;
   Status decode(size_t i, uint8_t* out) const override;
+  bool pairable(size_t a, size_t b) const override { return reader_->pairable(a, b); }
+  void decode_pair(size_t a, uint8_t* out_a, size_t b, uint8_t* out_b, Status* st_a, Status* st_b) const override;
   const std::string& name() const override { return name_; }
 
   const wcodec::Reader& reader() const { return *reader_; }
@@ -88,6 +103,9 @@ class WcodecChunkSource final : public ChunkSource {
  private:
   WcodecChunkSource(std::shared_ptr<const wcodec::Reader> reader, std::string name, uint64_t id)
       : ChunkSource(id), reader_(std::move(reader)), name_(std::move(name)) {}
+
+  // A codec status as this source reports it (messages name the store file).
+  Status renamed(const wcodec::Status& st) const;
 
   std::shared_ptr<const wcodec::Reader> reader_;
   std::string name_;
