@@ -980,12 +980,22 @@ Status Reader::verify(bool full) const {
   Status st;
   for (const auto& t : tensors_) {
     uint32_t crc = 0;
-    for (size_t c = 0; c < t->chunks.size() && st.ok(); ++c) {
-      buf.resize(t->chunks[c].decoded_size);
-      st = decode_chunk(t->first_global + c, buf.data());
+    for (size_t c = 0; c < t->chunks.size() && st.ok();) {
+      const size_t g = t->first_global + c;
+      const bool pair = c + 1 < t->chunks.size() && pairable(g, g + 1);
+      const uint64_t n0 = t->chunks[c].decoded_size, n = n0 + (pair ? t->chunks[c + 1].decoded_size : 0);
+      buf.resize(n);
+      if (pair) {
+        Status s1;
+        decode_chunk_pair(g, buf.data(), g + 1, buf.data() + n0, &st, &s1);
+        if (st.ok()) st = s1;
+      } else {
+        st = decode_chunk(g, buf.data());
+      }
       if (!st.ok()) break;
       crc = crc32_of(buf.data(), buf.size(), crc);
       EVP_DigestUpdate(ctx, buf.data(), buf.size());
+      c += pair ? 2 : 1;
     }
     if (!st.ok()) break;
     if (crc != t->crc) {
