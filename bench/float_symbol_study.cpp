@@ -9,7 +9,9 @@
 // are left out of both) as one joint symbol: the exponent relative to a
 // 32-value window (clamped), times 8 sign/mantissa values, 256 symbols, with
 // the same left-exponent contexts, and times both 32-lane AVX-512 decode
-// loops on the same elements.
+// loops on the same elements, and the split loop stepping two chunks at
+// once (independent state chains whose gathers overlap; the codec's
+// decoder does this for pairs of chunks).
 //
 // It prints, for each file: the modeled bits per element of the split
 // tables, of joint tables fitted to the data, and of joint tables formed as
