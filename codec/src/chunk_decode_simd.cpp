@@ -725,6 +725,16 @@ WC_AVX512 WC_INLINE void rans_all32(__m512i& X0, __m512i& X1, __m512i i0, __m512
   renorm32(X0, X1, wc);
 }
 
+// A chunk stream opened for a same-rectangle loop: the word cursor and the
+// 32 lanes' initial states (S: a loop state with X0, X1).
+template <class S>
+WC_AVX512 WC_INLINE void open_chunk_state(const uint8_t* rans, uint32_t rans_len, uint8_t* pad, WordCursor* wc,
+                                          S* s) {
+  words_open(wc, rans, rans_len, pad);
+  s->X0 = _mm512_loadu_si512(rans);
+  s->X1 = _mm512_loadu_si512(rans + 64);
+}
+
 // ---- int (int8 / uint8 codes, activity contexts, one scale class)
 struct IntFastConsts {
   const uint32_t* slots;
@@ -917,9 +927,7 @@ WC_AVX512 int int_fast_lanes(const IntParams& p, const IntFastConsts& c, const u
   alignas(64) uint8_t pad[N][kPadBytes];
   IntFastState s[N];
   for (int n = 0; n < N; ++n) {
-    words_open(&wc[n], rans[n], rans_len[n], pad[n]);
-    s[n].X0 = _mm512_loadu_si512(rans[n]);
-    s[n].X1 = _mm512_loadu_si512(rans[n] + 64);
+    open_chunk_state(rans[n], rans_len[n], pad[n], &wc[n], &s[n]);
     s[n].bad = 0;
   }
   for (uint32_t r = 0; r < g.rows; ++r) {
@@ -1390,9 +1398,7 @@ WC_AVX512 int float_fast_lanes(const FloatParams& p, const FloatFastConsts& c, c
   alignas(64) uint8_t pad[N][kPadBytes];
   FloatFastState s[N];
   for (int n = 0; n < N; ++n) {
-    words_open(&wc[n], rans[n], rans_len[n], pad[n]);
-    s[n].X0 = _mm512_loadu_si512(rans[n]);
-    s[n].X1 = _mm512_loadu_si512(rans[n] + 64);
+    open_chunk_state(rans[n], rans_len[n], pad[n], &wc[n], &s[n]);
     s[n].LE = _mm512_setzero_si512();
   }
   for (uint32_t r = 0; r < g.rows; ++r) {
