@@ -2001,11 +2001,33 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     for (uint64_t i = 0; i < nchunks; ++i) {
       ChunkRef c = chunk_ref(g, data, i);
       const int32_t* rp = residuals_of(g, vals, c, nullptr, &rbuf);
-      visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
-                       static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) {
-                         sa.add(0, ctx, sym);
-                         if (keep) *kc++ = static_cast<uint16_t>(ctx * nsym + sym);
-                       });
+      if (keep) {
+        visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
+                         static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) {
+                           *kc++ = static_cast<uint16_t>(ctx * nsym + sym);
+                         });
+      } else {
+        visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
+                         static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) { sa.add(0, ctx, sym); });
+      }
+    }
+    // Counted from the cache in a separate pass, into four interleaved
+    // copies: runs of one (context, token) pair, common in real weights,
+    // would otherwise chain every count on the previous store.
+    if (keep) {
+      const size_t nk = sa.f0.size();
+      std::vector<uint64_t> h(4 * nk, 0);
+      const uint64_t nv = static_cast<uint64_t>(kc - tok_cache.data());
+      const uint16_t* t = tok_cache.data();
+      uint64_t i = 0;
+      for (; i + 4 <= nv; i += 4) {
+        h[t[i]]++;
+        h[nk + t[i + 1]]++;
+        h[2 * nk + t[i + 2]]++;
+        h[3 * nk + t[i + 3]]++;
+      }
+      for (; i < nv; ++i) h[t[i]]++;
+      for (size_t k = 0; k < nk; ++k) sa.f0[k] += h[k] + h[nk + k] + h[2 * nk + k] + h[3 * nk + k];
     }
     TensorModel ma = m;
     build_tables(sa, &ma);
