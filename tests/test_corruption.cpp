@@ -731,62 +731,89 @@ TEST(ChunkPayload, ModelCodedChunkOfRealBf16File) {
   check_damaged_chunk(s, *ci);
 }
 
-// Float chunks decoded two at a time (Reader::decode_chunk_pair, and
-// Reader::read over both): a damaged chunk fails with a message naming its
-// tensor and chunk, its partner still decodes to the original bytes.
-TEST(ChunkPayload, DamagedChunkOfAFloatPair) {
+// Float chunks decoded in groups (Reader::decode_chunk_group, and
+// Reader::read over a group): a damaged chunk fails with a message naming
+// its tensor and chunk, the other members still decode to the original
+// bytes.
+TEST(ChunkPayload, DamagedChunkOfAFloatGroup) {
   const Source s = encode_source("stories260K.bf16.4k",
                                  wctest::read_file(wctest::data_dir() / "stories260K.bf16.safetensors"), 4096);
   check_pristine(s);
   if (HasFatalFailure()) return;
-  auto pr = open_bytes("pair.pristine.wcodec", s.enc);
+  auto pr = open_bytes("group.pristine.wcodec", s.enc);
   ASSERT_TRUE(pr.ok()) << pr.status().ToString();
-  std::vector<size_t> firsts;
-  for (size_t i = 0; i + 1 < (*pr)->num_chunks(); ++i)
-    if ((*pr)->pairable(i, i + 1)) firsts.push_back(i);
-  ASSERT_GE(firsts.size(), 10u) << "no pairable float chunks in " << s.name;
+  const Reader& pristine = **pr;
+  std::vector<size_t> firsts;  // starts of three pairable chunks
+  for (size_t i = 0; i + 2 < pristine.num_chunks(); ++i)
+    if (pristine.pairable(i, i + 1) && pristine.pairable(i, i + 2)) firsts.push_back(i);
+  ASSERT_GE(firsts.size(), 10u) << "no groups of pairable float chunks in " << s.name;
   auto orig_of = [&](const wcodec::ChunkEntry& c) {
     return std::vector<uint8_t>(s.orig.begin() + static_cast<ptrdiff_t>(c.decoded_offset),
                                 s.orig.begin() + static_cast<ptrdiff_t>(c.decoded_offset + c.decoded_size));
   };
+  auto decode_group = [](const Reader& rd, size_t first, int n, std::vector<std::vector<uint8_t>>* bufs,
+                         Status* sts) {
+    size_t idx[wcodec::kMaxChunkGroup];
+    uint8_t* outs[wcodec::kMaxChunkGroup];
+    bufs->assign(static_cast<size_t>(n), {});
+    for (int k = 0; k < n; ++k) {
+      idx[k] = first + static_cast<size_t>(k);
+      (*bufs)[static_cast<size_t>(k)].assign(rd.chunk(idx[k]).decoded_size, 0xCC);
+      outs[k] = (*bufs)[static_cast<size_t>(k)].data();
+    }
+    rd.decode_chunk_group(idx, outs, n, sts);
+  };
   for (size_t i : firsts) {
-    std::vector<uint8_t> a((*pr)->chunk(i).decoded_size), b((*pr)->chunk(i + 1).decoded_size);
-    Status sa, sb;
-    (*pr)->decode_chunk_pair(i, a.data(), i + 1, b.data(), &sa, &sb);
-    ASSERT_TRUE(sa.ok() && sb.ok()) << sa.ToString() << " / " << sb.ToString();
-    ASSERT_EQ(a, orig_of((*pr)->chunk(i))) << "chunk " << i;
-    ASSERT_EQ(b, orig_of((*pr)->chunk(i + 1))) << "chunk " << i + 1;
+    for (int n = 2; n <= wcodec::kMaxChunkGroup; ++n) {
+      std::vector<std::vector<uint8_t>> bufs;
+      Status sts[wcodec::kMaxChunkGroup];
+      decode_group(pristine, i, n, &bufs, sts);
+      for (int k = 0; k < n; ++k) {
+        ASSERT_TRUE(sts[k].ok()) << sts[k].ToString();
+        ASSERT_EQ(bufs[static_cast<size_t>(k)], orig_of(pristine.chunk(i + static_cast<size_t>(k))))
+            << "chunk " << i + static_cast<size_t>(k);
+      }
+    }
   }
   const size_t first = firsts[firsts.size() / 2];
-  for (int side = 0; side < 2; ++side) {
-    const size_t bad = first + static_cast<size_t>(side), good = first + 1 - static_cast<size_t>(side);
-    const wcodec::ChunkEntry c = (*pr)->chunk(bad);
-    const std::string tname = tensor_at(**pr, c.decoded_offset);
+  for (int bad_k = 0; bad_k < wcodec::kMaxChunkGroup; ++bad_k) {
+    const size_t bad = first + static_cast<size_t>(bad_k);
+    const wcodec::ChunkEntry c = pristine.chunk(bad);
+    const std::string tname = tensor_at(pristine, c.decoded_offset);
     SCOPED_TRACE("damaged chunk " + std::to_string(bad) + " of \"" + tname + "\"");
     std::vector<uint8_t> dmg = s.enc;
     dmg[c.file_offset + c.stored_size / 2] ^= 0x40;
-    auto r = open_bytes("pair.damaged.wcodec", dmg);
+    auto r = open_bytes("group.damaged.wcodec", dmg);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     const Reader& rd = **r;
-    std::vector<uint8_t> a(rd.chunk(first).decoded_size), b(rd.chunk(first + 1).decoded_size);
-    Status sa, sb;
-    rd.decode_chunk_pair(first, a.data(), first + 1, b.data(), &sa, &sb);
-    const Status& st_bad = side ? sb : sa;
-    const Status& st_good = side ? sa : sb;
-    EXPECT_EQ(st_bad.code(), Code::kCorruption) << st_bad.ToString();
-    EXPECT_TRUE(contains(st_bad.message(), tname)) << st_bad.ToString();
-    EXPECT_TRUE(contains(st_bad.message(), "chunk")) << st_bad.ToString();
-    ASSERT_TRUE(st_good.ok()) << st_good.ToString();
-    EXPECT_EQ(side ? a : b, orig_of(rd.chunk(good))) << "the undamaged chunk of the pair read wrong bytes";
-    // A read over both chunks fails; so does a read of the damaged one.
-    const uint64_t off = rd.chunk(first).decoded_offset;
-    std::vector<uint8_t> both(a.size() + b.size());
-    const Status st = rd.read(off, both.size(), both.data());
+    std::vector<std::vector<uint8_t>> bufs;
+    Status sts[wcodec::kMaxChunkGroup];
+    decode_group(rd, first, wcodec::kMaxChunkGroup, &bufs, sts);
+    uint64_t span = 0;
+    for (int k = 0; k < wcodec::kMaxChunkGroup; ++k) {
+      const size_t ci = first + static_cast<size_t>(k);
+      span += rd.chunk(ci).decoded_size;
+      if (k == bad_k) {
+        EXPECT_EQ(sts[k].code(), Code::kCorruption) << sts[k].ToString();
+        EXPECT_TRUE(contains(sts[k].message(), tname)) << sts[k].ToString();
+        EXPECT_TRUE(contains(sts[k].message(), "chunk")) << sts[k].ToString();
+      } else {
+        ASSERT_TRUE(sts[k].ok()) << sts[k].ToString();
+        EXPECT_EQ(bufs[static_cast<size_t>(k)], orig_of(rd.chunk(ci))) << "an undamaged member read wrong bytes";
+      }
+    }
+    // A read over the whole group fails; each undamaged member reads alone.
+    std::vector<uint8_t> all(span);
+    const Status st = rd.read(rd.chunk(first).decoded_offset, span, all.data());
     EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
     EXPECT_TRUE(contains(st.message(), tname)) << st.ToString();
-    std::vector<uint8_t> one(rd.chunk(good).decoded_size);
-    ASSERT_TRUE(rd.read(rd.chunk(good).decoded_offset, one.size(), one.data()).ok());
-    EXPECT_EQ(one, orig_of(rd.chunk(good)));
+    for (int k = 0; k < wcodec::kMaxChunkGroup; ++k) {
+      if (k == bad_k) continue;
+      const wcodec::ChunkEntry& o = rd.chunk(first + static_cast<size_t>(k));
+      std::vector<uint8_t> one(o.decoded_size);
+      ASSERT_TRUE(rd.read(o.decoded_offset, one.size(), one.data()).ok());
+      EXPECT_EQ(one, orig_of(o));
+    }
   }
 }
 

@@ -197,13 +197,13 @@ bool reference_decode(const ModelView& mv, const ChunkView& cv, const Parsed& ps
          int_finish_chunk(mv, cv, ps.map, out->data(), res.data(), tile.data());
 }
 
-// Two chunks decoded together (decode_pair_simd: floats, and int8 codes
-// with activity contexts) must give what the reference decoder gives for
-// each, and a damaged stream on either side must fail the pair (the caller
-// then decodes each alone).
-TEST(VectorDecoders, ChunkPairsEqualReference) {
-  if (!cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the pair decoder is not used";
-  std::map<ModelKind, int> pairs, damaged;
+// Groups of two and three chunks decoded together (decode_group_simd:
+// floats, and int8 codes with activity contexts) must give what the
+// reference decoder gives for each, and a damaged stream in any member must
+// fail the group (the caller then decodes each alone).
+TEST(VectorDecoders, ChunkGroupsEqualReference) {
+  if (!cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the group decoder is not used";
+  std::map<std::pair<ModelKind, int>, int> groups, damaged;
   // Small chunks give several per tensor; int8 tensors of 64 KiB chunks
   // (smaller ones fall back to zstd), tensors of at most 1 MiB.
   const std::pair<const char*, uint64_t> files[] = {{"stories260K.bf16.safetensors", 4096},
@@ -220,57 +220,75 @@ TEST(VectorDecoders, ChunkPairsEqualReference) {
       auto r = encode_tensor(t, f.data() + h->data_start + t.begin, AuxInput{}, o);
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       const EncodedTensor& et = *r;
-      if (!et.has_model || !model_pairs(et.model)) continue;
+      if (!et.has_model || !model_groups(et.model)) continue;
       std::shared_ptr<const TensorModel::VectorTables> hold;
       const ModelView mv = et.model.view(&hold);
-      for (uint64_t i = 0; i + 1 < et.chunks.size(); ++i) {
-        const auto &ca = et.chunks[i], &cb = et.chunks[i + 1];
-        if (ca.method != ChunkMethod::kModel || cb.method != ChunkMethod::kModel) continue;
-        uint64_t r0, c0, h0, w0, r1, c1, h1, w1;
-        et.geom.chunk_rect(i, &r0, &c0, &h0, &w0);
-        et.geom.chunk_rect(i + 1, &r1, &c1, &h1, &w1);
-        if (h0 != h1 || w0 != w1) continue;
-        const std::string what = std::string(name) + ": " + t.name + " chunks " + std::to_string(i) + "+1";
-        Parsed pa, pb;
-        ASSERT_TRUE(parse_payload(et.geom, i, ca.payload, &pa) && parse_payload(et.geom, i + 1, cb.payload, &pb));
-        const ChunkView cv{static_cast<uint32_t>(h0), static_cast<uint32_t>(w0), static_cast<uint32_t>(r0),
-                           static_cast<uint32_t>(c0), static_cast<uint32_t>(et.geom.cols)};
-        std::vector<uint8_t> ref_a(ca.decoded_size), ref_b(cb.decoded_size);
-        ASSERT_TRUE(reference_decode(mv, cv, pa, pa.rans, &ref_a)) << what;
-        ASSERT_TRUE(reference_decode(mv, cv, pb, pb.rans, &ref_b)) << what;
-        std::vector<uint8_t> lma(simd_lane_major_bytes(cv)), lmb(lma.size());
-        std::vector<uint8_t> out_a(ca.decoded_size, 0x33), out_b(cb.decoded_size, 0x44);
-        const PairSide sa{pa.map, pa.rans, pa.rans_len, pa.raw, pa.raw_len, pa.tail, out_a.data(), lma.data()};
-        const PairSide sb{pb.map, pb.rans, pb.rans_len, pb.raw, pb.raw_len, pb.tail, out_b.data(), lmb.data()};
-        const int rc = decode_pair_simd(mv, cv, sa, sb);
-        if (rc < 0) continue;  // a geometry or tile map the paired loops do not take
-        ASSERT_EQ(rc, 1) << what;
-        ASSERT_EQ(out_a, ref_a) << what << ": first chunk differs from the reference";
-        ASSERT_EQ(out_b, ref_b) << what << ": second chunk differs from the reference";
-        ++pairs[mv.kind];
-        // Damage either side's stream: the pair fails unless the reference
-        // also accepts the damaged stream (then both must agree).
-        for (int side = 0; side < 2; ++side) {
-          const Parsed& ps = side ? pb : pa;
-          std::vector<uint8_t> bad(ps.rans, ps.rans + ps.rans_len);
-          bad[bad.size() / 2] ^= 0x5a;
-          std::vector<uint8_t> ref_bad(side ? cb.decoded_size : ca.decoded_size);
-          const bool ok_ref = reference_decode(mv, cv, ps, bad.data(), &ref_bad);
-          PairSide da = sa, db = sb;
-          (side ? db : da).rans = bad.data();
-          const int rc_bad = decode_pair_simd(mv, cv, da, db);
-          EXPECT_EQ(ok_ref ? 1 : 0, rc_bad) << what << ": damaged side " << side;
-          if (ok_ref && rc_bad == 1) {
-            EXPECT_EQ(side ? out_b : out_a, ref_bad) << what;
+      for (int n = 2; n <= kMaxChunkGroup; ++n) {
+        for (uint64_t i = 0; i + static_cast<uint64_t>(n) <= et.chunks.size(); i += static_cast<uint64_t>(n)) {
+          const std::string what =
+              std::string(name) + ": " + t.name + " chunks " + std::to_string(i) + " +" + std::to_string(n - 1);
+          uint64_t r0, c0, h0, w0;
+          et.geom.chunk_rect(i, &r0, &c0, &h0, &w0);
+          bool same = true;
+          Parsed ps[kMaxChunkGroup];
+          for (int k = 0; k < n && same; ++k) {
+            const auto& c = et.chunks[i + static_cast<uint64_t>(k)];
+            uint64_t rk, ck, hk, wk;
+            et.geom.chunk_rect(i + static_cast<uint64_t>(k), &rk, &ck, &hk, &wk);
+            same = c.method == ChunkMethod::kModel && hk == h0 && wk == w0;
+            if (same) {
+              ASSERT_TRUE(parse_payload(et.geom, i + static_cast<uint64_t>(k), c.payload, &ps[k])) << what;
+            }
           }
-          damaged[mv.kind] += !ok_ref;
+          if (!same) continue;
+          const ChunkView cv{static_cast<uint32_t>(h0), static_cast<uint32_t>(w0), static_cast<uint32_t>(r0),
+                             static_cast<uint32_t>(c0), static_cast<uint32_t>(et.geom.cols)};
+          std::vector<std::vector<uint8_t>> ref(static_cast<size_t>(n)), out(static_cast<size_t>(n)),
+              lm(static_cast<size_t>(n));
+          GroupSide sides[kMaxChunkGroup];
+          for (int k = 0; k < n; ++k) {
+            const size_t sz = et.chunks[i + static_cast<uint64_t>(k)].decoded_size;
+            ref[static_cast<size_t>(k)].resize(sz);
+            ASSERT_TRUE(reference_decode(mv, cv, ps[k], ps[k].rans, &ref[static_cast<size_t>(k)])) << what;
+            out[static_cast<size_t>(k)].assign(sz, static_cast<uint8_t>(0x33 + k));
+            lm[static_cast<size_t>(k)].resize(simd_lane_major_bytes(cv));
+            sides[k] = GroupSide{ps[k].map, ps[k].rans, ps[k].rans_len, ps[k].raw, ps[k].raw_len, ps[k].tail,
+                                 out[static_cast<size_t>(k)].data(), lm[static_cast<size_t>(k)].data()};
+          }
+          const int rc = decode_group_simd(mv, cv, sides, n);
+          if (rc < 0) continue;  // a geometry or tile map the grouped loops do not take
+          ASSERT_EQ(rc, 1) << what;
+          for (int k = 0; k < n; ++k)
+            ASSERT_EQ(out[static_cast<size_t>(k)], ref[static_cast<size_t>(k)])
+                << what << ": member " << k << " differs from the reference";
+          ++groups[{mv.kind, n}];
+          // Damage one member's stream: the group fails unless the
+          // reference also accepts the damaged stream (then both agree).
+          for (int k = 0; k < n; ++k) {
+            std::vector<uint8_t> bad(ps[k].rans, ps[k].rans + ps[k].rans_len);
+            bad[bad.size() / 2] ^= 0x5a;
+            std::vector<uint8_t> ref_bad(ref[static_cast<size_t>(k)].size());
+            const bool ok_ref = reference_decode(mv, cv, ps[k], bad.data(), &ref_bad);
+            GroupSide dmg[kMaxChunkGroup];
+            std::copy(sides, sides + n, dmg);
+            dmg[k].rans = bad.data();
+            const int rc_bad = decode_group_simd(mv, cv, dmg, n);
+            EXPECT_EQ(ok_ref ? 1 : 0, rc_bad) << what << ": damaged member " << k;
+            if (ok_ref && rc_bad == 1) {
+              EXPECT_EQ(out[static_cast<size_t>(k)], ref_bad) << what;
+            }
+            damaged[{mv.kind, n}] += !ok_ref;
+          }
         }
       }
     }
   }
-  for (ModelKind k : {ModelKind::kFloat, ModelKind::kInt}) {
-    EXPECT_GT(pairs[k], 20) << "too few chunk pairs of model kind " << static_cast<int>(k) << " in the real files";
-    EXPECT_GT(damaged[k], 20) << "model kind " << static_cast<int>(k);
+  for (ModelKind kind : {ModelKind::kFloat, ModelKind::kInt}) {
+    for (int n = 2; n <= kMaxChunkGroup; ++n) {
+      EXPECT_GT((groups[{kind, n}]), 10) << "too few groups of " << n << " chunks of model kind "
+                                         << static_cast<int>(kind) << " in the real files";
+      EXPECT_GT((damaged[{kind, n}]), 10) << "model kind " << static_cast<int>(kind) << ", groups of " << n;
+    }
   }
 }
 

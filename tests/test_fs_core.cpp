@@ -345,10 +345,10 @@ TEST(fs_core, ConcurrentMissesOnOneChunkDecodeOnce) {
   EXPECT_EQ(counter(fs->stats().cache_hits), kThreads - 1u);
 }
 
-// The CPU decoder takes two waiting requests of one source together where
-// the source decodes them faster as a pair (float chunks of one tensor):
+// The CPU decoder takes waiting requests of one source together where the
+// source decodes them faster as a group (float chunks of one tensor):
 // every request completes once with the original bytes.
-TEST(fs_core, CpuDecoderDecodesFloatChunksInPairs) {
+TEST(fs_core, CpuDecoderDecodesFloatChunksInGroups) {
   class Counting final : public ChunkSource {
    public:
     explicit Counting(std::shared_ptr<const ChunkSource> s) : s_(std::move(s)) {}
@@ -360,9 +360,9 @@ TEST(fs_core, CpuDecoderDecodesFloatChunksInPairs) {
     size_t chunk_at(uint64_t pos) const override { return s_->chunk_at(pos); }
     Status decode(size_t i, uint8_t* out) const override { return s_->decode(i, out); }
     bool pairable(size_t a, size_t b) const override { return s_->pairable(a, b); }
-    void decode_pair(size_t a, uint8_t* oa, size_t b, uint8_t* ob, Status* sa, Status* sb) const override {
+    void decode_group(const size_t* idx, uint8_t* const* outs, int n, Status* sts) const override {
       pairs.fetch_add(1);
-      s_->decode_pair(a, oa, b, ob, sa, sb);
+      s_->decode_group(idx, outs, n, sts);
     }
     const std::string& name() const override { return s_->name(); }
     mutable std::atomic<int> pairs{0};
@@ -415,7 +415,7 @@ TEST(fs_core, CpuDecoderDecodesFloatChunksInPairs) {
     EXPECT_TRUE(std::equal(out[i].begin(), out[i].end(), original.begin() + static_cast<ptrdiff_t>(off)))
         << "chunk " << i << " decoded wrong bytes";
   }
-  EXPECT_GT(counting->pairs.load(), 0) << "no request pair was decoded together";
+  EXPECT_GT(counting->pairs.load(), 0) << "no requests were decoded together";
 }
 
 TEST(fs_core, CacheStaysWithinBudget) {

@@ -829,50 +829,74 @@ bool Reader::pairable(size_t a, size_t b) const {
   const Tensor& t = *tensors_[chunk_tensor_[a]];
   const ChunkEntry &ea = all_chunks_[a], &eb = all_chunks_[b];
   return ea.method == 2 && eb.method == 2 && ea.decoded_size == eb.decoded_size && t.has_model && t.model &&
-         model_pairs(*t.model);
+         model_groups(*t.model);
 }
 
-void Reader::decode_pair_from(size_t a, const uint8_t* pa, uint8_t* out_a, size_t b, const uint8_t* pb,
-                              uint8_t* out_b, Status* st_a, Status* st_b) const {
-  if (pairable(a, b)) {
-    const Tensor& t = *tensors_[chunk_tensor_[a]];
-    const ChunkEntry &ea = all_chunks_[a], &eb = all_chunks_[b];
-    const PairChunk ca{chunk_local_[a], pa, ea.stored_size, ea.decoded_size, ea.xxh3, out_a};
-    const PairChunk cb{chunk_local_[b], pb, eb.stored_size, eb.decoded_size, eb.xxh3, out_b};
-    if (wcodec::decode_chunk_pair(t.geom, t.model.get(), ca, cb, thread_scratch())) {
-      *st_a = *st_b = Status::OK();
+void Reader::decode_group_from(const size_t* idx, const uint8_t* const* payloads, uint8_t* const* outs, int n,
+                               Status* sts) const {
+  bool together = n >= 2 && n <= kMaxChunkGroup;
+  for (int i = 1; i < n && together; ++i) together = pairable(idx[0], idx[i]);
+  if (together) {
+    const Tensor& t = *tensors_[chunk_tensor_[idx[0]]];
+    GroupChunk cs[kMaxChunkGroup];
+    for (int i = 0; i < n; ++i) {
+      const ChunkEntry& e = all_chunks_[idx[i]];
+      cs[i] = GroupChunk{chunk_local_[idx[i]], payloads[i], e.stored_size, e.decoded_size, e.xxh3, outs[i]};
+    }
+    if (wcodec::decode_chunk_group(t.geom, t.model.get(), cs, n, thread_scratch())) {
+      for (int i = 0; i < n; ++i) sts[i] = Status::OK();
       return;
     }
   }
-  *st_a = decode_chunk_from(a, pa, out_a);
-  *st_b = decode_chunk_from(b, pb, out_b);
+  for (int i = 0; i < n; ++i) sts[i] = decode_chunk_from(idx[i], payloads[i], outs[i]);
 }
 
-void Reader::decode_chunk_pair(size_t a, uint8_t* out_a, size_t b, uint8_t* out_b, Status* st_a,
-                               Status* st_b) const {
-  if (!pairable(a, b)) {
-    *st_a = decode_chunk(a, out_a);
-    *st_b = decode_chunk(b, out_b);
+void Reader::decode_chunk_group(const size_t* idx, uint8_t* const* outs, int n, Status* sts) const {
+  bool together = n >= 2 && n <= kMaxChunkGroup;
+  for (int i = 1; i < n && together; ++i) together = pairable(idx[0], idx[i]);
+  if (!together) {
+    for (int i = 0; i < n; ++i) sts[i] = decode_chunk(idx[i], outs[i]);
     return;
   }
-  // Pairable chunks use no zero points: both payloads read into one
+  // Pairable chunks use no zero points: their payloads are read into one
   // buffer, with one pread where they lie back to back.
-  const ChunkEntry &ea = all_chunks_[a], &eb = all_chunks_[b];
   thread_local std::vector<uint8_t> payload;
-  payload.resize(uint64_t{ea.stored_size} + eb.stored_size);
-  Status st;
-  if (eb.file_offset == ea.file_offset + ea.stored_size) {
-    st = pread_exact(ea.file_offset, payload.size(), payload.data());
-  } else {
-    st = pread_exact(ea.file_offset, ea.stored_size, payload.data());
-    if (st.ok()) st = pread_exact(eb.file_offset, eb.stored_size, payload.data() + ea.stored_size);
+  uint64_t total = 0;
+  bool contiguous = true;
+  for (int i = 0; i < n; ++i) {
+    const ChunkEntry& e = all_chunks_[idx[i]];
+    if (i && e.file_offset != all_chunks_[idx[i - 1]].file_offset + all_chunks_[idx[i - 1]].stored_size)
+      contiguous = false;
+    total += e.stored_size;
   }
+  payload.resize(total);
+  Status st;
+  const uint8_t* ps[kMaxChunkGroup];
+  uint64_t at = 0;
+  for (int i = 0; i < n; ++i) {
+    const ChunkEntry& e = all_chunks_[idx[i]];
+    if (!contiguous && st.ok()) st = pread_exact(e.file_offset, e.stored_size, payload.data() + at);
+    ps[i] = payload.data() + at;
+    at += e.stored_size;
+  }
+  if (contiguous) st = pread_exact(all_chunks_[idx[0]].file_offset, total, payload.data());
   if (!st.ok()) {
-    *st_a = decode_chunk(a, out_a);
-    *st_b = decode_chunk(b, out_b);
+    for (int i = 0; i < n; ++i) sts[i] = decode_chunk(idx[i], outs[i]);
     return;
   }
-  decode_pair_from(a, payload.data(), out_a, b, payload.data() + ea.stored_size, out_b, st_a, st_b);
+  decode_group_from(idx, ps, outs, n, sts);
+}
+
+size_t Reader::pairable_run(size_t gi, uint64_t end) const {
+  size_t k = 1;
+  uint64_t stop = all_chunks_[gi].decoded_offset + all_chunks_[gi].decoded_size;
+  while (k < static_cast<size_t>(kMaxChunkGroup) + 2 && gi + k < all_chunks_.size()) {
+    const ChunkEntry& e = all_chunks_[gi + k];
+    if (e.decoded_offset != stop || stop + e.decoded_size > end || !pairable(gi, gi + k)) break;
+    stop += e.decoded_size;
+    ++k;
+  }
+  return k;
 }
 
 Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
@@ -892,14 +916,14 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
   // Stored bytes of the chunks ahead, read with one pread where they lie
   // (nearly) back to back in the file: a read over many small chunks costs
   // one system call per run rather than one per chunk. Runs stay within
-  // 512 KiB (two large chunks, for a pair decode) so that a chunk's bytes
+  // 1 MiB (three large chunks, for a group decode) so that a chunk's bytes
   // are still in cache when it is decoded.
   thread_local std::vector<uint8_t> run;
   size_t run_first = SIZE_MAX, run_last = 0;  // chunks [first, last] in `run`
   uint64_t run_off = 0;
   auto payload_of = [&](size_t gi, const uint8_t** p) -> Status {
     if (run_first == SIZE_MAX || gi < run_first || gi > run_last) {
-      constexpr uint64_t kMaxRun = 512u << 10, kMaxGap = 4096;
+      constexpr uint64_t kMaxRun = 1u << 20, kMaxGap = 4096;
       const ChunkEntry& f = all_chunks_[gi];
       uint64_t stop = f.file_offset + f.stored_size;
       size_t last = gi;
@@ -927,20 +951,36 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
     const uint64_t a = offset, b = std::min(end, ce);
     const uint8_t* payload = nullptr;
     WC_RETURN_IF_ERROR(payload_of(gi, &payload));
-    // This chunk and the next, both wanted whole and both in the run read:
+    // This chunk and the next ones, wanted whole and in the run read:
     // decoded together where the decoder interleaves them.
-    if (a == cs && b == ce && gi + 1 <= run_last && all_chunks_[gi + 1].decoded_offset == ce &&
-        ce + all_chunks_[gi + 1].decoded_size <= end && pairable(gi, gi + 1)) {
-      const ChunkEntry& e2 = all_chunks_[gi + 1];
-      Status s1, s2;
-      decode_pair_from(gi, payload, out, gi + 1, run.data() + (e2.file_offset - run_off), out + e.decoded_size, &s1,
-                       &s2);
-      WC_RETURN_IF_ERROR(s1);
-      WC_RETURN_IF_ERROR(s2);
-      out += e.decoded_size + e2.decoded_size;
-      offset = ce + e2.decoded_size;
-      ++gi;
-      continue;
+    if (a == cs && b == ce) {
+      const size_t avail = pairable_run(gi, end);
+      if (avail > run_last - gi + 1 && gi != run_first) {
+        // The run read ends inside the group: read the next run from here.
+        run_first = SIZE_MAX;
+        WC_RETURN_IF_ERROR(payload_of(gi, &payload));
+      }
+      const int n = group_size(std::min<size_t>(avail, run_last - gi + 1));
+      if (n > 1) {
+        size_t idx[kMaxChunkGroup];
+        const uint8_t* ps[kMaxChunkGroup];
+        uint8_t* outs[kMaxChunkGroup];
+        Status sts[kMaxChunkGroup];
+        uint64_t bytes = 0;
+        for (int i = 0; i < n; ++i) {
+          const ChunkEntry& ei = all_chunks_[gi + static_cast<size_t>(i)];
+          idx[i] = gi + static_cast<size_t>(i);
+          ps[i] = run.data() + (ei.file_offset - run_off);
+          outs[i] = out + bytes;
+          bytes += ei.decoded_size;
+        }
+        decode_group_from(idx, ps, outs, n, sts);
+        for (int i = 0; i < n; ++i) WC_RETURN_IF_ERROR(sts[i]);
+        out += bytes;
+        offset = cs + bytes;
+        gi += static_cast<size_t>(n - 1);
+        continue;
+      }
     }
     if (a == cs && b == ce) {
       WC_RETURN_IF_ERROR(decode_chunk_from(gi, payload, out));
@@ -982,20 +1022,26 @@ Status Reader::verify(bool full) const {
     uint32_t crc = 0;
     for (size_t c = 0; c < t->chunks.size() && st.ok();) {
       const size_t g = t->first_global + c;
-      const bool pair = c + 1 < t->chunks.size() && pairable(g, g + 1);
-      const uint64_t n0 = t->chunks[c].decoded_size, n = n0 + (pair ? t->chunks[c + 1].decoded_size : 0);
-      buf.resize(n);
-      if (pair) {
-        Status s1;
-        decode_chunk_pair(g, buf.data(), g + 1, buf.data() + n0, &st, &s1);
-        if (st.ok()) st = s1;
-      } else {
-        st = decode_chunk(g, buf.data());
+      const int n = group_size(pairable_run(g, UINT64_MAX));
+      size_t idx[kMaxChunkGroup];
+      uint8_t* outs[kMaxChunkGroup];
+      Status sts[kMaxChunkGroup];
+      uint64_t bytes = 0;
+      for (int i = 0; i < n; ++i) bytes += t->chunks[c + static_cast<size_t>(i)].decoded_size;
+      buf.resize(bytes);
+      bytes = 0;
+      for (int i = 0; i < n; ++i) {
+        idx[i] = g + static_cast<size_t>(i);
+        outs[i] = buf.data() + bytes;
+        bytes += t->chunks[c + static_cast<size_t>(i)].decoded_size;
       }
+      if (n > 1) decode_chunk_group(idx, outs, n, sts);
+      else sts[0] = decode_chunk(g, buf.data());
+      for (int i = 0; i < n && st.ok(); ++i) st = sts[i];
       if (!st.ok()) break;
       crc = crc32_of(buf.data(), buf.size(), crc);
       EVP_DigestUpdate(ctx, buf.data(), buf.size());
-      c += pair ? 2 : 1;
+      c += static_cast<size_t>(n);
     }
     if (!st.ok()) break;
     if (crc != t->crc) {

@@ -2378,29 +2378,37 @@ Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, ui
   return Status::OK();
 }
 
-bool model_pairs(const TensorModel& m) {
+bool model_groups(const TensorModel& m) {
   if (m.kind == ModelKind::kFloat) return m.fp.elem_bytes <= 2;
   return m.kind == ModelKind::kInt && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8) && m.ip.nbr_mode == 0 &&
          m.ip.ns == 1 && m.ip.zgroup == 0;
 }
 
-bool decode_chunk_pair(const TensorGeometry& g, const TensorModel* model, const PairChunk& a, const PairChunk& b,
-                       DecodeScratch& scratch) {
-  if (!model || !model_pairs(*model)) return false;
-  ModelPayload pa, pb;
-  if (!parse_model_payload(g, *model, a.index, a.payload, a.payload_len, a.decoded_size, std::string(), &pa).ok() ||
-      !parse_model_payload(g, *model, b.index, b.payload, b.payload_len, b.decoded_size, std::string(), &pb).ok())
-    return false;
-  if (pa.cv.h != pb.cv.h || pa.cv.w != pb.cv.w) return false;
-  const size_t lmb = simd_lane_major_bytes(pa.cv);
-  if (scratch.lm.size() < lmb) scratch.lm.resize(lmb);
-  if (scratch.lm2.size() < lmb) scratch.lm2.resize(lmb);
+bool decode_chunk_group(const TensorGeometry& g, const TensorModel* model, const GroupChunk* chunks, int n,
+                        DecodeScratch& scratch) {
+  if (!model || !model_groups(*model) || n < 2 || n > kMaxChunkGroup) return false;
+  ModelPayload mp[kMaxChunkGroup];
+  for (int i = 0; i < n; ++i) {
+    const GroupChunk& c = chunks[i];
+    if (!parse_model_payload(g, *model, c.index, c.payload, c.payload_len, c.decoded_size, std::string(), &mp[i])
+             .ok())
+      return false;
+    if (mp[i].cv.h != mp[0].cv.h || mp[i].cv.w != mp[0].cv.w) return false;
+  }
+  const size_t lmb = simd_lane_major_bytes(mp[0].cv);
+  std::vector<uint8_t>* lm[kMaxChunkGroup] = {&scratch.lm, &scratch.lm_group[0], &scratch.lm_group[1]};
   std::shared_ptr<const TensorModel::VectorTables> tables_hold;
   const ModelView mv = model->view(&tables_hold, nullptr, 0);
-  const PairSide sa{pa.map, pa.rans, pa.rans_len, pa.raw, pa.raw_len, pa.tail, a.out, scratch.lm.data()};
-  const PairSide sb{pb.map, pb.rans, pb.rans_len, pb.raw, pb.raw_len, pb.tail, b.out, scratch.lm2.data()};
-  if (decode_pair_simd(mv, pa.cv, sa, sb) != 1) return false;
-  return chunk_hash(a.out, a.decoded_size) == a.xxh3 && chunk_hash(b.out, b.decoded_size) == b.xxh3;
+  GroupSide sides[kMaxChunkGroup];
+  for (int i = 0; i < n; ++i) {
+    if (lm[i]->size() < lmb) lm[i]->resize(lmb);
+    sides[i] = GroupSide{mp[i].map, mp[i].rans, mp[i].rans_len, mp[i].raw, mp[i].raw_len, mp[i].tail, chunks[i].out,
+                         lm[i]->data()};
+  }
+  if (decode_group_simd(mv, mp[0].cv, sides, n) != 1) return false;
+  for (int i = 0; i < n; ++i)
+    if (chunk_hash(chunks[i].out, chunks[i].decoded_size) != chunks[i].xxh3) return false;
+  return true;
 }
 
 Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,

@@ -14,6 +14,7 @@
 
 #include "chunk_decode.h"
 #include "rans.h"
+#include "wcodec/container.h"
 #include "wcodec/safetensors.h"
 #include "wcodec/status.h"
 
@@ -181,7 +182,7 @@ EncodedTensor encode_with_model(const TensorGeometry& g, const uint8_t* data, co
 // Per-thread scratch for decode_chunk.
 struct DecodeScratch {
   std::vector<uint8_t> lm;   // lane-major elements of the vector decoders
-  std::vector<uint8_t> lm2;  // the second chunk's, for decode_chunk_pair
+  std::vector<uint8_t> lm_group[2];  // the other members' of a group (decode_chunk_group)
   std::vector<uint16_t> e;
   std::vector<uint8_t> sm;
   std::vector<int32_t> res;
@@ -213,8 +214,9 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
                     const uint8_t* zp, uint32_t zcols, uint32_t zgroup, uint8_t* out, DecodeScratch& scratch,
                     const std::string& what);
 
-// One chunk of a pair for decode_chunk_pair (arguments as for decode_chunk).
-struct PairChunk {
+// One chunk of a group for decode_chunk_group (arguments as for
+// decode_chunk).
+struct GroupChunk {
   uint64_t index;
   const uint8_t* payload;
   size_t payload_len;
@@ -222,13 +224,13 @@ struct PairChunk {
   uint64_t xxh3;
   uint8_t* out;
 };
-// Decodes two model-coded chunks of one tensor together where the vector
-// decoder interleaves them (float models, chunks of the same rectangle
-// size). True: both decoded and their checksums match. False: nothing is
-// written that the caller may use; decode each with decode_chunk, which
-// also names the chunk at fault when one is damaged.
-bool decode_chunk_pair(const TensorGeometry& g, const TensorModel* model, const PairChunk& a, const PairChunk& b,
-                       DecodeScratch& scratch);
+// Decodes n (2..kMaxChunkGroup) model-coded chunks of one tensor together
+// where the vector decoder interleaves them (model_groups; chunks of the
+// same rectangle size). True: all decoded and their checksums match.
+// False: nothing is written that the caller may use; decode each with
+// decode_chunk, which also names the chunk at fault when one is damaged.
+bool decode_chunk_group(const TensorGeometry& g, const TensorModel* model, const GroupChunk* chunks, int n,
+                        DecodeScratch& scratch);
 
 uint64_t chunk_hash(const uint8_t* p, size_t n);
 
@@ -243,10 +245,10 @@ size_t simd_lane_major_bytes(const ChunkView& cv);
 int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                             const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm,
                             bool tail = false);
-// One of two chunks decode_pair_simd decodes together: its tile map (int;
+// One of the chunks decode_group_simd decodes together: its tile map (int;
 // null for none), stream, raw bit section (float), output and lane-major
 // scratch (simd_lane_major_bytes).
-struct PairSide {
+struct GroupSide {
   const uint8_t* map;
   const uint8_t* rans;
   uint32_t rans_len;
@@ -256,15 +258,15 @@ struct PairSide {
   uint8_t* out;
   uint8_t* lm;
 };
-// Two chunks of one model with the same rectangle size (cv: h, w) decoded
-// with their lanes' state chains interleaved: 1- and 2-byte floats, and
-// int8 / uint8 codes with activity contexts, one scale class, no tile map
-// and no zero points (model_pairs). 1: both decoded; 0: a stream is
-// malformed (decode each alone to learn which); -1: no paired loop for
-// this model or geometry.
-int decode_pair_simd(const ModelView& m, const ChunkView& cv, const PairSide& a, const PairSide& b);
-// Whether chunks of this model may decode in pairs (decode_chunk_pair).
-bool model_pairs(const TensorModel& m);
+// n (2..kMaxChunkGroup) chunks of one model with the same rectangle size
+// (cv: h, w) decoded with their lanes' state chains interleaved: 1- and
+// 2-byte floats, and int8 / uint8 codes with activity contexts, one scale
+// class, no tile map and no zero points (model_groups). 1: all decoded;
+// 0: a stream is malformed (decode each alone to learn which); -1: no
+// grouped loop for this model or geometry.
+int decode_group_simd(const ModelView& m, const ChunkView& cv, const GroupSide* sides, int n);
+// Whether chunks of this model may decode in groups (decode_chunk_group).
+bool model_groups(const TensorModel& m);
 int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm);
 

@@ -66,17 +66,16 @@ Status WcodecChunkSource::decode(size_t i, uint8_t* out) const {
   return renamed(reader_->decode_chunk(i, out));
 }
 
-void WcodecChunkSource::decode_pair(size_t a, uint8_t* out_a, size_t b, uint8_t* out_b, Status* st_a,
-                                    Status* st_b) const {
-  if (a >= num_chunks() || b >= num_chunks()) {
-    *st_a = decode(a, out_a);
-    *st_b = decode(b, out_b);
+void WcodecChunkSource::decode_group(const size_t* idx, uint8_t* const* outs, int n, Status* sts) const {
+  bool in_range = n >= 1 && n <= wcodec::kMaxChunkGroup;
+  for (int i = 0; i < n && in_range; ++i) in_range = idx[i] < num_chunks();
+  if (!in_range) {
+    for (int i = 0; i < n; ++i) sts[i] = decode(idx[i], outs[i]);
     return;
   }
-  wcodec::Status sa, sb;
-  reader_->decode_chunk_pair(a, out_a, b, out_b, &sa, &sb);
-  *st_a = renamed(sa);
-  *st_b = renamed(sb);
+  wcodec::Status cs[wcodec::kMaxChunkGroup];
+  reader_->decode_chunk_group(idx, outs, n, cs);
+  for (int i = 0; i < n; ++i) sts[i] = renamed(cs[i]);
 }
 
 }  // namespace wcodecfs

@@ -39,8 +39,8 @@ void CpuBatchDecoder::promote(uint64_t source_id, size_t index) { queue_.promote
 
 void CpuBatchDecoder::worker() {
   std::vector<DecodeRequest> reqs;
-  while (queue_.pop_pair(&reqs)) {
-    if (reqs.size() == 2) run_pair(reqs[0], reqs[1]);
+  while (queue_.pop_group(&reqs)) {
+    if (reqs.size() > 1) run_group(reqs);
     else run(reqs.front());
     reqs.clear();
   }
@@ -79,20 +79,24 @@ void CpuBatchDecoder::run(DecodeRequest& r) {
   r.done(st);
 }
 
-void CpuBatchDecoder::run_pair(DecodeRequest& a, DecodeRequest& b) {
+void CpuBatchDecoder::run_group(std::vector<DecodeRequest>& reqs) {
+  const int n = static_cast<int>(reqs.size());
+  size_t idx[wcodec::kMaxChunkGroup];
+  uint8_t* outs[wcodec::kMaxChunkGroup];
+  Status sts[wcodec::kMaxChunkGroup];
+  for (int i = 0; i < n; ++i) {
+    idx[i] = reqs[static_cast<size_t>(i)].index;
+    outs[i] = reqs[static_cast<size_t>(i)].out;
+  }
   const auto t0 = std::chrono::steady_clock::now();
-  Status sa, sb;
   try {
-    a.source->decode_pair(a.index, a.out, b.index, b.out, &sa, &sb);
+    reqs.front().source->decode_group(idx, outs, n, sts);
   } catch (const std::bad_alloc&) {
-    sa = out_of_memory(a);
-    sb = out_of_memory(b);
+    for (int i = 0; i < n; ++i) sts[i] = out_of_memory(reqs[static_cast<size_t>(i)]);
   }
   const uint64_t ns = ns_since(t0);
-  account(a, sa, ns / 2);
-  account(b, sb, ns - ns / 2);
-  a.done(sa);
-  b.done(sb);
+  for (int i = 0; i < n; ++i) account(reqs[static_cast<size_t>(i)], sts[i], ns / static_cast<uint64_t>(n));
+  for (int i = 0; i < n; ++i) reqs[static_cast<size_t>(i)].done(sts[i]);
 }
 
 void CpuBatchDecoder::shutdown() {
@@ -145,25 +149,26 @@ bool DecodeQueue::pop(size_t max, std::vector<DecodeRequest>* out) {
   return true;
 }
 
-bool DecodeQueue::pop_pair(std::vector<DecodeRequest>* out) {
+bool DecodeQueue::pop_group(std::vector<DecodeRequest>* out) {
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait(lk, [&] { return closed_ || !demand_.empty() || !background_.empty(); });
   if (closed_) return false;
   std::deque<DecodeRequest>& q = demand_.empty() ? background_ : demand_;
   out->push_back(std::move(q.front()));
   q.pop_front();
-  const DecodeRequest& first = out->front();
-  // The partner is looked for among the first few waiting requests only:
-  // readahead queues a file's chunks in order, so it is usually next.
+  const std::shared_ptr<const ChunkSource> src = out->front().source;
+  const size_t first = out->front().index;
+  // Members are looked for among the first few waiting requests only:
+  // readahead queues a file's chunks in order, so they are usually next.
   constexpr size_t kLook = 8;
   for (auto* pq : {&demand_, &background_}) {
-    const size_t n = std::min(pq->size(), kLook);
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < std::min(pq->size(), kLook) && out->size() < wcodec::kMaxChunkGroup;) {
       DecodeRequest& r = (*pq)[i];
-      if (r.source == first.source && first.source->pairable(first.index, r.index)) {
+      if (r.source == src && src->pairable(first, r.index)) {
         out->push_back(std::move(r));
         pq->erase(pq->begin() + static_cast<ptrdiff_t>(i));
-        return true;
+      } else {
+        ++i;
       }
     }
   }

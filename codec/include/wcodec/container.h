@@ -40,6 +40,8 @@ inline constexpr uint32_t kAlign = 128;
 inline constexpr uint64_t kMaxIndexSize = 1ull << 31;
 inline constexpr uint64_t kMaxTensors = 1u << 24;
 inline constexpr uint64_t kMaxChunkDecoded = 64u << 20;
+// Most chunks one call decodes together (Reader::decode_chunk_group).
+inline constexpr int kMaxChunkGroup = 3;
 
 struct EncodeConfig {
   uint64_t chunk_bytes = 256 * 1024;  // decoded bytes per chunk (target)
@@ -145,16 +147,21 @@ class Reader {
   // Decodes chunk `global_index` into out (chunk(i).decoded_size bytes),
   // verifying its checksum.
   Status decode_chunk(size_t global_index, uint8_t* out) const;
-  // Whether chunks a and b decode faster together (decode_chunk_pair):
-  // model-coded chunks of one size of one tensor whose model the paired
+  // Whether chunks a and b may decode together (decode_chunk_group):
+  // model-coded chunks of one size of one tensor whose model the grouped
   // decoder runs (1- and 2-byte floats; int8 / uint8 codes with activity
   // contexts).
   bool pairable(size_t a, size_t b) const;
-  // Decodes chunks a and b into out_a and out_b (each chunk's decoded size),
-  // verifying both checksums: together where they are pairable, else one
-  // after the other. Each chunk's result goes to *st_a / *st_b, as
-  // decode_chunk would report it.
-  void decode_chunk_pair(size_t a, uint8_t* out_a, size_t b, uint8_t* out_b, Status* st_a, Status* st_b) const;
+  // Decodes chunks idx[0..n) (n <= kMaxChunkGroup) into outs[i] (each
+  // chunk's decoded size), verifying every checksum: together where they
+  // are all pairable with idx[0], else one after the other. Chunk i's
+  // result goes to sts[i], as decode_chunk would report it.
+  void decode_chunk_group(const size_t* idx, uint8_t* const* outs, int n, Status* sts) const;
+  // How many of the next chunks from `first` (at most `avail` of them, all
+  // pairable with it) one group should take: 1 (alone), 2 or 3, so that a
+  // run of pairable chunks splits into groups of 3 and 2 without a single
+  // left over.
+  static int group_size(size_t avail) { return avail < 2 ? 1 : (avail == 2 || avail == 4 ? 2 : 3); }
 
   // Checks the whole-file CRC32 (every stored byte); with full, decodes
   // everything and checks per-tensor CRC32 and the SHA-256 of the original.
@@ -179,9 +186,13 @@ class Reader {
   bool uses_zero_points(size_t global_index) const;
   // decode_chunk with the chunk's stored bytes already read (payload).
   Status decode_chunk_from(size_t global_index, const uint8_t* payload, uint8_t* out) const;
-  // decode_chunk_pair with both chunks' stored bytes already read.
-  void decode_pair_from(size_t a, const uint8_t* pa, uint8_t* out_a, size_t b, const uint8_t* pb, uint8_t* out_b,
-                        Status* st_a, Status* st_b) const;
+  // decode_chunk_group with the chunks' stored bytes already read.
+  void decode_group_from(const size_t* idx, const uint8_t* const* payloads, uint8_t* const* outs, int n,
+                         Status* sts) const;
+  // How many chunks from gi on (at most kMaxChunkGroup + 2, each wanted
+  // whole by a read ending at `end`, the next in the file and pairable
+  // with gi) could decode in one group with it.
+  size_t pairable_run(size_t gi, uint64_t end) const;
   std::string chunk_what(size_t global_index) const;
 
   std::string path_;

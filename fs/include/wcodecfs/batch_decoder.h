@@ -71,10 +71,10 @@ class DecodeQueue {
   // Waits for requests and takes up to `max`, demand first; false once
   // closed (what is left belongs to close()).
   bool pop(size_t max, std::vector<DecodeRequest>* out);
-  // pop(1, out), then a second request if one waiting (among the first few
-  // of either queue) is of the same source and pairable with the first
-  // (ChunkSource::pairable): the two decode together.
-  bool pop_pair(std::vector<DecodeRequest>* out);
+  // pop(1, out), then up to wcodec::kMaxChunkGroup - 1 more requests
+  // waiting (among the first few of either queue) of the same source and
+  // pairable with the first (ChunkSource::pairable): they decode together.
+  bool pop_group(std::vector<DecodeRequest>* out);
   // Closes the queue, wakes every pop() and returns the requests left.
   std::vector<DecodeRequest> close();
   bool closed() const;
@@ -87,8 +87,8 @@ class DecodeQueue {
 };
 
 // A pool of CPU threads, each decoding one chunk at a time with
-// ChunkSource::decode, or two with ChunkSource::decode_pair where the
-// source decodes them faster together. Threads start at the first submit(), not in the
+// ChunkSource::decode, or up to three with ChunkSource::decode_group where
+// the source decodes them faster together. Threads start at the first submit(), not in the
 // constructor, so a daemon may construct the filesystem before it forks
 // (fuse_daemonize) without losing the pool.
 class CpuBatchDecoder final : public BatchDecoder {
@@ -107,7 +107,7 @@ class CpuBatchDecoder final : public BatchDecoder {
  private:
   void worker();
   void run(DecodeRequest& r);
-  void run_pair(DecodeRequest& a, DecodeRequest& b);
+  void run_group(std::vector<DecodeRequest>& reqs);
   // Adds one decoded chunk's result to the stats.
   void account(const DecodeRequest& r, const Status& st, uint64_t ns);
 

@@ -57,18 +57,18 @@ class ChunkSource {
   // checksum. A mismatch is Corruption whose message names the store file,
   // the tensor and the chunk.
   virtual Status decode(size_t i, uint8_t* out) const = 0;
-  // Whether chunks a and b decode faster together with decode_pair (the
+  // Whether chunks a and b may decode together with decode_group (the
   // default: never).
   virtual bool pairable(size_t a, size_t b) const {
     (void)a;
     (void)b;
     return false;
   }
-  // Decodes chunks a and b (as decode() each), together where pairable;
-  // each chunk's result goes to *st_a / *st_b.
-  virtual void decode_pair(size_t a, uint8_t* out_a, size_t b, uint8_t* out_b, Status* st_a, Status* st_b) const {
-    *st_a = decode(a, out_a);
-    *st_b = decode(b, out_b);
+  // Decodes chunks idx[0..n) (n <= wcodec::kMaxChunkGroup) into outs[i] (as
+  // decode() each), together where all are pairable with idx[0]; chunk i's
+  // result goes to sts[i].
+  virtual void decode_group(const size_t* idx, uint8_t* const* outs, int n, Status* sts) const {
+    for (int i = 0; i < n; ++i) sts[i] = decode(idx[i], outs[i]);
   }
   // The store-relative name of the backing file, for messages.
   virtual const std::string& name() const = 0;
@@ -95,7 +95,7 @@ class WcodecChunkSource final : public ChunkSource {
   size_t chunk_at(uint64_t pos) const override;
   Status decode(size_t i, uint8_t* out) const override;
   bool pairable(size_t a, size_t b) const override { return reader_->pairable(a, b); }
-  void decode_pair(size_t a, uint8_t* out_a, size_t b, uint8_t* out_b, Status* st_a, Status* st_b) const override;
+  void decode_group(const size_t* idx, uint8_t* const* outs, int n, Status* sts) const override;
   const std::string& name() const override { return name_; }
 
   const wcodec::Reader& reader() const { return *reader_; }
