@@ -11,7 +11,7 @@
 // the same left-exponent contexts, and times both 32-lane AVX-512 decode
 // loops on the same elements, and the split loop stepping two chunks at
 // once (independent state chains whose gathers overlap; the codec's
-// decoder does this for pairs of chunks).
+// decoder does this for groups of two or three chunks).
 //
 // It prints, for each file: the modeled bits per element of the split
 // tables, of joint tables fitted to the data, and of joint tables formed as

@@ -1777,7 +1777,7 @@ WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, cons
   return 1;
 }
 
-// The paired loops of n chunks (n = 2 or 3) with N fixed at compile time.
+// The grouped loops of N chunks (N = 2 or 3).
 template <int N, int E>
 WC_AVX512 int decode_float_group_n(const ModelView& m, const ChunkView& cv, const GroupSide* s, const LaneGeom& g) {
   const FloatFastConsts c = float_fast_consts(m, g);
