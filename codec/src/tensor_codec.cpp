@@ -1575,8 +1575,11 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   for (auto ci : sample) {
     SampleChunk sc2{chunk_ref(g, nullptr, ci), {}, {}};
     chunk_residuals(g, vals, sc2.c, nullptr, &sc2.res);
+    // Tokens of the evaluated rows only (every row_step-th); the rest stay 0.
     sc2.tok.resize(sc2.res.size());
-    for (size_t i = 0; i < sc2.res.size(); ++i) sc2.tok[i] = static_cast<uint16_t>(make_token(base, sc2.res[i]).tok);
+    for (uint64_t r = 0; r < sc2.c.h; r += row_step)
+      for (uint64_t i = r * sc2.c.w; i < (r + 1) * sc2.c.w; ++i)
+        sc2.tok[i] = static_cast<uint16_t>(make_token(base, sc2.res[i]).tok);
     sch.push_back(std::move(sc2));
   }
   // Most candidates differ only in their thresholds, extra neighbours, column
