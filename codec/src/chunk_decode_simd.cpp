@@ -1431,17 +1431,19 @@ WC_AVX512 FloatFastConsts float_fast_consts(const ModelView& m, const LaneGeom& 
   return c;
 }
 
-template <int E>
-WC_AVX512 int decode_float_fast(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
-                                uint8_t* lm, uint32_t* x_tail) {
+// The symbols of N same-rectangle chunks of one model (streams rans[n],
+// lane-major lm[n], raw tail words x_tail[n] or null): the loop for the
+// model's exponent context mode. 1 / 0 as float_fast_lanes, -1 when the
+// lanes are not all the same rectangle.
+template <int N, int E>
+WC_AVX512 int decode_float_fast(const ModelView& m, const uint8_t* const* rans, const uint32_t* rans_len,
+                                const LaneGeom& g, uint8_t* const* lm, uint32_t* const* x_tail) {
   if (!g.same_rect) return -1;
   const FloatFastConsts c = float_fast_consts(m, g);
   const FloatParams& p = m.fp;
   const bool smc = p.nm > 1 || p.sign_ctx;
-  uint8_t* const lms[1] = {lm};
-  uint32_t* const xts[1] = {x_tail};
 #define WC_FLOAT_FAST(EMv, S) \
-  if (p.emode == EMv && smc == S) return float_fast_lanes<1, E, EMv, S>(p, c, &rans, &rans_len, g, lms, xts);
+  if (p.emode == EMv && smc == S) return float_fast_lanes<N, E, EMv, S>(p, c, rans, rans_len, g, lm, x_tail);
   WC_FLOAT_FAST(0, false) WC_FLOAT_FAST(1, false) WC_FLOAT_FAST(2, false) WC_FLOAT_FAST(3, false)
   WC_FLOAT_FAST(4, false) WC_FLOAT_FAST(0, true) WC_FLOAT_FAST(1, true) WC_FLOAT_FAST(2, true)
   WC_FLOAT_FAST(3, true) WC_FLOAT_FAST(4, true)
@@ -1768,7 +1770,9 @@ WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, cons
   uint32_t* xt = tail ? x_tail : nullptr;
   int r = -1;
   if constexpr (E <= 2) {
-    r = decode_float_fast<E>(m, rans, rans_len, g, lm, xt);
+    uint8_t* const lms[1] = {lm};
+    uint32_t* const xts[1] = {xt};
+    r = decode_float_fast<1, E>(m, &rans, &rans_len, g, lms, xts);
     if (r < 0) r = decode_float_ragged<E>(m, rans, rans_len, g, lm, xt);
   }
   if (r == 0) return 0;
@@ -1777,12 +1781,9 @@ WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, cons
   return 1;
 }
 
-// The grouped loops of N chunks (N = 2 or 3).
+// The grouped loop of N chunks (N = 2 or 3), then each chunk's elements.
 template <int N, int E>
 WC_AVX512 int decode_float_group_n(const ModelView& m, const ChunkView& cv, const GroupSide* s, const LaneGeom& g) {
-  const FloatFastConsts c = float_fast_consts(m, g);
-  const FloatParams& p = m.fp;
-  const bool smc = p.nm > 1 || p.sign_ctx;
   uint32_t xt[N][kLanes];
   const uint8_t* rans[N];
   uint32_t rans_len[N];
@@ -1794,13 +1795,7 @@ WC_AVX512 int decode_float_group_n(const ModelView& m, const ChunkView& cv, cons
     lms[n] = s[n].lm;
     xts[n] = s[n].tail ? xt[n] : nullptr;
   }
-  int r = -1;
-#define WC_FLOAT_GROUP(EMv, S) \
-  if (p.emode == EMv && smc == S) r = float_fast_lanes<N, E, EMv, S>(p, c, rans, rans_len, g, lms, xts);
-  WC_FLOAT_GROUP(0, false) WC_FLOAT_GROUP(1, false) WC_FLOAT_GROUP(2, false) WC_FLOAT_GROUP(3, false)
-  WC_FLOAT_GROUP(4, false) WC_FLOAT_GROUP(0, true) WC_FLOAT_GROUP(1, true) WC_FLOAT_GROUP(2, true)
-  WC_FLOAT_GROUP(3, true) WC_FLOAT_GROUP(4, true)
-#undef WC_FLOAT_GROUP
+  const int r = decode_float_fast<N, E>(m, rans, rans_len, g, lms, xts);
   if (r != 1) return r;
   for (int n = 0; n < N; ++n) float_finish_e<E>(m, cv, s[n].raw, s[n].raw_len, s[n].out, s[n].lm, g, s[n].tail, xt[n]);
   return 1;
@@ -1812,7 +1807,6 @@ WC_AVX512 int decode_float_group_e(const ModelView& m, const ChunkView& cv, cons
   if constexpr (E > 2) {
     return -1;  // 4-byte floats have no step loop
   } else {
-    if (!g.same_rect) return -1;
     if (n == 2) return decode_float_group_n<2, E>(m, cv, s, g);
     if (n == 3) return decode_float_group_n<3, E>(m, cv, s, g);
     return -1;

@@ -832,11 +832,15 @@ bool Reader::pairable(size_t a, size_t b) const {
          model_groups(*t.model);
 }
 
-void Reader::decode_group_from(const size_t* idx, const uint8_t* const* payloads, uint8_t* const* outs, int n,
-                               Status* sts) const {
+bool Reader::groupable(const size_t* idx, int n) const {
   bool together = n >= 2 && n <= kMaxChunkGroup;
   for (int i = 1; i < n && together; ++i) together = pairable(idx[0], idx[i]);
-  if (together) {
+  return together;
+}
+
+void Reader::decode_group_from(const size_t* idx, const uint8_t* const* payloads, uint8_t* const* outs, int n,
+                               Status* sts) const {
+  if (groupable(idx, n)) {
     const Tensor& t = *tensors_[chunk_tensor_[idx[0]]];
     GroupChunk cs[kMaxChunkGroup];
     for (int i = 0; i < n; ++i) {
@@ -852,35 +856,32 @@ void Reader::decode_group_from(const size_t* idx, const uint8_t* const* payloads
 }
 
 void Reader::decode_chunk_group(const size_t* idx, uint8_t* const* outs, int n, Status* sts) const {
-  bool together = n >= 2 && n <= kMaxChunkGroup;
-  for (int i = 1; i < n && together; ++i) together = pairable(idx[0], idx[i]);
-  if (!together) {
-    for (int i = 0; i < n; ++i) sts[i] = decode_chunk(idx[i], outs[i]);
-    return;
-  }
-  // Pairable chunks use no zero points: their payloads are read into one
+  // Groupable chunks use no zero points: their payloads are read into one
   // buffer, with one pread where they lie back to back.
   thread_local std::vector<uint8_t> payload;
-  uint64_t total = 0;
-  bool contiguous = true;
-  for (int i = 0; i < n; ++i) {
-    const ChunkEntry& e = all_chunks_[idx[i]];
-    if (i && e.file_offset != all_chunks_[idx[i - 1]].file_offset + all_chunks_[idx[i - 1]].stored_size)
-      contiguous = false;
-    total += e.stored_size;
-  }
-  payload.resize(total);
-  Status st;
   const uint8_t* ps[kMaxChunkGroup];
-  uint64_t at = 0;
-  for (int i = 0; i < n; ++i) {
-    const ChunkEntry& e = all_chunks_[idx[i]];
-    if (!contiguous && st.ok()) st = pread_exact(e.file_offset, e.stored_size, payload.data() + at);
-    ps[i] = payload.data() + at;
-    at += e.stored_size;
+  const bool group = groupable(idx, n);
+  Status st;
+  if (group) {
+    uint64_t total = 0;
+    bool contiguous = true;
+    for (int i = 0; i < n; ++i) {
+      const ChunkEntry& e = all_chunks_[idx[i]];
+      const ChunkEntry& first = all_chunks_[idx[0]];
+      contiguous &= e.file_offset == first.file_offset + total;
+      total += e.stored_size;
+    }
+    payload.resize(total);
+    uint64_t at = 0;
+    for (int i = 0; i < n; ++i) {
+      const ChunkEntry& e = all_chunks_[idx[i]];
+      ps[i] = payload.data() + at;
+      if (!contiguous && st.ok()) st = pread_exact(e.file_offset, e.stored_size, payload.data() + at);
+      at += e.stored_size;
+    }
+    if (contiguous) st = pread_exact(all_chunks_[idx[0]].file_offset, total, payload.data());
   }
-  if (contiguous) st = pread_exact(all_chunks_[idx[0]].file_offset, total, payload.data());
-  if (!st.ok()) {
+  if (!group || !st.ok()) {  // a read error: decode_chunk reports it per chunk
     for (int i = 0; i < n; ++i) sts[i] = decode_chunk(idx[i], outs[i]);
     return;
   }

@@ -40,8 +40,7 @@ void CpuBatchDecoder::promote(uint64_t source_id, size_t index) { queue_.promote
 void CpuBatchDecoder::worker() {
   std::vector<DecodeRequest> reqs;
   while (queue_.pop_group(&reqs)) {
-    if (reqs.size() > 1) run_group(reqs);
-    else run(reqs.front());
+    run_group(reqs);
     reqs.clear();
   }
 }
@@ -66,18 +65,6 @@ Status out_of_memory(const DecodeRequest& r) {
   return Status(Code::kNoResources, r.source->name() + ": out of memory decoding chunk " + std::to_string(r.index));
 }
 }  // namespace
-
-void CpuBatchDecoder::run(DecodeRequest& r) {
-  const auto t0 = std::chrono::steady_clock::now();
-  Status st;
-  try {
-    st = r.source->decode(r.index, r.out);
-  } catch (const std::bad_alloc&) {
-    st = out_of_memory(r);
-  }
-  account(r, st, ns_since(t0));
-  r.done(st);
-}
 
 void CpuBatchDecoder::run_group(std::vector<DecodeRequest>& reqs) {
   const int n = static_cast<int>(reqs.size());

@@ -186,6 +186,9 @@ class Reader {
   bool uses_zero_points(size_t global_index) const;
   // decode_chunk with the chunk's stored bytes already read (payload).
   Status decode_chunk_from(size_t global_index, const uint8_t* payload, uint8_t* out) const;
+  // Whether chunks idx[0..n) (2 <= n <= kMaxChunkGroup) are all pairable
+  // with idx[0].
+  bool groupable(const size_t* idx, int n) const;
   // decode_chunk_group with the chunks' stored bytes already read.
   void decode_group_from(const size_t* idx, const uint8_t* const* payloads, uint8_t* const* outs, int n,
                          Status* sts) const;

@@ -106,7 +106,7 @@ class CpuBatchDecoder final : public BatchDecoder {
 
  private:
   void worker();
-  void run(DecodeRequest& r);
+  // Decodes one request, or a group of them (ChunkSource::decode_group).
   void run_group(std::vector<DecodeRequest>& reqs);
   // Adds one decoded chunk's result to the stats.
   void account(const DecodeRequest& r, const Status& st, uint64_t ns);
