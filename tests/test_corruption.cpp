@@ -21,6 +21,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -732,52 +733,63 @@ TEST(ChunkPayload, ModelCodedChunkOfRealBf16File) {
 }
 
 // Float chunks decoded in groups (Reader::decode_chunk_group, and
-// Reader::read over a group): a damaged chunk fails with a message naming
-// its tensor and chunk, the other members still decode to the original
-// bytes.
-TEST(ChunkPayload, DamagedChunkOfAFloatGroup) {
-  const Source s = encode_source("stories260K.bf16.4k",
-                                 wctest::read_file(wctest::data_dir() / "stories260K.bf16.safetensors"), 4096);
+// Reader::read over a group of neighbours): a damaged chunk fails with a
+// message naming its tensor and chunk, the other members still decode to
+// the original bytes. `across`: groups of chunks of three tensors (one
+// shape, each tensor its own model; anywhere in the file, as the mount's
+// decoder finds them among waiting requests); else three neighbouring
+// chunks of one tensor.
+void check_float_groups(const Source& s, bool across) {
+  constexpr int kG = wcodec::kMaxChunkGroup;
   check_pristine(s);
-  if (HasFatalFailure()) return;
+  if (::testing::Test::HasFatalFailure()) return;
   auto pr = open_bytes("group.pristine.wcodec", s.enc);
   ASSERT_TRUE(pr.ok()) << pr.status().ToString();
   const Reader& pristine = **pr;
-  std::vector<size_t> firsts;  // starts of three pairable chunks
-  for (size_t i = 0; i + 2 < pristine.num_chunks(); ++i)
-    if (pristine.pairable(i, i + 1) && pristine.pairable(i, i + 2)) firsts.push_back(i);
-  ASSERT_GE(firsts.size(), 10u) << "no groups of pairable float chunks in " << s.name;
+  auto tensor_of = [&](size_t ci) { return tensor_at(pristine, pristine.chunk(ci).decoded_offset); };
+  std::vector<std::array<size_t, kG>> groups;
+  for (size_t i = 0; i < pristine.num_chunks(); ++i) {
+    std::array<size_t, kG> g{i, 0, 0};
+    int n = 1;
+    for (size_t j = i + 1; j < pristine.num_chunks() && n < kG && (across || j < i + kG); ++j) {
+      if (!pristine.pairable(i, j)) continue;
+      bool fits = true;
+      for (int k = 0; k < n; ++k) fits &= across ? tensor_of(g[k]) != tensor_of(j) : tensor_of(g[k]) == tensor_of(j);
+      if (fits) g[n++] = j;
+    }
+    if (n == kG) groups.push_back(g);
+  }
+  ASSERT_GE(groups.size(), 10u) << "too few groups of pairable float chunks in " << s.name;
   auto orig_of = [&](const wcodec::ChunkEntry& c) {
     return std::vector<uint8_t>(s.orig.begin() + static_cast<ptrdiff_t>(c.decoded_offset),
                                 s.orig.begin() + static_cast<ptrdiff_t>(c.decoded_offset + c.decoded_size));
   };
-  auto decode_group = [](const Reader& rd, size_t first, int n, std::vector<std::vector<uint8_t>>* bufs,
-                         Status* sts) {
-    size_t idx[wcodec::kMaxChunkGroup];
-    uint8_t* outs[wcodec::kMaxChunkGroup];
+  auto decode_group = [](const Reader& rd, const std::array<size_t, kG>& g, int n,
+                         std::vector<std::vector<uint8_t>>* bufs, Status* sts) {
+    uint8_t* outs[kG];
     bufs->assign(static_cast<size_t>(n), {});
     for (int k = 0; k < n; ++k) {
-      idx[k] = first + static_cast<size_t>(k);
-      (*bufs)[static_cast<size_t>(k)].assign(rd.chunk(idx[k]).decoded_size, 0xCC);
+      (*bufs)[static_cast<size_t>(k)].assign(rd.chunk(g[static_cast<size_t>(k)]).decoded_size, 0xCC);
       outs[k] = (*bufs)[static_cast<size_t>(k)].data();
     }
-    rd.decode_chunk_group(idx, outs, n, sts);
+    rd.decode_chunk_group(g.data(), outs, n, sts);
   };
-  for (size_t i : firsts) {
-    for (int n = 2; n <= wcodec::kMaxChunkGroup; ++n) {
+  for (const auto& g : groups) {
+    for (int n = 2; n <= kG; ++n) {
       std::vector<std::vector<uint8_t>> bufs;
-      Status sts[wcodec::kMaxChunkGroup];
-      decode_group(pristine, i, n, &bufs, sts);
+      Status sts[kG];
+      decode_group(pristine, g, n, &bufs, sts);
       for (int k = 0; k < n; ++k) {
         ASSERT_TRUE(sts[k].ok()) << sts[k].ToString();
-        ASSERT_EQ(bufs[static_cast<size_t>(k)], orig_of(pristine.chunk(i + static_cast<size_t>(k))))
-            << "chunk " << i + static_cast<size_t>(k);
+        ASSERT_EQ(bufs[static_cast<size_t>(k)], orig_of(pristine.chunk(g[static_cast<size_t>(k)])))
+            << "chunk " << g[static_cast<size_t>(k)];
       }
     }
   }
-  const size_t first = firsts[firsts.size() / 2];
-  for (int bad_k = 0; bad_k < wcodec::kMaxChunkGroup; ++bad_k) {
-    const size_t bad = first + static_cast<size_t>(bad_k);
+  const auto& g = groups[groups.size() / 2];
+  const bool neighbours = g[1] == g[0] + 1 && g[2] == g[0] + 2;
+  for (int bad_k = 0; bad_k < kG; ++bad_k) {
+    const size_t bad = g[static_cast<size_t>(bad_k)];
     const wcodec::ChunkEntry c = pristine.chunk(bad);
     const std::string tname = tensor_at(pristine, c.decoded_offset);
     SCOPED_TRACE("damaged chunk " + std::to_string(bad) + " of \"" + tname + "\"");
@@ -787,11 +799,11 @@ TEST(ChunkPayload, DamagedChunkOfAFloatGroup) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     const Reader& rd = **r;
     std::vector<std::vector<uint8_t>> bufs;
-    Status sts[wcodec::kMaxChunkGroup];
-    decode_group(rd, first, wcodec::kMaxChunkGroup, &bufs, sts);
+    Status sts[kG];
+    decode_group(rd, g, kG, &bufs, sts);
     uint64_t span = 0;
-    for (int k = 0; k < wcodec::kMaxChunkGroup; ++k) {
-      const size_t ci = first + static_cast<size_t>(k);
+    for (int k = 0; k < kG; ++k) {
+      const size_t ci = g[static_cast<size_t>(k)];
       span += rd.chunk(ci).decoded_size;
       if (k == bad_k) {
         EXPECT_EQ(sts[k].code(), Code::kCorruption) << sts[k].ToString();
@@ -802,19 +814,34 @@ TEST(ChunkPayload, DamagedChunkOfAFloatGroup) {
         EXPECT_EQ(bufs[static_cast<size_t>(k)], orig_of(rd.chunk(ci))) << "an undamaged member read wrong bytes";
       }
     }
-    // A read over the whole group fails; each undamaged member reads alone.
-    std::vector<uint8_t> all(span);
-    const Status st = rd.read(rd.chunk(first).decoded_offset, span, all.data());
-    EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
-    EXPECT_TRUE(contains(st.message(), tname)) << st.ToString();
-    for (int k = 0; k < wcodec::kMaxChunkGroup; ++k) {
+    // A read over a group of neighbours fails; each undamaged member reads
+    // alone.
+    if (neighbours) {
+      std::vector<uint8_t> all(span);
+      const Status st = rd.read(rd.chunk(g[0]).decoded_offset, span, all.data());
+      EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
+      EXPECT_TRUE(contains(st.message(), tname)) << st.ToString();
+    }
+    for (int k = 0; k < kG; ++k) {
       if (k == bad_k) continue;
-      const wcodec::ChunkEntry& o = rd.chunk(first + static_cast<size_t>(k));
+      const wcodec::ChunkEntry& o = rd.chunk(g[static_cast<size_t>(k)]);
       std::vector<uint8_t> one(o.decoded_size);
       ASSERT_TRUE(rd.read(o.decoded_offset, one.size(), one.data()).ok());
       EXPECT_EQ(one, orig_of(o));
     }
   }
+}
+
+TEST(ChunkPayload, DamagedChunkOfAFloatGroup) {
+  check_float_groups(encode_source("stories260K.bf16.4k",
+                                   wctest::read_file(wctest::data_dir() / "stories260K.bf16.safetensors"), 4096),
+                     /*across=*/false);
+}
+
+// One-chunk tensors of one shape (the projections of every layer) decode in
+// groups that span tensors.
+TEST(ChunkPayload, DamagedChunkOfACrossTensorGroup) {
+  check_float_groups(real_source("stories260K.bf16.safetensors"), /*across=*/true);
 }
 
 // Raw (method 0) and zstd (method 1) chunks: searched for in the real small

@@ -1357,32 +1357,32 @@ WC_AVX512 WC_INLINE void float_exp_slots(const FloatFastConsts& c, const FloatFa
 // lanes are an independent chain of gathers, and issuing the chunks'
 // gathers of a phase together lets them overlap.
 template <int N, int E, int EM, bool SMC, bool HT, bool HL>
-WC_AVX512 WC_INLINE bool float_fast_step(const FloatParams& p, const FloatFastConsts& c, FloatFastState* s,
+WC_AVX512 WC_INLINE bool float_fast_step(const FloatParams& p, const FloatFastConsts* c, FloatFastState* s,
                                          uint32_t t, WordCursor* wc, uint8_t* const* lm) {
   for (int n = 0; n < N; ++n)
     if (__builtin_expect(wc[n].pos + kStepWords > wc[n].n, 0) && !words_tail(&wc[n])) return false;
   __m512i i0[N], i1[N], ee0[N], ee1[N], se0[N], se1[N];
-  for (int n = 0; n < N; ++n) float_exp_slots<E, EM, HT, HL>(c, s[n], t, lm[n], &i0[n], &i1[n]);
+  for (int n = 0; n < N; ++n) float_exp_slots<E, EM, HT, HL>(c[n], s[n], t, lm[n], &i0[n], &i1[n]);
   for (int n = 0; n < N; ++n) {
-    ee0[n] = _mm512_and_si512(rans_all16(s[n].X0, i0[n], c.slots_e, wc[n]), _mm512_set1_epi32(0xFF));
-    ee1[n] = _mm512_and_si512(rans_all16(s[n].X1, i1[n], c.slots_e, wc[n]), _mm512_set1_epi32(0xFF));
+    ee0[n] = _mm512_and_si512(rans_all16(s[n].X0, i0[n], c[n].slots_e, wc[n]), _mm512_set1_epi32(0xFF));
+    ee1[n] = _mm512_and_si512(rans_all16(s[n].X1, i1[n], c[n].slots_e, wc[n]), _mm512_set1_epi32(0xFF));
   }
   for (int n = 0; n < N; ++n) {
     __m512i j0, j1;
-    float_sm_slots<SMC>(p, c, s[n], ee0[n], ee1[n], s[n].LS0, s[n].LS1, &j0, &j1);
-    se0[n] = rans_all16(s[n].X0, j0, c.slots_s, wc[n]);
-    se1[n] = rans_all16(s[n].X1, j1, c.slots_s, wc[n]);
+    float_sm_slots<SMC>(p, c[n], s[n], ee0[n], ee1[n], s[n].LS0, s[n].LS1, &j0, &j1);
+    se0[n] = rans_all16(s[n].X0, j0, c[n].slots_s, wc[n]);
+    se1[n] = rans_all16(s[n].X1, j1, c[n].slots_s, wc[n]);
   }
-  for (int n = 0; n < N; ++n) float_store<E, SMC>(c, s[n], ee0[n], ee1[n], se0[n], se1[n], t, lm[n]);
+  for (int n = 0; n < N; ++n) float_store<E, SMC>(c[n], s[n], ee0[n], ee1[n], se0[n], se1[n], t, lm[n]);
   return true;
 }
 
 template <int N, int E, int EM, bool SMC, bool HT>
-WC_AVX512 WC_INLINE bool float_fast_row(const FloatParams& p, const FloatFastConsts& c, FloatFastState* s, uint32_t t0,
+WC_AVX512 WC_INLINE bool float_fast_row(const FloatParams& p, const FloatFastConsts* c, FloatFastState* s, uint32_t t0,
                                         WordCursor* wc, uint8_t* const* lm) {
   for (int n = 0; n < N; ++n) s[n].LS0 = s[n].LS1 = _mm512_setzero_si512();
   if (!float_fast_step<N, E, EM, SMC, HT, false>(p, c, s, t0, wc, lm)) return false;
-  for (uint32_t j = 1; j < c.W; ++j)
+  for (uint32_t j = 1; j < c[0].W; ++j)
     if (!float_fast_step<N, E, EM, SMC, HT, true>(p, c, s, t0 + j, wc, lm)) return false;
   return true;
 }
@@ -1392,7 +1392,7 @@ WC_AVX512 WC_INLINE bool float_fast_row(const FloatParams& p, const FloatFastCon
 // decoded, 0 otherwise (for N > 1 the caller then decodes each chunk
 // alone, which names the chunk at fault).
 template <int N, int E, int EM, bool SMC>
-WC_AVX512 int float_fast_lanes(const FloatParams& p, const FloatFastConsts& c, const uint8_t* const* rans,
+WC_AVX512 int float_fast_lanes(const FloatParams& p, const FloatFastConsts* c, const uint8_t* const* rans,
                                const uint32_t* rans_len, const LaneGeom& g, uint8_t* const* lm,
                                uint32_t* const* x_tail) {
   WordCursor wc[N];
@@ -1403,7 +1403,7 @@ WC_AVX512 int float_fast_lanes(const FloatParams& p, const FloatFastConsts& c, c
     s[n].LE = _mm512_setzero_si512();
   }
   for (uint32_t r = 0; r < g.rows; ++r) {
-    const bool ok = r ? float_fast_row<N, E, EM, SMC, true>(p, c, s, r * c.W, wc, lm)
+    const bool ok = r ? float_fast_row<N, E, EM, SMC, true>(p, c, s, r * c[0].W, wc, lm)
                       : float_fast_row<N, E, EM, SMC, false>(p, c, s, 0, wc, lm);
     if (!ok) return 0;
   }
@@ -1431,17 +1431,32 @@ WC_AVX512 FloatFastConsts float_fast_consts(const ModelView& m, const LaneGeom& 
   return c;
 }
 
-// The symbols of N same-rectangle chunks of one model (streams rans[n],
-// lane-major lm[n], raw tail words x_tail[n] or null): the loop for the
-// model's exponent context mode. 1 / 0 as float_fast_lanes, -1 when the
-// lanes are not all the same rectangle.
+inline bool float_smc(const FloatParams& p) { return p.nm > 1 || p.sign_ctx; }
+
+// Whether chunks of float models a and b (of one element size) can share a
+// step loop: the same exponent context mode and sign / mantissa context
+// form. Their tables and the other parameters may differ.
+inline bool float_loop_compatible(const FloatParams& a, const FloatParams& b) {
+  return a.elem_bytes == b.elem_bytes && a.emode == b.emode && a.sign_ctx == b.sign_ctx &&
+         float_smc(a) == float_smc(b);
+}
+
+// The symbols of N same-rectangle chunks of one geometry (models ms[n],
+// streams rans[n], lane-major lm[n], raw tail words x_tail[n] or null): the
+// loop for the models' exponent context mode. 1 / 0 as float_fast_lanes, -1
+// when the lanes are not all the same rectangle or the models do not share
+// a loop (float_loop_compatible).
 template <int N, int E>
-WC_AVX512 int decode_float_fast(const ModelView& m, const uint8_t* const* rans, const uint32_t* rans_len,
+WC_AVX512 int decode_float_fast(const ModelView* ms, const uint8_t* const* rans, const uint32_t* rans_len,
                                 const LaneGeom& g, uint8_t* const* lm, uint32_t* const* x_tail) {
   if (!g.same_rect) return -1;
-  const FloatFastConsts c = float_fast_consts(m, g);
-  const FloatParams& p = m.fp;
-  const bool smc = p.nm > 1 || p.sign_ctx;
+  FloatFastConsts c[N];
+  for (int n = 0; n < N; ++n) {
+    if (n && !float_loop_compatible(ms[0].fp, ms[n].fp)) return -1;
+    c[n] = float_fast_consts(ms[n], g);
+  }
+  const FloatParams& p = ms[0].fp;
+  const bool smc = float_smc(p);
 #define WC_FLOAT_FAST(EMv, S) \
   if (p.emode == EMv && smc == S) return float_fast_lanes<N, E, EMv, S>(p, c, rans, rans_len, g, lm, x_tail);
   WC_FLOAT_FAST(0, false) WC_FLOAT_FAST(1, false) WC_FLOAT_FAST(2, false) WC_FLOAT_FAST(3, false)
@@ -1772,7 +1787,7 @@ WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, cons
   if constexpr (E <= 2) {
     uint8_t* const lms[1] = {lm};
     uint32_t* const xts[1] = {xt};
-    r = decode_float_fast<1, E>(m, &rans, &rans_len, g, lms, xts);
+    r = decode_float_fast<1, E>(&m, &rans, &rans_len, g, lms, xts);
     if (r < 0) r = decode_float_ragged<E>(m, rans, rans_len, g, lm, xt);
   }
   if (r == 0) return 0;
@@ -1783,7 +1798,7 @@ WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, cons
 
 // The grouped loop of N chunks (N = 2 or 3), then each chunk's elements.
 template <int N, int E>
-WC_AVX512 int decode_float_group_n(const ModelView& m, const ChunkView& cv, const GroupSide* s, const LaneGeom& g) {
+WC_AVX512 int decode_float_group_n(const ModelView* ms, const ChunkView& cv, const GroupSide* s, const LaneGeom& g) {
   uint32_t xt[N][kLanes];
   const uint8_t* rans[N];
   uint32_t rans_len[N];
@@ -1795,20 +1810,21 @@ WC_AVX512 int decode_float_group_n(const ModelView& m, const ChunkView& cv, cons
     lms[n] = s[n].lm;
     xts[n] = s[n].tail ? xt[n] : nullptr;
   }
-  const int r = decode_float_fast<N, E>(m, rans, rans_len, g, lms, xts);
+  const int r = decode_float_fast<N, E>(ms, rans, rans_len, g, lms, xts);
   if (r != 1) return r;
-  for (int n = 0; n < N; ++n) float_finish_e<E>(m, cv, s[n].raw, s[n].raw_len, s[n].out, s[n].lm, g, s[n].tail, xt[n]);
+  for (int n = 0; n < N; ++n)
+    float_finish_e<E>(ms[n], cv, s[n].raw, s[n].raw_len, s[n].out, s[n].lm, g, s[n].tail, xt[n]);
   return 1;
 }
 
 template <int E>
-WC_AVX512 int decode_float_group_e(const ModelView& m, const ChunkView& cv, const GroupSide* s, int n,
+WC_AVX512 int decode_float_group_e(const ModelView* ms, const ChunkView& cv, const GroupSide* s, int n,
                                    const LaneGeom& g) {
   if constexpr (E > 2) {
     return -1;  // 4-byte floats have no step loop
   } else {
-    if (n == 2) return decode_float_group_n<2, E>(m, cv, s, g);
-    if (n == 3) return decode_float_group_n<3, E>(m, cv, s, g);
+    if (n == 2) return decode_float_group_n<2, E>(ms, cv, s, g);
+    if (n == 3) return decode_float_group_n<3, E>(ms, cv, s, g);
     return -1;
   }
 }
@@ -1899,23 +1915,33 @@ int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8
   }
 }
 
-int decode_group_simd(const ModelView& m, const ChunkView& cv, const GroupSide* s, int n) {
-  if (!simd_enabled() || !m.slot_all || n < 2 || n > kMaxChunkGroup) return -1;
+int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide* s, int n) {
+  if (!simd_enabled() || n < 2 || n > kMaxChunkGroup) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
   const uint64_t nel = uint64_t{cv.h} * cv.w;
+  const ModelView& m = ms[0];
+  if (!m.slot_all) return -1;
   if (m.kind == ModelKind::kFloat) {
-    if (!m.slot1_all || m.fp.eb > 8 || m.fp.k > 7 || float_raw_bits(m.fp) > 24) return -1;
+    for (int i = 0; i < n; ++i) {
+      const ModelView& mi = ms[i];
+      if (mi.kind != ModelKind::kFloat || !mi.slot_all || !mi.slot1_all || mi.fp.eb > 8 || mi.fp.k > 7 ||
+          float_raw_bits(mi.fp) > 24 || !float_loop_compatible(m.fp, mi.fp))
+        return -1;
+    }
     for (int i = 0; i < n; ++i)
-      if (!float_raw_ok(m.fp, nel, s[i].raw_len, s[i].tail) || s[i].rans_len < 4 * kLanes || (s[i].rans_len & 1))
+      if (!float_raw_ok(ms[i].fp, nel, s[i].raw_len, s[i].tail) || s[i].rans_len < 4 * kLanes || (s[i].rans_len & 1))
         return 0;
     LaneGeom g;
     lane_geom(cv, &g);
     switch (m.fp.elem_bytes) {
-      case 1: return decode_float_group_e<1>(m, cv, s, n, g);
-      case 2: return decode_float_group_e<2>(m, cv, s, n, g);
+      case 1: return decode_float_group_e<1>(ms, cv, s, n, g);
+      case 2: return decode_float_group_e<2>(ms, cv, s, n, g);
       default: return -1;
     }
   }
+  // Int chunks group with chunks of the same model only (the same tables).
+  for (int i = 1; i < n; ++i)
+    if (ms[i].kind != m.kind || ms[i].slot_all != m.slot_all) return -1;
   if (m.kind != ModelKind::kInt || !m.luts || m.zp) return -1;
   if (m.ip.sub != kIntI8 && m.ip.sub != kIntU8) return -1;
   for (int i = 0; i < n; ++i) {

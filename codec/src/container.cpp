@@ -824,12 +824,17 @@ Status Reader::decode_chunk_from(size_t gi, const uint8_t* payload, uint8_t* out
 }
 
 bool Reader::pairable(size_t a, size_t b) const {
-  if (a >= all_chunks_.size() || b >= all_chunks_.size() || a == b || chunk_tensor_[a] != chunk_tensor_[b])
-    return false;
-  const Tensor& t = *tensors_[chunk_tensor_[a]];
+  if (a >= all_chunks_.size() || b >= all_chunks_.size() || a == b) return false;
   const ChunkEntry &ea = all_chunks_[a], &eb = all_chunks_[b];
-  return ea.method == 2 && eb.method == 2 && ea.decoded_size == eb.decoded_size && t.has_model && t.model &&
-         model_groups(*t.model);
+  if (ea.method != 2 || eb.method != 2 || ea.decoded_size != eb.decoded_size) return false;
+  const Tensor &ta = *tensors_[chunk_tensor_[a]], &tb = *tensors_[chunk_tensor_[b]];
+  if (!ta.has_model || !ta.model || !tb.has_model || !tb.model || !models_group(*ta.model, *tb.model)) return false;
+  if (&ta == &tb) return true;
+  // Chunks of two tensors: the same rectangle, so the same lane layout.
+  uint64_t ra, ca, ha, wa, rb, cb, hb, wb;
+  ta.geom.chunk_rect(chunk_local_[a], &ra, &ca, &ha, &wa);
+  tb.geom.chunk_rect(chunk_local_[b], &rb, &cb, &hb, &wb);
+  return ha == hb && wa == wb && ta.geom.elem_bits == tb.geom.elem_bits;
 }
 
 bool Reader::groupable(const size_t* idx, int n) const {
@@ -841,13 +846,14 @@ bool Reader::groupable(const size_t* idx, int n) const {
 void Reader::decode_group_from(const size_t* idx, const uint8_t* const* payloads, uint8_t* const* outs, int n,
                                Status* sts) const {
   if (groupable(idx, n)) {
-    const Tensor& t = *tensors_[chunk_tensor_[idx[0]]];
     GroupChunk cs[kMaxChunkGroup];
     for (int i = 0; i < n; ++i) {
       const ChunkEntry& e = all_chunks_[idx[i]];
-      cs[i] = GroupChunk{chunk_local_[idx[i]], payloads[i], e.stored_size, e.decoded_size, e.xxh3, outs[i]};
+      const Tensor& t = *tensors_[chunk_tensor_[idx[i]]];
+      cs[i] = GroupChunk{&t.geom,   t.model.get(),  chunk_local_[idx[i]], payloads[i], e.stored_size,
+                         e.decoded_size, e.xxh3, outs[i]};
     }
-    if (wcodec::decode_chunk_group(t.geom, t.model.get(), cs, n, thread_scratch())) {
+    if (wcodec::decode_chunk_group(cs, n, thread_scratch())) {
       for (int i = 0; i < n; ++i) sts[i] = Status::OK();
       return;
     }
@@ -1017,39 +1023,49 @@ Status Reader::verify(bool full) const {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
   EVP_DigestUpdate(ctx, orig_header_.data(), orig_header_.size());
+  // Chunks in file order, in groups where they decode together (a group
+  // may span tensors of one shape); each tensor's CRC32 is checked when its
+  // last chunk is in.
   std::vector<uint8_t> buf;
   Status st;
-  for (const auto& t : tensors_) {
-    uint32_t crc = 0;
-    for (size_t c = 0; c < t->chunks.size() && st.ok();) {
-      const size_t g = t->first_global + c;
-      const int n = group_size(pairable_run(g, UINT64_MAX));
-      size_t idx[kMaxChunkGroup];
-      uint8_t* outs[kMaxChunkGroup];
-      Status sts[kMaxChunkGroup];
-      uint64_t bytes = 0;
-      for (int i = 0; i < n; ++i) bytes += t->chunks[c + static_cast<size_t>(i)].decoded_size;
-      buf.resize(bytes);
-      bytes = 0;
-      for (int i = 0; i < n; ++i) {
-        idx[i] = g + static_cast<size_t>(i);
-        outs[i] = buf.data() + bytes;
-        bytes += t->chunks[c + static_cast<size_t>(i)].decoded_size;
+  std::vector<uint32_t> crc(tensors_.size(), 0);
+  auto check_done = [&](size_t ti) {
+    if (st.ok() && crc[ti] != tensors_[ti]->crc)
+      st = Status::Corruption(path_ + ": tensor \"" + tensors_[ti]->info.name + "\" CRC32 mismatch");
+  };
+  size_t next_tensor = 0;  // tensors before it are checked
+  for (size_t g = 0; g < all_chunks_.size() && st.ok();) {
+    // Tensors without chunks (empty) before this chunk's.
+    for (; next_tensor < chunk_tensor_[g] && st.ok(); ++next_tensor) check_done(next_tensor);
+    const int n = group_size(pairable_run(g, UINT64_MAX));
+    size_t idx[kMaxChunkGroup];
+    uint8_t* outs[kMaxChunkGroup];
+    Status sts[kMaxChunkGroup];
+    uint64_t bytes = 0;
+    for (int i = 0; i < n; ++i) bytes += all_chunks_[g + static_cast<size_t>(i)].decoded_size;
+    buf.resize(bytes);
+    bytes = 0;
+    for (int i = 0; i < n; ++i) {
+      idx[i] = g + static_cast<size_t>(i);
+      outs[i] = buf.data() + bytes;
+      bytes += all_chunks_[g + static_cast<size_t>(i)].decoded_size;
+    }
+    if (n > 1) decode_chunk_group(idx, outs, n, sts);
+    else sts[0] = decode_chunk(g, buf.data());
+    for (int i = 0; i < n && st.ok(); ++i) st = sts[i];
+    for (int i = 0; i < n && st.ok(); ++i) {
+      const size_t gi = idx[i], ti = chunk_tensor_[gi];
+      const uint64_t sz = all_chunks_[gi].decoded_size;
+      crc[ti] = crc32_of(outs[i], sz, crc[ti]);
+      EVP_DigestUpdate(ctx, outs[i], sz);
+      if (gi + 1 == all_chunks_.size() || chunk_tensor_[gi + 1] != ti) {
+        check_done(ti);
+        next_tensor = ti + 1;
       }
-      if (n > 1) decode_chunk_group(idx, outs, n, sts);
-      else sts[0] = decode_chunk(g, buf.data());
-      for (int i = 0; i < n && st.ok(); ++i) st = sts[i];
-      if (!st.ok()) break;
-      crc = crc32_of(buf.data(), buf.size(), crc);
-      EVP_DigestUpdate(ctx, buf.data(), buf.size());
-      c += static_cast<size_t>(n);
     }
-    if (!st.ok()) break;
-    if (crc != t->crc) {
-      st = Status::Corruption(path_ + ": tensor \"" + t->info.name + "\" CRC32 mismatch");
-      break;
-    }
+    g += static_cast<size_t>(n);
   }
+  for (; next_tensor < tensors_.size() && st.ok(); ++next_tensor) check_done(next_tensor);
   std::array<uint8_t, 32> md{};
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx, md.data(), &len);

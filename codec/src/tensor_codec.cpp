@@ -2387,23 +2387,34 @@ bool model_groups(const TensorModel& m) {
          m.ip.ns == 1 && m.ip.zgroup == 0;
 }
 
-bool decode_chunk_group(const TensorGeometry& g, const TensorModel* model, const GroupChunk* chunks, int n,
-                        DecodeScratch& scratch) {
-  if (!model || !model_groups(*model) || n < 2 || n > kMaxChunkGroup) return false;
+bool models_group(const TensorModel& a, const TensorModel& b) {
+  if (!model_groups(a) || !model_groups(b)) return false;
+  if (&a == &b || a.vt == b.vt) return true;  // one model (copies share vt)
+  const FloatParams &p = a.fp, &q = b.fp;
+  return a.kind == ModelKind::kFloat && b.kind == ModelKind::kFloat && p.elem_bytes == q.elem_bytes &&
+         p.emode == q.emode && p.sign_ctx == q.sign_ctx && (p.nm > 1 || p.sign_ctx) == (q.nm > 1 || q.sign_ctx);
+}
+
+bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch) {
+  if (n < 2 || n > kMaxChunkGroup) return false;
   ModelPayload mp[kMaxChunkGroup];
   for (int i = 0; i < n; ++i) {
     const GroupChunk& c = chunks[i];
-    if (!parse_model_payload(g, *model, c.index, c.payload, c.payload_len, c.decoded_size, std::string(), &mp[i])
+    if (!c.model || !c.geom || !models_group(*chunks[0].model, *c.model)) return false;
+    if (!parse_model_payload(*c.geom, *c.model, c.index, c.payload, c.payload_len, c.decoded_size, std::string(),
+                             &mp[i])
              .ok())
       return false;
     if (mp[i].cv.h != mp[0].cv.h || mp[i].cv.w != mp[0].cv.w) return false;
   }
   const size_t lmb = simd_lane_major_bytes(mp[0].cv);
   std::vector<uint8_t>* lm[kMaxChunkGroup] = {&scratch.lm, &scratch.lm_group[0], &scratch.lm_group[1]};
-  std::shared_ptr<const TensorModel::VectorTables> tables_hold;
-  const ModelView mv = model->view(&tables_hold, nullptr, 0);
+  std::shared_ptr<const TensorModel::VectorTables> tables_hold[kMaxChunkGroup];
+  ModelView mv[kMaxChunkGroup];
   GroupSide sides[kMaxChunkGroup];
   for (int i = 0; i < n; ++i) {
+    const bool same = i && chunks[i].model == chunks[0].model;
+    mv[i] = same ? mv[0] : chunks[i].model->view(&tables_hold[i], nullptr, 0);
     if (lm[i]->size() < lmb) lm[i]->resize(lmb);
     sides[i] = GroupSide{mp[i].map, mp[i].rans, mp[i].rans_len, mp[i].raw, mp[i].raw_len, mp[i].tail, chunks[i].out,
                          lm[i]->data()};

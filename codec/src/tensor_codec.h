@@ -217,6 +217,8 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
 // One chunk of a group for decode_chunk_group (arguments as for
 // decode_chunk).
 struct GroupChunk {
+  const TensorGeometry* geom;
+  const TensorModel* model;
   uint64_t index;
   const uint8_t* payload;
   size_t payload_len;
@@ -224,13 +226,13 @@ struct GroupChunk {
   uint64_t xxh3;
   uint8_t* out;
 };
-// Decodes n (2..kMaxChunkGroup) model-coded chunks of one tensor together
-// where the vector decoder interleaves them (model_groups; chunks of the
-// same rectangle size). True: all decoded and their checksums match.
-// False: nothing is written that the caller may use; decode each with
-// decode_chunk, which also names the chunk at fault when one is damaged.
-bool decode_chunk_group(const TensorGeometry& g, const TensorModel* model, const GroupChunk* chunks, int n,
-                        DecodeScratch& scratch);
+// Decodes n (2..kMaxChunkGroup) model-coded chunks together where the
+// vector decoder interleaves them: chunks of the same rectangle size whose
+// models group (models_group; the chunks of one tensor, or of tensors of
+// one shape). True: all decoded and their checksums match. False: nothing
+// is written that the caller may use; decode each with decode_chunk, which
+// also names the chunk at fault when one is damaged.
+bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch);
 
 uint64_t chunk_hash(const uint8_t* p, size_t n);
 
@@ -258,15 +260,21 @@ struct GroupSide {
   uint8_t* out;
   uint8_t* lm;
 };
-// n (2..kMaxChunkGroup) chunks of one model with the same rectangle size
-// (cv: h, w) decoded with their lanes' state chains interleaved: 1- and
-// 2-byte floats, and int8 / uint8 codes with activity contexts, one scale
-// class, no tile map and no zero points (model_groups). 1: all decoded;
-// 0: a stream is malformed (decode each alone to learn which); -1: no
-// grouped loop for this model or geometry.
-int decode_group_simd(const ModelView& m, const ChunkView& cv, const GroupSide* sides, int n);
+// n (2..kMaxChunkGroup) chunks with the same rectangle size (cv: h, w)
+// decoded with their lanes' state chains interleaved, chunk i with
+// models[i]: 1- and 2-byte floats (models that share a step loop, see
+// models_group), and int8 / uint8 codes of one model with activity
+// contexts, one scale class, no tile map and no zero points
+// (model_groups). 1: all decoded; 0: a stream is malformed (decode each
+// alone to learn which); -1: no grouped loop for these models or geometry.
+int decode_group_simd(const ModelView* models, const ChunkView& cv, const GroupSide* sides, int n);
 // Whether chunks of this model may decode in groups (decode_chunk_group).
 bool model_groups(const TensorModel& m);
+// Whether chunks of models a and b may decode in one group: the same model
+// (model_groups), or float models whose chunks share a step loop (one
+// element size, exponent context mode and sign / mantissa context form;
+// their tables differ).
+bool models_group(const TensorModel& a, const TensorModel& b);
 int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm);
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <new>
 
 #include "wcodecfs/batch_decoder.h"
@@ -147,18 +148,21 @@ bool DecodeQueue::pop_group(std::vector<DecodeRequest>* out) {
   const size_t first = out->front().index;
   // Members are looked for among the first few waiting requests only:
   // readahead queues a file's chunks in order, so they are usually next.
+  // The group takes as many as leaves no partner alone for the next worker
+  // (4 waiting: two pairs, not three and a single).
   constexpr size_t kLook = 8;
+  struct Pos { std::deque<DecodeRequest>* q; size_t i; };
+  Pos found[wcodec::kMaxChunkGroup + 2];
+  size_t nfound = 0;
   for (auto* pq : {&demand_, &background_}) {
-    for (size_t i = 0; i < std::min(pq->size(), kLook) && out->size() < wcodec::kMaxChunkGroup;) {
-      DecodeRequest& r = (*pq)[i];
-      if (r.source == src && src->pairable(first, r.index)) {
-        out->push_back(std::move(r));
-        pq->erase(pq->begin() + static_cast<ptrdiff_t>(i));
-      } else {
-        ++i;
-      }
+    for (size_t i = 0; i < std::min(pq->size(), kLook) && nfound < std::size(found) - 1; ++i) {
+      const DecodeRequest& r = (*pq)[i];
+      if (r.source == src && src->pairable(first, r.index)) found[nfound++] = Pos{pq, i};
     }
   }
+  const size_t take = static_cast<size_t>(wcodec::Reader::group_size(nfound + 1)) - 1;
+  for (size_t k = 0; k < take; ++k) out->push_back(std::move((*found[k].q)[found[k].i]));
+  for (size_t k = take; k-- > 0;) found[k].q->erase(found[k].q->begin() + static_cast<ptrdiff_t>(found[k].i));
   return true;
 }
 

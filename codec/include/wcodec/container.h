@@ -148,9 +148,10 @@ class Reader {
   // verifying its checksum.
   Status decode_chunk(size_t global_index, uint8_t* out) const;
   // Whether chunks a and b may decode together (decode_chunk_group):
-  // model-coded chunks of one size of one tensor whose model the grouped
-  // decoder runs (1- and 2-byte floats; int8 / uint8 codes with activity
-  // contexts).
+  // model-coded chunks of one rectangle size whose models the grouped
+  // decoder runs together: chunks of one tensor (1- and 2-byte floats; int8
+  // / uint8 codes with activity contexts), or float chunks of two tensors
+  // whose models share a step loop.
   bool pairable(size_t a, size_t b) const;
   // Decodes chunks idx[0..n) (n <= kMaxChunkGroup) into outs[i] (each
   // chunk's decoded size), verifying every checksum: together where they
