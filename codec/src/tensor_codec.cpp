@@ -867,22 +867,41 @@ static void walk_bytes(const BytesParams& p, uint32_t h, uint32_t w, const uint8
 }
 
 // ------------------------------------------------------------------ stats
-// Estimated cost in bits of one context's n symbol counts: data at empirical
+// c * log2(c), from a table for the small counts most contexts hold: the
+// entropy of counts c_i with total T is T log2 T - sum c_i log2 c_i.
+static double clog2c(uint64_t c) {
+  constexpr size_t kN = 4096;
+  static const std::array<double, kN> table = [] {
+    std::array<double, kN> t{};
+    for (size_t i = 1; i < kN; ++i) t[i] = static_cast<double>(i) * std::log2(static_cast<double>(i));
+    return t;
+  }();
+  return c < kN ? table[c] : static_cast<double>(c) * std::log2(static_cast<double>(c));
+}
+
+// Estimated cost in bits of a context whose symbol counts total `total`
+// over `nz` used symbols with sum c log2 c = `slog`: data at empirical
 // entropy, scaled by `scale`, plus the table description.
-template <typename T>
-static double context_cost(const T* c, size_t n, double scale) {
-  double total = 0;
-  size_t nz = 0;
-  for (size_t i = 0; i < n; ++i) {
-    total += static_cast<double>(c[i]);
-    nz += c[i] != 0;
-  }
+static double context_cost_of(double total, size_t nz, double slog, double scale) {
   if (nz == 0) return 1;
-  double ent = 0;
-  for (size_t i = 0; i < n; ++i)
-    if (c[i]) ent -= static_cast<double>(c[i]) * std::log2(static_cast<double>(c[i]) / total);
+  const double ent = total * std::log2(total) - slog;
   // table: ~ (gap + compact frequency) codes per used symbol
   return ent * scale + (static_cast<double>(nz) * 9.0 + 4);
+}
+
+// The same from one context's n symbol counts.
+template <typename T>
+static double context_cost(const T* c, size_t n, double scale) {
+  uint64_t total = 0;
+  size_t nz = 0;
+  double slog = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!c[i]) continue;
+    total += c[i];
+    ++nz;
+    slog += clog2c(c[i]);
+  }
+  return context_cost_of(static_cast<double>(total), nz, slog, scale);
 }
 
 // Symbol counts per (context, symbol) of a model's two table sets, each set
