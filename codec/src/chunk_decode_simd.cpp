@@ -1431,16 +1431,6 @@ WC_AVX512 FloatFastConsts float_fast_consts(const ModelView& m, const LaneGeom& 
   return c;
 }
 
-inline bool float_smc(const FloatParams& p) { return p.nm > 1 || p.sign_ctx; }
-
-// Whether chunks of float models a and b (of one element size) can share a
-// step loop: the same exponent context mode and sign / mantissa context
-// form. Their tables and the other parameters may differ.
-inline bool float_loop_compatible(const FloatParams& a, const FloatParams& b) {
-  return a.elem_bytes == b.elem_bytes && a.emode == b.emode && a.sign_ctx == b.sign_ctx &&
-         float_smc(a) == float_smc(b);
-}
-
 // The symbols of N same-rectangle chunks of one geometry (models ms[n],
 // streams rans[n], lane-major lm[n], raw tail words x_tail[n] or null): the
 // loop for the models' exponent context mode. 1 / 0 as float_fast_lanes, -1
@@ -1456,7 +1446,7 @@ WC_AVX512 int decode_float_fast(const ModelView* ms, const uint8_t* const* rans,
     c[n] = float_fast_consts(ms[n], g);
   }
   const FloatParams& p = ms[0].fp;
-  const bool smc = float_smc(p);
+  const bool smc = float_sm_contexts(p);
 #define WC_FLOAT_FAST(EMv, S) \
   if (p.emode == EMv && smc == S) return float_fast_lanes<N, E, EMv, S>(p, c, rans, rans_len, g, lm, x_tail);
   WC_FLOAT_FAST(0, false) WC_FLOAT_FAST(1, false) WC_FLOAT_FAST(2, false) WC_FLOAT_FAST(3, false)
@@ -1686,7 +1676,7 @@ WC_AVX512 int decode_float_ragged(const ModelView& m, const uint8_t* rans, uint3
   if (t_all < 2 * (g.wa + 1)) return -1;
   const FloatFastConsts c = float_fast_consts(m, g);
   const FloatParams& p = m.fp;
-  const bool smc = p.nm > 1 || p.sign_ctx;
+  const bool smc = float_sm_contexts(p);
 #define WC_FLOAT_RAGGED(EMv, S) \
   if (p.emode == EMv && smc == S) return float_ragged_lanes<E, EMv, S>(m, c, rans, rans_len, g, t_all, lm, x_tail);
   WC_FLOAT_RAGGED(0, false) WC_FLOAT_RAGGED(1, false) WC_FLOAT_RAGGED(2, false) WC_FLOAT_RAGGED(3, false)

@@ -850,8 +850,8 @@ void Reader::decode_group_from(const size_t* idx, const uint8_t* const* payloads
     for (int i = 0; i < n; ++i) {
       const ChunkEntry& e = all_chunks_[idx[i]];
       const Tensor& t = *tensors_[chunk_tensor_[idx[i]]];
-      cs[i] = GroupChunk{&t.geom,   t.model.get(),  chunk_local_[idx[i]], payloads[i], e.stored_size,
-                         e.decoded_size, e.xxh3, outs[i]};
+      cs[i] = GroupChunk{&t.geom,        t.model.get(), chunk_local_[idx[i]], payloads[i],
+                         e.stored_size, e.decoded_size, e.xxh3, outs[i]};
     }
     if (wcodec::decode_chunk_group(cs, n, thread_scratch())) {
       for (int i = 0; i < n; ++i) sts[i] = Status::OK();

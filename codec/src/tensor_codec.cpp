@@ -2414,9 +2414,7 @@ bool model_groups(const TensorModel& m) {
 bool models_group(const TensorModel& a, const TensorModel& b) {
   if (!model_groups(a) || !model_groups(b)) return false;
   if (&a == &b || a.vt == b.vt) return true;  // one model (copies share vt)
-  const FloatParams &p = a.fp, &q = b.fp;
-  return a.kind == ModelKind::kFloat && b.kind == ModelKind::kFloat && p.elem_bytes == q.elem_bytes &&
-         p.emode == q.emode && p.sign_ctx == q.sign_ctx && (p.nm > 1 || p.sign_ctx) == (q.nm > 1 || q.sign_ctx);
+  return a.kind == ModelKind::kFloat && b.kind == ModelKind::kFloat && float_loop_compatible(a.fp, b.fp);
 }
 
 bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch) {

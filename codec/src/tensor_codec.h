@@ -268,6 +268,15 @@ struct GroupSide {
 // (model_groups). 1: all decoded; 0: a stream is malformed (decode each
 // alone to learn which); -1: no grouped loop for these models or geometry.
 int decode_group_simd(const ModelView* models, const ChunkView& cv, const GroupSide* sides, int n);
+// Whether a float model's sign / high mantissa symbols have contexts.
+inline bool float_sm_contexts(const FloatParams& p) { return p.nm > 1 || p.sign_ctx; }
+// Whether chunks of float models a and b can share a step loop: one element
+// size, exponent context mode and sign / mantissa context form (their tables
+// and other parameters may differ).
+inline bool float_loop_compatible(const FloatParams& a, const FloatParams& b) {
+  return a.elem_bytes == b.elem_bytes && a.emode == b.emode && a.sign_ctx == b.sign_ctx &&
+         float_sm_contexts(a) == float_sm_contexts(b);
+}
 // Whether chunks of this model may decode in groups (decode_chunk_group).
 bool model_groups(const TensorModel& m);
 // Whether chunks of models a and b may decode in one group: the same model
