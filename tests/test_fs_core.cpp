@@ -348,10 +348,13 @@ TEST(fs_core, ConcurrentMissesOnOneChunkDecodeOnce) {
 // The CPU decoder takes waiting requests of one source together where the
 // source decodes them faster as a group (float chunks of one tensor):
 // every request completes once with the original bytes.
-TEST(fs_core, CpuDecoderDecodesFloatChunksInGroups) {
+// Every chunk of a model submitted at once to the CPU decoder: each comes
+// back once with the original bytes; returns how many groups the decoder ran
+// (groups) and how many of them joined chunks of different tensors (across).
+void decode_all_through_queue(const fstest::ModelFile& m, int* groups, int* across) {
   class Counting final : public ChunkSource {
    public:
-    explicit Counting(std::shared_ptr<const ChunkSource> s) : s_(std::move(s)) {}
+    Counting(std::shared_ptr<const ChunkSource> s, std::vector<size_t> tensor) : s_(std::move(s)), tensor_(std::move(tensor)) {}
     size_t num_chunks() const override { return s_->num_chunks(); }
     uint64_t chunk_offset(size_t i) const override { return s_->chunk_offset(i); }
     uint32_t chunk_size(size_t i) const override { return s_->chunk_size(i); }
@@ -361,24 +364,35 @@ TEST(fs_core, CpuDecoderDecodesFloatChunksInGroups) {
     Status decode(size_t i, uint8_t* out) const override { return s_->decode(i, out); }
     bool pairable(size_t a, size_t b) const override { return s_->pairable(a, b); }
     void decode_group(const size_t* idx, uint8_t* const* outs, int n, Status* sts) const override {
-      if (n > 1) pairs.fetch_add(1);
+      if (n > 1) {
+        groups.fetch_add(1);
+        bool mixed = false;
+        for (int k = 1; k < n; ++k) mixed |= tensor_[idx[k]] != tensor_[idx[0]];
+        across.fetch_add(mixed);
+      }
       s_->decode_group(idx, outs, n, sts);
     }
     const std::string& name() const override { return s_->name(); }
-    mutable std::atomic<int> pairs{0};
+    mutable std::atomic<int> groups{0}, across{0};
 
    private:
     std::shared_ptr<const ChunkSource> s_;
+    std::vector<size_t> tensor_;  // chunk -> tensor
   };
-  const auto original = wctest::read_file(fstest::original_of("stories260K.bf16"));
-  auto rd = wcodec::Reader::open(fstest::encoded({"stories260K.bf16", 4096}).string());
+  const auto original = wctest::read_file(fstest::original_of(m.stem));
+  auto rd = wcodec::Reader::open(fstest::encoded(m).string());
   ASSERT_TRUE(rd.ok()) << rd.status().ToString();
-  auto src = WcodecChunkSource::make(std::shared_ptr<const wcodec::Reader>(std::move(rd).value()), "stories.wcodec");
+  const wcodec::SafetensorsHeader h = (*rd)->header();
+  std::shared_ptr<const wcodec::Reader> reader(std::move(rd).value());
+  auto src = WcodecChunkSource::make(reader, "model.wcodec");
   ASSERT_TRUE(src.ok()) << src.status().ToString();
-  auto counting = std::make_shared<Counting>(*src);
-  size_t pairable = 0;
-  for (size_t i = 0; i + 1 < counting->num_chunks(); ++i) pairable += counting->pairable(i, i + 1);
-  ASSERT_GT(pairable, 10u) << "no pairable chunks in the 4 KiB-chunk encoding";
+  std::vector<size_t> tensor((*src)->num_chunks());
+  for (size_t i = 0; i < tensor.size(); ++i) {
+    const uint64_t rel = (*src)->chunk_offset(i) - h.data_start;
+    while (tensor[i] + 1 < h.tensors.size() && h.tensors[tensor[i]].end <= rel) ++tensor[i];
+    if (i + 1 < tensor.size()) tensor[i + 1] = tensor[i];
+  }
+  auto counting = std::make_shared<Counting>(*src, std::move(tensor));
 
   CpuBatchDecoder dec(2, nullptr);
   const size_t n = counting->num_chunks();
@@ -415,7 +429,23 @@ TEST(fs_core, CpuDecoderDecodesFloatChunksInGroups) {
     EXPECT_TRUE(std::equal(out[i].begin(), out[i].end(), original.begin() + static_cast<ptrdiff_t>(off)))
         << "chunk " << i << " decoded wrong bytes";
   }
-  EXPECT_GT(counting->pairs.load(), 0) << "no requests were decoded together";
+  *groups = counting->groups.load();
+  *across = counting->across.load();
+}
+
+// 4 KiB chunks: several per tensor, decoded in groups.
+TEST(fs_core, CpuDecoderDecodesFloatChunksInGroups) {
+  int groups = 0, across = 0;
+  decode_all_through_queue({"stories260K.bf16", 4096}, &groups, &across);
+  EXPECT_GT(groups, 10) << "too few requests were decoded together";
+}
+
+// Default chunks: every tensor of stories260K is one chunk, and chunks of
+// tensors of one shape (each with its own model) decode together.
+TEST(fs_core, CpuDecoderGroupsChunksOfTensorsOfOneShape) {
+  int groups = 0, across = 0;
+  decode_all_through_queue({"stories260K.bf16", 0}, &groups, &across);
+  EXPECT_GT(across, 5) << "too few groups joined chunks of different tensors (" << groups << " groups)";
 }
 
 TEST(fs_core, CacheStaysWithinBudget) {
