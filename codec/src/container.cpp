@@ -962,12 +962,13 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
     // decoded together where the decoder interleaves them.
     if (a == cs && b == ce) {
       const size_t avail = pairable_run(gi, end);
-      if (avail > run_last - gi + 1 && gi != run_first) {
+      const size_t want = static_cast<size_t>(group_size(avail));
+      if (want > run_last - gi + 1 && gi != run_first) {
         // The run read ends inside the group: read the next run from here.
         run_first = SIZE_MAX;
         WC_RETURN_IF_ERROR(payload_of(gi, &payload));
       }
-      const int n = group_size(std::min<size_t>(avail, run_last - gi + 1));
+      const int n = group_size(std::min<size_t>(want, run_last - gi + 1));
       if (n > 1) {
         size_t idx[kMaxChunkGroup];
         const uint8_t* ps[kMaxChunkGroup];
