@@ -264,10 +264,12 @@ TEST(CliErrors, CorruptFileFailsVerify) {
   r = wcodec_run("verify --full " + q(enc));
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_TRUE(contains(r.out, "FAILED")) << r.out;
-  // decode refuses too, and leaves no output.
+  // decode refuses too, and leaves no output (nor its temporary file).
   r = wcodec_run("decode " + q(enc) + " " + q(dir / "out.safetensors"));
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_FALSE(fs::exists(dir / "out.safetensors"));
+  for (const auto& e : fs::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename(), "m.wcodec") << "left behind: " << e.path();
 }
 
 TEST(CliErrors, VerifyReportsEveryFileAndFailsIfAnyFails) {

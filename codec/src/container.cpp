@@ -19,6 +19,10 @@
 
 #include <zstd.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "bytes.h"
 #include "device_plan.h"
 #include "tensor_codec.h"
@@ -412,39 +416,68 @@ static Status read_whole_file(const std::string& path, std::vector<uint8_t>* out
   return Status::OK();
 }
 
-static Status write_file_atomic(const std::string& path, const uint8_t* p, size_t n) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IOError(errno_msg("cannot create " + tmp));
-  size_t put = 0;
-  while (put < n) {
-    const ssize_t r = ::write(fd, p + put, n - put);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      Status s = Status::IOError(errno_msg("cannot write " + tmp));
-      ::close(fd);
-      ::unlink(tmp.c_str());
+// A file written under a temporary name next to `path` and renamed over it
+// once complete and flushed: readers of `path` never see it half-written.
+// Dropped without commit(), the temporary file is removed.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {}
+  ~AtomicFile() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+      ::unlink(tmp_.c_str());
+    }
+  }
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  Status open() {
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    return fd_ < 0 ? Status::IOError(errno_msg("cannot create " + tmp_)) : Status::OK();
+  }
+  Status append(const uint8_t* p, size_t n) {
+    for (size_t put = 0; put < n;) {
+      const ssize_t r = ::write(fd_, p + put, n - put);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return Status::IOError(errno_msg("cannot write " + tmp_));
+      put += static_cast<size_t>(r);
+    }
+    return Status::OK();
+  }
+  // Flushes, renames over `path` and flushes the directory.
+  Status commit() {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::fsync(fd) != 0 || ::close(fd) != 0) {
+      Status s = Status::IOError(errno_msg("cannot flush " + tmp_));
+      ::unlink(tmp_.c_str());
       return s;
     }
-    put += static_cast<size_t>(r);
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+      Status s = Status::IOError(errno_msg("cannot rename " + tmp_ + " to " + path_));
+      ::unlink(tmp_.c_str());
+      return s;
+    }
+    const size_t slash = path_.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path_.substr(0, slash));
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+    return Status::OK();
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return Status::IOError(errno_msg("cannot flush " + tmp));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s = Status::IOError(errno_msg("cannot rename " + tmp + " to " + path));
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  std::string dir = path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/'));
-  if (dir.empty()) dir = ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::OK();
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
+
+static Status write_file_atomic(const std::string& path, const uint8_t* p, size_t n) {
+  AtomicFile f(path);
+  WC_RETURN_IF_ERROR(f.open());
+  WC_RETURN_IF_ERROR(f.append(p, n));
+  return f.commit();
 }
 
 Status add_order0_entropy(const uint8_t* data, size_t size, EncodeReport* report) {
@@ -906,6 +939,39 @@ size_t Reader::pairable_run(size_t gi, uint64_t end) const {
   return k;
 }
 
+namespace {
+
+// Reads at least this long stream their decoded bytes into the caller's
+// buffer (stream_copy): such a buffer is larger than the caches and is not
+// read back from them, so writing it with ordinary stores would first load
+// every line of it from memory.
+constexpr uint64_t kStreamReadBytes = 8u << 20;
+
+// memcpy with non-temporal stores for the aligned middle.
+void stream_copy(uint8_t* dst, const uint8_t* src, size_t n) {
+#if defined(__SSE2__)
+  const size_t head = std::min(n, static_cast<size_t>((64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64));
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  n -= head;
+  for (; n >= 64; n -= 64, dst += 64, src += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + 48), d);
+  }
+  _mm_sfence();
+#endif
+  std::memcpy(dst, src, n);
+}
+
+}  // namespace
+
 Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
   if (offset > original_size_ || length > original_size_ - offset)
     return Status::OutOfRange(path_ + ": read [" + std::to_string(offset) + ", +" + std::to_string(length) +
@@ -920,6 +986,10 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
   }
   if (offset >= end) return Status::OK();
   thread_local std::vector<uint8_t> tmp;
+  // Large reads: whole chunks are decoded into `stage` (cache-resident) and
+  // streamed into out.
+  const bool stream = length >= kStreamReadBytes;
+  thread_local std::vector<uint8_t> stage;
   // Stored bytes of the chunks ahead, read with one pread where they lie
   // (nearly) back to back in the file: a read over many small chunks costs
   // one system call per run rather than one per chunk. Runs stay within
@@ -979,19 +1049,30 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
           const ChunkEntry& ei = all_chunks_[gi + static_cast<size_t>(i)];
           idx[i] = gi + static_cast<size_t>(i);
           ps[i] = run.data() + (ei.file_offset - run_off);
-          outs[i] = out + bytes;
           bytes += ei.decoded_size;
+        }
+        if (stream && stage.size() < bytes) stage.resize(bytes);
+        uint8_t* const dst = stream ? stage.data() : out;
+        uint64_t at = 0;
+        for (int i = 0; i < n; ++i) {
+          outs[i] = dst + at;
+          at += all_chunks_[idx[i]].decoded_size;
         }
         decode_group_from(idx, ps, outs, n, sts);
         for (int i = 0; i < n; ++i) WC_RETURN_IF_ERROR(sts[i]);
+        if (stream) stream_copy(out, stage.data(), bytes);
         out += bytes;
         offset = cs + bytes;
         gi += static_cast<size_t>(n - 1);
         continue;
       }
     }
-    if (a == cs && b == ce) {
+    if (a == cs && b == ce && !stream) {
       WC_RETURN_IF_ERROR(decode_chunk_from(gi, payload, out));
+    } else if (a == cs && b == ce) {
+      if (stage.size() < e.decoded_size) stage.resize(e.decoded_size);
+      WC_RETURN_IF_ERROR(decode_chunk_from(gi, payload, stage.data()));
+      stream_copy(out, stage.data(), e.decoded_size);
     } else {
       tmp.resize(e.decoded_size);
       WC_RETURN_IF_ERROR(decode_chunk_from(gi, payload, tmp.data()));
@@ -1079,13 +1160,30 @@ Status Reader::verify(bool full) const {
 }
 
 Status Reader::decode_to_file(const std::string& out_path) const {
-  std::vector<uint8_t> buf(original_size_);
-  WC_RETURN_IF_ERROR(read(0, original_size_, buf.data()));
-  const auto md = sha256_of(buf.data(), buf.size());
+  // Block by block (memory stays at one block for any file size); the
+  // output appears under out_path only when all of it is written and its
+  // SHA-256 matches.
+  constexpr uint64_t kBlock = 64u << 20;
+  std::vector<uint8_t> buf(static_cast<size_t>(std::min(original_size_, kBlock)));
+  AtomicFile f(out_path);
+  WC_RETURN_IF_ERROR(f.open());
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
+    return Status::Internal(path_ + ": cannot start a SHA-256 digest");
+  for (uint64_t off = 0; off < original_size_;) {
+    const uint64_t n = std::min<uint64_t>(buf.size(), original_size_ - off);
+    WC_RETURN_IF_ERROR(read(off, n, buf.data()));
+    EVP_DigestUpdate(ctx.get(), buf.data(), n);
+    WC_RETURN_IF_ERROR(f.append(buf.data(), n));
+    off += n;
+  }
+  std::array<uint8_t, 32> md{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx.get(), md.data(), &len);
   if (md != sha256_)
     return Status::Corruption(path_ + ": SHA-256 of the decoded file " + hex(md.data(), 32) + " != stored " +
                               hex(sha256_.data(), 32));
-  return write_file_atomic(out_path, buf.data(), buf.size());
+  return f.commit();
 }
 
 // ------------------------------------------------------------ device plan
