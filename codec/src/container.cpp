@@ -293,9 +293,10 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
   for (const auto& e : enc)
     if (e.has_model && e.model.kind == ModelKind::kInt && e.model.ip.nbr_mode == 2) minor = 1;
 
-  // Layout.
-  ByteWriter out;
-  out.buf().resize(kHeaderSize, 0);
+  // Layout. Payload offsets come first, so that each payload can be freed
+  // as soon as it is copied into the output: the encoder then holds the
+  // input, the payloads and the output at once only chunk by chunk (about
+  // 1.9x the input at the peak, not 2.7x).
   nlohmann::json meta = {{"format", "wcodec"},
                          {"version", std::to_string(cfg.format_major) + "." + std::to_string(minor)},
                          {"source_format", "safetensors"},
@@ -303,33 +304,73 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
                          {"tensors", nt},
                          {"chunk_bytes", cfg.chunk_bytes}};
   const std::string meta_s = meta.dump();
-  out.bytes(meta_s.data(), meta_s.size());
-  out.pad_to(kAlign);
+  auto round_up = [](uint64_t v, uint64_t a) { return (v + a - 1) / a * a; };
   std::vector<std::vector<uint64_t>> offsets(nt);
+  uint64_t pos = round_up(kHeaderSize + meta_s.size(), kAlign);
   for (size_t i = 0; i < nt; ++i) {
     for (auto& c : enc[i].chunks) {
+      pos = round_up(pos, 16);
+      offsets[i].push_back(pos);
+      pos += c.payload.size();
+    }
+  }
+  const uint64_t index_off = round_up(pos, kAlign);
+  // Index section: u64 raw size, then one zstd frame of [original
+  // safetensors header bytes][tensor records].
+  ByteWriter ix;
+  ix.bytes(data, hdr.data_start);
+  ix.u64(nt);
+  for (size_t i = 0; i < nt; ++i) write_index_tensor(ix, hdr.tensors[i], enc[i], crcs[i], offsets[i], coding);
+  std::vector<uint8_t> z(ZSTD_compressBound(ix.size()));
+  // Level 15: within 0.1% of level 19's size on the data set's indexes, in
+  // half the time (the index is up to a fifth of a small file's encode).
+  const size_t zn = ZSTD_compress(z.data(), z.size(), ix.buf().data(), ix.size(), 15);
+  if (ZSTD_isError(zn)) return Status::Internal(what + ": zstd failed on the index");
+  const uint64_t raw_index_size = ix.size();
+  ByteWriter().buf().swap(ix.buf());
+  if (report) {
+    report->original_size = size;
+    report->tensors.clear();
+    for (size_t i = 0; i < nt; ++i) {
+      const auto& t = hdr.tensors[i];
+      TensorSummary s;
+      s.name = t.name;
+      s.dtype = t.dtype;
+      s.shape = t.shape;
+      s.original_bytes = t.nbytes();
+      s.chunks = enc[i].chunks.size();
+      for (auto& c : enc[i].chunks) {
+        s.stored_bytes += c.payload.size();
+        (c.method == ChunkMethod::kModel ? s.chunks_model : c.method == ChunkMethod::kZstd ? s.chunks_zstd : s.chunks_raw)++;
+      }
+      s.kind = enc[i].choice.kind_name;
+      s.model = enc[i].choice.model_desc;
+      s.tiles_total = enc[i].choice.tiles_total;
+      s.tiles_with_tools = enc[i].choice.tiles_with_tools;
+      std::copy(std::begin(enc[i].choice.tools_hist), std::end(enc[i].choice.tools_hist), s.pred_hist.begin());
+      std::copy(std::begin(enc[i].choice.xform_hist), std::end(enc[i].choice.xform_hist), s.xform_hist.begin());
+      s.crc32 = crcs[i];
+      report->tensors.push_back(std::move(s));
+    }
+  }
+  ByteWriter out;
+  out.buf().reserve(index_off + 8 + zn + kFooterSize);
+  out.buf().resize(kHeaderSize, 0);
+  out.bytes(meta_s.data(), meta_s.size());
+  out.pad_to(kAlign);
+  for (size_t i = 0; i < nt; ++i) {
+    for (size_t k = 0; k < enc[i].chunks.size(); ++k) {
+      auto& c = enc[i].chunks[k];
       out.pad_to(16);
-      offsets[i].push_back(out.size());
+      WC_CHECK(out.size() == offsets[i][k]);
       out.bytes(c.payload.data(), c.payload.size());
+      std::vector<uint8_t>().swap(c.payload);
     }
   }
   out.pad_to(kAlign);
-  const uint64_t index_off = out.size();
-  {
-    // Index section: u64 raw size, then one zstd frame of [original
-    // safetensors header bytes][tensor records].
-    ByteWriter ix;
-    ix.bytes(data, hdr.data_start);
-    ix.u64(nt);
-    for (size_t i = 0; i < nt; ++i) write_index_tensor(ix, hdr.tensors[i], enc[i], crcs[i], offsets[i], coding);
-    std::vector<uint8_t> z(ZSTD_compressBound(ix.size()));
-    // Level 15: within 0.1% of level 19's size on the data set's indexes, in
-    // half the time (the index is up to a fifth of a small file's encode).
-    const size_t zn = ZSTD_compress(z.data(), z.size(), ix.buf().data(), ix.size(), 15);
-    if (ZSTD_isError(zn)) return Status::Internal(what + ": zstd failed on the index");
-    out.u64(ix.size());
-    out.bytes(z.data(), zn);
-  }
+  WC_CHECK(out.size() == index_off);
+  out.u64(raw_index_size);
+  out.bytes(z.data(), zn);
   const uint64_t index_size = out.size() - index_off;
   const uint32_t index_crc = crc32_of(out.buf().data() + index_off, index_size);
   const auto sha = sha256_of(data, size);
@@ -362,33 +403,9 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
   f.u32(file_crc);
   f.bytes(kFooterMagic, 4);
   out.bytes(f.buf().data(), f.size());
-
   if (report) {
-    report->original_size = size;
     report->encoded_size = out.size();
     report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    report->tensors.clear();
-    for (size_t i = 0; i < nt; ++i) {
-      const auto& t = hdr.tensors[i];
-      TensorSummary s;
-      s.name = t.name;
-      s.dtype = t.dtype;
-      s.shape = t.shape;
-      s.original_bytes = t.nbytes();
-      s.chunks = enc[i].chunks.size();
-      for (auto& c : enc[i].chunks) {
-        s.stored_bytes += c.payload.size();
-        (c.method == ChunkMethod::kModel ? s.chunks_model : c.method == ChunkMethod::kZstd ? s.chunks_zstd : s.chunks_raw)++;
-      }
-      s.kind = enc[i].choice.kind_name;
-      s.model = enc[i].choice.model_desc;
-      s.tiles_total = enc[i].choice.tiles_total;
-      s.tiles_with_tools = enc[i].choice.tiles_with_tools;
-      std::copy(std::begin(enc[i].choice.tools_hist), std::end(enc[i].choice.tools_hist), s.pred_hist.begin());
-      std::copy(std::begin(enc[i].choice.xform_hist), std::end(enc[i].choice.xform_hist), s.xform_hist.begin());
-      s.crc32 = crcs[i];
-      report->tensors.push_back(std::move(s));
-    }
   }
   return std::move(out.buf());
 }
@@ -502,6 +519,7 @@ Status encode_safetensors_file(const std::string& in, const std::string& out, co
   std::vector<uint8_t> data;
   WC_RETURN_IF_ERROR(read_whole_file(in, &data));
   WC_ASSIGN_OR_RETURN(std::vector<uint8_t> enc, encode_safetensors(data.data(), data.size(), cfg, in, report));
+  std::vector<uint8_t>().swap(data);
   return write_file_atomic(out, enc.data(), enc.size());
 }
 
