@@ -74,6 +74,8 @@ class DecodeQueue {
   // pop(1, out), then up to wcodec::kMaxChunkGroup - 1 more requests
   // waiting (among the first few of either queue) of the same source and
   // pairable with the first (ChunkSource::pairable): they decode together.
+  // It takes as many as leave no partner alone (of four waiting partners,
+  // two pairs: wcodec::Reader::group_size).
   bool pop_group(std::vector<DecodeRequest>* out);
   // Closes the queue, wakes every pop() and returns the requests left.
   std::vector<DecodeRequest> close();
