@@ -852,20 +852,62 @@ TEST(Determinism, ThreadCountDoesNotChangeTheOutput) {
   EXPECT_TRUE(*a == *b) << "1 thread: " << a->size() << " bytes, 4 threads: " << b->size() << " bytes";
 }
 
+// The file encoder (tensors read, encoded and written a few at a time) and
+// the in-memory one give the same bytes, with one thread and with several.
 TEST(Determinism, FileEncoderMatchesInMemoryEncoder) {
-  const fs::path in = wctest::data_dir() / "stories260K.rtn-ternary.safetensors";
-  const auto orig = wctest::read_file(in);
-  ASSERT_FALSE(orig.empty());
-  auto mem = wcodec::encode_safetensors(orig.data(), orig.size(), default_config(), in.string());
-  ASSERT_TRUE(mem.ok()) << mem.status().ToString();
-  const fs::path out = scratch() / "file_encoder.wcodec";
-  EncodeReport rep;
-  const auto st = wcodec::encode_safetensors_file(in.string(), out.string(), default_config(), &rep);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(rep.encoded_size, mem->size());
-  const auto disk = wctest::read_file(out);
-  EXPECT_TRUE(disk == *mem) << "encode_safetensors_file wrote " << disk.size() << " bytes, in memory " << mem->size();
-  fs::remove(out);
+  for (const char* name : {"stories260K.rtn-ternary.safetensors", "stories260K.rtn-int4.safetensors",
+                           "silero_vad_16k.bf16.safetensors"}) {
+    const fs::path in = wctest::data_dir() / name;
+    const auto orig = wctest::read_file(in);
+    ASSERT_FALSE(orig.empty());
+    auto mem = wcodec::encode_safetensors(orig.data(), orig.size(), default_config(), in.string());
+    ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+    for (int threads : {1, 3}) {
+      EncodeConfig cfg = default_config();
+      cfg.threads = threads;
+      const fs::path out = scratch() / "file_encoder.wcodec";
+      EncodeReport rep;
+      const auto st = wcodec::encode_safetensors_file(in.string(), out.string(), cfg, &rep);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_EQ(rep.encoded_size, mem->size()) << name;
+      EXPECT_EQ(rep.tensors.size(), 0u + wcodec::parse_safetensors_header(orig.data(), orig.size(), orig.size(), name)
+                                            ->tensors.size());
+      const auto disk = wctest::read_file(out);
+      EXPECT_TRUE(disk == *mem) << name << ", " << threads << " threads: encode_safetensors_file wrote "
+                                << disk.size() << " bytes, in memory " << mem->size();
+      fs::remove(out);
+    }
+  }
+}
+
+// Malformed files given to the file encoder: an error naming the file, and
+// neither the output nor a temporary file left behind.
+TEST(EncoderInput, FileEncoderRejectsMalformedFilesAndLeavesNothing) {
+  const auto good = edge_case("int8_quant").file;
+  ASSERT_GT(good.size(), 64u);
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> bad = {
+      {"empty", {}},
+      {"five bytes", std::vector<uint8_t>(good.begin(), good.begin() + 5)},
+      {"header only", std::vector<uint8_t>(good.begin(), good.begin() + 16)},
+      {"one byte short", std::vector<uint8_t>(good.begin(), good.end() - 1)},
+      {"one byte long", good},
+  };
+  bad.back().second.push_back(0);
+  std::vector<uint8_t> huge = good;  // header length far beyond the file
+  for (int i = 0; i < 8; ++i) huge[static_cast<size_t>(i)] = i == 5 ? 0x01 : 0x00;
+  bad.emplace_back("header length beyond the file", huge);
+  const fs::path dir = scratch() / "malformed";
+  fs::create_directories(dir);
+  for (const auto& [what, bytes] : bad) {
+    const fs::path in = dir / "in.safetensors", out = dir / "out.wcodec";
+    wctest::write_file(in, bytes);
+    const auto st = wcodec::encode_safetensors_file(in.string(), out.string(), default_config(), nullptr);
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.message().find("in.safetensors"), std::string::npos) << what << ": " << st.ToString();
+    for (const auto& e : fs::directory_iterator(dir))
+      EXPECT_EQ(e.path().filename(), "in.safetensors") << what << ": left behind " << e.path();
+  }
+  fs::remove_all(dir);
 }
 
 // ------------------------------------------------------------ bad input to the encoder
