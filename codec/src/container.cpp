@@ -389,6 +389,30 @@ class MemorySink final : public EncodeSink {
   }
 };
 
+class FdSink final : public EncodeSink {
+ public:
+  FdSink(int fd, std::string what) : fd_(fd), what_(std::move(what)) {}
+  Status append(const uint8_t* p, size_t n) override {
+    WC_RETURN_IF_ERROR(write_at(end_, p, n));
+    end_ += n;
+    return Status::OK();
+  }
+  Status write_at(uint64_t off, const uint8_t* p, size_t n) override {
+    for (size_t put = 0; put < n;) {
+      const ssize_t r = ::pwrite(fd_, p + put, n - put, static_cast<off_t>(off + put));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return Status::IOError(errno_msg("cannot write the encoding of " + what_));
+      put += static_cast<size_t>(r);
+    }
+    return Status::OK();
+  }
+
+ private:
+  int fd_;
+  std::string what_;
+  uint64_t end_ = 0;
+};
+
 class FileSink final : public EncodeSink {
  public:
   explicit FileSink(AtomicFile* f) : f_(f) {}
@@ -514,6 +538,10 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t k; (k = next.fetch_add(1)) < small.size();) {
+        if (cfg.cancelled && cfg.cancelled()) {
+          jobs[small[k]].status = Status::Internal(what + ": encode cancelled");
+          continue;
+        }
         encode_job(in, hdr, small[k], opt, what, &jobs[small[k]]);
         progress(hdr.tensors[small[k]]);
       }
@@ -613,6 +641,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   std::vector<uint32_t> crcs(nt);
   for (size_t i = 0; i < nt; ++i) {
     TensorJob& job = jobs[i];
+    if (cfg.cancelled && cfg.cancelled()) return Status::Internal(what + ": encode cancelled");
     if (!early[i] && pool.empty()) {
       encode_job(in, hdr, i, opt, what, &job);
       progress(hdr.tensors[i]);
@@ -750,6 +779,12 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
   MemorySink sink;
   WC_RETURN_IF_ERROR(encode_core(MemoryInput(data), size, cfg, what, sink, report));
   return std::move(sink.bytes);
+}
+
+Status encode_safetensors_fd(int in_fd, uint64_t size, int out_fd, const EncodeConfig& cfg, const std::string& what,
+                             EncodeReport* report) {
+  FdSink sink(out_fd, what);
+  return encode_core(FileInput(in_fd, what), size, cfg, what, sink, report);
 }
 
 Status encode_safetensors_file(const std::string& in, const std::string& out, const EncodeConfig& cfg,

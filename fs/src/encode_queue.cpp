@@ -649,7 +649,8 @@ EncodeQueue::Impl::Outcome EncodeQueue::Impl::run_job(Job& job) {
   if (Status s = unlink_if_exists(dfd, tmp, tmp); !s.ok()) return fail(s, id0);
   if (job.cancelled) return cancelled("cancelled");
 
-  // 2. read (hashing) and encode
+  // 2. encode, reading the file and writing the temp as it goes (memory
+  // stays at a few tensors for any file size)
   struct stat st0 {};
   auto pf_or = open_regular(dfd, name, &st0);
   if (!pf_or.ok()) {
@@ -659,67 +660,32 @@ EncodeQueue::Impl::Outcome EncodeQueue::Impl::run_job(Job& job) {
   }
   const Fd pf = std::move(pf_or).value();
   if (FileId::of(st0) != id0) return cancelled("changed before it was read");
-  const size_t size = static_cast<size_t>(st0.st_size);
-  std::array<uint8_t, 32> sha{};
-  std::vector<uint8_t> data;
-  {
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
-      return fail(Status::Internal("SHA-256 unavailable"), id0);
-    try {
-      data.resize(size);
-    } catch (const std::bad_alloc&) {
-      return fail(Status(Code::kNoResources, "no memory to read " + rel + " (" + std::to_string(size) + " bytes)"), id0);
-    }
-    size_t got = 0;
-    while (got < size) {
-      if (job.cancelled) return cancelled("cancelled while reading");
-      const ssize_t r = ::pread(pf.get(), data.data() + got, std::min(size - got, kIoPiece), static_cast<off_t>(got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return fail(from_errno(errno, "read " + rel), id0);
-      if (r == 0) return cancelled("shrank while it was read");
-      EVP_DigestUpdate(ctx.get(), data.data() + got, static_cast<size_t>(r));
-      got += static_cast<size_t>(r);
-    }
-    uint8_t extra;
-    if (::pread(pf.get(), &extra, 1, static_cast<off_t>(size)) > 0) return cancelled("grew while it was read");
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx.get(), sha.data(), &len);
-  }
-  struct stat st1 {};
-  if (::fstat(pf.get(), &st1) != 0) return fail(from_errno(errno, "fstat " + rel), id0);
-  if (FileId::of(st1) != id0) return cancelled("changed while it was read");
-
+  const uint64_t size = static_cast<uint64_t>(st0.st_size);
+  Fd tf(::openat(dfd, tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!tf.valid()) return fail(from_errno(errno, "create " + join_rel(dir_rel, tmp)), id0);
+  TempGuard temp_guard(dfd, tmp);
   const auto t0 = Clock::now();
   wcodec::EncodeConfig cfg = opt.codec;
   cfg.threads = 1;
-  // The codec reports progress but has no abort point: a cancelled encode
-  // runs to the end and its result is dropped below.
   cfg.progress = nullptr;
+  cfg.cancelled = [&job] { return job.cancelled.load(); };
   wcodec::EncodeReport report;
-  auto enc = wcodec::encode_safetensors(data.data(), data.size(), cfg, rel, &report);
-  std::vector<uint8_t>().swap(data);
-  if (!enc.ok()) {
-    const Status st_enc = from_codec(enc.status());
+  const wcodec::Status est = wcodec::encode_safetensors_fd(pf.get(), size, tf.get(), cfg, rel, &report);
+  if (job.cancelled) return cancelled("cancelled while encoding");
+  // The file must be the one read from start to end: a writer changes its
+  // identity (size, times), and the encoding is dropped.
+  struct stat st1 {};
+  if (::fstat(pf.get(), &st1) != 0) return fail(from_errno(errno, "fstat " + rel), id0);
+  if (FileId::of(st1) != id0) return cancelled("changed while it was read");
+  uint8_t extra;
+  if (::pread(pf.get(), &extra, 1, static_cast<off_t>(size)) > 0) return cancelled("grew while it was read");
+  if (!est.ok()) {
+    const Status st_enc = from_codec(est);
     log_once(LogLevel::kWarn,
              "encode-failed:" + shown + ":" + std::to_string(id0.ino) + ":" + std::to_string(id0.mtime.tv_sec) + "." +
                  std::to_string(id0.mtime.tv_nsec),
              "not encoded (stays plain): " + shown + ": " + st_enc.ToString());
     return fail(st_enc, id0);
-  }
-  if (job.cancelled) return cancelled("cancelled while encoding");
-
-  // 2b. temp
-  Fd tf(::openat(dfd, tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!tf.valid()) return fail(from_errno(errno, "create " + join_rel(dir_rel, tmp)), id0);
-  TempGuard temp_guard(dfd, tmp);
-  {
-    const std::vector<uint8_t> bytes = std::move(enc).value();
-    for (size_t put = 0; put < bytes.size(); put += kIoPiece) {
-      if (job.cancelled) return cancelled("cancelled while writing");
-      Status s = write_all(tf.get(), bytes.data() + put, std::min(kIoPiece, bytes.size() - put), tmp);
-      if (!s.ok()) return fail(s, id0);
-    }
   }
   if (Status s = fsync_fd(tf.get(), tmp); !s.ok()) return fail(s, id0);
   hook("temp-written", rel);
@@ -730,8 +696,8 @@ EncodeQueue::Impl::Outcome EncodeQueue::Impl::run_job(Job& job) {
   {
     auto rd = wcodec::Reader::open(proc_fd_path(tf.get()));
     Status vs = rd.ok() ? Status::OK() : from_codec(rd.status());
-    if (vs.ok() && ((*rd)->original_size() != size || (*rd)->original_sha256() != sha))
-      vs = Status::Internal("the encoded file records another size or SHA-256 than the file read");
+    if (vs.ok() && (*rd)->original_size() != size)
+      vs = Status::Internal("the encoded file records another size than the file read");
     if (vs.ok()) vs = from_codec((*rd)->verify(true));
     if (!vs.ok()) {
       log_error("encode of " + shown + " did not verify (stays plain): " + vs.ToString());

@@ -54,6 +54,9 @@ struct EncodeConfig {
   uint16_t format_major = kVersionMajor;
   // Called with (bytes done, bytes total) from encoding threads.
   std::function<void(uint64_t, uint64_t)> progress;
+  // Asked between tensors (from encoding threads); true stops the encode
+  // with an error that says it was cancelled.
+  std::function<bool()> cancelled;
 };
 
 struct TensorSummary {
@@ -99,8 +102,17 @@ Status add_order0_entropy(const uint8_t* data, size_t size, EncodeReport* report
 
 // Encodes file `in` into `out` (written to a temporary file in the same
 // directory, fsynced and renamed: `out` is never left half-written).
+// Memory stays bounded for any file size: tensors are read, encoded and
+// written a few at a time (about threads + 2 tensors, plus the small
+// tensors that may share a model, at most 256 MiB of them).
 Status encode_safetensors_file(const std::string& in, const std::string& out, const EncodeConfig& cfg,
                                EncodeReport* report = nullptr);
+// The same between open descriptors: reads bytes [0, size) of in_fd
+// (pread) and writes the container to out_fd from offset 0 (pwrite; out_fd
+// is neither truncated, synced nor closed). `what` names the input in
+// errors.
+Status encode_safetensors_fd(int in_fd, uint64_t size, int out_fd, const EncodeConfig& cfg, const std::string& what,
+                             EncodeReport* report = nullptr);
 
 // One chunk of a tensor as the reader sees it.
 struct ChunkEntry {
