@@ -267,15 +267,8 @@ class AtomicFile {
     }
     return Status::OK();
   }
-  Status write_at(uint64_t off, const uint8_t* p, size_t n) {
-    for (size_t put = 0; put < n;) {
-      const ssize_t r = ::pwrite(fd_, p + put, n - put, static_cast<off_t>(off + put));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return Status::IOError(errno_msg("cannot write " + tmp_));
-      put += static_cast<size_t>(r);
-    }
-    return Status::OK();
-  }
+  int fd() const { return fd_; }
+  const std::string& temp_path() const { return tmp_; }
   // Flushes, renames over `path` and flushes the directory.
   Status commit() {
     const int fd = fd_;
@@ -401,7 +394,7 @@ class FdSink final : public EncodeSink {
     for (size_t put = 0; put < n;) {
       const ssize_t r = ::pwrite(fd_, p + put, n - put, static_cast<off_t>(off + put));
       if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return Status::IOError(errno_msg("cannot write the encoding of " + what_));
+      if (r <= 0) return Status::IOError(errno_msg("cannot write " + what_));
       put += static_cast<size_t>(r);
     }
     return Status::OK();
@@ -413,15 +406,6 @@ class FdSink final : public EncodeSink {
   uint64_t end_ = 0;
 };
 
-class FileSink final : public EncodeSink {
- public:
-  explicit FileSink(AtomicFile* f) : f_(f) {}
-  Status append(const uint8_t* p, size_t n) override { return f_->append(p, n); }
-  Status write_at(uint64_t off, const uint8_t* p, size_t n) override { return f_->write_at(off, p, n); }
-
- private:
-  AtomicFile* f_;
-};
 
 // Appends to a sink, keeping the position and the CRC32 of everything after
 // the header.
@@ -783,7 +767,7 @@ Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size
 
 Status encode_safetensors_fd(int in_fd, uint64_t size, int out_fd, const EncodeConfig& cfg, const std::string& what,
                              EncodeReport* report) {
-  FdSink sink(out_fd, what);
+  FdSink sink(out_fd, "the encoding of " + what);
   return encode_core(FileInput(in_fd, what), size, cfg, what, sink, report);
 }
 
@@ -799,7 +783,7 @@ Status encode_safetensors_file(const std::string& in, const std::string& out, co
   if (fstat(fd, &st) != 0) return Status::IOError(errno_msg("cannot stat " + in));
   AtomicFile f(out);
   WC_RETURN_IF_ERROR(f.open());
-  FileSink sink(&f);
+  FdSink sink(f.fd(), f.temp_path());
   WC_RETURN_IF_ERROR(encode_core(FileInput(fd, in), static_cast<uint64_t>(st.st_size), cfg, in, sink, report));
   return f.commit();
 }
