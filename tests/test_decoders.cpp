@@ -306,19 +306,19 @@ TEST(VectorDecoders, CrossTensorGroupsEqualReference) {
     Parsed ps;
     ChunkView cv;
   };
-  int groups = 0, differing_params = 0, damaged = 0;
-  for (const char* name : {"stories260K.bf16.safetensors", "silero_vad_16k.bf16.safetensors"}) {
+  std::map<ModelKind, int> groups, differing_params, other_tables, damaged;
+  for (const char* name :
+       {"stories260K.bf16.safetensors", "silero_vad_16k.bf16.safetensors", "isnet-medium.rtn-int8.safetensors"}) {
     const auto f = wctest::read_file(wctest::data_dir() / name);
     auto h = parse_safetensors_header(f.data(), f.size(), f.size(), name);
     ASSERT_TRUE(h.ok()) << h.status().ToString();
-    // One-chunk model-coded float tensors by chunk rectangle.
+    // One-chunk model-coded tensors by chunk rectangle.
     std::map<std::pair<uint64_t, uint64_t>, std::vector<One>> by_shape;
     for (const auto& t : h->tensors) {
+      if (t.nbytes() > EncodeOptions{}.chunk_bytes) continue;
       auto r = encode_tensor(t, f.data() + h->data_start + t.begin, AuxInput{}, EncodeOptions{});
       ASSERT_TRUE(r.ok()) << r.status().ToString();
-      if (!r->has_model || r->model.kind != ModelKind::kFloat || r->chunks.size() != 1 ||
-          r->chunks[0].method != ChunkMethod::kModel)
-        continue;
+      if (!r->has_model || r->chunks.size() != 1 || r->chunks[0].method != ChunkMethod::kModel) continue;
       One o{std::string(name) + ": " + t.name, std::move(r).value(), {}, {}};
       uint64_t r0, c0, h0, w0;
       o.et.geom.chunk_rect(0, &r0, &c0, &h0, &w0);
@@ -342,11 +342,18 @@ TEST(VectorDecoders, CrossTensorGroupsEqualReference) {
           ModelView mvs[kMaxChunkGroup];
           std::vector<uint8_t> ref[kMaxChunkGroup], out[kMaxChunkGroup], lm[kMaxChunkGroup];
           GroupSide sides[kMaxChunkGroup];
-          bool params_differ = false;
+          bool params_differ = false, tables_differ = false;
           for (int k = 0; k < n; ++k) {
             mvs[k] = m[k]->et.model.view(&hold[k]);
-            const FloatParams &a = mvs[0].fp, &b = mvs[k].fp;
-            params_differ |= a.k != b.k || a.elo != b.elo || a.ne != b.ne || a.mlo != b.mlo || a.nm != b.nm;
+            tables_differ |= mvs[k].slot_all != mvs[0].slot_all;
+            if (mvs[0].kind == ModelKind::kFloat) {
+              const FloatParams &a = mvs[0].fp, &b = mvs[k].fp;
+              params_differ |= a.k != b.k || a.elo != b.elo || a.ne != b.ne || a.mlo != b.mlo || a.nm != b.nm;
+            } else {
+              const IntParams &a = mvs[0].ip, &b = mvs[k].ip;
+              params_differ |= a.nb != b.nb || a.esc != b.esc || a.center != b.center ||
+                               !std::equal(a.thr, a.thr + 7, b.thr);
+            }
             const size_t sz = m[k]->et.chunks[0].decoded_size;
             ref[k].resize(sz);
             ASSERT_TRUE(reference_decode(mvs[k], m[k]->cv, m[k]->ps, m[k]->ps.rans, &ref[k])) << what;
@@ -359,8 +366,10 @@ TEST(VectorDecoders, CrossTensorGroupsEqualReference) {
           if (rc < 0) continue;  // lanes of a geometry the step loops do not take
           ASSERT_EQ(rc, 1) << what;
           for (int k = 0; k < n; ++k) ASSERT_EQ(out[k], ref[k]) << what << ": member " << k << " differs";
-          ++groups;
-          differing_params += params_differ;
+          const ModelKind kind = mvs[0].kind;
+          ++groups[kind];
+          differing_params[kind] += params_differ;
+          other_tables[kind] += tables_differ;
           for (int k = 0; k < n; ++k) {
             std::vector<uint8_t> bad(m[k]->ps.rans, m[k]->ps.rans + m[k]->ps.rans_len);
             bad[bad.size() / 2] ^= 0x5a;
@@ -370,17 +379,23 @@ TEST(VectorDecoders, CrossTensorGroupsEqualReference) {
             std::copy(sides, sides + n, dmg);
             dmg[k].rans = bad.data();
             EXPECT_EQ(ok_ref ? 1 : 0, decode_group_simd(mvs, m[0]->cv, dmg, n)) << what << ": damaged member " << k;
-            damaged += !ok_ref;
+            damaged[kind] += !ok_ref;
           }
         }
       }
     }
   }
-  // stories260K and silero give 52 groups (31 with differing parameters)
-  // and 128 damaged members the reference rejects.
-  EXPECT_GE(groups, 40) << "too few groups of one-chunk tensors of one shape in the real files";
-  EXPECT_GE(differing_params, 20) << "too few groups whose models' parameters differ";
-  EXPECT_GE(damaged, 80);
+  // stories260K and silero give 54 float groups (31 with differing
+  // parameters, all with tables of their own) and 132 damaged members the
+  // reference rejects; isnet int8 81 groups of models with their own tables
+  // and 192 rejected damaged members.
+  EXPECT_GE(groups[ModelKind::kFloat], 40) << "too few float groups of one-chunk tensors of one shape";
+  EXPECT_GE(differing_params[ModelKind::kFloat], 20) << "too few float groups whose models' parameters differ";
+  EXPECT_GE(other_tables[ModelKind::kFloat], 40) << "too few float groups of models with tables of their own";
+  EXPECT_GE(damaged[ModelKind::kFloat], 80);
+  EXPECT_GE(groups[ModelKind::kInt], 60) << "too few int8 groups of one-chunk tensors of one shape";
+  EXPECT_GE(other_tables[ModelKind::kInt], 60) << "too few int8 groups of models with tables of their own";
+  EXPECT_GE(damaged[ModelKind::kInt], 120);
 }
 
 }  // namespace

@@ -892,37 +892,39 @@ WC_AVX512 WC_INLINE bool int_step_values(const IntParams& p, const IntFastConsts
 // One step of N chunks decoded together (N = 1..3; one model, one
 // geometry), phase by phase across the chunks so that their gathers overlap.
 template <int N, bool U8, int AM, bool HT, bool HL, bool HA>
-WC_AVX512 WC_INLINE bool int_fast_step(const IntParams& p, const IntFastConsts& c, IntFastState* s, uint32_t t,
+WC_AVX512 WC_INLINE bool int_fast_step(const IntParams* const* p, const IntFastConsts* c, IntFastState* s, uint32_t t,
                                        WordCursor* wc, uint8_t* const* lm) {
   for (int n = 0; n < N; ++n)
     if (__builtin_expect(wc[n].pos + kStepWords > wc[n].n, 0) && !words_tail(&wc[n])) return false;
   __m512i i0[N], i1[N], e0[N], e1[N];
   for (int n = 0; n < N; ++n)
-    slot_index(int_step_ctx<U8, AM, HT, HL, HA>(c, s[n], t, lm[n]), s[n].X0, s[n].X1, &i0[n], &i1[n]);
-  for (int n = 0; n < N; ++n) rans_all32(s[n].X0, s[n].X1, i0[n], i1[n], c.slots, wc[n], &e0[n], &e1[n]);
+    slot_index(int_step_ctx<U8, AM, HT, HL, HA>(c[n], s[n], t, lm[n]), s[n].X0, s[n].X1, &i0[n], &i1[n]);
+  for (int n = 0; n < N; ++n) rans_all32(s[n].X0, s[n].X1, i0[n], i1[n], c[n].slots, wc[n], &e0[n], &e1[n]);
   for (int n = 0; n < N; ++n)
-    if (!int_step_values<U8>(p, c, s[n], e0[n], e1[n], t, wc[n], lm[n])) return false;
+    if (!int_step_values<U8>(*p[n], c[n], s[n], e0[n], e1[n], t, wc[n], lm[n])) return false;
   return true;
 }
 
 template <int N, bool U8, int AM, bool HT>
-WC_AVX512 WC_INLINE bool int_fast_row(const IntParams& p, const IntFastConsts& c, IntFastState* s, uint32_t t0,
+WC_AVX512 WC_INLINE bool int_fast_row(const IntParams* const* p, const IntFastConsts* c, IntFastState* s, uint32_t t0,
                                       WordCursor* wc, uint8_t* const* lm) {
   const __m512i zero = _mm512_setzero_si512();
   for (int n = 0; n < N; ++n) s[n].A1 = s[n].A2 = s[n].LS = zero;
   if (!int_fast_step<N, U8, AM, HT, false, false>(p, c, s, t0, wc, lm)) return false;
-  const uint32_t ja = c.oa ? (c.oa < c.W ? c.oa : c.W) : c.W;
+  const uint32_t W = c[0].W, oa = c[0].oa;
+  const uint32_t ja = oa ? (oa < W ? oa : W) : W;
   for (uint32_t j = 1; j < ja; ++j)
     if (!int_fast_step<N, U8, AM, HT, true, false>(p, c, s, t0 + j, wc, lm)) return false;
-  for (uint32_t j = ja; j < c.W; ++j)
+  for (uint32_t j = ja; j < W; ++j)
     if (!int_fast_step<N, U8, AM, HT, true, true>(p, c, s, t0 + j, wc, lm)) return false;
   return true;
 }
 
-// The codes of N same-rectangle chunks (streams rans[n], rans_len[n]) into
-// lane-major lm[n]. 1: all decoded; 0 otherwise.
+// The codes of N same-rectangle chunks (parameters *p[n], constants c[n],
+// streams rans[n], rans_len[n]) into lane-major lm[n]. 1: all decoded; 0
+// otherwise.
 template <int N, bool U8, int AM>
-WC_AVX512 int int_fast_lanes(const IntParams& p, const IntFastConsts& c, const uint8_t* const* rans,
+WC_AVX512 int int_fast_lanes(const IntParams* const* p, const IntFastConsts* c, const uint8_t* const* rans,
                              const uint32_t* rans_len, const LaneGeom& g, uint8_t* const* lm) {
   WordCursor wc[N];
   alignas(64) uint8_t pad[N][kPadBytes];
@@ -932,7 +934,7 @@ WC_AVX512 int int_fast_lanes(const IntParams& p, const IntFastConsts& c, const u
     s[n].bad = 0;
   }
   for (uint32_t r = 0; r < g.rows; ++r) {
-    const bool ok = r ? int_fast_row<N, U8, AM, true>(p, c, s, r * c.W, wc, lm)
+    const bool ok = r ? int_fast_row<N, U8, AM, true>(p, c, s, r * c[0].W, wc, lm)
                       : int_fast_row<N, U8, AM, false>(p, c, s, 0, wc, lm);
     if (!ok) return 0;
   }
@@ -946,30 +948,36 @@ WC_AVX512 int int_fast_lanes(const IntParams& p, const IntFastConsts& c, const u
 
 // Handles int8 / uint8 codes without tile map or zero points, activity
 // contexts (nbr_mode 0) with one scale class, same-size lanes; -1 otherwise.
-// N chunks of one model and geometry at once (streams rans[n], lane-major
-// lm[n]).
+// N chunks of one geometry at once (models ms[n], streams rans[n],
+// lane-major lm[n]); their models must share a loop (int_loop_compatible).
 template <int N>
-WC_AVX512 int decode_int_fast(const ModelView& m, const uint8_t* const* rans, const uint32_t* rans_len,
+WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, const uint32_t* rans_len,
                               const LaneGeom& g, uint8_t* const* lm) {
-  const IntParams& p = m.ip;
-  if (!g.same_rect || p.nbr_mode != 0 || p.ns != 1 || !m.slot_all) return -1;
-  const bool u8 = p.sub == kIntU8;
-  IntFastConsts c;
-  c.slots = m.slot_all;
-  c.W = static_cast<uint32_t>(g.w[0]);
-  c.oa = p.off_a;
-  c.center = _mm512_set1_epi16(static_cast<int16_t>(p.center));
-  c.esc = _mm512_set1_epi16(static_cast<int16_t>(p.esc));
-  c.nthr = p.nb > 1 ? p.nb - 1u : 0u;
-  uint32_t max_thr = 0;
-  for (uint32_t i = 0; i < c.nthr; ++i) max_thr = p.thr[i] > max_thr ? p.thr[i] : max_thr;
-  alignas(64) uint8_t lut[256];
-  for (uint32_t a = 0; a < 256; ++a) lut[a] = static_cast<uint8_t>(3 * m.luts->act[a]);
-  for (int i = 0; i < 4; ++i) c.lut[i] = _mm512_load_si512(lut + 64 * i);
-  for (uint32_t i = 0; i < 7; ++i) c.thr3[i] = _mm512_set1_epi16(static_cast<int16_t>(i < c.nthr ? p.thr[i] : 0));
-  const int am = c.nthr == 0 ? 0 : (max_thr < 128 ? 1 : (max_thr < 256 ? 2 : 3));
+  const IntParams& p0 = ms[0].ip;
+  if (!g.same_rect || p0.nbr_mode != 0 || p0.ns != 1) return -1;
+  IntFastConsts c[N];
+  const IntParams* ps[N];
+  for (int n = 0; n < N; ++n) {
+    const ModelView& m = ms[n];
+    const IntParams& p = m.ip;
+    if (!m.slot_all || !m.luts || (n && !int_loop_compatible(p0, p))) return -1;
+    ps[n] = &p;
+    c[n].slots = m.slot_all;
+    c[n].W = static_cast<uint32_t>(g.w[0]);
+    c[n].oa = p.off_a;
+    c[n].center = _mm512_set1_epi16(static_cast<int16_t>(p.center));
+    c[n].esc = _mm512_set1_epi16(static_cast<int16_t>(p.esc));
+    c[n].nthr = p.nb > 1 ? p.nb - 1u : 0u;
+    alignas(64) uint8_t lut[256];
+    for (uint32_t a = 0; a < 256; ++a) lut[a] = static_cast<uint8_t>(3 * m.luts->act[a]);
+    for (int i = 0; i < 4; ++i) c[n].lut[i] = _mm512_load_si512(lut + 64 * i);
+    for (uint32_t i = 0; i < 7; ++i)
+      c[n].thr3[i] = _mm512_set1_epi16(static_cast<int16_t>(i < c[n].nthr ? p.thr[i] : 0));
+  }
+  const bool u8 = p0.sub == kIntU8;
+  const int am = int_act_mode(p0);
 #define WC_INT_FAST(U, A) \
-  if (u8 == U && am == A) return int_fast_lanes<N, U, A>(p, c, rans, rans_len, g, lm);
+  if (u8 == U && am == A) return int_fast_lanes<N, U, A>(ps, c, rans, rans_len, g, lm);
   WC_INT_FAST(false, 0) WC_INT_FAST(false, 1) WC_INT_FAST(false, 2) WC_INT_FAST(false, 3)
   WC_INT_FAST(true, 0) WC_INT_FAST(true, 1) WC_INT_FAST(true, 2) WC_INT_FAST(true, 3)
 #undef WC_INT_FAST
@@ -1929,9 +1937,8 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
       default: return -1;
     }
   }
-  // Int chunks group with chunks of the same model only (the same tables).
   for (int i = 1; i < n; ++i)
-    if (ms[i].kind != m.kind || ms[i].slot_all != m.slot_all) return -1;
+    if (ms[i].kind != ModelKind::kInt || !ms[i].luts || ms[i].zp) return -1;
   if (m.kind != ModelKind::kInt || !m.luts || m.zp) return -1;
   if (m.ip.sub != kIntI8 && m.ip.sub != kIntU8) return -1;
   for (int i = 0; i < n; ++i) {
@@ -1948,7 +1955,7 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
     rans_len[i] = s[i].rans_len;
     lms[i] = s[i].lm;
   }
-  const int r = n == 2 ? decode_int_fast<2>(m, rans, rans_len, g, lms) : decode_int_fast<3>(m, rans, rans_len, g, lms);
+  const int r = n == 2 ? decode_int_fast<2>(ms, rans, rans_len, g, lms) : decode_int_fast<3>(ms, rans, rans_len, g, lms);
   if (r != 1) return r;
   for (int i = 0; i < n; ++i) same_rect_to_raster<1>(s[i].lm, g, cv.w, s[i].out);
   return 1;
@@ -1972,7 +1979,7 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
   const bool direct = !tile_map && !m.zp && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8);
   if (direct) {
     uint8_t* const lms[1] = {lm};
-    const int r = decode_int_fast<1>(m, &rans, &rans_len, g, lms);
+    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, lms);
     if (r == 0) return 0;
     if (r == 1) {
       same_rect_to_raster<1>(lm, g, cv.w, out);

@@ -1304,49 +1304,69 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
     *p = run.data() + (all_chunks_[gi].file_offset - run_off);
     return Status::OK();
   };
+  // out holds original offset base_off; chunks decoded ahead as members of
+  // an earlier chunk's group.
+  const uint64_t base_off = offset;
+  uint8_t* const base_out = out;
+  std::vector<size_t> ahead;
   for (size_t gi = chunk_at(offset); gi < all_chunks_.size() && offset < end; ++gi) {
     const ChunkEntry& e = all_chunks_[gi];
     const uint64_t cs = e.decoded_offset, ce = cs + e.decoded_size;
     if (ce <= offset) continue;
     const uint64_t a = offset, b = std::min(end, ce);
+    if (auto it = std::find(ahead.begin(), ahead.end(), gi); it != ahead.end()) {
+      ahead.erase(it);
+      out += e.decoded_size;
+      offset = ce;
+      continue;
+    }
     const uint8_t* payload = nullptr;
     WC_RETURN_IF_ERROR(payload_of(gi, &payload));
-    // This chunk and the next ones, wanted whole and in the run read:
-    // decoded together where the decoder interleaves them.
+    // This chunk and up to two of the next few that are wanted whole and
+    // pairable with it (the next ones of its tensor, or chunks of tensors of
+    // its shape further on): decoded together where the decoder
+    // interleaves them. Later members are written in place and skipped
+    // when the loop reaches them.
     if (a == cs && b == ce) {
-      const size_t avail = pairable_run(gi, end);
-      const size_t want = static_cast<size_t>(group_size(avail));
-      if (want > run_last - gi + 1 && gi != run_first) {
-        // The run read ends inside the group: read the next run from here.
+      constexpr size_t kLook = 8;
+      size_t cand[kMaxChunkGroup + 1];
+      size_t nc = 0;
+      for (size_t j = gi + 1; j < all_chunks_.size() && j <= gi + kLook && nc < kMaxChunkGroup + 1; ++j) {
+        const ChunkEntry& ej = all_chunks_[j];
+        if (ej.decoded_offset + ej.decoded_size > end) break;
+        if (pairable(gi, j)) cand[nc++] = j;
+      }
+      int n = group_size(nc + 1);
+      if (n > 1 && cand[n - 2] > run_last && gi != run_first) {
+        // The run read ends before the group's last member: read the next
+        // run from here.
         run_first = SIZE_MAX;
         WC_RETURN_IF_ERROR(payload_of(gi, &payload));
       }
-      const int n = group_size(std::min<size_t>(want, run_last - gi + 1));
+      while (n > 1 && cand[n - 2] > run_last) --n;
       if (n > 1) {
         size_t idx[kMaxChunkGroup];
         const uint8_t* ps[kMaxChunkGroup];
         uint8_t* outs[kMaxChunkGroup];
         Status sts[kMaxChunkGroup];
+        uint64_t at[kMaxChunkGroup];
         uint64_t bytes = 0;
         for (int i = 0; i < n; ++i) {
-          const ChunkEntry& ei = all_chunks_[gi + static_cast<size_t>(i)];
-          idx[i] = gi + static_cast<size_t>(i);
+          idx[i] = i ? cand[i - 1] : gi;
+          const ChunkEntry& ei = all_chunks_[idx[i]];
           ps[i] = run.data() + (ei.file_offset - run_off);
+          at[i] = bytes;
           bytes += ei.decoded_size;
         }
         if (stream && stage.size() < bytes) stage.resize(bytes);
-        uint8_t* const dst = stream ? stage.data() : out;
-        uint64_t at = 0;
-        for (int i = 0; i < n; ++i) {
-          outs[i] = dst + at;
-          at += all_chunks_[idx[i]].decoded_size;
-        }
+        auto place = [&](int i) { return base_out + (all_chunks_[idx[i]].decoded_offset - base_off); };
+        for (int i = 0; i < n; ++i) outs[i] = stream ? stage.data() + at[i] : place(i);
         decode_group_from(idx, ps, outs, n, sts);
         for (int i = 0; i < n; ++i) WC_RETURN_IF_ERROR(sts[i]);
-        if (stream) stream_copy(out, stage.data(), bytes);
-        out += bytes;
-        offset = cs + bytes;
-        gi += static_cast<size_t>(n - 1);
+        for (int i = 0; i < n && stream; ++i) stream_copy(place(i), outs[i], all_chunks_[idx[i]].decoded_size);
+        for (int i = 1; i < n; ++i) ahead.push_back(idx[i]);
+        out += e.decoded_size;
+        offset = ce;
         continue;
       }
     }

@@ -2414,7 +2414,9 @@ bool model_groups(const TensorModel& m) {
 bool models_group(const TensorModel& a, const TensorModel& b) {
   if (!model_groups(a) || !model_groups(b)) return false;
   if (&a == &b || a.vt == b.vt) return true;  // one model (copies share vt)
-  return a.kind == ModelKind::kFloat && b.kind == ModelKind::kFloat && float_loop_compatible(a.fp, b.fp);
+  if (a.kind != b.kind) return false;
+  if (a.kind == ModelKind::kFloat) return float_loop_compatible(a.fp, b.fp);
+  return a.kind == ModelKind::kInt && int_loop_compatible(a.ip, b.ip);
 }
 
 bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch) {

@@ -277,12 +277,26 @@ inline bool float_loop_compatible(const FloatParams& a, const FloatParams& b) {
   return a.elem_bytes == b.elem_bytes && a.emode == b.emode && a.sign_ctx == b.sign_ctx &&
          float_sm_contexts(a) == float_sm_contexts(b);
 }
+// The activity form of an int model's step loop: 0 none (nb = 1), 1 one
+// 128-entry table, 2 two tables (thresholds < 256), 3 compares.
+inline int int_act_mode(const IntParams& p) {
+  const uint32_t nthr = p.nb > 1 ? p.nb - 1u : 0u;
+  uint32_t max_thr = 0;
+  for (uint32_t i = 0; i < nthr; ++i) max_thr = p.thr[i] > max_thr ? p.thr[i] : max_thr;
+  return nthr == 0 ? 0 : (max_thr < 128 ? 1 : (max_thr < 256 ? 2 : 3));
+}
+// Whether chunks of int8 / uint8 models a and b can share a step loop:
+// activity contexts with one scale class, the same code type, extra
+// neighbour and activity form (tables and thresholds may differ).
+inline bool int_loop_compatible(const IntParams& a, const IntParams& b) {
+  return a.sub == b.sub && a.nbr_mode == 0 && b.nbr_mode == 0 && a.ns == 1 && b.ns == 1 && a.off_a == b.off_a &&
+         int_act_mode(a) == int_act_mode(b);
+}
 // Whether chunks of this model may decode in groups (decode_chunk_group).
 bool model_groups(const TensorModel& m);
 // Whether chunks of models a and b may decode in one group: the same model
-// (model_groups), or float models whose chunks share a step loop (one
-// element size, exponent context mode and sign / mantissa context form;
-// their tables differ).
+// (model_groups), or models whose chunks share a step loop
+// (float_loop_compatible, int_loop_compatible; their tables differ).
 bool models_group(const TensorModel& a, const TensorModel& b);
 int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm);
