@@ -1210,16 +1210,15 @@ void Reader::decode_chunk_group(const size_t* idx, uint8_t* const* outs, int n, 
   decode_group_from(idx, ps, outs, n, sts);
 }
 
-size_t Reader::pairable_run(size_t gi, uint64_t end) const {
-  size_t k = 1;
-  uint64_t stop = all_chunks_[gi].decoded_offset + all_chunks_[gi].decoded_size;
-  while (k < static_cast<size_t>(kMaxChunkGroup) + 2 && gi + k < all_chunks_.size()) {
-    const ChunkEntry& e = all_chunks_[gi + k];
-    if (e.decoded_offset != stop || stop + e.decoded_size > end || !pairable(gi, gi + k)) break;
-    stop += e.decoded_size;
-    ++k;
+size_t Reader::partners(size_t gi, uint64_t end, size_t* cand) const {
+  constexpr size_t kLook = 8;
+  size_t nc = 0;
+  for (size_t j = gi + 1; j < all_chunks_.size() && j <= gi + kLook && nc < kMaxChunkGroup + 1; ++j) {
+    const ChunkEntry& ej = all_chunks_[j];
+    if (ej.decoded_offset + ej.decoded_size > end) break;
+    if (pairable(gi, j)) cand[nc++] = j;
   }
-  return k;
+  return nc;
 }
 
 namespace {
@@ -1328,15 +1327,8 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
     // interleaves them. Later members are written in place and skipped
     // when the loop reaches them.
     if (a == cs && b == ce) {
-      constexpr size_t kLook = 8;
       size_t cand[kMaxChunkGroup + 1];
-      size_t nc = 0;
-      for (size_t j = gi + 1; j < all_chunks_.size() && j <= gi + kLook && nc < kMaxChunkGroup + 1; ++j) {
-        const ChunkEntry& ej = all_chunks_[j];
-        if (ej.decoded_offset + ej.decoded_size > end) break;
-        if (pairable(gi, j)) cand[nc++] = j;
-      }
-      int n = group_size(nc + 1);
+      int n = group_size(partners(gi, end, cand) + 1);
       if (n > 1 && cand[n - 2] > run_last && gi != run_first) {
         // The run read ends before the group's last member: read the next
         // run from here.
@@ -1422,7 +1414,12 @@ Status Reader::verify(bool full) const {
   for (size_t g = 0; g < all_chunks_.size() && st.ok();) {
     // Tensors without chunks (empty) before this chunk's.
     for (; next_tensor < chunk_tensor_[g] && st.ok(); ++next_tensor) check_done(next_tensor);
-    const int n = group_size(pairable_run(g, UINT64_MAX));
+    // Partners that follow g directly (the digest takes chunks in order).
+    size_t cand[kMaxChunkGroup + 1];
+    const size_t nc = partners(g, UINT64_MAX, cand);
+    size_t run = 1;
+    while (run - 1 < nc && cand[run - 1] == g + run) ++run;
+    const int n = group_size(run);
     size_t idx[kMaxChunkGroup];
     uint8_t* outs[kMaxChunkGroup];
     Status sts[kMaxChunkGroup];

@@ -205,10 +205,10 @@ class Reader {
   // decode_chunk_group with the chunks' stored bytes already read.
   void decode_group_from(const size_t* idx, const uint8_t* const* payloads, uint8_t* const* outs, int n,
                          Status* sts) const;
-  // How many chunks from gi on (at most kMaxChunkGroup + 2, each wanted
-  // whole by a read ending at `end`, the next in the file and pairable
-  // with gi) could decode in one group with it.
-  size_t pairable_run(size_t gi, uint64_t end) const;
+  // Chunks pairable with gi among the next few (at most kMaxChunkGroup + 1,
+  // within 8 chunks, each ending at or before `end`), ascending, into cand;
+  // returns how many.
+  size_t partners(size_t gi, uint64_t end, size_t* cand) const;
   std::string chunk_what(size_t global_index) const;
 
   std::string path_;
