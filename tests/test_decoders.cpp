@@ -17,6 +17,7 @@
 #include "bytes.h"
 #include "chunk_model.h"
 #include "edge_cases.h"
+#include "int_rows.h"
 #include "tensor_codec.h"
 #include "testutil.h"
 #include "wcodec/container.h"
@@ -794,4 +795,58 @@ TEST(RawTail, FlagOnlyOnLargeEnoughFloatChunksAndStatesAreChecked) {
     break;
   }
   EXPECT_TRUE(checked);
+}
+
+// The encoder computes the contexts of a lane row's interior eight at a time
+// (int_rows.h); they must be exactly int_ctx's, the decoders' context, for
+// every mode, neighbour offset, class count and side-information use, on
+// residuals of every range the kinds produce (and beyond, up to 2^29).
+TEST(IntRowContexts, EqualIntCtxForEveryMode) {
+  std::mt19937 rng(7);
+  const uint32_t w = 77, h = 3;
+  int checked = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    IntParams p{};
+    p.nbr_mode = static_cast<uint8_t>(trial % 3);
+    p.nb = static_cast<uint8_t>(1 + rng() % 8);
+    for (int i = 0; i < 7; ++i) p.thr[i] = static_cast<uint16_t>(1 + i * (1 + rng() % 150));
+    p.ns = static_cast<uint8_t>(1 + rng() % 16);
+    for (int i = 0; i < 15; ++i) p.sthr[i] = static_cast<uint8_t>(2 + i * 4);
+    p.use_rc = rng() & 1;
+    p.use_cc = rng() & 1;
+    const uint8_t offs[] = {0, 3, 9, 25, 64};
+    p.off_a = offs[rng() % 5];
+    p.off_b = p.nbr_mode == 1 ? offs[rng() % 5] : 0;
+    if (p.nbr_mode == 1 && !p.off_a) p.off_a = 3;
+    p.period = p.nbr_mode == 2 ? static_cast<uint8_t>(2 + rng() % 63) : 0;
+    IntLuts L;
+    build_int_luts(p, &L);
+    const int32_t ranges[] = {1, 8, 128, 5000, 1 << 29};
+    const int32_t range = ranges[trial % 5];
+    std::vector<int32_t> res(uint64_t{h} * w);
+    for (auto& v : res) v = static_cast<int32_t>(rng() % (2u * range + 1)) - range;
+    std::vector<uint8_t> cc(w);
+    for (auto& c : cc) c = static_cast<uint8_t>(rng() % 32);
+    std::vector<uint32_t> kp(w);
+    for (uint32_t c = 0; c < w; ++c) kp[c] = p.period ? (c + 5) % p.period : 0;
+    const uint32_t reach = int_row_reach(p);
+    if (reach >= w) continue;
+    for (uint32_t r = 0; r < h; ++r) {
+      const uint32_t rowpart = p.use_rc ? static_cast<uint32_t>(rng() % 32) : 0u;
+      const IntRowArgs a{&p, &L, res.data() + uint64_t{r} * w, r ? res.data() + uint64_t{r - 1} * w : nullptr,
+                         p.use_cc ? cc.data() : nullptr, kp.data(), rowpart};
+      std::vector<uint32_t> vec(w), sca(w);
+      int_row_contexts(a, reach, w, vec.data());
+      int_row_contexts_scalar(a, reach, w, sca.data());
+      for (uint32_t c = reach; c < w; ++c) {
+        const uint32_t sc = L.scale[rowpart + (p.use_cc ? cc[c] : 0u)];
+        const uint32_t want = int_ctx(p, L, res.data(), w, r, c, 0, 0, sc, kp[c]);
+        ASSERT_EQ(vec[c - reach], want) << "trial " << trial << " mode " << int(p.nbr_mode) << " row " << r << " col " << c;
+        ASSERT_EQ(sca[c - reach], want) << "trial " << trial << " mode " << int(p.nbr_mode) << " row " << r << " col " << c;
+        ASSERT_LT(want, int_nctx(p));
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 90000);
 }

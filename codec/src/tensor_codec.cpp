@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "bytes.h"
+#include "int_rows.h"
 #include "wcodec/container.h"
 
 namespace wcodec {
@@ -682,76 +683,63 @@ static inline __attribute__((always_inline)) IntToken make_token(const IntParams
   return {p.esc + nb, extra, nb};
 }
 
-// The context and residual of every element of an int chunk, lane
-// rectangle by lane rectangle in raster order: emit(l, t, r, c, ctx, v)
-// gets the lane, its step, the element's chunk row and column, its context
-// and residual. encode_int_reverse codes these symbols in the decode order;
-// the visitors below serve uses that only count them (statistics, cost
-// estimates).
+// The context and residual of every element of an int chunk, in raster
+// order of the chunk: emit(l, t, r, c, ctx, v) gets the element's lane, its
+// step in the lane (its position in the lane rectangle's raster order), its
+// chunk row and column, its context and residual. encode_int_reverse codes
+// these symbols in the decode order (placing them by lane and step); the
+// visitors below serve uses that only count them (statistics, cost
+// estimates) or place them by lane and step.
 template <typename Emit>
 static void visit_int_elems(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0, uint64_t col0,
                             uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
   IntLuts L;
   build_int_luts(p, &L);
-  thread_local std::vector<uint32_t> kp;
+  thread_local std::vector<uint32_t> kp, cbuf;
   int_col_phases(p, col0, w, &kp);
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    const LaneRect rect = lane_rect(h, w, l);
-    uint32_t t = 0;
-    // Past the first `head` columns of a lane row every left neighbour a
-    // mode reads exists, and int_ctx reduces to the loops below (the same
-    // contexts, without its per-element edge tests and mode dispatch).
-    const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;
-    const uint32_t reach = p.nbr_mode == 2 ? std::max<uint32_t>(1, oa) : std::max<uint32_t>({2u, oa, ob});
-    const uint32_t head = std::min(rect.w, reach);
-    for (uint32_t r = rect.r0; r < rect.r0 + rect.h; ++r) {
+  if (cbuf.size() < w) cbuf.resize(w);
+  uint32_t lx, ly;
+  lane_grid(h, w, &lx, &ly);
+  uint32_t cb[kLanes + 1];  // lane rectangle columns: [cb[ix], cb[ix + 1])
+  for (uint32_t ix = 0; ix <= lx; ++ix) cb[ix] = static_cast<uint32_t>(uint64_t{w} * ix / lx);
+  // Past the first `reach` columns of a lane rectangle every left neighbour
+  // a mode reads exists, and int_ctx reduces to int_row_contexts (the same
+  // contexts, without its per-element edge tests and mode dispatch): a row's
+  // contexts are computed at once from column `reach` on, then the first
+  // columns of each lane rectangle are computed (again) by int_ctx.
+  const uint32_t reach = int_row_reach(p);
+  for (uint32_t iy = 0; iy < ly; ++iy) {
+    const uint32_t r0 = static_cast<uint32_t>(uint64_t{h} * iy / ly);
+    const uint32_t r1 = static_cast<uint32_t>(uint64_t{h} * (iy + 1) / ly);
+    for (uint32_t r = r0; r < r1; ++r) {
       const uint32_t rowpart = p.use_rc ? rc[row0 + r] : 0u;
       const int32_t* row = res + uint64_t{r} * w;
-      uint32_t c = rect.c0;
-      for (; c < rect.c0 + head; ++c, ++t) {
-        const uint32_t sc = L.scale[rowpart + (p.use_cc ? cc[col0 + c] : 0u)];
-        const uint32_t ctx = int_ctx(p, L, res, w, r, c, rect.r0, rect.c0, sc, kp[c]);
-        emit(l, t, r, c, ctx, row[c]);
+      if (w > reach) {
+        const IntRowArgs ra{&p, &L, row, r > r0 ? row - w : nullptr, p.use_cc ? cc + col0 : nullptr, kp.data(),
+                            rowpart};
+        int_row_contexts(ra, reach, w, cbuf.data() + reach);
       }
-      if (c == rect.c0 + rect.w) continue;
-      const int32_t* up = r > rect.r0 ? row - w : nullptr;
-      const uint8_t* ccs = p.use_cc ? cc + col0 : nullptr;
-      auto interior = [&](auto has_up, auto has_oa) {
-        for (; c < rect.c0 + rect.w; ++c, ++t) {
-          const int32_t lv = row[c - 1];
-          uint32_t a = 2 * iabs32(lv) + iabs32(row[c - 2]);
-          if constexpr (has_up.value) a += iabs32(up[c]);
-          if constexpr (has_oa.value) a += iabs32(row[c - oa]);
-          const uint32_t sc = L.scale[rowpart + (ccs ? ccs[c] : 0u)];
-          emit(l, t, r, c, int_ctx_act(p, L, a, lv > 0 ? 1u : (lv < 0 ? 2u : 0u), sc), row[c]);
+      for (uint32_t ix = 0; ix < lx; ++ix) {
+        const uint32_t c0 = cb[ix], c1 = cb[ix + 1], head = std::min(c0 + reach, c1);
+        for (uint32_t c = c0; c < head; ++c) {
+          const uint32_t sc = L.scale[rowpart + (p.use_cc ? cc[col0 + c] : 0u)];
+          cbuf[c] = int_ctx(p, L, res, w, r, c, r0, c0, sc, kp[c]);
         }
-      };
-      auto q = [](int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); };
-      // nbr_mode 1: signs of L1, L2, off_a (if any), T and off_b (if any).
-      auto signs = [&](auto has_up) {
-        for (; c < rect.c0 + rect.w; ++c, ++t) {
-          const uint32_t sc = L.scale[rowpart + (ccs ? ccs[c] : 0u)];
-          uint32_t k = (q(row[c - 1]) * 3u + q(row[c - 2])) * 3u + (oa ? q(row[c - oa]) : 0u);
-          k = k * 3u + (has_up.value ? q(up[c]) : 0u);
-          emit(l, t, r, c, ob ? sc * 243u + k * 3u + q(row[c - ob]) : sc * 81u + k, row[c]);
-        }
-      };
-      using T = std::true_type;
-      using F = std::false_type;
-      if (p.nbr_mode == 1) {
-        up ? signs(T{}) : signs(F{});
-      } else if (p.nbr_mode == 2) {
-        // Column phase and the signs of L1 and off_a (if any).
-        for (; c < rect.c0 + rect.w; ++c, ++t) {
-          const uint32_t sc = L.scale[rowpart + (ccs ? ccs[c] : 0u)];
-          emit(l, t, r, c, (sc * p.period + kp[c]) * 9u + q(row[c - 1]) * 3u + (oa ? q(row[c - oa]) : 0u), row[c]);
-        }
-      } else if (up) {
-        oa ? interior(T{}, T{}) : interior(T{}, F{});
-      } else {
-        oa ? interior(F{}, T{}) : interior(F{}, F{});
+        const uint32_t l = iy * lx + ix;
+        uint32_t t = (r - r0) * (c1 - c0);
+        for (uint32_t c = c0; c < c1; ++c, ++t) emit(l, t, r, c, cbuf[c], row[c]);
       }
     }
+  }
+}
+
+// Where each lane's elements start when a chunk's elements are listed lane
+// by lane, each in its rectangle's raster order (off[kLanes] = h * w).
+static void lane_offsets(uint32_t h, uint32_t w, uint64_t off[kLanes + 1]) {
+  off[0] = 0;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const LaneRect rect = lane_rect(h, w, l);
+    off[l + 1] = off[l] + uint64_t{rect.h} * rect.w;
   }
 }
 
@@ -829,9 +817,14 @@ static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
   std::sort(esc.begin(), esc.end(), [](const Esc& a, const Esc& b) { return a.t > b.t; });
   size_t k = 0;
   alignas(64) uint32_t sb[kLanes] = {}, sc[kLanes] = {};
+  uint32_t nmin = steps;
+  for (uint32_t l = 0; l < kLanes; ++l) nmin = std::min(nmin, n[l]);
   for (uint32_t t = steps; t-- > 0;) {
-    uint32_t ma = 0, mb = 0, mc = 0;
-    for (uint32_t l = 0; l < kLanes; ++l) ma |= static_cast<uint32_t>(t < n[l]) << l;
+    uint32_t ma = 0xFFFFFFFFu, mb = 0, mc = 0;
+    if (t >= nmin) {
+      ma = 0;
+      for (uint32_t l = 0; l < kLanes; ++l) ma |= static_cast<uint32_t>(t < n[l]) << l;
+    }
     for (; k < esc.size() && esc[k].t == t; ++k) {
       const Esc& e = esc[k];
       sb[e.l] = e.lo;
@@ -1557,7 +1550,7 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   }
   const double scale = static_cast<double>(total) / static_cast<double>(std::max<uint64_t>(1, sampled));
   // Distributions for the thresholds, counted in one pass over every
-  // third element of the sampled chunks: the activity without an extra
+  // third element of the evaluated rows: the activity without an extra
   // neighbour and with |L3| or |L9| added (act_hist[0..2]), and the scale
   // value of each side combination (scale_hist[sides]: 1 row, 2 column,
   // 3 both; 0 none, all at 0). Values are clamped to 1023.
@@ -1568,7 +1561,7 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   uint64_t n_hist = 0;
   for (auto ci : sample) {
     ChunkRef c = chunk_ref(g, nullptr, ci);
-    for (uint64_t r = 0; r < c.h; r += 1) {
+    for (uint64_t r = 0; r < c.h; r += row_step) {
       const uint32_t rv = (*rc)[c.row0 + r];
       for (uint64_t cc2 = 0; cc2 < c.w; cc2 += 3) {
         const uint64_t i = (c.row0 + r) * g.cols + c.col0 + cc2;
@@ -1590,20 +1583,17 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   scale_hist[0][0] = n_hist;
   // Candidates are evaluated on the sample with contexts over the whole
   // chunk (lane edges ignored: an estimate).
+  // Residuals without tools: the values themselves (a copy only for chunks
+  // of partial rows).
   struct SampleChunk {
     ChunkRef c;
-    std::vector<int32_t> res;
-    std::vector<uint16_t> tok;
+    std::vector<int32_t> buf;
+    const int32_t* res;
   };
   std::vector<SampleChunk> sch;
   for (auto ci : sample) {
-    SampleChunk sc2{chunk_ref(g, nullptr, ci), {}, {}};
-    chunk_residuals(g, vals, sc2.c, nullptr, &sc2.res);
-    // Tokens of the evaluated rows only (every row_step-th); the rest stay 0.
-    sc2.tok.resize(sc2.res.size());
-    for (uint64_t r = 0; r < sc2.c.h; r += row_step)
-      for (uint64_t i = r * sc2.c.w; i < (r + 1) * sc2.c.w; ++i)
-        sc2.tok[i] = static_cast<uint16_t>(make_token(base, sc2.res[i]).tok);
+    SampleChunk sc2{chunk_ref(g, nullptr, ci), {}, nullptr};
+    sc2.res = residuals_of(g, vals, sc2.c, nullptr, &sc2.buf);
     sch.push_back(std::move(sc2));
   }
   // Most candidates differ only in their thresholds, extra neighbours, column
@@ -1623,8 +1613,7 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   for (const auto& ch : sch) {
     const uint32_t h = static_cast<uint32_t>(ch.c.h), w = static_cast<uint32_t>(ch.c.w);
     for (uint32_t r = 0; r < h; r += static_cast<uint32_t>(row_step)) {
-      const int32_t* row = ch.res.data() + uint64_t{r} * w;
-      const uint16_t* trow = ch.tok.data() + uint64_t{r} * w;
+      const int32_t* row = ch.res + uint64_t{r} * w;
       const uint8_t rcv = (*rc)[ch.c.row0 + r];
       const uint8_t* ccs = cc->data() + ch.c.col0;
       for (uint32_t c = 0; c < w; ++c) {
@@ -1635,7 +1624,7 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
         f.a0 = 2 * iabs32(l) + iabs32(t) + iabs32(l2) + (!hl && ht ? 2 * iabs32(t) : 0u);
         f.la3 = c >= 3 ? iabs32(row[c - 3]) : 0u;
         f.la9 = c >= 9 ? iabs32(row[c - 9]) : 0u;
-        f.tok = trow[c];
+        f.tok = static_cast<uint16_t>(make_token(base, row[c]).tok);
         f.col = static_cast<uint32_t>(ch.c.col0 + c);
         f.q = static_cast<uint16_t>(qv(l) | qv(l2) << 2 | qv(t) << 4 | (c >= 3 ? qv(row[c - 3]) : 0u) << 6 |
                                     (c >= 9 ? qv(row[c - 9]) : 0u) << 8);
@@ -1700,9 +1689,9 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
         for (uint32_t c = 0; c < w; ++c) {
           const uint32_t scl = int_scale_class(p, L, rc->data(), cc->data(), static_cast<uint32_t>(ch.c.row0 + r),
                                                static_cast<uint32_t>(ch.c.col0 + c));
-          s.add(0, int_ctx(p, L, ch.res.data(), w, r, c, 0, 0, scl,
+          s.add(0, int_ctx(p, L, ch.res, w, r, c, 0, 0, scl,
                            p.nbr_mode == 2 ? static_cast<uint32_t>((ch.c.col0 + c) % p.period) : 0u),
-                ch.tok[uint64_t{r} * w + c]);
+                make_token(base, ch.res[uint64_t{r} * w + c]).tok);
         }
       }
     }
@@ -2029,10 +2018,15 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       ChunkRef c = chunk_ref(g, data, i);
       const int32_t* rp = residuals_of(g, vals, c, nullptr, &rbuf);
       if (keep) {
-        visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
-                         static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) {
-                           *kc++ = static_cast<uint16_t>(ctx * nsym + sym);
-                         });
+        // In encode_int_reverse's order: lane by lane, each lane's steps.
+        const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
+        uint64_t off[kLanes + 1];
+        lane_offsets(h, w, off);
+        visit_int_elems(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, rp,
+                        [&](uint32_t l, uint32_t t, uint32_t, uint32_t, uint32_t ctx, int32_t v) {
+                          kc[off[l] + t] = static_cast<uint16_t>(ctx * nsym + make_token(m.ip, v).tok);
+                        });
+        kc += off[kLanes];
       } else {
         visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
                          static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) { sa.add(0, ctx, sym); });

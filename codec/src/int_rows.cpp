@@ -1,0 +1,123 @@
+// codec/src/int_rows.cpp — see int_rows.h.
+#include "int_rows.h"
+
+#include <immintrin.h>
+
+#include <cstdlib>
+
+namespace wcodec {
+
+namespace {
+
+inline uint32_t q(int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); }
+
+bool avx2_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("WCODEC_NO_SIMD");
+    if (e && *e && *e != '0') return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return on;
+}
+
+#define WC_AVX2 __attribute__((target("avx2")))
+
+// Sign classes of eight residuals: 1 positive, 2 negative, 0 zero.
+WC_AVX2 inline __m256i q8(__m256i v) {
+  const __m256i z = _mm256_setzero_si256();
+  return _mm256_or_si256(_mm256_and_si256(_mm256_cmpgt_epi32(v, z), _mm256_set1_epi32(1)),
+                         _mm256_and_si256(_mm256_cmpgt_epi32(z, v), _mm256_set1_epi32(2)));
+}
+WC_AVX2 inline __m256i times3(__m256i v) { return _mm256_add_epi32(v, _mm256_add_epi32(v, v)); }
+WC_AVX2 inline __m256i load8(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Byte table lookups by 32-bit gathers (IntLuts is padded so that the
+// gather of its last byte stays inside the struct).
+WC_AVX2 inline __m256i lut8(const uint8_t* t, __m256i idx) {
+  return _mm256_and_si256(_mm256_i32gather_epi32(reinterpret_cast<const int*>(t), idx, 1), _mm256_set1_epi32(0xFF));
+}
+
+WC_AVX2 void row_contexts_avx2(const IntRowArgs& a, uint32_t c, uint32_t c_end, uint32_t* out) {
+  const IntParams& p = *a.p;
+  const IntLuts& L = *a.L;
+  const int32_t* row = a.row;
+  const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;
+  const uint32_t sc_row = L.scale[a.rowpart];
+  const __m256i rowpart = _mm256_set1_epi32(static_cast<int>(a.rowpart));
+  const __m256i sc_const = _mm256_set1_epi32(static_cast<int>(sc_row));
+  const __m256i zero = _mm256_setzero_si256();
+  const uint32_t c0 = c;
+  for (; c + 8 <= c_end; c += 8) {
+    const __m256i l1 = load8(row + c - 1);
+    const __m256i la = oa ? load8(row + c - oa) : zero;
+    const __m256i sc =
+        a.ccs ? lut8(L.scale, _mm256_add_epi32(rowpart, _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                  reinterpret_cast<const __m128i*>(a.ccs + c)))))
+              : sc_const;
+    __m256i ctx;
+    if (p.nbr_mode == 0) {
+      const __m256i l2 = load8(row + c - 2);
+      __m256i act = _mm256_add_epi32(_mm256_slli_epi32(_mm256_abs_epi32(l1), 1), _mm256_abs_epi32(l2));
+      if (a.up) act = _mm256_add_epi32(act, _mm256_abs_epi32(load8(a.up + c)));
+      act = _mm256_add_epi32(act, _mm256_abs_epi32(la));
+      act = _mm256_min_epu32(act, _mm256_set1_epi32(1023));
+      const __m256i cls = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(p.nb)), lut8(L.act, act));
+      ctx = _mm256_add_epi32(times3(cls), q8(l1));
+    } else if (p.nbr_mode == 1) {
+      __m256i k = _mm256_add_epi32(times3(q8(l1)), q8(load8(row + c - 2)));
+      k = _mm256_add_epi32(times3(k), oa ? q8(la) : zero);
+      k = _mm256_add_epi32(times3(k), a.up ? q8(load8(a.up + c)) : zero);
+      if (ob) {
+        ctx = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(243)),
+                               _mm256_add_epi32(times3(k), q8(load8(row + c - ob))));
+      } else {
+        ctx = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(81)), k);
+      }
+    } else {
+      const __m256i ph = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.kp + c));
+      const __m256i base = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(p.period)), ph);
+      ctx = _mm256_add_epi32(_mm256_mullo_epi32(base, _mm256_set1_epi32(9)),
+                             _mm256_add_epi32(times3(q8(l1)), oa ? q8(la) : zero));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (c - c0)), ctx);
+  }
+  if (c < c_end) int_row_contexts_scalar(a, c, c_end, out + (c - c0));
+}
+
+}  // namespace
+
+void int_row_contexts_scalar(const IntRowArgs& a, uint32_t c_begin, uint32_t c_end, uint32_t* out) {
+  const IntParams& p = *a.p;
+  const IntLuts& L = *a.L;
+  const int32_t* row = a.row;
+  const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;
+  for (uint32_t c = c_begin; c < c_end; ++c) {
+    const uint32_t sc = L.scale[a.rowpart + (a.ccs ? a.ccs[c] : 0u)];
+    const int32_t l1 = row[c - 1];
+    uint32_t ctx;
+    if (p.nbr_mode == 0) {
+      uint32_t act = 2 * iabs32(l1) + iabs32(row[c - 2]);
+      if (a.up) act += iabs32(a.up[c]);
+      if (oa) act += iabs32(row[c - oa]);
+      ctx = int_ctx_act(p, L, act, q(l1), sc);
+    } else if (p.nbr_mode == 1) {
+      uint32_t k = (q(l1) * 3u + q(row[c - 2])) * 3u + (oa ? q(row[c - oa]) : 0u);
+      k = k * 3u + (a.up ? q(a.up[c]) : 0u);
+      ctx = ob ? sc * 243u + k * 3u + q(row[c - ob]) : sc * 81u + k;
+    } else {
+      ctx = (sc * p.period + a.kp[c]) * 9u + q(l1) * 3u + (oa ? q(row[c - oa]) : 0u);
+    }
+    out[c - c_begin] = ctx;
+  }
+}
+
+void int_row_contexts(const IntRowArgs& a, uint32_t c_begin, uint32_t c_end, uint32_t* out) {
+  if (c_end - c_begin >= 8 && avx2_enabled()) {
+    row_contexts_avx2(a, c_begin, c_end, out);
+    return;
+  }
+  int_row_contexts_scalar(a, c_begin, c_end, out);
+}
+
+}  // namespace wcodec
