@@ -1297,8 +1297,21 @@ static void int_values(const IntParams& p, const TensorGeometry& g, const uint8_
         // Group by group: one zero point per run of zgroup codes.
         for (uint64_t c0 = 0, zi = 0; c0 < g.cols; c0 += p.zgroup, ++zi) {
           const uint8_t z = zrow[zi];
+          uint64_t i = r * g.cols + c0;
           const uint64_t i1 = r * g.cols + std::min<uint64_t>(g.cols, c0 + p.zgroup);
-          for (uint64_t i = r * g.cols + c0; i < i1; ++i)
+          if constexpr (sub.value == kIntNibble) {
+            // Whole bytes (two codes each) where the group holds them.
+            if (i & 1) {
+              out[i] = static_cast<int32_t>(code_at(kIntNibble, data, i)) - z;
+              ++i;
+            }
+            for (; i + 2 <= i1; i += 2) {
+              const uint8_t b = data[i >> 1];
+              out[i] = static_cast<int32_t>(b & 15) - z;
+              out[i + 1] = static_cast<int32_t>(b >> 4) - z;
+            }
+          }
+          for (; i < i1; ++i)
             out[i] = int_code_to_value(sub.value, static_cast<uint32_t>(code_at(sub.value, data, i)), z);
         }
       }
@@ -1522,13 +1535,12 @@ static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& va
 static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals, IntParams base, bool allow_phase,
                        TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc) {
   int_side_info(g, vals, rc, cc);
-  // About as many sampled elements per model parameter for every kind:
-  // ternary models (3 symbols, up to 243 contexts per scale class) need a
-  // quarter of the sample of the 8-bit ones, 4-bit models (about 40
-  // symbols) half. On isnet ternary the smaller sample picks models as good
-  // (0.6885 of the file, was 0.6887) and the search takes a quarter of the
-  // time.
-  const uint64_t kSampleElems = base.sub == kIntTernary ? 1u << 15 : (base.sub == kIntNibble ? 1u << 16 : 1u << 17);
+  // Sampled elements per kind: 2^17 for 8-bit codes, 2^15 for 4-bit and
+  // 2^14 for ternary codes. Halving the sample costs about 0.0001 of the
+  // file in model fit: the 2- and 4-bit kinds take that for encode speed
+  // (isnet: ternary 0.6887 -> 0.6889 at 1.12x the speed, int4 0.8978 ->
+  // 0.8979 at 1.10x), int8 does not (its size target is the tighter one).
+  const uint64_t kSampleElems = base.sub == kIntTernary ? 1u << 14 : (base.sub == kIntNibble ? 1u << 15 : 1u << 17);
   auto sample = sample_chunks(g, kSampleElems);
   const uint64_t total = g.rows * g.cols;
   // The sample is whole chunks, and one chunk of 2- or 4-bit codes holds far
@@ -1639,41 +1651,77 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
   // sign-neighbour candidates (nbr_mode 1 with L3 and optionally L9;
   // nbr_mode 2 with L3 and a column period), from the features.
   std::vector<uint32_t> fcnt;
+  // use(f, ctx) for every feature under the params' context function (the
+  // mode chosen outside the loop).
+  auto each_ctx = [&](const IntParams& p, const IntLuts& L, auto&& use) {
+    const uint32_t oa = p.off_a, use_rc = p.use_rc ? 0xFFu : 0u, use_cc = p.use_cc ? 0xFFu : 0u;
+    auto loop = [&](auto&& ctx_of) {
+      for (const Feat& f : feats) use(f, ctx_of(f, static_cast<uint32_t>(L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)])));
+    };
+    auto q = [](const Feat& f, int k) { return static_cast<uint32_t>(f.q >> (2 * k) & 3); };  // L1 L2 T L3 L9
+    if (p.nbr_mode == 0) {
+      loop([&](const Feat& f, uint32_t sc) {
+        return int_ctx_act(p, L, f.a0 + (oa == 3 ? f.la3 : (oa == 9 ? f.la9 : 0u)), f.ls, sc);
+      });
+    } else if (p.nbr_mode == 2) {
+      loop([&](const Feat& f, uint32_t sc) { return (sc * p.period + f.col % p.period) * 9u + q(f, 0) * 3u + q(f, 3); });
+    } else {
+      loop([&](const Feat& f, uint32_t sc) {
+        const uint32_t k = ((q(f, 0) * 3u + q(f, 1)) * 3u + q(f, 3)) * 3u + q(f, 2);
+        return p.off_b ? sc * 243u + k * 3u + q(f, 4) : sc * 81u + k;
+      });
+    }
+  };
+  auto fcnt_bits = [&](uint32_t nctx, uint32_t nsym) {
+    double bits = 0;
+    for (uint32_t k = 0; k < nctx; ++k) bits += context_cost(fcnt.data() + uint64_t{k} * nsym, nsym, scale);
+    return bits;
+  };
   auto eval_feats = [&](const IntParams& p) {
     IntLuts L;
     build_int_luts(p, &L);
     const uint32_t nctx = int_nctx(p), nsym = p.nsym;
     fcnt.assign(uint64_t{nctx} * nsym, 0);
-    const uint32_t oa = p.off_a, use_rc = p.use_rc ? 0xFFu : 0u, use_cc = p.use_cc ? 0xFFu : 0u;
-    // One loop per mode (the context function chosen outside the loop).
-    auto count = [&](auto&& ctx_of) {
-      for (const Feat& f : feats) {
-        const uint32_t sc = L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)];
-        fcnt[uint64_t{ctx_of(f, sc)} * nsym + f.tok]++;
-      }
-    };
-    auto q = [](const Feat& f, int k) { return static_cast<uint32_t>(f.q >> (2 * k) & 3); };  // L1 L2 T L3 L9
-    if (p.nbr_mode == 0) {
-      count([&](const Feat& f, uint32_t sc) {
-        return int_ctx_act(p, L, f.a0 + (oa == 3 ? f.la3 : (oa == 9 ? f.la9 : 0u)), f.ls, sc);
-      });
-    } else if (p.nbr_mode == 2) {
-      count([&](const Feat& f, uint32_t sc) { return (sc * p.period + f.col % p.period) * 9u + q(f, 0) * 3u + q(f, 3); });
-    } else {
-      count([&](const Feat& f, uint32_t sc) {
-        const uint32_t k = ((q(f, 0) * 3u + q(f, 1)) * 3u + q(f, 3)) * 3u + q(f, 2);
-        return p.off_b ? sc * 243u + k * 3u + q(f, 4) : sc * 81u + k;
-      });
+    each_ctx(p, L, [&](const Feat& f, uint32_t ctx) { fcnt[uint64_t{ctx} * nsym + f.tok]++; });
+    return fcnt_bits(nctx, nsym);
+  };
+  // Candidates that differ from params `from` (one scale class) only in
+  // their scale classes: every context is sc * (contexts per class) + the
+  // context at class 0, so each feature's class-0 context and token are
+  // computed once (keys) and each candidate adds its scale class.
+  std::vector<uint32_t> keys;
+  auto make_keys = [&](const IntParams& from) {
+    IntLuts L;
+    build_int_luts(from, &L);
+    keys.clear();
+    keys.reserve(feats.size());
+    each_ctx(from, L, [&](const Feat& f, uint32_t ctx) { keys.push_back(ctx * from.nsym + f.tok); });
+  };
+  auto eval_scaled = [&](const IntParams& p) {
+    IntLuts L;
+    build_int_luts(p, &L);
+    const uint32_t nctx = int_nctx(p), nsym = p.nsym, stride = nctx / p.ns * nsym;
+    fcnt.assign(uint64_t{nctx} * nsym, 0);
+    const uint32_t use_rc = p.use_rc ? 0xFFu : 0u, use_cc = p.use_cc ? 0xFFu : 0u;
+    for (size_t i = 0; i < feats.size(); ++i) {
+      const Feat& f = feats[i];
+      fcnt[L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)] * stride + keys[i]]++;
     }
-    double bits = 0;
-    for (uint32_t k = 0; k < nctx; ++k) bits += context_cost(fcnt.data() + uint64_t{k} * nsym, nsym, scale);
+    double bits = fcnt_bits(nctx, nsym);
+    if (p.use_rc) bits += 5.0 * static_cast<double>(g.rows);
+    if (p.use_cc) bits += 5.0 * static_cast<double>(g.cols);
     return bits;
   };
-  auto eval = [&](const IntParams& p) {
+  auto from_feats = [](const IntParams& p) {
     const bool act = p.nbr_mode == 0 && (p.off_a == 0 || p.off_a == 3 || p.off_a == 9);
     const bool signs = (p.nbr_mode == 1 || p.nbr_mode == 2) && p.off_a == 3 && (p.off_b == 0 || p.off_b == 9) &&
                        (p.nbr_mode == 1 || (p.off_b == 0 && p.period > 0));
-    if (act || signs) {
+    return act || signs;
+  };
+  bool scaled = false;  // candidates differ from the keys' params in scale classes only
+  auto eval = [&](const IntParams& p) {
+    if (scaled) return eval_scaled(p);
+    if (from_feats(p)) {
       double bits = eval_feats(p);
       if (p.use_rc) bits += 5.0 * static_cast<double>(g.rows);
       if (p.use_cc) bits += 5.0 * static_cast<double>(g.cols);
@@ -1762,6 +1810,10 @@ static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals
     consider(p);
   }
   const IntParams stage1 = best;
+  if (from_feats(stage1) && stage1.ns == 1 && !stage1.use_rc && !stage1.use_cc) {
+    make_keys(stage1);
+    scaled = true;
+  }
   for (uint8_t ns : {4, 8}) {
     for (int sides = 1; sides < 4; ++sides) {
       IntParams p = stage1;
@@ -1840,12 +1892,13 @@ static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_p
   }
   // A fast zstd probe on every chunk (repetitive tensors, e.g. fixed
   // bases or untrained embedding rows, favour LZ); the configured level
-  // only where the probe comes within 1/64 of the best so far. On the real
+  // only where the probe comes within 1/32 of the best so far. On the real
   // checkpoints, level 9 never beat the best when level 3 missed it by more
   // than 1.4% (int8 chunks, level 3 about 3% above the model: the level 9
-  // pass had been a fifth of their encode time, for nothing).
-  auto z = zstd_compress(c.bytes, c.nbytes, 3);
-  if (!z.empty() && opt.zstd_level > 3 && z.size() < best + best / 64) {
+  // pass had been a fifth of their encode time, for nothing), and level 1
+  // comes within 0.3% of level 3 on weights at 1.4-2.7x its speed.
+  auto z = zstd_compress(c.bytes, c.nbytes, 1);
+  if (!z.empty() && opt.zstd_level > 1 && z.size() < best + best / 32) {
     auto z2 = zstd_compress(c.bytes, c.nbytes, opt.zstd_level);
     if (!z2.empty() && z2.size() < z.size()) z = std::move(z2);
   }
