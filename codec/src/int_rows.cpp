@@ -85,7 +85,52 @@ WC_AVX2 void row_contexts_avx2(const IntRowArgs& a, uint32_t c, uint32_t c_end, 
   if (c < c_end) int_row_contexts_scalar(a, c, c_end, out + (c - c0));
 }
 
+inline uint32_t token_of(int32_t v, uint32_t esc) {
+  const uint32_t u = (static_cast<uint32_t>(v) << 1) ^ static_cast<uint32_t>(v >> 31);
+  if (u < esc) return u;
+  const uint32_t d = u - esc;
+  return esc + (d ? 32u - static_cast<uint32_t>(__builtin_clz(d)) : 0u);
+}
+
+bool row_keys_scalar(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t esc, uint32_t nsym, uint16_t* keys) {
+  bool escapes = false;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t tok = token_of(v[i], esc);
+    escapes |= tok >= esc;
+    keys[i] = static_cast<uint16_t>(ctx[i] * nsym + tok);
+  }
+  return escapes;
+}
+
+WC_AVX2 bool row_keys_avx2(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t esc, uint32_t nsym,
+                           uint16_t* keys) {
+  bool escapes = false;
+  const __m256i vesc = _mm256_set1_epi32(static_cast<int>(esc - 1)), vnsym = _mm256_set1_epi32(static_cast<int>(nsym));
+  uint32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i x = load8(v + i);
+    const __m256i u = _mm256_xor_si256(_mm256_slli_epi32(x, 1), _mm256_srai_epi32(x, 31));
+    // u > esc - 1 (unsigned: u fits 31 bits for the values the kinds hold,
+    // and a wider one fails the signed test as well) takes the scalar path.
+    if (!_mm256_testz_si256(_mm256_cmpgt_epi32(u, vesc), _mm256_cmpgt_epi32(u, vesc)) ||
+        !_mm256_testz_si256(u, _mm256_set1_epi32(INT32_MIN))) {
+      escapes |= row_keys_scalar(ctx + i, v + i, 8, esc, nsym, keys + i);
+      continue;
+    }
+    const __m256i k = _mm256_add_epi32(
+        _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ctx + i)), vnsym), u);
+    const __m128i k16 = _mm_packus_epi32(_mm256_castsi256_si128(k), _mm256_extracti128_si256(k, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(keys + i), k16);
+  }
+  return row_keys_scalar(ctx + i, v + i, n - i, esc, nsym, keys + i) || escapes;
+}
+
 }  // namespace
+
+bool int_row_keys(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t esc, uint32_t nsym, uint16_t* keys) {
+  if (n >= 8 && avx2_enabled()) return row_keys_avx2(ctx, v, n, esc, nsym, keys);
+  return row_keys_scalar(ctx, v, n, esc, nsym, keys);
+}
 
 void int_row_contexts_scalar(const IntRowArgs& a, uint32_t c_begin, uint32_t c_end, uint32_t* out) {
   const IntParams& p = *a.p;

@@ -35,6 +35,12 @@ void int_row_contexts(const IntRowArgs& a, uint32_t c_begin, uint32_t c_end, uin
 // The scalar form (always available; the tests' reference).
 void int_row_contexts_scalar(const IntRowArgs& a, uint32_t c_begin, uint32_t c_end, uint32_t* out);
 
+// keys[i] = ctx[i] * nsym + token of v[i] (the zig-zag value below esc, else
+// esc + the bit width of its excess: make_token's token), for n elements.
+// Returns whether any token is an escape (zig-zag value >= esc).
+// REQUIRES: every key fits 16 bits.
+bool int_row_keys(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t esc, uint32_t nsym, uint16_t* keys);
+
 // Columns from the start of a lane row after which int_row_contexts applies.
 inline uint32_t int_row_reach(const IntParams& p) {
   const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;

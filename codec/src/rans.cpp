@@ -379,6 +379,20 @@ void RansEncoder::flush_reverse() {
   rev_next_ = kRevBlock;
 }
 
+void RansEncoder::put_full_groups_reverse(const uint32_t* sf, size_t n) {
+  flush_reverse();
+  static const std::vector<uint32_t> all(kRevBlock, 0xFFFFFFFFu);
+  uint16_t* pos = words_.data() + rev_pos_;
+  for (size_t end = n; end > 0;) {
+    const size_t b = std::min(end, kRevBlock), start = end - b;
+    WC_CHECK(pos - words_.data() >= static_cast<ptrdiff_t>(b * kLanes));
+    if (!rans_encode_groups_avx512(all.data(), sf + start * kLanes, b, rev_x_, &pos))
+      encode_groups_scalar(all.data(), sf + start * kLanes, b, rev_x_, &pos);
+    end = start;
+  }
+  rev_pos_ = static_cast<size_t>(pos - words_.data());
+}
+
 size_t RansEncoder::finish_reverse(std::vector<uint8_t>& out) {
   flush_reverse();
   return append_stream(out, rev_x_, words_.data() + rev_pos_, words_.size() - rev_pos_);

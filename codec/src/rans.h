@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hd.h"
+#include "raw_vector.h"
 
 namespace wcodec {
 
@@ -150,6 +151,10 @@ class RansEncoder {
     mask_[rev_next_] = mask;
     for (int l = 0; l < kLanes; ++l) sf_[rev_next_ * kLanes + l] = sf[l * stride];
   }
+  // Groups 0 .. n-1 of all kLanes lanes, entries sf[g * kLanes + l], given
+  // after every later group: the first n groups of the stream, encoded
+  // straight from sf.
+  void put_full_groups_reverse(const uint32_t* sf, size_t n);
   // Appends the states and words as finish() does; returns bytes written.
   size_t finish_reverse(std::vector<uint8_t>& out);
   // Appends 32 u32 states + the u16 word stream to out; returns bytes written.
@@ -184,7 +189,7 @@ class RansEncoder {
   static constexpr size_t kRevBlock = 64;
   size_t rev_next_ = 0;
   uint32_t rev_x_[kLanes] = {};
-  std::vector<uint16_t> words_;
+  RawVector<uint16_t> words_;  // written before read
   size_t rev_pos_ = 0;
 };
 

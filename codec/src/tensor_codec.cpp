@@ -683,16 +683,16 @@ static inline __attribute__((always_inline)) IntToken make_token(const IntParams
   return {p.esc + nb, extra, nb};
 }
 
-// The context and residual of every element of an int chunk, in raster
-// order of the chunk: emit(l, t, r, c, ctx, v) gets the element's lane, its
-// step in the lane (its position in the lane rectangle's raster order), its
-// chunk row and column, its context and residual. encode_int_reverse codes
-// these symbols in the decode order (placing them by lane and step); the
-// visitors below serve uses that only count them (statistics, cost
-// estimates) or place them by lane and step.
-template <typename Emit>
-static void visit_int_elems(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0, uint64_t col0,
-                            uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
+// The contexts of every element of an int chunk, in raster order of the
+// chunk, a lane row at a time: emit_run(l, t, r, c0, c1, ctx) gets the
+// lane, the step (position in the lane rectangle's raster order) of column
+// c0, the chunk row, the run's columns [c0, c1) and their contexts
+// (ctx[c - c0]). encode_int_reverse codes these symbols in the decode order
+// (placing them by lane and step); the other visitors count them
+// (statistics, cost estimates) or place them by lane and step.
+template <typename EmitRun>
+static void visit_int_runs(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0, uint64_t col0,
+                           uint32_t h, uint32_t w, const int32_t* res, EmitRun&& emit_run) {
   IntLuts L;
   build_int_luts(p, &L);
   thread_local std::vector<uint32_t> kp, cbuf;
@@ -725,12 +725,22 @@ static void visit_int_elems(const IntParams& p, const uint8_t* rc, const uint8_t
           const uint32_t sc = L.scale[rowpart + (p.use_cc ? cc[col0 + c] : 0u)];
           cbuf[c] = int_ctx(p, L, res, w, r, c, r0, c0, sc, kp[c]);
         }
-        const uint32_t l = iy * lx + ix;
-        uint32_t t = (r - r0) * (c1 - c0);
-        for (uint32_t c = c0; c < c1; ++c, ++t) emit(l, t, r, c, cbuf[c], row[c]);
+        emit_run(iy * lx + ix, (r - r0) * (c1 - c0), r, c0, c1, cbuf.data() + c0);
       }
     }
   }
+}
+
+// The same element by element: emit(l, t, r, c, ctx, v) with the
+// element's residual v.
+template <typename Emit>
+static void visit_int_elems(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0, uint64_t col0,
+                            uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
+  visit_int_runs(p, rc, cc, row0, col0, h, w, res,
+                 [&](uint32_t l, uint32_t t, uint32_t r, uint32_t c0, uint32_t c1, const uint32_t* ctx) {
+                   const int32_t* row = res + uint64_t{r} * w;
+                   for (uint32_t c = c0; c < c1; ++c, ++t) emit(l, t, r, c, ctx[c - c0], row[c]);
+                 });
 }
 
 // Where each lane's elements start when a chunk's elements are listed lane
@@ -766,17 +776,47 @@ static void visit_int_tokens(const IntParams& p, const uint8_t* rc, const uint8_
 // rows, no per-lane cursor) into one run per lane (lane l's step t at
 // l * steps + t, so the stores stay sequential and the tables stay in L1);
 // the reverse pass hands them over a step at a time. cached: when not null,
-// the chunk's ctx * nsym + token in visit_int_elems order (the statistics
-// pass stored them), entries from flat[ctx * nsym + token]; the contexts are
-// then not computed again.
+// the chunk's ctx * nsym + token lane by lane, each lane's steps in order
+// (the statistics pass stored them), entries from flat[ctx * nsym + token];
+// the contexts are then not computed again. plain: cached, and no token is
+// an escape.
 static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
                                uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, const PackedTables& t0,
-                               const uint16_t* cached, const uint32_t* flat, RansEncoder* enc) {
-  uint32_t n[kLanes], steps = 0;
+                               const uint16_t* cached, const uint32_t* flat, bool plain, RansEncoder* enc) {
+  uint32_t n[kLanes], steps = 0, nmin = UINT32_MAX;
   for (uint32_t l = 0; l < kLanes; ++l) {
     const LaneRect rect = lane_rect(h, w, l);
     n[l] = rect.h * rect.w;
     steps = std::max(steps, n[l]);
+    nmin = std::min(nmin, n[l]);
+  }
+  if (plain) {
+    // No escapes: one group per step, entries step-major (step t, lane l
+    // at t * kLanes + l), filled 64 steps at a time so that the transposed
+    // stores stay in L1. The steps where every lane takes a symbol are
+    // then encoded straight from these entries.
+    thread_local RawVector<uint32_t> sm;
+    if (sm.size() < size_t{steps} * kLanes) sm.resize(size_t{steps} * kLanes);
+    uint64_t off[kLanes + 1];
+    lane_offsets(h, w, off);
+    constexpr uint32_t kBlock = 64;
+    for (uint32_t t0 = 0; t0 < steps; t0 += kBlock) {
+      const uint32_t t1 = std::min(steps, t0 + kBlock);
+      for (uint32_t l = 0; l < kLanes; ++l) {
+        const uint16_t* src = cached + off[l];
+        const uint32_t te = std::min(t1, n[l]);
+        uint32_t t = t0;
+        for (; t < te; ++t) sm[size_t{t} * kLanes + l] = flat[src[t]];
+        for (; t < t1; ++t) sm[size_t{t} * kLanes + l] = 0;
+      }
+    }
+    for (uint32_t t = steps; t-- > nmin;) {
+      uint32_t ma = 0;
+      for (uint32_t l = 0; l < kLanes; ++l) ma |= static_cast<uint32_t>(t < n[l]) << l;
+      enc->put_group_reverse(ma, sm.data() + size_t{t} * kLanes);
+    }
+    enc->put_full_groups_reverse(sm.data(), nmin);
+    return;
   }
   // Escaped tokens are rare: their extra-bit entries go to a list.
   struct Esc {
@@ -817,8 +857,6 @@ static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
   std::sort(esc.begin(), esc.end(), [](const Esc& a, const Esc& b) { return a.t > b.t; });
   size_t k = 0;
   alignas(64) uint32_t sb[kLanes] = {}, sc[kLanes] = {};
-  uint32_t nmin = steps;
-  for (uint32_t l = 0; l < kLanes; ++l) nmin = std::min(nmin, n[l]);
   for (uint32_t t = steps; t-- > 0;) {
     uint32_t ma = 0xFFFFFFFFu, mb = 0, mc = 0;
     if (t >= nmin) {
@@ -1252,6 +1290,9 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
 // ------------------------------------------------------------------ int
 inline constexpr uint32_t kMaxWideContexts = 24;
 
+// A tensor's values (codes -> signed values), row-major over its grid.
+using IntGrid = RawVector<int32_t>;
+
 static int32_t code_at(uint32_t sub, const uint8_t* bytes, uint64_t i) {
   switch (sub) {
     case kIntNibble: return (bytes[i >> 1] >> ((i & 1) * 4)) & 15;
@@ -1262,7 +1303,7 @@ static int32_t code_at(uint32_t sub, const uint8_t* bytes, uint64_t i) {
 
 // Values of the whole tensor grid (code -> signed value).
 static void int_values(const IntParams& p, const TensorGeometry& g, const uint8_t* data, const AuxInput& aux,
-                       std::vector<int32_t>* v) {
+                       IntGrid* v) {
   const uint64_t n = g.rows * g.cols;
   v->resize(n);
   uint64_t i0 = 0;
@@ -1340,7 +1381,7 @@ static uint8_t mag_class(double mean_abs) {
   return static_cast<uint8_t>(std::clamp(static_cast<int>(std::lround(l)) + 12, 0, 31));
 }
 
-static void int_side_info(const TensorGeometry& g, const std::vector<int32_t>& v, std::vector<uint8_t>* rc,
+static void int_side_info(const TensorGeometry& g, const IntGrid& v, std::vector<uint8_t>* rc,
                           std::vector<uint8_t>* cc) {
   // Integer sums (exact, as the double sums they replace were below 2^53).
   std::vector<uint64_t> rs(g.rows, 0), cs(g.cols, 0);
@@ -1384,7 +1425,7 @@ static std::vector<uint32_t> hist_thresholds(const std::vector<uint64_t>& h, uin
 
 // Residual grid of one chunk: values, transformed per tile when the chunk
 // has a tile map.
-static void chunk_residuals(const TensorGeometry& g, const std::vector<int32_t>& vals, const ChunkRef& c,
+static void chunk_residuals(const TensorGeometry& g, const IntGrid& vals, const ChunkRef& c,
                             const std::vector<uint8_t>* tile_map, std::vector<int32_t>* res) {
   const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
   res->resize(uint64_t{h} * w);
@@ -1416,7 +1457,7 @@ static void chunk_residuals(const TensorGeometry& g, const std::vector<int32_t>&
 
 // The chunk's residuals: straight from vals for a chunk of whole rows
 // without a tile map (stride w = g.cols), else chunk_residuals into *buf.
-static const int32_t* residuals_of(const TensorGeometry& g, const std::vector<int32_t>& vals, const ChunkRef& c,
+static const int32_t* residuals_of(const TensorGeometry& g, const IntGrid& vals, const ChunkRef& c,
                                    const std::vector<uint8_t>* tile_map, std::vector<int32_t>* buf) {
   if (!tile_map && c.col0 == 0 && c.w == g.cols) return vals.data() + c.row0 * g.cols;
   chunk_residuals(g, vals, c, tile_map, buf);
@@ -1456,7 +1497,7 @@ static double block_cost(const int32_t* r, uint32_t n, const IntParams& p, const
 // keeps a tool, and probing the whole band was a tenth of their encode
 // time.
 template <typename BandPays>
-static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& vals, const ChunkRef& c,
+static bool choose_tiles(const TensorGeometry& g, const IntGrid& vals, const ChunkRef& c,
                          const IntParams& p, const std::vector<double>& cost, bool exhaustive,
                          std::vector<uint8_t>* map, BandPays&& band_pays) {
   const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
@@ -1532,7 +1573,7 @@ static bool choose_tiles(const TensorGeometry& g, const std::vector<int32_t>& va
   return saved > 0;
 }
 
-static void choose_int(const TensorGeometry& g, const std::vector<int32_t>& vals, IntParams base, bool allow_phase,
+static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bool allow_phase,
                        TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc) {
   int_side_info(g, vals, rc, cc);
   // Sampled elements per kind: 2^17 for 8-bit codes, 2^15 for 4-bit and
@@ -1913,7 +1954,7 @@ static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_p
 }
 
 static void init_stats(const TensorModel& m, Stats* st);
-static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const std::vector<int32_t>& vals,
+static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const IntGrid& vals,
                              const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
                              const std::vector<char>& has_map, Stats* st);
 // Float chunks up to this many decoded bytes use the raw tail (flag bit 1).
@@ -1921,10 +1962,10 @@ constexpr uint64_t kRawTailMaxChunk = 128 * 1024;
 
 // cached (int models, may be null): every element's ctx * nsym + token in
 // visit_int_elems order, chunk after chunk, for chunks without a tile map.
-static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const std::vector<int32_t>& vals,
+static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const IntGrid& vals,
                           const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
                           const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et,
-                          const uint16_t* cached = nullptr);
+                          const uint16_t* cached = nullptr, const char* cached_escapes = nullptr);
 
 Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data, const AuxInput& aux,
                                     const EncodeOptions& opt) {
@@ -1984,7 +2025,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   et.geom = make_geometry(nbytes, rows, elem_bits, opt.chunk_bytes);
   const TensorGeometry& g = et.geom;
   const uint64_t nchunks = g.num_chunks();
-  std::vector<int32_t> vals;
+  IntGrid vals;
   if (kind == kFloatK) {
     choose_float(g, data, fl, &et.model);
     et.choice.kind_name = dtype_name(info.dtype);
@@ -2041,7 +2082,8 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   std::vector<std::vector<uint8_t>> maps(nchunks);
   std::vector<char> has_map(nchunks, 0);
   std::optional<Stats> tool_free;
-  std::vector<uint16_t> tok_cache;  // see the tool-free statistics below
+  RawVector<uint16_t> tok_cache;  // see the tool-free statistics below
+  std::vector<char> cache_escapes;  // per chunk: whether its cached tokens include escapes
   if (kind == kIntK && opt.tool_search) {
     std::vector<uint64_t> hist(m.ip.nsym, 1);
     const uint64_t hstep = std::max<uint64_t>(1, vals.size() >> 16);
@@ -2064,7 +2106,10 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     sa.init(int_nctx(m.ip), m.ip.nsym, 0, 0);
     std::vector<int32_t> rbuf;
     const bool keep = uint64_t{int_nctx(m.ip)} * m.ip.nsym <= 65536;
-    if (keep) tok_cache.resize(vals.size());
+    if (keep) {
+      tok_cache.resize(vals.size());
+      cache_escapes.assign(nchunks, 1);
+    }
     uint16_t* kc = tok_cache.data();
     const uint32_t nsym = m.ip.nsym;
     for (uint64_t i = 0; i < nchunks; ++i) {
@@ -2075,10 +2120,13 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
         const uint32_t h = static_cast<uint32_t>(c.h), w = static_cast<uint32_t>(c.w);
         uint64_t off[kLanes + 1];
         lane_offsets(h, w, off);
-        visit_int_elems(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, rp,
-                        [&](uint32_t l, uint32_t t, uint32_t, uint32_t, uint32_t ctx, int32_t v) {
-                          kc[off[l] + t] = static_cast<uint16_t>(ctx * nsym + make_token(m.ip, v).tok);
-                        });
+        bool escapes = false;
+        visit_int_runs(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, rp,
+                       [&](uint32_t l, uint32_t t, uint32_t r, uint32_t c0, uint32_t c1, const uint32_t* ctx) {
+                         escapes |= int_row_keys(ctx, rp + uint64_t{r} * w + c0, c1 - c0, m.ip.esc, nsym,
+                                                 kc + off[l] + t);
+                       });
+        cache_escapes[i] = escapes;
         kc += off[kLanes];
       } else {
         visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, static_cast<uint32_t>(c.h),
@@ -2203,7 +2251,8 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   }
   build_tables(st, &m);
   et.choice.model_desc = m.describe();
-  encode_chunks(g, data, vals, m, maps, has_map, opt, &et, tok_cache.empty() ? nullptr : tok_cache.data());
+  encode_chunks(g, data, vals, m, maps, has_map, opt, &et, tok_cache.empty() ? nullptr : tok_cache.data(),
+                cache_escapes.data());
   return et;
 }
 
@@ -2215,7 +2264,7 @@ static void init_stats(const TensorModel& m, Stats* st) {
   }
 }
 
-static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const std::vector<int32_t>& vals,
+static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const IntGrid& vals,
                              const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
                              const std::vector<char>& has_map, Stats* st) {
   std::vector<int32_t> res;
@@ -2235,10 +2284,10 @@ static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const
   }
 }
 
-static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const std::vector<int32_t>& vals,
+static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const IntGrid& vals,
                           const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
                           const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et,
-                          const uint16_t* cached) {
+                          const uint16_t* cached, const char* cached_escapes) {
   RansEncoder enc;
   FloatChunkData fd;
   std::vector<int32_t> res;
@@ -2291,7 +2340,7 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const st
       const int32_t* rp = residuals_of(g, vals, c, mp, &res);
       enc.begin_reverse(nullptr, 3 * c.h * c.w);
       encode_int_reverse(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, rp, t0, mp ? nullptr : ccache,
-                         flat.data(), &enc);
+                         flat.data(), !mp && ccache && !cached_escapes[i], &enc);
       if (mp) flags |= 1;
     } else {
       walk_bytes(m.bp, h, w, c.bytes, put);
@@ -2362,8 +2411,8 @@ SharedStats::SharedStats(const TensorModel& shape) : impl_(std::make_unique<Impl
 }
 SharedStats::~SharedStats() = default;
 
-static std::vector<int32_t> tensor_values(const TensorModel& m, const TensorGeometry& g, const uint8_t* data) {
-  std::vector<int32_t> vals;
+static IntGrid tensor_values(const TensorModel& m, const TensorGeometry& g, const uint8_t* data) {
+  IntGrid vals;
   if (m.kind == ModelKind::kInt) int_values(m.ip, g, data, AuxInput{}, &vals);
   return vals;
 }

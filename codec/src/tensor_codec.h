@@ -14,6 +14,7 @@
 
 #include "chunk_decode.h"
 #include "rans.h"
+#include "raw_vector.h"
 #include "wcodec/container.h"
 #include "wcodec/safetensors.h"
 #include "wcodec/status.h"
@@ -53,29 +54,14 @@ struct TensorModel {
   // evicted while a decode uses it stays alive through the decode's hold.
   struct VectorTables {
     // Default-initialising storage: build_vector_tables writes every entry.
-    template <typename T>
-    struct NoZeroAlloc : std::allocator<T> {
-      template <typename U>
-      struct rebind {
-        using other = NoZeroAlloc<U>;
-      };
-      template <typename U>
-      void construct(U* p) noexcept {
-        ::new (static_cast<void*>(p)) U;
-      }
-      template <typename U, typename... A>
-      void construct(U* p, A&&... a) {
-        ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
-      }
-    };
-    using Slots = std::vector<uint32_t, NoZeroAlloc<uint32_t>>;
+    using Slots = RawVector<uint32_t>;
     Slots slot_all, slot1_all;
     // The reference decoder's tables (DecTable: slot -> symbol bytes and
     // 256 freq | start << 16 entries per context), t0 then t1.
     // Int models of at most 32 symbols decode from these (ModelView::
     // sym_small / fs_small: 4 KiB per context instead of 16, so many
     // contexts stay in cache) and get no slot_all.
-    std::vector<uint8_t, NoZeroAlloc<uint8_t>> lut_all;  // + 4 bytes of padding
+    RawVector<uint8_t> lut_all;  // + 4 bytes of padding
     std::vector<uint32_t> fs_all;
     std::vector<DecTable> d0, d1;
     // Ternary slot bounds per context (ModelView::tern3), or empty.
