@@ -640,6 +640,25 @@ TEST(RansEncoder, VectorAndScalarPassesAgreeAndDecode) {
     std::vector<uint8_t> rv;
     rev.finish_reverse(rv);
     ASSERT_EQ(rv, vec) << "trial " << trial << ": reverse mode";
+    // Groups of all lanes (trial 0) given at once, step-major, after the
+    // last few one by one (the int encoder's plain chunks): the same stream.
+    if (trial == 0) {
+      std::vector<uint32_t> sm(groups.size() * wcodec::kLanes);
+      for (size_t gi = 0; gi < groups.size(); ++gi)
+        for (const auto& s : groups[gi])
+          sm[gi * wcodec::kLanes + s.lane] =
+              s.table < 0 ? wcodec::RansEncoder::bits_entry(s.v, s.k)
+                          : uint32_t{tables[s.table].start[s.v]} | uint32_t{tables[s.table].freq[s.v]} << 16;
+      const size_t one_by_one = std::min<size_t>(groups.size(), 5);
+      wcodec::RansEncoder full;
+      full.begin_reverse(init, nsym);
+      for (size_t gi = groups.size(); gi-- > groups.size() - one_by_one;)
+        full.put_group_reverse(0xFFFFFFFFu, sm.data() + gi * wcodec::kLanes);
+      full.put_full_groups_reverse(sm.data(), groups.size() - one_by_one);
+      std::vector<uint8_t> fv;
+      full.finish_reverse(fv);
+      ASSERT_EQ(fv, vec) << "full groups";
+    }
     uint32_t x[wcodec::kLanes];
     for (int l = 0; l < wcodec::kLanes; ++l)
       x[l] = uint32_t{vec[4 * l]} | uint32_t{vec[4 * l + 1]} << 8 | uint32_t{vec[4 * l + 2]} << 16 |

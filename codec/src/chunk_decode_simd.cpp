@@ -1833,18 +1833,22 @@ WC_AVX512 int decode_float_group_e(const ModelView* ms, const ChunkView& cv, con
 // RansEncoder's group pass (rans.cpp, encode_groups_scalar is the scalar
 // form): per group, lanes 16..31 then 0..15, so that words land in lane
 // order when each half's words are stored just below the previous ones.
-// The quotient x / freq comes from a double division: x < 2^32 and
-// freq <= 4096 leave the correctly rounded quotient at least 2^-12 below
-// the next integer, so truncation is exact.
+// The quotient x / freq comes from a single-precision division and one
+// correction step (divmod_u32_small).
 namespace {
-WC_AVX512 WC_INLINE __m512i div_u32_small(__m512i x, __m512i d) {
-  const __m512d xl = _mm512_cvtepu32_pd(_mm512_castsi512_si256(x));
-  const __m512d xh = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(x, 1));
-  const __m512d dl = _mm512_cvtepu32_pd(_mm512_castsi512_si256(d));
-  const __m512d dh = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(d, 1));
-  const __m256i ql = _mm512_cvttpd_epu32(_mm512_div_pd(xl, dl));
-  const __m256i qh = _mm512_cvttpd_epu32(_mm512_div_pd(xh, dh));
-  return _mm512_inserti64x4(_mm512_castsi256_si512(ql), qh, 1);
+// Quotient and remainder of x / d for x < d << (32 - kMaxProbBits) (the
+// renormalized state), so the quotient is below 2^20: the single-precision
+// quotient is within 1/8 of x / d (both roundings are relative 2^-24), its
+// truncation is off by at most one, and one correction step makes it exact.
+WC_AVX512 WC_INLINE void divmod_u32_small(__m512i x, __m512i d, __m512i* q, __m512i* r) {
+  __m512i qq = _mm512_cvttps_epu32(_mm512_div_ps(_mm512_cvtepu32_ps(x), _mm512_cvtepu32_ps(d)));
+  __m512i rr = _mm512_sub_epi32(x, _mm512_mullo_epi32(qq, d));  // in [-d, 2d) as int32
+  const __mmask16 low = _mm512_cmplt_epi32_mask(rr, _mm512_setzero_si512());
+  qq = _mm512_mask_sub_epi32(qq, low, qq, _mm512_set1_epi32(1));
+  rr = _mm512_mask_add_epi32(rr, low, rr, d);
+  const __mmask16 high = _mm512_cmpge_epi32_mask(rr, d);
+  *q = _mm512_mask_add_epi32(qq, high, qq, _mm512_set1_epi32(1));
+  *r = _mm512_mask_sub_epi32(rr, high, rr, d);
 }
 
 WC_AVX512 void encode_groups16(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* xs,
@@ -1868,8 +1872,8 @@ WC_AVX512 void encode_groups16(const uint32_t* mask, const uint32_t* sf, size_t 
         _mm256_mask_storeu_epi16(w, static_cast<__mmask16>((1u << cnt) - 1), words);
         x = _mm512_mask_srli_epi32(x, need, x, 16);
       }
-      const __m512i q = div_u32_small(x, freq);
-      const __m512i r = _mm512_sub_epi32(x, _mm512_mullo_epi32(q, freq));
+      __m512i q, r;
+      divmod_u32_small(x, freq, &q, &r);
       const __m512i nx = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(q, kMaxProbBits), r),
                                           _mm512_and_si512(e, lo16));
       X[h] = _mm512_mask_mov_epi32(x, act, nx);
