@@ -606,6 +606,48 @@ TEST(RealFiles, Int4PackedWithZeroPointTensorPair) {
   fs::remove(out);
 }
 
+// The encoder codes 4-bit codes as distances from their group's zero point
+// only where that is smaller: weights quantized around zero points that
+// vary from group to group (clustered) take them; codes that fill [0, 15]
+// alike whatever the zero point (spread) are coded as codes less 8. Both
+// decode exactly.
+TEST(Int4ZeroPoints, UsedWhereTheyPay) {
+  std::mt19937 rng(11);
+  const uint64_t rows = 96, cols = 256, group = 32;  // codes per row, per zero point
+  std::vector<wcodec::TensorData> ts;
+  for (const std::string kind : {"clustered", "spread"}) {
+    std::vector<uint8_t> zero(rows * (cols / group)), packed(rows * cols / 2);
+    for (auto& z : zero) z = static_cast<uint8_t>(rng() % 2 ? 1 + rng() % 3 : 12 + rng() % 3);
+    for (uint64_t r = 0; r < rows; ++r)
+      for (uint64_t c = 0; c < cols; ++c) {
+        const int z = zero[r * (cols / group) + c / group];
+        const int code = kind == "clustered" ? std::clamp(z + static_cast<int>(rng() % 5) - 2, 0, 15)
+                                             : static_cast<int>(rng() % 16);
+        packed[(r * cols + c) / 2] |= static_cast<uint8_t>(code << (4 * (c % 2)));
+      }
+    ts.push_back({kind + ".weight_packed", wcodec::DType::kU8, {rows, cols / 2}, packed});
+    ts.push_back({kind + ".weight_zero", wcodec::DType::kU8, {rows, cols / group}, zero});
+  }
+  auto file = wcodec::build_safetensors(ts, std::nullopt);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EncodeReport rep;
+  auto enc = wcodec::encode_safetensors(file->data(), file->size(), default_config(), "zero_points", &rep);
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  std::map<std::string, std::string> model;
+  for (const auto& t : rep.tensors) model[t.name] = t.model;
+  EXPECT_NE(model["clustered.weight_packed"].find(" zp"), std::string::npos) << model["clustered.weight_packed"];
+  EXPECT_EQ(model["spread.weight_packed"].find(" zp"), std::string::npos) << model["spread.weight_packed"];
+  const fs::path out = scratch() / "zero_points.wcodec";
+  wctest::write_file(out, *enc);
+  auto r = Reader::open(out.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<uint8_t> all(file->size());
+  ASSERT_TRUE((*r)->read(0, all.size(), all.data()).ok());
+  EXPECT_TRUE(same_bytes(all.data(), file->data(), all.size()));
+  EXPECT_TRUE((*r)->verify(true).ok());
+  fs::remove(out);
+}
+
 // ------------------------------------------------------------ edge cases
 
 const std::vector<wctest::EdgeCase>& edge_cases() {

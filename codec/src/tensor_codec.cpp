@@ -1384,16 +1384,24 @@ static uint8_t mag_class(double mean_abs) {
 static void int_side_info(const TensorGeometry& g, const IntGrid& v, std::vector<uint8_t>* rc,
                           std::vector<uint8_t>* cc) {
   // Integer sums (exact, as the double sums they replace were below 2^53).
+  // Int values are at most 255 in magnitude (8-bit codes less a center or
+  // zero point): column sums gather in 32 bits over blocks of 2^23 rows.
   std::vector<uint64_t> rs(g.rows, 0), cs(g.cols, 0);
+  std::vector<uint32_t> cs32(g.cols, 0);
   for (uint64_t r = 0; r < g.rows; ++r) {
     const int32_t* row = v.data() + r * g.cols;
     uint64_t sum = 0;
     for (uint64_t c = 0; c < g.cols; ++c) {
       const uint32_t a = iabs32(row[c]);
       sum += a;
-      cs[c] += a;
+      cs32[c] += a;
     }
     rs[r] = sum;
+    if ((r + 1) % (1u << 23) == 0 || r + 1 == g.rows)
+      for (uint64_t c = 0; c < g.cols; ++c) {
+        cs[c] += cs32[c];
+        cs32[c] = 0;
+      }
   }
   rc->resize(g.rows);
   cc->resize(g.cols);
@@ -1691,6 +1699,11 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
   // Activity candidates (nbr_mode 0 with no extra neighbour or L3 / L9) and
   // sign-neighbour candidates (nbr_mode 1 with L3 and optionally L9;
   // nbr_mode 2 with L3 and a column period), from the features.
+  // Counts per (context, token) cover the tokens that occur (ternary codes:
+  // 3 of 26): the same costs (context_cost skips empty cells) from a
+  // fraction of the cells.
+  uint32_t nsym_used = 1;
+  for (const Feat& f : feats) nsym_used = std::max<uint32_t>(nsym_used, f.tok + 1u);
   std::vector<uint32_t> fcnt;
   // use(f, ctx) for every feature under the params' context function (the
   // mode chosen outside the loop).
@@ -1721,7 +1734,7 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
   auto eval_feats = [&](const IntParams& p) {
     IntLuts L;
     build_int_luts(p, &L);
-    const uint32_t nctx = int_nctx(p), nsym = p.nsym;
+    const uint32_t nctx = int_nctx(p), nsym = nsym_used;
     fcnt.assign(uint64_t{nctx} * nsym, 0);
     each_ctx(p, L, [&](const Feat& f, uint32_t ctx) { fcnt[uint64_t{ctx} * nsym + f.tok]++; });
     return fcnt_bits(nctx, nsym);
@@ -1736,12 +1749,12 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
     build_int_luts(from, &L);
     keys.clear();
     keys.reserve(feats.size());
-    each_ctx(from, L, [&](const Feat& f, uint32_t ctx) { keys.push_back(ctx * from.nsym + f.tok); });
+    each_ctx(from, L, [&](const Feat& f, uint32_t ctx) { keys.push_back(ctx * nsym_used + f.tok); });
   };
   auto eval_scaled = [&](const IntParams& p) {
     IntLuts L;
     build_int_luts(p, &L);
-    const uint32_t nctx = int_nctx(p), nsym = p.nsym, stride = nctx / p.ns * nsym;
+    const uint32_t nctx = int_nctx(p), nsym = nsym_used, stride = nctx / p.ns * nsym;
     fcnt.assign(uint64_t{nctx} * nsym, 0);
     const uint32_t use_rc = p.use_rc ? 0xFFu : 0u, use_cc = p.use_cc ? 0xFFu : 0u;
     for (size_t i = 0; i < feats.size(); ++i) {
@@ -1933,13 +1946,15 @@ static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_p
   }
   // A fast zstd probe on every chunk (repetitive tensors, e.g. fixed
   // bases or untrained embedding rows, favour LZ); the configured level
-  // only where the probe comes within 1/32 of the best so far. On the real
-  // checkpoints, level 9 never beat the best when level 3 missed it by more
-  // than 1.4% (int8 chunks, level 3 about 3% above the model: the level 9
-  // pass had been a fifth of their encode time, for nothing), and level 1
-  // comes within 0.3% of level 3 on weights at 1.4-2.7x its speed.
+  // only where the probe comes within 1/64 of the best so far (1/32 for
+  // chunks under 64 KiB, where the higher levels gain more and cost
+  // little). On the real checkpoints level 1 comes within 0.3% of level 3
+  // on weights at 1.4-2.7x its speed, and level 9 never beat the best on a
+  // large chunk where level 1 missed it by more than 1/64; with 1/32 it ran
+  // on three quarters of the int4 chunks (a tenth of their encode time).
   auto z = zstd_compress(c.bytes, c.nbytes, 1);
-  if (!z.empty() && opt.zstd_level > 1 && z.size() < best + best / 32) {
+  const size_t near = c.nbytes < (16u << 10) ? best / 32 : best / 64;
+  if (!z.empty() && opt.zstd_level > 1 && z.size() < best + near) {
     auto z2 = zstd_compress(c.bytes, c.nbytes, opt.zstd_level);
     if (!z2.empty() && z2.size() < z.size()) z = std::move(z2);
   }
@@ -1966,6 +1981,41 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const In
                           const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
                           const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et,
                           const uint16_t* cached = nullptr, const char* cached_escapes = nullptr);
+
+// Whether 4-bit codes coded as their distance from the group's zero point
+// (aux) beat the codes less 8: the order-0 entropy of the tokens each gives,
+// from the (code, zero point) pairs of up to ~2^18 elements (whole rows
+// spread over the tensor). Asymmetric quantizers put a group's weights
+// around its zero point, but on isnet's RTN int4 checkpoint the codes less
+// 8 code 1.3% smaller: where the codes fill [0, 15] alike in every group,
+// the distance to a varying zero point only spreads them.
+static bool zero_points_pay(const TensorGeometry& g, const uint8_t* data, const AuxInput& aux) {
+  std::vector<uint64_t> pairs(16 * 256, 0);
+  const uint64_t row_step = std::max<uint64_t>(1, g.rows * g.cols >> 18);
+  for (uint64_t r = 0; r < g.rows; r += row_step) {
+    const uint8_t* zrow = aux.bytes + r * aux.cols;
+    for (uint64_t c = 0; c < g.cols; ++c)
+      pairs[code_at(kIntNibble, data, r * g.cols + c) * 256u + zrow[c / aux.group]]++;
+  }
+  auto entropy = [](const std::vector<uint64_t>& h) {
+    uint64_t n = 0;
+    double slog = 0;
+    for (auto x : h) {
+      n += x;
+      slog += clog2c(x);
+    }
+    return n ? clog2c(n) - slog : 0.0;
+  };
+  std::vector<uint64_t> with(512, 0), without(512, 0);
+  for (uint32_t code = 0; code < 16; ++code)
+    for (uint32_t z = 0; z < 256; ++z) {
+      const uint64_t k = pairs[code * 256 + z];
+      if (!k) continue;
+      with[tile::zz_encode(static_cast<int32_t>(code) - static_cast<int32_t>(z))] += k;
+      without[tile::zz_encode(static_cast<int32_t>(code) - 8)] += k;
+    }
+  return entropy(with) < entropy(without);
+}
 
 Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data, const AuxInput& aux,
                                     const EncodeOptions& opt) {
@@ -1995,10 +2045,10 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     const bool named_packed = nm.find("packed") != std::string::npos || nm.find("qweight") != std::string::npos;
     bool tern_ok = info.dtype == DType::kU8;
     if (tern_ok) {
-      uint64_t threes = 0;
-      for (uint64_t i = 0; i < nbytes; ++i)
-        for (int s = 0; s < 8; s += 2) threes += ((data[i] >> s) & 3) == 3;
-      tern_ok = threes == 0;
+      // A field holds 3 where both its bits are set: bit 2k of b & b >> 1.
+      uint8_t both = 0;
+      for (uint64_t i = 0; i < nbytes; ++i) both |= static_cast<uint8_t>(data[i] & (data[i] >> 1));
+      tern_ok = (both & 0x55) == 0;
     }
     if (named_packed && tern_ok) {
       kind = kIntK;
@@ -2037,7 +2087,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       default: ip.esc = 8; et.choice.kind_name = "ternary"; break;
     }
     if (ip.sub == kIntNibble && aux.index >= 0 && aux.bytes && aux.rows == g.rows && aux.group &&
-        (g.cols + aux.group - 1) / aux.group == aux.cols) {
+        (g.cols + aux.group - 1) / aux.group == aux.cols && zero_points_pay(g, data, aux)) {
       ip.zgroup = aux.group;
       et.aux_tensor = aux.index;
       et.zgroup = aux.group;
@@ -2276,8 +2326,19 @@ static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const
       count_float(m.fp, h, w, c.bytes, st);
     } else if (m.kind == ModelKind::kInt) {
       const int32_t* rp = residuals_of(g, vals, c, i < has_map.size() && has_map[i] ? &maps[i] : nullptr, &res);
-      visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, rp,
-                       [&](uint32_t ctx, uint32_t sym) { st->add(0, ctx, sym); });
+      if (uint64_t{int_nctx(m.ip)} * m.ip.nsym <= 65536) {
+        // Keys (ctx * nsym + token, the flat index of the counts) a run at once.
+        thread_local std::vector<uint16_t> keys;
+        if (keys.size() < w) keys.resize(w);
+        visit_int_runs(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, rp,
+                       [&](uint32_t, uint32_t, uint32_t r, uint32_t c0, uint32_t c1, const uint32_t* ctx) {
+                         int_row_keys(ctx, rp + uint64_t{r} * w + c0, c1 - c0, m.ip.esc, m.ip.nsym, keys.data());
+                         for (uint32_t k = 0; k < c1 - c0; ++k) st->f0[keys[k]]++;
+                       });
+      } else {
+        visit_int_tokens(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, rp,
+                         [&](uint32_t ctx, uint32_t sym) { st->add(0, ctx, sym); });
+      }
     } else {
       walk_bytes(m.bp, h, w, c.bytes, count);
     }
