@@ -205,11 +205,13 @@ bool reference_decode(const ModelView& mv, const ChunkView& cv, const Parsed& ps
 TEST(VectorDecoders, ChunkGroupsEqualReference) {
   if (!cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the group decoder is not used";
   std::map<std::pair<ModelKind, int>, int> groups, damaged;
-  // Small chunks give several per tensor; int8 tensors of 64 KiB chunks
-  // (smaller ones fall back to zstd), tensors of at most 1 MiB.
+  int nibble_groups = 0;
+  // Small chunks give several per tensor; int8 and int4 tensors of 64 KiB
+  // chunks (smaller ones fall back to zstd), tensors of at most 1 MiB.
   const std::pair<const char*, uint64_t> files[] = {{"stories260K.bf16.safetensors", 4096},
                                                     {"silero_vad_16k.bf16.safetensors", 4096},
-                                                    {"isnet-medium.rtn-int8.safetensors", 64 * 1024}};
+                                                    {"isnet-medium.rtn-int8.safetensors", 64 * 1024},
+                                                    {"isnet-medium.rtn-int4.safetensors", 64 * 1024}};
   for (const auto& [name, chunk] : files) {
     const auto f = wctest::read_file(wctest::data_dir() / name);
     auto h = parse_safetensors_header(f.data(), f.size(), f.size(), name);
@@ -264,6 +266,7 @@ TEST(VectorDecoders, ChunkGroupsEqualReference) {
             ASSERT_EQ(out[static_cast<size_t>(k)], ref[static_cast<size_t>(k)])
                 << what << ": member " << k << " differs from the reference";
           ++groups[{mv.kind, n}];
+          nibble_groups += mv.kind == ModelKind::kInt && mv.ip.sub == kIntNibble;
           // Damage one member's stream: the group fails unless the
           // reference also accepts the damaged stream (then both agree).
           for (int k = 0; k < n; ++k) {
@@ -292,6 +295,7 @@ TEST(VectorDecoders, ChunkGroupsEqualReference) {
       EXPECT_GT((damaged[{kind, n}]), 10) << "model kind " << static_cast<int>(kind) << ", groups of " << n;
     }
   }
+  EXPECT_GT(nibble_groups, 10) << "too few groups of 4-bit code chunks";
 }
 
 

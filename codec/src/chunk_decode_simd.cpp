@@ -974,7 +974,9 @@ WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, c
     for (uint32_t i = 0; i < 7; ++i)
       c[n].thr3[i] = _mm512_set1_epi16(static_cast<int16_t>(i < c[n].nthr ? p.thr[i] : 0));
   }
-  const bool u8 = p0.sub == kIntU8;
+  // 4-bit codes without zero points decode as bytes of code - center (the
+  // U8 form); decode_int_chunk_simd packs them.
+  const bool u8 = p0.sub == kIntU8 || p0.sub == kIntNibble;
   const int am = int_act_mode(p0);
 #define WC_INT_FAST(U, A) \
   if (u8 == U && am == A) return int_fast_lanes<N, U, A>(ps, c, rans, rans_len, g, lm);
@@ -1899,6 +1901,27 @@ size_t simd_lane_major_bytes(const ChunkView& cv) {
   return static_cast<size_t>((steps + 16) * kLanes * 4 + 64);
 }
 
+namespace {
+// 4-bit codes decoded as bytes (the U8 form, lane-major in lm) to the
+// chunk's packed bytes: raster order into the unused upper part of lm (the
+// byte form uses a quarter of it), then pairs packed, element 2i in the
+// low nibble. 0 when a code exceeds 15 (a damaged stream).
+int pack_nibble_chunk(const ChunkView& cv, const LaneGeom& g, uint8_t* lm, uint8_t* out) {
+  const size_t upper = (simd_lane_major_bytes(cv) / 4 + 63) & ~size_t{63};
+  uint8_t* codes = lm + upper;
+  if (g.same_rect) same_rect_to_raster<1>(lm, g, cv.w, codes);
+  else lane_major_to_raster<1>(lm, g, cv.w, codes);
+  const uint64_t nb = uint64_t{cv.h} * cv.w / 2;
+  uint8_t high = 0;
+  for (uint64_t i = 0; i < nb; ++i) {
+    const uint8_t a = codes[2 * i], b = codes[2 * i + 1];
+    high |= static_cast<uint8_t>((a | b) & 0xF0);
+    out[i] = static_cast<uint8_t>(a | b << 4);
+  }
+  return high ? 0 : 1;
+}
+}  // namespace
+
 int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                             const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm, bool tail) {
   if (!simd_enabled() || m.kind != ModelKind::kFloat || !m.slot_all || !m.slot1_all) return -1;
@@ -1944,7 +1967,9 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
   for (int i = 1; i < n; ++i)
     if (ms[i].kind != ModelKind::kInt || !ms[i].luts || ms[i].zp) return -1;
   if (m.kind != ModelKind::kInt || !m.luts || m.zp) return -1;
-  if (m.ip.sub != kIntI8 && m.ip.sub != kIntU8) return -1;
+  const bool nibble = m.ip.sub == kIntNibble;
+  if (m.ip.sub != kIntI8 && m.ip.sub != kIntU8 && !nibble) return -1;
+  if (nibble && (uint64_t{cv.h} * cv.w) % 2) return -1;
   for (int i = 0; i < n; ++i) {
     if (s[i].map) return -1;
     if (s[i].rans_len < 4 * kLanes || (s[i].rans_len & 1) || s[i].raw_len) return 0;
@@ -1961,6 +1986,11 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
   }
   const int r = n == 2 ? decode_int_fast<2>(ms, rans, rans_len, g, lms) : decode_int_fast<3>(ms, rans, rans_len, g, lms);
   if (r != 1) return r;
+  if (nibble) {
+    int ok = 1;
+    for (int i = 0; i < n; ++i) ok &= pack_nibble_chunk(cv, g, s[i].lm, s[i].out);
+    return ok;
+  }
   for (int i = 0; i < n; ++i) same_rect_to_raster<1>(s[i].lm, g, cv.w, s[i].out);
   return 1;
 }
@@ -1980,6 +2010,15 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
   }
   // Column-phase contexts have only the ternary path above.
   if (m.ip.nbr_mode == 2) return -1;
+  if (!tile_map && !m.zp && m.ip.sub == kIntNibble && (uint64_t{cv.h} * cv.w) % 2 == 0) {
+    // 4-bit codes without zero points: the U8 loops write each code as a
+    // byte, then pack_nibble_chunk.
+    uint8_t* const lms[1] = {lm};
+    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, lms);
+    if (r == 0) return 0;
+    if (r < 0 && !decode_int_lanes<IntForm::kU8>(m, cv, rans, rans_len, g, lm)) return 0;
+    return pack_nibble_chunk(cv, g, lm, out);
+  }
   const bool direct = !tile_map && !m.zp && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8);
   if (direct) {
     uint8_t* const lms[1] = {lm};

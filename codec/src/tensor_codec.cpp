@@ -2564,8 +2564,8 @@ Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, ui
 
 bool model_groups(const TensorModel& m) {
   if (m.kind == ModelKind::kFloat) return m.fp.elem_bytes <= 2;
-  return m.kind == ModelKind::kInt && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8) && m.ip.nbr_mode == 0 &&
-         m.ip.ns == 1 && m.ip.zgroup == 0;
+  return m.kind == ModelKind::kInt && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8 || m.ip.sub == kIntNibble) &&
+         m.ip.nbr_mode == 0 && m.ip.ns == 1 && m.ip.zgroup == 0;
 }
 
 bool models_group(const TensorModel& a, const TensorModel& b) {
