@@ -125,7 +125,47 @@ WC_AVX2 bool row_keys_avx2(const uint32_t* ctx, const int32_t* v, uint32_t n, ui
   return row_keys_scalar(ctx + i, v + i, n - i, esc, nsym, keys + i) || escapes;
 }
 
+uint64_t abs_sums_scalar(const int32_t* v, uint64_t n, uint32_t* col, uint32_t* max_abs) {
+  uint64_t sum = 0;
+  uint32_t mx = *max_abs;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t a = iabs32(v[i]);
+    sum += a;
+    col[i] += a;
+    mx = a > mx ? a : mx;
+  }
+  *max_abs = mx;
+  return sum;
+}
+
+WC_AVX2 uint64_t abs_sums_avx2(const int32_t* v, uint64_t n, uint32_t* col, uint32_t* max_abs) {
+  __m256i sum = _mm256_setzero_si256(), mx = _mm256_setzero_si256();
+  uint64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i a = _mm256_abs_epi32(load8(v + i));
+    __m256i* cp = reinterpret_cast<__m256i*>(col + i);
+    _mm256_storeu_si256(cp, _mm256_add_epi32(_mm256_loadu_si256(cp), a));
+    // 64-bit lanes of the sum: pairs of magnitudes (each below 2^31).
+    sum = _mm256_add_epi64(sum, _mm256_add_epi64(_mm256_and_si256(a, _mm256_set1_epi64x(0xFFFFFFFF)),
+                                                  _mm256_srli_epi64(a, 32)));
+    mx = _mm256_max_epu32(mx, a);
+  }
+  alignas(32) uint64_t s4[4];
+  alignas(32) uint32_t m8[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(s4), sum);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(m8), mx);
+  uint32_t m = *max_abs;
+  for (uint32_t k = 0; k < 8; ++k) m = m8[k] > m ? m8[k] : m;
+  *max_abs = m;
+  return s4[0] + s4[1] + s4[2] + s4[3] + abs_sums_scalar(v + i, n - i, col + i, max_abs);
+}
+
 }  // namespace
+
+uint64_t int_abs_sums(const int32_t* v, uint64_t n, uint32_t* col, uint32_t* max_abs) {
+  if (n >= 8 && avx2_enabled()) return abs_sums_avx2(v, n, col, max_abs);
+  return abs_sums_scalar(v, n, col, max_abs);
+}
 
 bool int_row_keys(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t esc, uint32_t nsym, uint16_t* keys) {
   if (n >= 8 && avx2_enabled()) return row_keys_avx2(ctx, v, n, esc, nsym, keys);

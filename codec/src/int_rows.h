@@ -41,6 +41,10 @@ void int_row_contexts_scalar(const IntRowArgs& a, uint32_t c_begin, uint32_t c_e
 // REQUIRES: every key fits 16 bits.
 bool int_row_keys(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t esc, uint32_t nsym, uint16_t* keys);
 
+// |v[i]| of a row added to col[i] (32-bit sums), *max_abs raised to the
+// largest; returns the row's sum.
+uint64_t int_abs_sums(const int32_t* v, uint64_t n, uint32_t* col, uint32_t* max_abs);
+
 // Columns from the start of a lane row after which int_row_contexts applies.
 inline uint32_t int_row_reach(const IntParams& p) {
   const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;

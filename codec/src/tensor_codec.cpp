@@ -1382,27 +1382,22 @@ static uint8_t mag_class(double mean_abs) {
 }
 
 static void int_side_info(const TensorGeometry& g, const IntGrid& v, std::vector<uint8_t>* rc,
-                          std::vector<uint8_t>* cc) {
+                          std::vector<uint8_t>* cc, uint32_t* max_abs) {
   // Integer sums (exact, as the double sums they replace were below 2^53).
   // Int values are at most 255 in magnitude (8-bit codes less a center or
   // zero point): column sums gather in 32 bits over blocks of 2^23 rows.
   std::vector<uint64_t> rs(g.rows, 0), cs(g.cols, 0);
   std::vector<uint32_t> cs32(g.cols, 0);
+  uint32_t amax = 0;
   for (uint64_t r = 0; r < g.rows; ++r) {
-    const int32_t* row = v.data() + r * g.cols;
-    uint64_t sum = 0;
-    for (uint64_t c = 0; c < g.cols; ++c) {
-      const uint32_t a = iabs32(row[c]);
-      sum += a;
-      cs32[c] += a;
-    }
-    rs[r] = sum;
+    rs[r] = int_abs_sums(v.data() + r * g.cols, g.cols, cs32.data(), &amax);
     if ((r + 1) % (1u << 23) == 0 || r + 1 == g.rows)
       for (uint64_t c = 0; c < g.cols; ++c) {
         cs[c] += cs32[c];
         cs32[c] = 0;
       }
   }
+  *max_abs = amax;
   rc->resize(g.rows);
   cc->resize(g.cols);
   for (uint64_t r = 0; r < g.rows; ++r)
@@ -1582,8 +1577,8 @@ static bool choose_tiles(const TensorGeometry& g, const IntGrid& vals, const Chu
 }
 
 static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bool allow_phase,
-                       TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc) {
-  int_side_info(g, vals, rc, cc);
+                       TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc, uint32_t* max_abs) {
+  int_side_info(g, vals, rc, cc, max_abs);
   // Sampled elements per kind: 2^17 for 8-bit codes, 2^15 for 4-bit and
   // 2^14 for ternary codes. Halving the sample costs about 0.0001 of the
   // file in model fit: the 2- and 4-bit kinds take that for encode speed
@@ -2001,7 +1996,8 @@ constexpr uint64_t kRawTailMaxChunk = 128 * 1024;
 static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const IntGrid& vals,
                           const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
                           const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et,
-                          const uint16_t* cached = nullptr, const char* cached_escapes = nullptr);
+                          const uint16_t* cached = nullptr, const char* cached_escapes = nullptr,
+                          uint32_t cached_stride = 0);
 
 // Whether 4-bit codes coded as their distance from the group's zero point
 // (aux) beat the codes less 8: the order-0 entropy of the tokens each gives,
@@ -2097,6 +2093,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   const TensorGeometry& g = et.geom;
   const uint64_t nchunks = g.num_chunks();
   IntGrid vals;
+  uint32_t max_abs = 0;  // int: the largest magnitude of a value
   if (kind == kFloatK) {
     choose_float(g, data, fl, &et.model);
     et.choice.kind_name = dtype_name(info.dtype);
@@ -2128,7 +2125,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     }
     ip.nsym = static_cast<uint16_t>(ip.esc + kEscClasses);
     int_values(ip, g, data, aux, &vals);
-    choose_int(g, vals, ip, opt.format_2_1, &et.model, &et.model.rc, &et.model.cc);
+    choose_int(g, vals, ip, opt.format_2_1, &et.model, &et.model.rc, &et.model.cc, &max_abs);
   } else if (kind == kBytesK) {
     choose_bytes(g, data, elem_bits / 8, &et.model);
     et.choice.kind_name = "bytes";
@@ -2155,14 +2152,26 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   std::optional<Stats> tool_free;
   RawVector<uint16_t> tok_cache;  // see the tool-free statistics below
   std::vector<char> cache_escapes;  // per chunk: whether its cached tokens include escapes
+  uint32_t cache_stride = 0;        // the cache's keys: ctx * cache_stride + token
   if (kind == kIntK && opt.tool_search) {
-    std::vector<uint64_t> hist(m.ip.nsym, 1);
-    const uint64_t hstep = std::max<uint64_t>(1, vals.size() >> 16);
-    for (uint64_t i = 0; i < vals.size(); i += hstep) hist[make_token(m.ip, vals[i]).tok]++;
-    double tot = 0;
-    for (auto hc : hist) tot += static_cast<double>(hc);
+    // Default profile: search a sample of chunks; the rest only if some
+    // sampled chunk keeps a map. Ternary codes are not searched: a predicted
+    // or transformed tile of -1/0/+1 codes has residuals over a wider
+    // alphabet than the codes themselves, and the tool probe was an eighth
+    // of their encode time for nothing.
+    std::vector<uint64_t> probe;
+    if (opt.exhaustive_tools) probe = sample_chunks(g, UINT64_MAX);
+    else if (m.ip.sub != kIntTernary) probe = sample_chunks(g, 1u << 16);
+    // Order-0 token costs of the probe's tiles, from a sample of the values.
     std::vector<double> cost(m.ip.nsym);
-    for (size_t s = 0; s < cost.size(); ++s) cost[s] = -std::log2(static_cast<double>(hist[s]) / tot);
+    if (!probe.empty()) {
+      std::vector<uint64_t> hist(m.ip.nsym, 1);
+      const uint64_t hstep = std::max<uint64_t>(1, vals.size() >> 16);
+      for (uint64_t i = 0; i < vals.size(); i += hstep) hist[make_token(m.ip, vals[i]).tok]++;
+      double tot = 0;
+      for (auto hc : hist) tot += static_cast<double>(hc);
+      for (size_t s = 0; s < cost.size(); ++s) cost[s] = -std::log2(static_cast<double>(hist[s]) / tot);
+    }
     for (uint64_t i = 0; i < nchunks; ++i) {
       ChunkRef c = chunk_ref(g, data, i);
       const uint32_t tr = static_cast<uint32_t>((c.h + kTile - 1) / kTile), tc = static_cast<uint32_t>((c.w + kTile - 1) / kTile);
@@ -2171,18 +2180,22 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     // Statistics and tables of every chunk without tools first: the exact
     // measure of a map (below), and the final statistics if no chunk keeps
     // one (real weights: none does).
-    // Each element's ctx * nsym + token is kept (2 bytes, half its
-    // residual's size) for the chunk encoder when it fits 16 bits.
+    // Each element's ctx * stride + token is kept (2 bytes, half its
+    // residual's size) for the chunk encoder when it fits 16 bits; stride:
+    // the tokens the values can give (ternary: 3 of 26), so that the keys
+    // and their counts stay compact.
     Stats& sa = tool_free.emplace();
     sa.init(int_nctx(m.ip), m.ip.nsym, 0, 0);
     std::vector<int32_t> rbuf;
-    const bool keep = uint64_t{int_nctx(m.ip)} * m.ip.nsym <= 65536;
+    const uint32_t nsym = std::min<uint32_t>(
+        m.ip.nsym, make_token(m.ip, -static_cast<int32_t>(std::min<uint32_t>(max_abs, 1u << 29))).tok + 2);
+    const bool keep = uint64_t{int_nctx(m.ip)} * nsym <= 65536;
     if (keep) {
       tok_cache.resize(vals.size());
       cache_escapes.assign(nchunks, 1);
+      cache_stride = nsym;
     }
     uint16_t* kc = tok_cache.data();
-    const uint32_t nsym = m.ip.nsym;
     for (uint64_t i = 0; i < nchunks; ++i) {
       ChunkRef c = chunk_ref(g, data, i);
       const int32_t* rp = residuals_of(g, vals, c, nullptr, &rbuf);
@@ -2208,7 +2221,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     // copies: runs of one (context, token) pair, common in real weights,
     // would otherwise chain every count on the previous store.
     if (keep) {
-      const size_t nk = sa.f0.size();
+      const size_t nk = size_t{int_nctx(m.ip)} * nsym;
       std::vector<uint64_t> h(4 * nk, 0);
       const uint64_t nv = static_cast<uint64_t>(kc - tok_cache.data());
       const uint16_t* t = tok_cache.data();
@@ -2220,7 +2233,8 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
         h[3 * nk + t[i + 3]]++;
       }
       for (; i < nv; ++i) h[t[i]]++;
-      for (size_t k = 0; k < nk; ++k) sa.f0[k] += h[k] + h[nk + k] + h[2 * nk + k] + h[3 * nk + k];
+      for (size_t k = 0; k < nk; ++k)
+        sa.f0[k / nsym * m.ip.nsym + k % nsym] += h[k] + h[nk + k] + h[2 * nk + k] + h[3 * nk + k];
     }
     TensorModel ma = m;
     build_tables(sa, &ma);
@@ -2276,14 +2290,6 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
                                 });
       if (has_map[i] && !pays(c, maps[i])) has_map[i] = 0;
     };
-    // Default profile: search a sample of chunks; the rest only if some
-    // sampled chunk keeps a map. Ternary codes are not searched: a predicted
-    // or transformed tile of -1/0/+1 codes has residuals over a wider
-    // alphabet than the codes themselves, and the tool probe was an eighth
-    // of their encode time for nothing.
-    std::vector<uint64_t> probe;
-    if (opt.exhaustive_tools) probe = sample_chunks(g, UINT64_MAX);
-    else if (m.ip.sub != kIntTernary) probe = sample_chunks(g, 1u << 16);
     bool search_rest = false;
     for (auto i : probe) {
       search(i);
@@ -2323,7 +2329,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   build_tables(st, &m);
   et.choice.model_desc = m.describe();
   encode_chunks(g, data, vals, m, maps, has_map, opt, &et, tok_cache.empty() ? nullptr : tok_cache.data(),
-                cache_escapes.data());
+                cache_escapes.data(), cache_stride);
   return et;
 }
 
@@ -2369,19 +2375,19 @@ static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const
 static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const IntGrid& vals,
                           const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
                           const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et,
-                          const uint16_t* cached, const char* cached_escapes) {
+                          const uint16_t* cached, const char* cached_escapes, uint32_t cached_stride) {
   RansEncoder enc;
   FloatChunkData fd;
   std::vector<int32_t> res;
   bool any_model = false;
   et->chunks.clear();
   const PackedTables t0(m.t0), t1(m.t1);
-  std::vector<uint32_t> flat;  // entries by ctx * nsym + token, for cached
+  std::vector<uint32_t> flat;  // entries by ctx * cached_stride + token, for cached
   if (cached && m.kind == ModelKind::kInt) {
-    const uint32_t nsym = m.ip.nsym;
-    flat.assign(uint64_t{int_nctx(m.ip)} * nsym, 0);
+    const uint32_t stride = cached_stride;
+    flat.assign(uint64_t{int_nctx(m.ip)} * stride, 0);
     for (uint32_t k = 0; k < int_nctx(m.ip); ++k)
-      for (uint32_t s = t0.lo; s < t0.lo + t0.n && s < nsym; ++s) flat[uint64_t{k} * nsym + s] = t0.at(k, s);
+      for (uint32_t s = t0.lo; s < t0.lo + t0.n && s < stride; ++s) flat[uint64_t{k} * stride + s] = t0.at(k, s);
   }
   uint64_t cached_at = 0;  // elements of the chunks before this one
   for (uint64_t i = 0; i < g.num_chunks(); ++i) {
