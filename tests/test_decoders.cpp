@@ -854,3 +854,25 @@ TEST(IntRowContexts, EqualIntCtxForEveryMode) {
   }
   EXPECT_GT(checked, 90000);
 }
+
+// The side information's row and column magnitude sums (eight at a time
+// where AVX2 is available) equal the plain sums, with the largest magnitude.
+TEST(IntRowContexts, AbsSumsEqualPlainSums) {
+  std::mt19937 rng(3);
+  for (uint64_t n : {1u, 7u, 8u, 9u, 64u, 1000u}) {
+    std::vector<int32_t> v(n);
+    for (auto& x : v) x = static_cast<int32_t>(rng() % 511) - 255;
+    std::vector<uint32_t> col(n, 5), want_col(n, 5);
+    uint64_t want = 0;
+    uint32_t want_max = 3, got_max = 3;
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint32_t a = static_cast<uint32_t>(std::abs(v[i]));
+      want += a;
+      want_col[i] += a;
+      want_max = std::max(want_max, a);
+    }
+    EXPECT_EQ(int_abs_sums(v.data(), n, col.data(), &got_max), want) << n;
+    EXPECT_EQ(col, want_col) << n;
+    EXPECT_EQ(got_max, want_max) << n;
+  }
+}
