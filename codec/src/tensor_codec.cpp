@@ -603,60 +603,61 @@ struct PackedTables {
   uint32_t at(uint32_t ctx, uint32_t sym) const { return sf[uint64_t{ctx} * n + sym - lo]; }
 };
 
-// Encoder walkers. They visit the decode order of chunk_decode.h backwards
-// (last step first; within a step the phases last first, and each phase is
-// one group of the lanes that code a symbol in it, RansEncoder's reverse
-// mode), so a chunk's symbols are encoded as they are produced. A lane's
-// position at step t is element t of its rectangle in raster order; going
-// backwards it starts at the rectangle's last element at step n - 1.
-struct ReverseCursors {
-  LaneRect rect[kLanes];
-  uint32_t n[kLanes];
-  uint32_t r[kLanes], c[kLanes];
-  uint32_t steps = 0;
-  ReverseCursors(uint32_t h, uint32_t w) {
-    for (uint32_t l = 0; l < kLanes; ++l) {
-      rect[l] = lane_rect(h, w, l);
-      n[l] = rect[l].h * rect[l].w;
-      steps = std::max(steps, n[l]);
-    }
-  }
-  // Lane l's position at step t (t < n[l]), called for t = steps - 1 .. 0.
-  void step_back(uint32_t l, uint32_t t) {
-    if (t + 1 == n[l]) {
-      r[l] = rect[l].r0 + rect[l].h - 1;
-      c[l] = rect[l].c0 + rect[l].w - 1;
-    } else if (c[l] == rect[l].c0) {
-      c[l] = rect[l].c0 + rect[l].w - 1;
-      --r[l];
-    } else {
-      --c[l];
-    }
-  }
-};
-
+// Encoder walkers. They hand the groups of chunk_decode.h's decode order to
+// RansEncoder's reverse mode last first (last step first; within a step the
+// phases last first, each phase one group of the lanes that code a symbol
+// in it). A lane's position at step t is element t of its rectangle in
+// raster order.
 // Float chunk: per step, the exponent group then the sign/mantissa group.
+// The entries are computed in raster order, lane rectangle row by row, into
+// one step-major array (step t's exponent group at row 2t, its
+// sign/mantissa group at row 2t + 1, lane l at column l); the steps where
+// every lane codes are then encoded straight from it, the others group by
+// group.
 static void encode_float_reverse(const FloatParams& p, uint32_t h, uint32_t w, const FloatChunkData& d,
                                  const PackedTables& t0, const PackedTables& t1, RansEncoder* enc) {
-  ReverseCursors cur(h, w);
-  alignas(64) uint32_t se[kLanes], ss[kLanes];
-  for (uint32_t t = cur.steps; t-- > 0;) {
-    uint32_t mask = 0;
-    for (uint32_t l = 0; l < kLanes; ++l) {
-      if (t >= cur.n[l]) continue;
-      cur.step_back(l, t);
-      const uint32_t r = cur.r[l], c = cur.c[l];
-      const uint64_t i = uint64_t{r} * w + c;
-      const bool hl = c > cur.rect[l].c0;
-      const uint32_t e = d.e[i];
-      se[l] = t0.at(float_e_ctx(p, d.e.data(), w, r, c, hl, r > cur.rect[l].r0), e);
-      const int ls = hl ? 1 + (d.sm[i - 1] >> p.k) : 0;
-      ss[l] = t1.at(float_sm_ctx(p, e, ls), d.sm[i]);
-      mask |= 1u << l;
-    }
-    enc->put_group_reverse(mask, ss);
-    enc->put_group_reverse(mask, se);
+  uint32_t lx, ly;
+  lane_grid(h, w, &lx, &ly);
+  uint32_t n[kLanes], steps = 0, nmin = UINT32_MAX;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const LaneRect rect = lane_rect(h, w, l);
+    n[l] = rect.h * rect.w;
+    steps = std::max(steps, n[l]);
+    nmin = std::min(nmin, n[l]);
   }
+  thread_local RawVector<uint32_t> ent;
+  if (ent.size() < size_t{2} * steps * kLanes) ent.resize(size_t{2} * steps * kLanes);
+  uint32_t* const G = ent.data();
+  const uint16_t* E = d.e.data();
+  const uint8_t* SM = d.sm.data();
+  for (uint32_t iy = 0; iy < ly; ++iy) {
+    const uint32_t r0 = static_cast<uint32_t>(uint64_t{h} * iy / ly);
+    const uint32_t r1 = static_cast<uint32_t>(uint64_t{h} * (iy + 1) / ly);
+    for (uint32_t ix = 0; ix < lx; ++ix) {
+      const uint32_t c0 = static_cast<uint32_t>(uint64_t{w} * ix / lx);
+      const uint32_t c1 = static_cast<uint32_t>(uint64_t{w} * (ix + 1) / lx);
+      const uint32_t l = iy * lx + ix;
+      uint32_t* g = G + l;
+      for (uint32_t r = r0; r < r1; ++r) {
+        const uint64_t row = uint64_t{r} * w;
+        const bool ht = r > r0;
+        for (uint32_t c = c0; c < c1; ++c, g += 2 * kLanes) {
+          const uint64_t i = row + c;
+          const bool hl = c > c0;
+          const uint32_t e = E[i];
+          g[0] = t0.at(float_e_ctx_lt(p, hl ? E[i - 1] : -1, ht ? E[i - w] : -1), e);
+          g[kLanes] = t1.at(float_sm_ctx(p, e, hl ? 1 + (SM[i - 1] >> p.k) : 0), SM[i]);
+        }
+      }
+    }
+  }
+  for (uint32_t t = steps; t-- > nmin;) {
+    uint32_t mask = 0;
+    for (uint32_t l = 0; l < kLanes; ++l) mask |= static_cast<uint32_t>(t < n[l]) << l;
+    enc->put_group_reverse(mask, G + (size_t{2} * t + 1) * kLanes);
+    enc->put_group_reverse(mask, G + size_t{2} * t * kLanes);
+  }
+  enc->put_full_groups_reverse(G, size_t{2} * nmin);
 }
 
 // Column phases of a chunk's columns: kp[c] = (col0 + c) % period for
