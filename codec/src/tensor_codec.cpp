@@ -1200,6 +1200,11 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
     }
   const uint32_t espan = emin <= emax ? emax - emin + 1 : 1;
   if (emin > emax) emin = 0;
+  // sm_nz reduced to sm_k high mantissa bits (symbols sym >> (top_bits -
+  // sm_k), equal ones merged), once the mantissa split is chosen: the
+  // context-shape candidates then add a few entries per key, not up to 256.
+  std::vector<Nonzero> sm_red;
+  uint32_t sm_k = UINT32_MAX;
   std::vector<uint64_t> cnt;  // nctx x nsym counts of one candidate, reused
   auto eval = [&](const FloatParams& p, bool part_e) {
     const uint32_t nctx = part_e ? float_e_nctx(p) : float_sm_nctx(p), nsym = part_e ? espan : 2u << p.k;
@@ -1210,10 +1215,13 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
         for (const auto& [sym, n] : pair_nz[k]) dst[sym - emin] += n;
       }
     } else {
-      const uint32_t drop = top_bits - p.k;  // p.k <= top_bits
+      // The lists at p.k high mantissa bits where reduced to them (below).
+      const bool reduced = p.k == sm_k;
+      const uint32_t drop = reduced ? 0 : top_bits - p.k;  // p.k <= top_bits
+      const std::vector<Nonzero>& lists = reduced ? sm_red : sm_nz;
       for (size_t k = 0; k < kc.sms.size(); ++k) {
         uint64_t* dst = cnt.data() + uint64_t{float_sm_ctx(p, kc.sms[k].first, kc.sms[k].second)} * nsym;
-        for (const auto& [sym, n] : sm_nz[k]) dst[sym >> drop] += n;
+        for (const auto& [sym, n] : lists[k]) dst[sym >> drop] += n;
       }
     }
     double bits = 0;
@@ -1265,6 +1273,20 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
       best_sm = c;
       bsm = p;
     }
+  }
+  {
+    const uint32_t drop = top_bits - bsm.k;
+    sm_red.resize(sm_nz.size());
+    for (size_t k = 0; k < sm_nz.size(); ++k) {
+      Nonzero& out = sm_red[k];
+      out.clear();
+      for (const auto& [sym, n] : sm_nz[k]) {  // symbols ascending
+        const uint32_t r = sym >> drop;
+        if (!out.empty() && out.back().first == r) out.back().second += n;
+        else out.emplace_back(r, n);
+      }
+    }
+    sm_k = bsm.k;
   }
   for (uint8_t nm : {1, 8, 16}) {
     for (uint8_t sc : {0, 1}) {
@@ -1951,6 +1973,11 @@ static bool lz_matters(const uint8_t* p, size_t n, size_t z) {
   return static_cast<double>(z) < 0.97 * literal_bytes;
 }
 
+// Chunks below this size take the level 1 probe only: on the real
+// checkpoints the configured level never changed the size of one (level 9
+// costs 35-180 us on a 1-6 KB input, mostly its table setup).
+inline constexpr size_t kZstdHigherMin = 4096;
+
 static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_payload, const EncodeOptions& opt) {
   EncodedChunk e;
   e.decoded_size = c.nbytes;
@@ -1971,7 +1998,8 @@ static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_p
   // on three quarters of the int4 chunks (a tenth of their encode time).
   auto z = zstd_compress(c.bytes, c.nbytes, 1);
   const size_t near = c.nbytes < (16u << 10) ? best / 32 : best / 64;
-  if (!z.empty() && opt.zstd_level > 1 && z.size() < best + near && lz_matters(c.bytes, c.nbytes, z.size())) {
+  if (!z.empty() && opt.zstd_level > 1 && c.nbytes >= kZstdHigherMin && z.size() < best + near &&
+      lz_matters(c.bytes, c.nbytes, z.size())) {
     auto z2 = zstd_compress(c.bytes, c.nbytes, opt.zstd_level);
     if (!z2.empty() && z2.size() < z.size()) z = std::move(z2);
   }
