@@ -777,10 +777,10 @@ static void visit_int_tokens(const IntParams& p, const uint8_t* rc, const uint8_
 // rows, no per-lane cursor) into one run per lane (lane l's step t at
 // l * steps + t, so the stores stay sequential and the tables stay in L1);
 // the reverse pass hands them over a step at a time. cached: when not null,
-// the chunk's ctx * nsym + token lane by lane, each lane's steps in order
-// (the statistics pass stored them), entries from flat[ctx * nsym + token];
-// the contexts are then not computed again. plain: cached, and no token is
-// an escape.
+// the chunk's ctx * stride + token lane by lane, each lane's steps in order
+// (the statistics pass stored them), entries from flat[ctx * stride +
+// token]; the contexts are then not computed again. plain: cached, and no
+// token is an escape.
 static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
                                uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, const PackedTables& t0,
                                const uint16_t* cached, const uint32_t* flat, bool plain, RansEncoder* enc) {
@@ -1215,7 +1215,7 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
         for (const auto& [sym, n] : pair_nz[k]) dst[sym - emin] += n;
       }
     } else {
-      // The lists at p.k high mantissa bits where reduced to them (below).
+      // The lists at p.k high mantissa bits, where reduced to them (below).
       const bool reduced = p.k == sm_k;
       const uint32_t drop = reduced ? 0 : top_bits - p.k;  // p.k <= top_bits
       const std::vector<Nonzero>& lists = reduced ? sm_red : sm_nz;
@@ -2036,12 +2036,12 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const In
 // 8 code 1.3% smaller: where the codes fill [0, 15] alike in every group,
 // the distance to a varying zero point only spreads them.
 static bool zero_points_pay(const TensorGeometry& g, const uint8_t* data, const AuxInput& aux) {
-  std::vector<uint64_t> pairs(16 * 256, 0);
+  uint64_t pairs[16 * 16] = {};  // make_aux: zero points fit 4 bits
   const uint64_t row_step = std::max<uint64_t>(1, g.rows * g.cols >> 18);
   for (uint64_t r = 0; r < g.rows; r += row_step) {
     const uint8_t* zrow = aux.bytes + r * aux.cols;
     for (uint64_t c = 0; c < g.cols; ++c)
-      pairs[code_at(kIntNibble, data, r * g.cols + c) * 256u + zrow[c / aux.group]]++;
+      pairs[code_at(kIntNibble, data, r * g.cols + c) * 16u + (zrow[c / aux.group] & 15u)]++;
   }
   auto entropy = [](const std::vector<uint64_t>& h) {
     uint64_t n = 0;
@@ -2052,10 +2052,10 @@ static bool zero_points_pay(const TensorGeometry& g, const uint8_t* data, const 
     }
     return n ? clog2c(n) - slog : 0.0;
   };
-  std::vector<uint64_t> with(512, 0), without(512, 0);
+  std::vector<uint64_t> with(32, 0), without(32, 0);
   for (uint32_t code = 0; code < 16; ++code)
-    for (uint32_t z = 0; z < 256; ++z) {
-      const uint64_t k = pairs[code * 256 + z];
+    for (uint32_t z = 0; z < 16; ++z) {
+      const uint64_t k = pairs[code * 16 + z];
       if (!k) continue;
       with[tile::zz_encode(static_cast<int32_t>(code) - static_cast<int32_t>(z))] += k;
       without[tile::zz_encode(static_cast<int32_t>(code) - 8)] += k;
