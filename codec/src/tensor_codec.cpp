@@ -608,6 +608,28 @@ struct PackedTables {
 // phases last first, each phase one group of the lanes that code a symbol
 // in it). A lane's position at step t is element t of its rectangle in
 // raster order.
+// The lanes' symbol counts per phase: lane l codes at steps 0 .. n[l] - 1;
+// every lane codes at steps below nmin.
+struct LaneSteps {
+  uint32_t n[kLanes];
+  uint32_t steps = 0, nmin = UINT32_MAX;
+  LaneSteps(uint32_t h, uint32_t w) {
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      const LaneRect rect = lane_rect(h, w, l);
+      n[l] = rect.h * rect.w;
+      steps = std::max(steps, n[l]);
+      nmin = std::min(nmin, n[l]);
+    }
+  }
+  // The lanes that code at step t.
+  uint32_t mask(uint32_t t) const {
+    if (t < nmin) return 0xFFFFFFFFu;
+    uint32_t m = 0;
+    for (uint32_t l = 0; l < kLanes; ++l) m |= static_cast<uint32_t>(t < n[l]) << l;
+    return m;
+  }
+};
+
 // Float chunk: per step, the exponent group then the sign/mantissa group.
 // The entries are computed in raster order, lane rectangle row by row, into
 // one step-major array (step t's exponent group at row 2t, its
@@ -618,13 +640,8 @@ static void encode_float_reverse(const FloatParams& p, uint32_t h, uint32_t w, c
                                  const PackedTables& t0, const PackedTables& t1, RansEncoder* enc) {
   uint32_t lx, ly;
   lane_grid(h, w, &lx, &ly);
-  uint32_t n[kLanes], steps = 0, nmin = UINT32_MAX;
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    const LaneRect rect = lane_rect(h, w, l);
-    n[l] = rect.h * rect.w;
-    steps = std::max(steps, n[l]);
-    nmin = std::min(nmin, n[l]);
-  }
+  const LaneSteps ls(h, w);
+  const uint32_t steps = ls.steps, nmin = ls.nmin;
   thread_local RawVector<uint32_t> ent;
   if (ent.size() < size_t{2} * steps * kLanes) ent.resize(size_t{2} * steps * kLanes);
   uint32_t* const G = ent.data();
@@ -652,10 +669,8 @@ static void encode_float_reverse(const FloatParams& p, uint32_t h, uint32_t w, c
     }
   }
   for (uint32_t t = steps; t-- > nmin;) {
-    uint32_t mask = 0;
-    for (uint32_t l = 0; l < kLanes; ++l) mask |= static_cast<uint32_t>(t < n[l]) << l;
-    enc->put_group_reverse(mask, G + (size_t{2} * t + 1) * kLanes);
-    enc->put_group_reverse(mask, G + size_t{2} * t * kLanes);
+    enc->put_group_reverse(ls.mask(t), G + (size_t{2} * t + 1) * kLanes);
+    enc->put_group_reverse(ls.mask(t), G + size_t{2} * t * kLanes);
   }
   enc->put_full_groups_reverse(G, size_t{2} * nmin);
 }
@@ -784,13 +799,9 @@ static void visit_int_tokens(const IntParams& p, const uint8_t* rc, const uint8_
 static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
                                uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, const PackedTables& t0,
                                const uint16_t* cached, const uint32_t* flat, bool plain, RansEncoder* enc) {
-  uint32_t n[kLanes], steps = 0, nmin = UINT32_MAX;
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    const LaneRect rect = lane_rect(h, w, l);
-    n[l] = rect.h * rect.w;
-    steps = std::max(steps, n[l]);
-    nmin = std::min(nmin, n[l]);
-  }
+  const LaneSteps ls(h, w);
+  const uint32_t* n = ls.n;
+  const uint32_t steps = ls.steps, nmin = ls.nmin;
   if (plain) {
     // No escapes: one group per step, entries step-major (step t, lane l
     // at t * kLanes + l), filled 64 steps at a time so that the transposed
@@ -811,11 +822,7 @@ static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
         for (; t < t1; ++t) sm[size_t{t} * kLanes + l] = 0;
       }
     }
-    for (uint32_t t = steps; t-- > nmin;) {
-      uint32_t ma = 0;
-      for (uint32_t l = 0; l < kLanes; ++l) ma |= static_cast<uint32_t>(t < n[l]) << l;
-      enc->put_group_reverse(ma, sm.data() + size_t{t} * kLanes);
-    }
+    for (uint32_t t = steps; t-- > nmin;) enc->put_group_reverse(ls.mask(t), sm.data() + size_t{t} * kLanes);
     enc->put_full_groups_reverse(sm.data(), nmin);
     return;
   }
@@ -859,11 +866,8 @@ static void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
   size_t k = 0;
   alignas(64) uint32_t sb[kLanes] = {}, sc[kLanes] = {};
   for (uint32_t t = steps; t-- > 0;) {
-    uint32_t ma = 0xFFFFFFFFu, mb = 0, mc = 0;
-    if (t >= nmin) {
-      ma = 0;
-      for (uint32_t l = 0; l < kLanes; ++l) ma |= static_cast<uint32_t>(t < n[l]) << l;
-    }
+    const uint32_t ma = ls.mask(t);
+    uint32_t mb = 0, mc = 0;
     for (; k < esc.size() && esc[k].t == t; ++k) {
       const Esc& e = esc[k];
       sb[e.l] = e.lo;
