@@ -1890,13 +1890,7 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
     make_keys(stage1);
     scaled = true;
   }
-  // Scale classes: not for tensors under 2^16 elements, where their side
-  // information (5 bits per row or column) and the tables of the extra
-  // contexts hardly pay: skipping them changed the data set's files by at
-  // most 250 bytes (isnet int4, 0.001%), and the small stories files not
-  // at all.
   for (uint8_t ns : {4, 8}) {
-    if (total < (1u << 16)) break;
     for (int sides = 1; sides < 4; ++sides) {
       IntParams p = stage1;
       p.ns = ns;
