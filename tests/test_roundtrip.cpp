@@ -173,6 +173,25 @@ std::string hex(const uint8_t* p, size_t n) {
                                        << int(got[i]) << ", want " << int(want[i]) << ")";
 }
 
+// Writes the encoding `enc` of `original` under `name` in the scratch
+// directory, reads the whole file back through a Reader and compares;
+// with `full`, also verify(true). The file is removed afterwards.
+void expect_reads_back(const std::vector<uint8_t>& enc, const std::vector<uint8_t>& original, const std::string& name,
+                       bool full) {
+  const fs::path p = scratch() / (name + ".wcodec");
+  wctest::write_file(p, enc);
+  auto r = Reader::open(p.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<uint8_t> all(original.size());
+  const auto st = (*r)->read(0, all.size(), all.data());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(same_bytes(all.data(), original.data(), all.size()));
+  if (full) {
+    EXPECT_TRUE((*r)->verify(true).ok());
+  }
+  fs::remove(p);
+}
+
 // Structural checks of the chunk table against the safetensors header.
 void check_chunk_table(const Reader& rd, const std::vector<uint8_t>& orig) {
   auto h = wcodec::parse_safetensors_header(orig.data(), orig.size(), orig.size(), "orig");
@@ -594,16 +613,7 @@ TEST(RealFiles, Int4PackedWithZeroPointTensorPair) {
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   auto enc = wcodec::encode_safetensors(file->data(), file->size(), default_config(), "int4_pair");
   ASSERT_TRUE(enc.ok()) << enc.status().ToString();
-  const fs::path out = scratch() / "int4_pair.wcodec";
-  wctest::write_file(out, *enc);
-  auto r = Reader::open(out.string());
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  std::vector<uint8_t> all(file->size());
-  const auto st = (*r)->read(0, all.size(), all.data());
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_TRUE(same_bytes(all.data(), file->data(), all.size()));
-  EXPECT_TRUE((*r)->verify(true).ok());
-  fs::remove(out);
+  expect_reads_back(*enc, *file, "int4_pair", true);
 }
 
 // The encoder codes 4-bit codes as distances from their group's zero point
@@ -637,15 +647,7 @@ TEST(Int4ZeroPoints, UsedWhereTheyPay) {
   for (const auto& t : rep.tensors) model[t.name] = t.model;
   EXPECT_NE(model["clustered.weight_packed"].find(" zp"), std::string::npos) << model["clustered.weight_packed"];
   EXPECT_EQ(model["spread.weight_packed"].find(" zp"), std::string::npos) << model["spread.weight_packed"];
-  const fs::path out = scratch() / "zero_points.wcodec";
-  wctest::write_file(out, *enc);
-  auto r = Reader::open(out.string());
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  std::vector<uint8_t> all(file->size());
-  ASSERT_TRUE((*r)->read(0, all.size(), all.data()).ok());
-  EXPECT_TRUE(same_bytes(all.data(), file->data(), all.size()));
-  EXPECT_TRUE((*r)->verify(true).ok());
-  fs::remove(out);
+  expect_reads_back(*enc, *file, "zero_points", true);
 }
 
 // ------------------------------------------------------------ edge cases
@@ -842,14 +844,7 @@ TEST(SizeBound, RandomBytesExpandByAtMostOnePercentPlus4KiB) {
     const uint64_t bound = file->size() + file->size() / 100 + 4096;
     EXPECT_LE(enc->size(), bound) << "chunk_bytes " << chunk << ": " << enc->size() << " bytes for " << file->size()
                                   << " random bytes";
-    const fs::path p = scratch() / ("noise." + std::to_string(chunk) + ".wcodec");
-    wctest::write_file(p, *enc);
-    auto r = Reader::open(p.string());
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    std::vector<uint8_t> all(file->size());
-    ASSERT_TRUE((*r)->read(0, all.size(), all.data()).ok());
-    EXPECT_TRUE(same_bytes(all.data(), file->data(), all.size()));
-    fs::remove(p);
+    expect_reads_back(*enc, *file, "noise." + std::to_string(chunk), false);
   }
 }
 
