@@ -1039,7 +1039,7 @@ static ChunkRef chunk_ref(const TensorGeometry& g, const uint8_t* data, uint64_t
   c.index = i;
   g.chunk_rect(i, &c.row0, &c.col0, &c.h, &c.w);
   const uint64_t off = (c.row0 * g.cols + c.col0) * g.elem_bits / 8;
-  c.bytes = data + off;
+  c.bytes = data ? data + off : nullptr;  // callers that need only the rectangle pass null
   c.nbytes = c.h * c.w * g.elem_bits / 8;
   return c;
 }
