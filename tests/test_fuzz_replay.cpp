@@ -1,8 +1,9 @@
-// tests/test_fuzz_replay.cpp — replays the committed inputs of the
-// container fuzzer (tests/fuzz/corpus) through its harness, so that every
-// configuration (the ASan/UBSan one included) checks them without clang or
-// libFuzzer. The harness aborts on a wrong byte; the sanitizers report
-// memory errors and undefined behaviour.
+// tests/test_fuzz_replay.cpp — replays the committed inputs of the fuzz
+// targets (tests/fuzz/corpus for the reader, tests/fuzz/corpus-encode for
+// the encoder) through their harnesses, so that every configuration (the
+// ASan/UBSan one included) checks them without clang or libFuzzer. A
+// harness aborts on a wrong byte or a failed round trip; the sanitizers
+// report memory errors and undefined behaviour.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,22 +13,26 @@
 
 #include "testutil.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+extern "C" int fuzz_container_one(const uint8_t* data, size_t size);
+extern "C" int fuzz_encode_one(const uint8_t* data, size_t size);
 
 namespace {
 
-std::filesystem::path corpus_dir() { return std::filesystem::path(WCODEC_FUZZ_CORPUS); }
-
-TEST(FuzzReplay, CorpusInputsReadBackOrFailCleanly) {
+std::vector<std::filesystem::path> corpus(const char* dir) {
   std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(corpus_dir()))
+  for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.is_regular_file()) files.push_back(e.path());
   std::sort(files.begin(), files.end());
-  ASSERT_GE(files.size(), 50u) << "corpus at " << corpus_dir() << " is missing or nearly empty";
+  return files;
+}
+
+TEST(FuzzReplay, ReaderCorpusReadsBackOrFailsCleanly) {
+  const auto files = corpus(WCODEC_FUZZ_CORPUS);
+  ASSERT_GE(files.size(), 50u) << "corpus at " << WCODEC_FUZZ_CORPUS << " is missing or nearly empty";
   for (const auto& f : files) {
     SCOPED_TRACE(f.filename().string());
     const auto bytes = wctest::read_file(f);
-    EXPECT_EQ(LLVMFuzzerTestOneInput(bytes.data(), bytes.size()), 0);
+    EXPECT_EQ(fuzz_container_one(bytes.data(), bytes.size()), 0);
   }
 }
 
@@ -40,7 +45,27 @@ TEST(FuzzReplay, PayloadFlipsOfEverySeed) {
       const uint32_t pos = 1000 + k * 977;
       const uint8_t in[6] = {seed, 0, static_cast<uint8_t>(pos), static_cast<uint8_t>(pos >> 8),
                              static_cast<uint8_t>(pos >> 16), static_cast<uint8_t>(1u << (k % 8))};
-      EXPECT_EQ(LLVMFuzzerTestOneInput(in, sizeof(in)), 0);
+      EXPECT_EQ(fuzz_container_one(in, sizeof(in)), 0);
+    }
+  }
+}
+
+TEST(FuzzReplay, EncoderCorpusRoundTrips) {
+  const auto files = corpus(WCODEC_FUZZ_ENCODE_CORPUS);
+  ASSERT_GE(files.size(), 50u) << "corpus at " << WCODEC_FUZZ_ENCODE_CORPUS << " is missing or nearly empty";
+  for (const auto& f : files) {
+    SCOPED_TRACE(f.filename().string());
+    const auto bytes = wctest::read_file(f);
+    EXPECT_EQ(fuzz_encode_one(bytes.data(), bytes.size()), 0);
+  }
+}
+
+// Every kind and value style at one odd shape, independent of the corpus.
+TEST(FuzzReplay, EveryKindAndStyleRoundTrips) {
+  for (uint8_t kind = 0; kind < 12; ++kind) {
+    for (uint8_t style = 0; style < 4; ++style) {
+      const uint8_t in[12] = {kind, style, 37, 70, 0, 45, 1, 0, 3, 1, 4, 1};  // 71 x 302, 4 KiB chunks
+      EXPECT_EQ(fuzz_encode_one(in, sizeof(in)), 0);
     }
   }
 }

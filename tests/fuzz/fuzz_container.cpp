@@ -71,7 +71,7 @@ uint32_t crc32_of(const uint8_t* p, size_t n) { return static_cast<uint32_t>(::c
   std::abort();
 }
 
-bool load_seed(const std::string& name, std::vector<uint8_t> original, std::vector<Seed>* out) {
+void load_seed(const std::string& name, std::vector<uint8_t> original, std::vector<Seed>* out) {
   wcodec::EncodeConfig cfg;
   cfg.chunk_bytes = 16 * 1024;
   auto enc = wcodec::encode_safetensors(original.data(), original.size(), cfg, name);
@@ -89,7 +89,6 @@ bool load_seed(const std::string& name, std::vector<uint8_t> original, std::vect
   const size_t zn = ZSTD_decompress(s.raw_index.data(), raw_size, ix + 8, index_size - 8);
   if (ZSTD_isError(zn) || zn != raw_size) die("seed " + name + ": index does not decompress");
   out->push_back(std::move(s));
-  return true;
 }
 
 std::vector<uint8_t> read_all(const std::string& path) {
@@ -114,10 +113,9 @@ const std::vector<Seed>& seeds() {
   return s;
 }
 
-// A container from the seed's payload region and `raw_index`, with the
-// header, index and footer CRCs made valid.
-std::vector<uint8_t> assemble(const Seed& s, const std::vector<uint8_t>& payload_region,
-                              const std::vector<uint8_t>& raw_index) {
+// A container from a payload region (header, metadata, payloads) and a
+// decompressed index, with the header, index and footer CRCs made valid.
+std::vector<uint8_t> assemble(const std::vector<uint8_t>& payload_region, const std::vector<uint8_t>& raw_index) {
   std::vector<uint8_t> z(ZSTD_compressBound(raw_index.size()));
   const size_t zn = ZSTD_compress(z.data(), z.size(), raw_index.data(), raw_index.size(), 1);
   if (ZSTD_isError(zn)) die("zstd failed");
@@ -140,7 +138,6 @@ std::vector<uint8_t> assemble(const Seed& s, const std::vector<uint8_t>& payload
   put_u32(foot + 24, crc32_of(f.data(), f.size()));
   std::memcpy(foot + 28, "CDCW", 4);
   f.insert(f.end(), foot, foot + 32);
-  (void)s;
   return f;
 }
 
@@ -159,7 +156,12 @@ void read_and_check(const wcodec::Reader& r, const Seed& s, uint64_t off, uint64
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+// The libFuzzer entry point; the replay test links both targets under other
+// names (WCODEC_FUZZ_ENTRY).
+#ifndef WCODEC_FUZZ_ENTRY
+#define WCODEC_FUZZ_ENTRY LLVMFuzzerTestOneInput
+#endif
+extern "C" int WCODEC_FUZZ_ENTRY(const uint8_t* data, size_t size) {
   const auto& all = seeds();
   if (size < 2 || all.empty()) return 0;
   const Seed& s = all[data[0] % all.size()];
@@ -173,7 +175,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     target[pos] ^= data[i + 3];
     first_edit = std::min<uint64_t>(first_edit, pos);
   }
-  const std::vector<uint8_t> file = assemble(s, payload, ix);
+  const std::vector<uint8_t> file = assemble(payload, ix);
   const int fd = memfd_create("fuzz.wcodec", 0);
   if (fd < 0) die("memfd_create failed");
   size_t done = 0;
