@@ -26,15 +26,18 @@ std::vector<std::filesystem::path> corpus(const char* dir) {
   return files;
 }
 
-TEST(FuzzReplay, ReaderCorpusReadsBackOrFailsCleanly) {
-  const auto files = corpus(WCODEC_FUZZ_CORPUS);
-  ASSERT_GE(files.size(), 50u) << "corpus at " << WCODEC_FUZZ_CORPUS << " is missing or nearly empty";
+// Runs every input of corpus `dir` (at least 50 of them) through `one`.
+void replay(const char* dir, int (*one)(const uint8_t*, size_t)) {
+  const auto files = corpus(dir);
+  ASSERT_GE(files.size(), 50u) << "corpus at " << dir << " is missing or nearly empty";
   for (const auto& f : files) {
     SCOPED_TRACE(f.filename().string());
     const auto bytes = wctest::read_file(f);
-    EXPECT_EQ(fuzz_container_one(bytes.data(), bytes.size()), 0);
+    EXPECT_EQ(one(bytes.data(), bytes.size()), 0);
   }
 }
+
+TEST(FuzzReplay, ReaderCorpusReadsBackOrFailsCleanly) { replay(WCODEC_FUZZ_CORPUS, fuzz_container_one); }
 
 // Edits that reach the decoders: a payload byte of every seed flipped in
 // turn (region 0, whose oracle demands the original bytes from any read
@@ -50,15 +53,7 @@ TEST(FuzzReplay, PayloadFlipsOfEverySeed) {
   }
 }
 
-TEST(FuzzReplay, EncoderCorpusRoundTrips) {
-  const auto files = corpus(WCODEC_FUZZ_ENCODE_CORPUS);
-  ASSERT_GE(files.size(), 50u) << "corpus at " << WCODEC_FUZZ_ENCODE_CORPUS << " is missing or nearly empty";
-  for (const auto& f : files) {
-    SCOPED_TRACE(f.filename().string());
-    const auto bytes = wctest::read_file(f);
-    EXPECT_EQ(fuzz_encode_one(bytes.data(), bytes.size()), 0);
-  }
-}
+TEST(FuzzReplay, EncoderCorpusRoundTrips) { replay(WCODEC_FUZZ_ENCODE_CORPUS, fuzz_encode_one); }
 
 // Every kind and value style at one odd shape, independent of the corpus.
 TEST(FuzzReplay, EveryKindAndStyleRoundTrips) {
