@@ -235,6 +235,12 @@ WC_HD inline uint32_t bit_width32(uint32_t v) {
   }
   return n;
 }
+// The token of value v: its zig-zag value below esc, else esc + the bit
+// width of the excess.
+WC_HD inline uint32_t int_token(int32_t v, uint32_t esc) {
+  const uint32_t u = static_cast<uint32_t>(tile::zz_encode(v));
+  return u < esc ? u : esc + bit_width32(u - esc);
+}
 
 // Tile transform map: the chunk stores one byte per tile holding 2 bits per
 // 8x8 sub-block, sub-block (by, bx) of the 2x2 grid at bits 2*(2*by + bx).

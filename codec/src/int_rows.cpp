@@ -85,17 +85,10 @@ WC_AVX2 void row_contexts_avx2(const IntRowArgs& a, uint32_t c, uint32_t c_end, 
   if (c < c_end) int_row_contexts_scalar(a, c, c_end, out + (c - c0));
 }
 
-inline uint32_t token_of(int32_t v, uint32_t esc) {
-  const uint32_t u = (static_cast<uint32_t>(v) << 1) ^ static_cast<uint32_t>(v >> 31);
-  if (u < esc) return u;
-  const uint32_t d = u - esc;
-  return esc + (d ? 32u - static_cast<uint32_t>(__builtin_clz(d)) : 0u);
-}
-
 bool row_keys_scalar(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t esc, uint32_t nsym, uint16_t* keys) {
   bool escapes = false;
   for (uint32_t i = 0; i < n; ++i) {
-    const uint32_t tok = token_of(v[i], esc);
+    const uint32_t tok = int_token(v[i], esc);
     escapes |= tok >= esc;
     keys[i] = static_cast<uint16_t>(ctx[i] * nsym + tok);
   }

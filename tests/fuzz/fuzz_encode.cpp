@@ -17,16 +17,18 @@
 //
 // Build and run as fuzz_container (see README.md):
 //   build-fuzz/tests/fuzz/fuzz_encode -max_len=4096 -max_total_time=900
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "edge_cases.h"
+#include "fuzz_util.h"
 #include "wcodec/container.h"
 #include "wcodec/safetensors.h"
 
@@ -58,29 +60,16 @@ uint64_t splitmix(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
-uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000;
-  const int32_t e = static_cast<int32_t>((x >> 23) & 0xFF) - 127 + 15;
-  if (e <= 0) return static_cast<uint16_t>(sign);
-  if (e >= 31) return static_cast<uint16_t>(sign | 0x7C00);
-  return static_cast<uint16_t>(sign | static_cast<uint32_t>(e) << 10 | ((x >> 13) & 0x3FF));
-}
-
 // The element bytes of one value (little-endian) for the kind.
 void put_value(const Kind& k, double v, uint8_t* out) {
   switch (k.dtype) {
     case DType::kF16: {
-      const uint16_t h = f32_to_f16(static_cast<float>(v));
+      const uint16_t h = wctest::float_to_f16(static_cast<float>(v));
       std::memcpy(out, &h, 2);
       break;
     }
     case DType::kBF16: {
-      const float f = static_cast<float>(v);
-      uint32_t x;
-      std::memcpy(&x, &f, 4);
-      const uint16_t h = static_cast<uint16_t>(x >> 16);
+      const uint16_t h = wctest::float_to_bf16(static_cast<float>(v));
       std::memcpy(out, &h, 2);
       break;
     }
@@ -157,7 +146,7 @@ std::vector<uint8_t> make_file(const uint8_t* data, size_t size, uint64_t* chunk
     const uint64_t groups = cols * 2 / 32;
     std::vector<uint8_t> scale(rows * groups * 2), zero(rows * groups);
     for (uint64_t i = 0; i < rows * groups; ++i) {
-      const uint16_t h = f32_to_f16(0.01f * static_cast<float>(1 + splitmix(seed) % 16));
+      const uint16_t h = wctest::float_to_f16(0.01f * static_cast<float>(1 + splitmix(seed) % 16));
       std::memcpy(scale.data() + 2 * i, &h, 2);
       zero[i] = static_cast<uint8_t>(param % 3 == 0 ? 8 : splitmix(seed) % 16);
     }
@@ -184,14 +173,9 @@ extern "C" int WCODEC_FUZZ_ENTRY(const uint8_t* data, size_t size) {
   cfg.chunk_bytes = chunk_bytes;
   auto enc = wcodec::encode_safetensors(original.data(), original.size(), cfg, "fuzz input");
   if (!enc.ok()) die("a valid file did not encode: " + enc.status().ToString());
-  const int fd = memfd_create("fuzz.wcodec", 0);
-  if (fd < 0) die("memfd_create failed");
-  for (size_t done = 0; done < enc->size();) {
-    const ssize_t w = write(fd, enc->data() + done, enc->size() - done);
-    if (w <= 0) die("write failed");
-    done += static_cast<size_t>(w);
-  }
-  auto r = wcodec::Reader::open("/proc/self/fd/" + std::to_string(fd));
+  const int fd = wcfuzz::memfd_with(*enc);
+  if (fd < 0) die("cannot write the encoding to a memfd");
+  auto r = wcodec::Reader::open(wcfuzz::memfd_path(fd));
   if (!r.ok()) die("the encoding does not open: " + r.status().ToString());
   std::vector<uint8_t> back(original.size());
   const auto st = (*r)->read(0, back.size(), back.data());
