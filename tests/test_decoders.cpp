@@ -571,8 +571,8 @@ TEST(VectorDecoders, TernaryColumnPhaseAgreesWithReferenceOnDamagedStreams) { ch
 // The int8 loop (both halves' renormalization words handed out by one
 // vpexpandw) against the reference on damaged streams of real int8 tensors:
 // the first of each shape up to 320 KB (in every build configuration) whose
-// model is an activity model with one scale class, the form the fast loop
-// takes; models with 1 and with 3 activity classes are among them.
+// model is an activity or a 3x3 kernel-context model with one scale class,
+// the forms the fast loop takes; both kinds are among them.
 TEST(VectorDecoders, Int8AgreesWithReferenceOnDamagedStreams) {
   const auto f = wctest::read_file(wctest::data_dir() / "isnet-medium.rtn-int8.safetensors");
   auto h = parse_safetensors_header(f.data(), f.size(), f.size(), "isnet-medium.rtn-int8");
@@ -586,12 +586,14 @@ TEST(VectorDecoders, Int8AgreesWithReferenceOnDamagedStreams) {
     auto r = encode_tensor(t, f.data() + h->data_start + t.begin, AuxInput{}, EncodeOptions{});
     ASSERT_TRUE(r.ok()) << t.name << ": " << r.status().ToString();
     const IntParams& ip = r->model.ip;
-    if (r->model.kind != ModelKind::kInt || ip.nbr_mode != 0 || ip.ns != 1) continue;
-    classes.insert(ip.nb);
+    if (r->model.kind != ModelKind::kInt || (ip.nbr_mode != 0 && ip.nbr_mode != 3) || ip.ns != 1) continue;
+    classes.insert(ip.nbr_mode * 16 + ip.nb);
     int_vector_agrees_on_damage(*r, rng, 40, &compared, &rejected);
     if (HasFatalFailure() || IsSkipped()) return;
   }
+  // Activity and kernel contexts (nbr_mode 0 and 3), several class counts.
   EXPECT_GE(classes.size(), 2u);
+  EXPECT_TRUE(classes.count(3 * 16 + 1) || classes.count(3 * 16 + 2)) << "no kernel-context model";
   EXPECT_GT(compared, 400);
   EXPECT_GT(rejected, 0);
 }
@@ -731,6 +733,56 @@ TEST(ModelFields, ColumnPhasePeriodAndSubtypeAreChecked) {
   EXPECT_NE(r.status().message().find("nbr_mode = 2"), std::string::npos) << r.status().ToString();
 }
 
+// A kernel-context model (nbr_mode 3) carries its period (2..64) and a
+// kernel width off_a that divides it; both are checked when the model is
+// read, with errors naming the field and the value, and a mode past 3 is
+// refused.
+TEST(ModelFields, KernelShapeIsChecked) {
+  using namespace wcodec;
+  TensorModel m;
+  m.kind = ModelKind::kInt;
+  m.ip.sub = kIntI8;
+  m.ip.esc = 200;
+  m.ip.nsym = 200 + kEscClasses;
+  m.ip.nbr_mode = 3;
+  m.ip.nb = 2;
+  m.ip.thr[0] = 5;
+  m.ip.ns = 1;
+  m.ip.off_a = 3;
+  m.ip.period = 9;
+  FreqTable t;
+  t.freq.assign(m.ip.nsym, 0);
+  t.freq[0] = 4096;
+  m.t0.assign(int_nctx(m.ip), t);
+  ASSERT_EQ(int_nctx(m.ip), 18u);
+  TensorGeometry g;
+  g.rows = 4;
+  g.cols = 36;
+  g.elem_bits = 8;
+  g.chunk_rows = 4;
+  g.chunk_cols = 36;
+  auto bytes = m.serialize(kTablesCompact);
+  auto ok = TensorModel::deserialize(bytes.data(), bytes.size(), g, "t", kTablesCompact);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->ip.period, 9);
+  EXPECT_EQ(ok->ip.off_a, 3);
+  EXPECT_EQ(ok->describe().find("i8 kern3x3 ns1 nb2"), 0u) << ok->describe();
+  constexpr size_t kModeAt = 7, kOffAAt = 46, kPeriodAt = 48;  // kind, then the int parameters (§7)
+  ASSERT_EQ(bytes[kPeriodAt], 9);
+  ASSERT_EQ(bytes[kOffAAt], 3);
+  auto expect_bad = [&](size_t at, uint8_t v, const std::string& field) {
+    auto b = bytes;
+    b[at] = v;
+    auto r = TensorModel::deserialize(b.data(), b.size(), g, "t", kTablesCompact);
+    ASSERT_FALSE(r.ok()) << field << " " << int{v};
+    EXPECT_NE(r.status().message().find(field + " = " + std::to_string(v)), std::string::npos)
+        << r.status().ToString();
+  };
+  for (uint8_t bad : {0, 1, 65, 255}) expect_bad(kPeriodAt, bad, "period");
+  for (uint8_t bad : {0, 2, 4, 10}) expect_bad(kOffAAt, bad, "off_a");
+  for (uint8_t bad : {4, 9, 255}) expect_bad(kModeAt, bad, "nbr_mode");
+}
+
 }  // namespace
 
 // Payload flag bit 1 (raw tail in the lane states) is accepted only on
@@ -811,7 +863,7 @@ TEST(IntRowContexts, EqualIntCtxForEveryMode) {
   int checked = 0;
   for (int trial = 0; trial < 600; ++trial) {
     IntParams p{};
-    p.nbr_mode = static_cast<uint8_t>(trial % 3);
+    p.nbr_mode = static_cast<uint8_t>(trial % 4);
     p.nb = static_cast<uint8_t>(1 + rng() % 8);
     for (int i = 0; i < 7; ++i) p.thr[i] = static_cast<uint16_t>(1 + i * (1 + rng() % 150));
     p.ns = static_cast<uint8_t>(1 + rng() % 16);
@@ -823,6 +875,12 @@ TEST(IntRowContexts, EqualIntCtxForEveryMode) {
     p.off_b = p.nbr_mode == 1 ? offs[rng() % 5] : 0;
     if (p.nbr_mode == 1 && !p.off_a) p.off_a = 3;
     p.period = p.nbr_mode == 2 ? static_cast<uint8_t>(2 + rng() % 63) : 0;
+    if (p.nbr_mode == 3) {  // kernels of kw x kh elements, 2..64 of them
+      const uint32_t kw = 1 + rng() % 8, kh = 1 + rng() % (64 / kw);
+      p.off_a = static_cast<uint8_t>(kw);
+      p.period = static_cast<uint8_t>(std::max<uint32_t>(2, kw * kh));
+      if (p.period % kw) p.off_a = 1;
+    }
     IntLuts L;
     build_int_luts(p, &L);
     const int32_t ranges[] = {1, 8, 128, 5000, 1 << 29};
@@ -848,6 +906,15 @@ TEST(IntRowContexts, EqualIntCtxForEveryMode) {
         ASSERT_EQ(vec[c - reach], want) << "trial " << trial << " mode " << int(p.nbr_mode) << " row " << r << " col " << c;
         ASSERT_EQ(sca[c - reach], want) << "trial " << trial << " mode " << int(p.nbr_mode) << " row " << r << " col " << c;
         ASSERT_LT(want, int_nctx(p));
+        if (p.nbr_mode == 3) {  // the format document's formula (§9.3)
+          const int32_t* row = res.data() + uint64_t{r} * w;
+          const int32_t lk = kp[c] % p.off_a ? row[c - 1] : 0, uk = kp[c] >= p.off_a ? row[c - p.off_a] : 0;
+          auto q = [](int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); };
+          const uint32_t a = std::min<uint32_t>(static_cast<uint32_t>(std::abs(lk)) + static_cast<uint32_t>(std::abs(uk)), 1023);
+          uint32_t act = 0;
+          for (uint32_t i = 0; i + 1 < p.nb; ++i) act += a >= p.thr[i];
+          ASSERT_EQ(want, 9 * (p.nb * sc + act) + 3 * q(lk) + q(uk)) << "trial " << trial << " col " << c;
+        }
         ++checked;
       }
     }

@@ -525,14 +525,30 @@ TEST(RealFiles, Format1FilesDecodeAndFormat2IsNeverLarger) {
   EXPECT_NE(e.status().message().find("format version 3"), std::string::npos) << e.status().ToString();
 }
 
-// Format 2.1 (column-phase ternary contexts) is written only when a model
-// uses it: the conv-heavy ternary checkpoint gets it (and its ratio
-// target), marked 2.1 in the header and metadata; the same file written for
-// format 1 and a file whose models do not need it say x.0, and all decode.
-TEST(RealFiles, ColumnPhaseModelsMarkTheFileAs21) {
+// The minor version is the lowest the file's models need: 2.2 when a model
+// uses the kernel contexts (the conv-heavy ternary checkpoint: most of its
+// tensors, and its ratio target), 2.1 when one uses the column-phase
+// contexts and none the kernel contexts (5x5 kernels whose rows of 1000
+// codes are no multiple of 9), x.0 for the ternary file written for format 1
+// and for a file whose models need neither; in the header and in the
+// metadata, and all decode.
+TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
   wctest::ScratchDir dir;
   const auto tern = wctest::read_file(wctest::data_dir() / "isnet-medium.rtn-ternary.safetensors");
   const auto other = wctest::read_file(wctest::data_dir() / "stories260K.rtn-int8.safetensors");
+  // Ternary codes whose distribution depends on the position in a 5x5
+  // kernel: phases 0..7 mostly +1, 8..15 mostly -1, the rest mostly 0.
+  std::mt19937 rng(11);
+  const uint64_t rows = 64, cols = 1000;
+  std::vector<uint8_t> packed(rows * cols / 4, 0);
+  for (uint64_t i = 0; i < rows * cols; ++i) {
+    const uint64_t ph = (i % cols) % 25;
+    const uint32_t likely = ph < 8 ? 1u : (ph < 16 ? 2u : 0u);
+    const uint32_t code = rng() % 8 ? likely : rng() % 3;
+    packed[i / 4] |= static_cast<uint8_t>(code << (2 * (i % 4)));
+  }
+  auto phased = wcodec::build_safetensors({{"conv5x5_packed", wcodec::DType::kU8, {rows, cols / 4}, packed}}, std::nullopt);
+  ASSERT_TRUE(phased.ok()) << phased.status().ToString();
   EncodeConfig v1;
   v1.format_major = 1;
   struct Case {
@@ -540,7 +556,10 @@ TEST(RealFiles, ColumnPhaseModelsMarkTheFileAs21) {
     const std::vector<uint8_t>* orig;
     EncodeConfig cfg;
     int major, minor;
-  } cases[] = {{"tern", &tern, EncodeConfig{}, 2, 1}, {"tern_v1", &tern, v1, 1, 0}, {"int8", &other, EncodeConfig{}, 2, 0}};
+  } cases[] = {{"tern", &tern, EncodeConfig{}, 2, 2},
+               {"phase25", &*phased, EncodeConfig{}, 2, 1},
+               {"tern_v1", &tern, v1, 1, 0},
+               {"int8", &other, EncodeConfig{}, 2, 0}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     auto e = wcodec::encode_safetensors(c.orig->data(), c.orig->size(), c.cfg, c.name);
@@ -551,7 +570,7 @@ TEST(RealFiles, ColumnPhaseModelsMarkTheFileAs21) {
     EXPECT_NE(meta.find("\"version\":\"" + std::to_string(c.major) + "." + std::to_string(c.minor) + "\""),
               std::string::npos)
         << meta;
-    if (c.minor == 1) {
+    if (c.minor == 2) {
       EXPECT_LE(static_cast<double>(e->size()) / static_cast<double>(c.orig->size()), 0.70)
           << "ternary ratio target (0.7143 before the column-phase contexts)";
     }
@@ -559,6 +578,14 @@ TEST(RealFiles, ColumnPhaseModelsMarkTheFileAs21) {
     wctest::write_file(path, *e);
     auto r = Reader::open(path.string());
     ASSERT_TRUE(r.ok()) << r.status().ToString();
+    int kern = 0, phase = 0;
+    for (size_t i = 0; i < (*r)->num_tensors(); ++i) {
+      const std::string m = (*r)->tensor_summary(i).model;
+      kern += m.find(" kern") != std::string::npos;
+      phase += m.find(" phase") != std::string::npos;
+    }
+    EXPECT_EQ(c.minor == 2, kern > 0) << kern << " kernel-context models";
+    EXPECT_EQ(c.minor == 1, phase > 0 && kern == 0) << phase << " column-phase models";
     std::vector<uint8_t> back((*r)->original_size());
     ASSERT_TRUE((*r)->read(0, back.size(), back.data()).ok());
     EXPECT_EQ(wctest::sha256_hex(back), wctest::sha256_hex(*c.orig));

@@ -385,7 +385,7 @@ WC_HD inline bool decode_int_residuals_g(G& g, const ModelView& m, const ChunkVi
   const uint32_t w = cv.w;
   typename G::template Lanes<uint32_t> x, err, tok, extra, rowpart;
   typename G::template Lanes<int32_t> h1, h2, h3;  // lane-local left neighbours (1, 2, 3 back)
-  typename G::template Lanes<uint32_t> phase;       // nbr_mode 2: (col0 + c) % period
+  typename G::template Lanes<uint32_t> phase;       // nbr_modes 2, 3: (col0 + c) % period
   typename G::template Lanes<LaneCursor> cur;
   const uint8_t zero_word[2] = {0, 0};
   WordSource ws;
@@ -396,7 +396,7 @@ WC_HD inline bool decode_int_residuals_g(G& g, const ModelView& m, const ChunkVi
   const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;
   const IntLuts& L = *m.luts;
   const uint8_t* ccol = p.use_cc ? m.cc + cv.col0 : nullptr;
-  const uint32_t period = p.nbr_mode == 2 ? p.period : 1u;
+  const uint32_t period = p.nbr_mode >= 2 ? p.period : 1u;
   g.each([&](uint32_t l) {
     rowpart[l] = p.use_rc && cur[l].n ? m.rc[cv.row0 + cur[l].r] : 0u;
     h1[l] = h2[l] = h3[l] = 0;

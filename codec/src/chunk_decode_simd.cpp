@@ -519,6 +519,21 @@ WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const ui
   for (uint32_t i = 0; i < 7; ++i) thr[i] = _mm512_set1_epi32(i < nthr ? p.thr[i] : 0);
   const __m512i lane_c0[2] = {_mm512_load_si512(g.c0), _mm512_load_si512(g.c0 + 16)};
   __mmask16 bad = 0;
+  // Kernel contexts (nbr_mode 3): each lane's phase in its kernel (KP, 0 ..
+  // period - 1) and in its kernel row (KX, 0 .. off_a - 1), reset to the
+  // lane's start phases (KP0, KX0) at the start of its rows.
+  const bool kern = p.nbr_mode == 3;
+  __m512i KP[2], KX[2], KP0[2], KX0[2];
+  const __m512i vPeriod = _mm512_set1_epi32(kern ? p.period : 1), vKw = _mm512_set1_epi32(kern ? p.off_a : 1);
+  for (int k = 0; k < 2; ++k) {
+    alignas(64) int32_t kp[16], kx[16];
+    for (int l = 0; l < 16; ++l) {
+      kp[l] = kern ? static_cast<int32_t>((cv.col0 + static_cast<uint32_t>(g.c0[16 * k + l])) % p.period) : 0;
+      kx[l] = kern ? kp[l] % p.off_a : 0;
+    }
+    KP[k] = KP0[k] = _mm512_load_si512(kp);
+    KX[k] = KX0[k] = _mm512_load_si512(kx);
+  }
 
   for (uint32_t t = 0; t < g.steps; ++t) {
     if (__builtin_expect(wc.pos + kStepWords > wc.n, 0) && !words_tail(&wc)) return 0;
@@ -540,7 +555,29 @@ WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const ui
         sc = gather_bytes(act, idx, scale_lut);
       }
       __m512i ctx;
-      if (p.nbr_mode == 1) {
+      if (kern) {
+        const __m512i lk = _mm512_maskz_mov_epi32(_mm512_mask_cmpneq_epi32_mask(hl, KX[k], zero), H1[k]);
+        const __mmask16 hu = _mm512_mask_cmpge_epi32_mask(act, KP[k], vKw);
+        const __m512i uk = _mm512_maskz_mov_epi32(hu, back_value<F>(lm, t, k, hu, J[k], p.off_a, vCenter));
+        ctx = need_scale ? _mm512_mullo_epi32(sc, vNb) : zero;
+        if (nthr) {
+          __m512i a = _mm512_add_epi32(_mm512_abs_epi32(lk), _mm512_abs_epi32(uk));
+          __m512i cls;
+          if (act_perm) {
+            a = _mm512_min_epu32(a, _mm512_set1_epi32(127));
+            cls = _mm512_and_si512(_mm512_permutex2var_epi8(actA, a, actB), _mm512_set1_epi32(0xFF));
+          } else {
+            a = _mm512_min_epu32(a, _mm512_set1_epi32(1023));
+            cls = zero;
+            for (uint32_t i = 0; i < nthr; ++i)
+              cls = _mm512_mask_add_epi32(cls, _mm512_cmpge_epu32_mask(a, thr[i]), cls, vOne);
+          }
+          ctx = _mm512_add_epi32(ctx, cls);
+        }
+        const __m512i three = _mm512_set1_epi32(3);
+        ctx = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(_mm512_mullo_epi32(ctx, three), sign3(lk)), three),
+                               sign3(uk));
+      } else if (p.nbr_mode == 1) {
         const __m512i three = _mm512_set1_epi32(3);
         __m512i kk = _mm512_add_epi32(_mm512_mullo_epi32(sign3(H1[k]), three), sign3(H2[k]));
         kk = _mm512_add_epi32(_mm512_mullo_epi32(kk, three),
@@ -645,9 +682,17 @@ WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const ui
       H1[k] = _mm512_mask_mov_epi32(H1[k], act, V[k]);
       // Advance the cursors of active lanes; wrap to the next row.
       J[k] = _mm512_mask_add_epi32(J[k], act, J[k], vOne);
+      if (kern) {
+        KP[k] = _mm512_mask_add_epi32(KP[k], act, KP[k], vOne);
+        KP[k] = _mm512_mask_mov_epi32(KP[k], _mm512_cmpeq_epi32_mask(KP[k], vPeriod), zero);
+        KX[k] = _mm512_mask_add_epi32(KX[k], act, KX[k], vOne);
+        KX[k] = _mm512_mask_mov_epi32(KX[k], _mm512_cmpeq_epi32_mask(KX[k], vKw), zero);
+      }
       const __mmask16 wrap = _mm512_mask_cmpeq_epi32_mask(act, J[k], lv.W[k]);
       if (wrap) {
         J[k] = _mm512_mask_mov_epi32(J[k], wrap, zero);
+        KP[k] = _mm512_mask_mov_epi32(KP[k], wrap, KP0[k]);
+        KX[k] = _mm512_mask_mov_epi32(KX[k], wrap, KX0[k]);
         lv.HT[k] |= wrap;
         H1[k] = _mm512_mask_mov_epi32(H1[k], wrap, zero);
         H2[k] = _mm512_mask_mov_epi32(H2[k], wrap, zero);
@@ -740,16 +785,22 @@ WC_AVX512 WC_INLINE void open_chunk_state(const uint8_t* rans, uint32_t rans_len
 struct IntFastConsts {
   const uint32_t* slots;
   uint32_t W, oa;
-  __m512i lut[4];     // activity (clamped) -> 3 * class, bytes
+  __m512i lut[4];     // activity (clamped) -> 3 * class (kernel contexts: 9 * class), bytes
   __m512i thr3[7];    // compare mode: thresholds (16-bit)
   uint32_t nthr;
   __m512i center;     // 16-bit
   __m512i esc;        // 16-bit
+  // Kernel contexts (nbr_mode 3): the kernel neighbours of each phase (bit 0
+  // left, bit 1 upper; 16-bit, phases 0..31 and 32..63), the period and each
+  // lane's phase at the start of its rows (16-bit).
+  __m512i knb[2];
+  __m512i period, kp0;
 };
 
 struct IntFastState {
   __m512i X0, X1;
   __m512i A1, A2, LS;  // |left|, |left 2|, sign class of left (16-bit, 32 lanes)
+  __m512i KP;          // kernel contexts: column phase (16-bit)
   __mmask32 bad;
 };
 
@@ -818,6 +869,54 @@ WC_AVX512 __attribute__((noinline, cold)) bool int_fast_escapes(const IntParams&
   return true;
 }
 
+// Activity class (times the table's factor) of the clamped activity a by
+// the loop's activity form AM; f: 3 (activity contexts) or 9 (kernel).
+template <int AM>
+WC_AVX512 WC_INLINE __m512i int_act_class(const IntFastConsts& c, __m512i a, int f) {
+  if constexpr (AM == 0) {
+    return _mm512_setzero_si512();
+  } else if constexpr (AM == 1) {
+    a = _mm512_min_epu16(a, _mm512_set1_epi16(127));
+    return _mm512_and_si512(_mm512_permutex2var_epi8(c.lut[0], a, c.lut[1]), _mm512_set1_epi16(0xFF));
+  } else if constexpr (AM == 2) {
+    a = _mm512_min_epu16(a, _mm512_set1_epi16(255));
+    const __m512i lo = _mm512_permutex2var_epi8(c.lut[0], a, c.lut[1]);
+    const __m512i hi = _mm512_permutex2var_epi8(c.lut[2], a, c.lut[3]);
+    return _mm512_and_si512(_mm512_mask_mov_epi16(lo, _mm512_cmpge_epu16_mask(a, _mm512_set1_epi16(128)), hi),
+                            _mm512_set1_epi16(0xFF));
+  } else {
+    a = _mm512_min_epu16(a, _mm512_set1_epi16(1023));
+    __m512i ctx = _mm512_setzero_si512();
+    const __m512i step = _mm512_set1_epi16(static_cast<int16_t>(f));
+    for (uint32_t i = 0; i < c.nthr; ++i)
+      ctx = _mm512_mask_add_epi16(ctx, _mm512_cmpge_epu16_mask(a, c.thr3[i]), ctx, step);
+    return ctx;
+  }
+}
+
+// Kernel context (nbr_mode 3) of one step: the left neighbour (the lane's
+// registers) and the one off_a back (lane-major row t - off_a), each where
+// the phase's kernel has it.
+template <bool U8, int AM, bool HL, bool HA>
+WC_AVX512 WC_INLINE __m512i int_step_ctx_kern(const IntFastConsts& c, const IntFastState& s, uint32_t t,
+                                              const uint8_t* lm) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i nb = _mm512_permutex2var_epi16(c.knb[0], s.KP, c.knb[1]);
+  const __mmask32 ml = HL ? _mm512_test_epi16_mask(nb, _mm512_set1_epi16(1)) : 0;
+  const __mmask32 mu = HA ? _mm512_test_epi16_mask(nb, _mm512_set1_epi16(2)) : 0;
+  __m512i a = _mm512_maskz_mov_epi16(ml, s.A1);
+  __m512i ctx = _mm512_maskz_mov_epi16(ml, _mm512_add_epi16(s.LS, _mm512_add_epi16(s.LS, s.LS)));
+  if constexpr (HA) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lm + (uint64_t{t} - c.oa) * 32));
+    const __m512i u = U8 ? _mm512_sub_epi16(_mm512_cvtepu8_epi16(b), c.center) : _mm512_cvtepi8_epi16(b);
+    a = _mm512_add_epi16(a, _mm512_maskz_mov_epi16(mu, _mm512_abs_epi16(u)));
+    const __m512i qu = _mm512_or_si512(_mm512_maskz_mov_epi16(_mm512_cmpgt_epi16_mask(u, zero), _mm512_set1_epi16(1)),
+                                       _mm512_maskz_mov_epi16(_mm512_cmplt_epi16_mask(u, zero), _mm512_set1_epi16(2)));
+    ctx = _mm512_add_epi16(ctx, _mm512_maskz_mov_epi16(mu, qu));
+  }
+  return _mm512_add_epi16(ctx, int_act_class<AM>(c, a, 9));
+}
+
 // The context of one step (32 symbols) at lane-major row t. HT: rows above
 // exist; HL: the left neighbour exists; HA: the off_a neighbour exists. AM:
 // activity classes: 0 none (nb = 1), 1 one 128-byte table, 2 two tables
@@ -834,21 +933,7 @@ WC_AVX512 WC_INLINE __m512i int_step_ctx(const IntFastConsts& c, const IntFastSt
       if constexpr (!HL) a = _mm512_add_epi16(a, _mm512_slli_epi16(at, 1));
     }
     if constexpr (HA) a = _mm512_add_epi16(a, abs_codes<U8>(lm + (uint64_t{t} - c.oa) * 32, c.center));
-    if constexpr (AM == 1) {
-      a = _mm512_min_epu16(a, _mm512_set1_epi16(127));
-      ctx = _mm512_and_si512(_mm512_permutex2var_epi8(c.lut[0], a, c.lut[1]), _mm512_set1_epi16(0xFF));
-    } else if constexpr (AM == 2) {
-      a = _mm512_min_epu16(a, _mm512_set1_epi16(255));
-      const __m512i lo = _mm512_permutex2var_epi8(c.lut[0], a, c.lut[1]);
-      const __m512i hi = _mm512_permutex2var_epi8(c.lut[2], a, c.lut[3]);
-      ctx = _mm512_and_si512(_mm512_mask_mov_epi16(lo, _mm512_cmpge_epu16_mask(a, _mm512_set1_epi16(128)), hi),
-                             _mm512_set1_epi16(0xFF));
-    } else {
-      a = _mm512_min_epu16(a, _mm512_set1_epi16(1023));
-      const __m512i three = _mm512_set1_epi16(3);
-      for (uint32_t i = 0; i < c.nthr; ++i)
-        ctx = _mm512_mask_add_epi16(ctx, _mm512_cmpge_epu16_mask(a, c.thr3[i]), ctx, three);
-    }
+    ctx = int_act_class<AM>(c, a, 3);
   }
   return _mm512_add_epi16(ctx, s.LS);
 }
@@ -891,39 +976,50 @@ WC_AVX512 WC_INLINE bool int_step_values(const IntParams& p, const IntFastConsts
 
 // One step of N chunks decoded together (N = 1..3; one model, one
 // geometry), phase by phase across the chunks so that their gathers overlap.
-template <int N, bool U8, int AM, bool HT, bool HL, bool HA>
+// KERN: kernel contexts (nbr_mode 3), whose phase advances each step.
+template <int N, bool U8, int AM, bool KERN, bool HT, bool HL, bool HA>
 WC_AVX512 WC_INLINE bool int_fast_step(const IntParams* const* p, const IntFastConsts* c, IntFastState* s, uint32_t t,
                                        WordCursor* wc, uint8_t* const* lm) {
   for (int n = 0; n < N; ++n)
     if (__builtin_expect(wc[n].pos + kStepWords > wc[n].n, 0) && !words_tail(&wc[n])) return false;
   __m512i i0[N], i1[N], e0[N], e1[N];
-  for (int n = 0; n < N; ++n)
-    slot_index(int_step_ctx<U8, AM, HT, HL, HA>(c[n], s[n], t, lm[n]), s[n].X0, s[n].X1, &i0[n], &i1[n]);
+  for (int n = 0; n < N; ++n) {
+    if constexpr (KERN) {
+      slot_index(int_step_ctx_kern<U8, AM, HL, HA>(c[n], s[n], t, lm[n]), s[n].X0, s[n].X1, &i0[n], &i1[n]);
+      const __m512i nk = _mm512_add_epi16(s[n].KP, _mm512_set1_epi16(1));
+      s[n].KP = _mm512_mask_mov_epi16(nk, _mm512_cmpeq_epi16_mask(nk, c[n].period), _mm512_setzero_si512());
+    } else {
+      slot_index(int_step_ctx<U8, AM, HT, HL, HA>(c[n], s[n], t, lm[n]), s[n].X0, s[n].X1, &i0[n], &i1[n]);
+    }
+  }
   for (int n = 0; n < N; ++n) rans_all32(s[n].X0, s[n].X1, i0[n], i1[n], c[n].slots, wc[n], &e0[n], &e1[n]);
   for (int n = 0; n < N; ++n)
     if (!int_step_values<U8>(*p[n], c[n], s[n], e0[n], e1[n], t, wc[n], lm[n])) return false;
   return true;
 }
 
-template <int N, bool U8, int AM, bool HT>
+template <int N, bool U8, int AM, bool KERN, bool HT>
 WC_AVX512 WC_INLINE bool int_fast_row(const IntParams* const* p, const IntFastConsts* c, IntFastState* s, uint32_t t0,
                                       WordCursor* wc, uint8_t* const* lm) {
   const __m512i zero = _mm512_setzero_si512();
-  for (int n = 0; n < N; ++n) s[n].A1 = s[n].A2 = s[n].LS = zero;
-  if (!int_fast_step<N, U8, AM, HT, false, false>(p, c, s, t0, wc, lm)) return false;
+  for (int n = 0; n < N; ++n) {
+    s[n].A1 = s[n].A2 = s[n].LS = zero;
+    s[n].KP = c[n].kp0;
+  }
+  if (!int_fast_step<N, U8, AM, KERN, HT, false, false>(p, c, s, t0, wc, lm)) return false;
   const uint32_t W = c[0].W, oa = c[0].oa;
   const uint32_t ja = oa ? (oa < W ? oa : W) : W;
   for (uint32_t j = 1; j < ja; ++j)
-    if (!int_fast_step<N, U8, AM, HT, true, false>(p, c, s, t0 + j, wc, lm)) return false;
+    if (!int_fast_step<N, U8, AM, KERN, HT, true, false>(p, c, s, t0 + j, wc, lm)) return false;
   for (uint32_t j = ja; j < W; ++j)
-    if (!int_fast_step<N, U8, AM, HT, true, true>(p, c, s, t0 + j, wc, lm)) return false;
+    if (!int_fast_step<N, U8, AM, KERN, HT, true, true>(p, c, s, t0 + j, wc, lm)) return false;
   return true;
 }
 
 // The codes of N same-rectangle chunks (parameters *p[n], constants c[n],
 // streams rans[n], rans_len[n]) into lane-major lm[n]. 1: all decoded; 0
 // otherwise.
-template <int N, bool U8, int AM>
+template <int N, bool U8, int AM, bool KERN>
 WC_AVX512 int int_fast_lanes(const IntParams* const* p, const IntFastConsts* c, const uint8_t* const* rans,
                              const uint32_t* rans_len, const LaneGeom& g, uint8_t* const* lm) {
   WordCursor wc[N];
@@ -934,8 +1030,8 @@ WC_AVX512 int int_fast_lanes(const IntParams* const* p, const IntFastConsts* c, 
     s[n].bad = 0;
   }
   for (uint32_t r = 0; r < g.rows; ++r) {
-    const bool ok = r ? int_fast_row<N, U8, AM, true>(p, c, s, r * c[0].W, wc, lm)
-                      : int_fast_row<N, U8, AM, false>(p, c, s, 0, wc, lm);
+    const bool ok = r ? int_fast_row<N, U8, AM, KERN, !KERN>(p, c, s, r * c[0].W, wc, lm)
+                      : int_fast_row<N, U8, AM, KERN, false>(p, c, s, 0, wc, lm);
     if (!ok) return 0;
   }
   const __m512i vL = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
@@ -947,14 +1043,16 @@ WC_AVX512 int int_fast_lanes(const IntParams* const* p, const IntFastConsts* c, 
 }
 
 // Handles int8 / uint8 codes without tile map or zero points, activity
-// contexts (nbr_mode 0) with one scale class, same-size lanes; -1 otherwise.
+// contexts (nbr_mode 0) or kernel contexts (nbr_mode 3) with one scale
+// class, same-size lanes; -1 otherwise.
 // N chunks of one geometry at once (models ms[n], streams rans[n],
 // lane-major lm[n]); their models must share a loop (int_loop_compatible).
 template <int N>
 WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, const uint32_t* rans_len,
-                              const LaneGeom& g, uint8_t* const* lm) {
+                              const LaneGeom& g, uint64_t col0, uint8_t* const* lm) {
   const IntParams& p0 = ms[0].ip;
-  if (!g.same_rect || p0.nbr_mode != 0 || p0.ns != 1) return -1;
+  if (!g.same_rect || (p0.nbr_mode != 0 && p0.nbr_mode != 3) || p0.ns != 1) return -1;
+  const bool kern = p0.nbr_mode == 3;  // chunks of one column phase (decode_chunk_group)
   IntFastConsts c[N];
   const IntParams* ps[N];
   for (int n = 0; n < N; ++n) {
@@ -968,18 +1066,31 @@ WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, c
     c[n].center = _mm512_set1_epi16(static_cast<int16_t>(p.center));
     c[n].esc = _mm512_set1_epi16(static_cast<int16_t>(p.esc));
     c[n].nthr = p.nb > 1 ? p.nb - 1u : 0u;
+    const uint32_t f = kern ? 9 : 3;
     alignas(64) uint8_t lut[256];
-    for (uint32_t a = 0; a < 256; ++a) lut[a] = static_cast<uint8_t>(3 * m.luts->act[a]);
+    for (uint32_t a = 0; a < 256; ++a) lut[a] = static_cast<uint8_t>(f * m.luts->act[a]);
     for (int i = 0; i < 4; ++i) c[n].lut[i] = _mm512_load_si512(lut + 64 * i);
     for (uint32_t i = 0; i < 7; ++i)
       c[n].thr3[i] = _mm512_set1_epi16(static_cast<int16_t>(i < c[n].nthr ? p.thr[i] : 0));
+    alignas(64) uint16_t knb[64] = {}, kp0[kLanes] = {};
+    if (kern) {
+      for (uint32_t k = 0; k < p.period; ++k) knb[k] = static_cast<uint16_t>(int_kernel_nbrs(p, k));
+      for (uint32_t l = 0; l < kLanes; ++l)
+        kp0[l] = static_cast<uint16_t>((col0 + static_cast<uint32_t>(g.c0[l])) % p.period);
+    }
+    c[n].knb[0] = _mm512_load_si512(knb);
+    c[n].knb[1] = _mm512_load_si512(knb + 32);
+    c[n].kp0 = _mm512_load_si512(kp0);
+    c[n].period = _mm512_set1_epi16(static_cast<int16_t>(kern ? p.period : 0));
   }
   // 4-bit codes without zero points decode as bytes of code - center (the
   // U8 form); decode_int_chunk_simd packs them.
   const bool u8 = p0.sub == kIntU8 || p0.sub == kIntNibble;
   const int am = int_act_mode(p0);
-#define WC_INT_FAST(U, A) \
-  if (u8 == U && am == A) return int_fast_lanes<N, U, A>(ps, c, rans, rans_len, g, lm);
+#define WC_INT_FAST(U, A)                                                                     \
+  if (u8 == U && am == A)                                                                     \
+    return kern ? int_fast_lanes<N, U, A, true>(ps, c, rans, rans_len, g, lm)                 \
+                : int_fast_lanes<N, U, A, false>(ps, c, rans, rans_len, g, lm);
   WC_INT_FAST(false, 0) WC_INT_FAST(false, 1) WC_INT_FAST(false, 2) WC_INT_FAST(false, 3)
   WC_INT_FAST(true, 0) WC_INT_FAST(true, 1) WC_INT_FAST(true, 2) WC_INT_FAST(true, 3)
 #undef WC_INT_FAST
@@ -1984,7 +2095,7 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
     rans_len[i] = s[i].rans_len;
     lms[i] = s[i].lm;
   }
-  const int r = n == 2 ? decode_int_fast<2>(ms, rans, rans_len, g, lms) : decode_int_fast<3>(ms, rans, rans_len, g, lms);
+  const int r = n == 2 ? decode_int_fast<2>(ms, rans, rans_len, g, cv.col0, lms) : decode_int_fast<3>(ms, rans, rans_len, g, cv.col0, lms);
   if (r != 1) return r;
   if (nibble) {
     int ok = 1;
@@ -1997,7 +2108,7 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
 
 int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm) {
-  if (!simd_enabled() || m.kind != ModelKind::kInt || m.ip.nbr_mode > 2 || !(m.slot_all || m.sym_small) || !m.luts)
+  if (!simd_enabled() || m.kind != ModelKind::kInt || m.ip.nbr_mode > 3 || !(m.slot_all || m.sym_small) || !m.luts)
     return -1;
   if ((m.ip.use_rc && !m.rc_pad) || (m.ip.use_cc && !m.cc_pad)) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
@@ -2014,7 +2125,7 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
     // 4-bit codes without zero points: the U8 loops write each code as a
     // byte, then pack_nibble_chunk.
     uint8_t* const lms[1] = {lm};
-    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, lms);
+    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, cv.col0, lms);
     if (r == 0) return 0;
     if (r < 0 && !decode_int_lanes<IntForm::kU8>(m, cv, rans, rans_len, g, lm)) return 0;
     return pack_nibble_chunk(cv, g, lm, out);
@@ -2022,7 +2133,7 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
   const bool direct = !tile_map && !m.zp && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8);
   if (direct) {
     uint8_t* const lms[1] = {lm};
-    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, lms);
+    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, cv.col0, lms);
     if (r == 0) return 0;
     if (r == 1) {
       same_rect_to_raster<1>(lm, g, cv.w, out);

@@ -130,7 +130,9 @@ struct IntParams {
   uint16_t nsym;       // token alphabet size (esc + kEscClasses)
   uint8_t nbr_mode;    // 0: activity classes + left sign; 1: exact ternary neighbours;
                        // 2: exact ternary neighbours 1 and off_a back x column phase
-                       //    (col % period)
+                       //    (col % period); 3: convolution kernels flattened along a
+                       //    row (period elements, off_a wide): activity classes of the
+                       //    left and upper neighbours inside the kernel x their signs
   uint8_t nb;          // activity classes (mode 0), 1..8
   uint16_t thr[7];     // activity thresholds (ascending), nb - 1 used
   uint8_t ns;          // scale classes, 1..16
@@ -139,10 +141,11 @@ struct IntParams {
   uint8_t tools;       // 1: chunks may carry a tile mode map
   uint32_t zgroup;     // > 0: per-group zero points from an aux tensor (nibble)
   uint8_t off_a;       // mode 0: extra activity neighbour this many columns back (0: none);
-                       // mode 1: third left neighbour offset (3..64)
+                       // mode 1: third left neighbour offset (3..64); mode 3: kernel
+                       // width (1..period, divides period)
   uint8_t off_b;       // mode 1: fourth left neighbour offset (0: none, else 3..64)
-  uint8_t period;      // mode 2: column period (2..64; e.g. 9 for 3x3 kernels flattened
-                       // along a row); serialized only in mode 2
+  uint8_t period;      // modes 2, 3: column period (2..64; e.g. 9 for 3x3 kernels
+                       // flattened along a row); serialized only in modes 2 and 3
 };
 
 inline constexpr uint32_t kEscClasses = 18;
@@ -150,6 +153,7 @@ inline constexpr uint32_t kTile = 16;
 
 WC_HD inline uint32_t int_nctx(const IntParams& p) {
   if (p.nbr_mode == 2) return p.ns * p.period * 9u;
+  if (p.nbr_mode == 3) return p.ns * p.nb * 9u;
   return p.nbr_mode == 1 ? p.ns * (p.off_b ? 243u : 81u) : p.ns * p.nb * 3u;
 }
 
@@ -183,15 +187,33 @@ WC_HD inline uint32_t int_ctx_act(const IntParams& p, const IntLuts& L, uint32_t
   return (sc * p.nb + L.act[a > 1023 ? 1023 : a]) * 3u + ls;
 }
 
+// nbr_mode 3 context from the kernel neighbours: lk (left, same kernel row)
+// and uk (above, same kernel column), 0 where the kernel has none.
+WC_HD inline uint32_t int_ctx_kernel(const IntParams& p, const IntLuts& L, int32_t lk, int32_t uk, uint32_t sc) {
+  auto q = [](int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); };
+  const uint32_t a = iabs32(lk) + iabs32(uk);
+  return ((sc * p.nb + L.act[a > 1023 ? 1023 : a]) * 3u + q(lk)) * 3u + q(uk);
+}
+
+// Whether the element at kernel phase kp (tensor column % period) has a left
+// (bit 0) and an upper (bit 1) neighbour inside its kernel (nbr_mode 3).
+WC_HD inline uint32_t int_kernel_nbrs(const IntParams& p, uint32_t kp) {
+  return (kp % p.off_a != 0 ? 1u : 0u) | (kp >= p.off_a ? 2u : 0u);
+}
+
 // Context from the neighbours' residuals: l, l2 (1 and 2 columns back), la
 // (off_a back), lb (off_b back), t (row above); absent ones are 0. hl/ht:
 // whether the left / top neighbours exist. kp: the element's column phase
-// (tensor column % period; mode 2 only).
+// (tensor column % period; modes 2 and 3 only).
 WC_HD inline uint32_t int_ctx_vals(const IntParams& p, const IntLuts& L, int32_t l, int32_t l2, int32_t la,
                                    int32_t lb, int32_t t, bool hl, bool ht, uint32_t sc, uint32_t kp = 0) {
   if (p.nbr_mode == 2) {
     auto q = [](int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); };
     return (sc * p.period + kp) * 9u + q(l) * 3u + q(la);
+  }
+  if (p.nbr_mode == 3) {
+    const uint32_t k = int_kernel_nbrs(p, kp);
+    return int_ctx_kernel(p, L, k & 1 ? l : 0, k & 2 ? la : 0, sc);
   }
   if (p.nbr_mode == 1) {
     auto q = [](int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); };
@@ -206,7 +228,7 @@ WC_HD inline uint32_t int_ctx_vals(const IntParams& p, const IntLuts& L, int32_t
 // Context of the residual token at chunk position (r, c) (lane-local
 // rectangle starting at column c0 / row r0); res holds residuals decoded so
 // far (stride w). sc is the scale class; kp the column phase (tensor column
-// % period) for nbr_mode 2, else unused.
+// % period) for nbr_modes 2 and 3, else unused.
 WC_HD inline uint32_t int_ctx(const IntParams& p, const IntLuts& L, const int32_t* res, uint32_t w, uint32_t r,
                               uint32_t c, uint32_t r0, uint32_t c0, uint32_t sc, uint32_t kp) {
   const int32_t* row = res + static_cast<uint64_t>(r) * w;

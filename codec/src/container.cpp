@@ -551,10 +551,11 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   if (!sha_ctx || EVP_DigestInit_ex(sha_ctx.get(), EVP_sha256(), nullptr) != 1)
     return Status::Internal(what + ": cannot start a SHA-256 digest");
   EVP_DigestUpdate(sha_ctx.get(), orig_header.data(), orig_header.size());
-  // The minor version is the lowest the file needs: 2.1 only when a model
-  // uses the column-phase ternary contexts (so 2.0 readers read the rest).
-  // It is known once every tensor is encoded: the metadata goes out with
-  // minor 0 and is written again (same length) if it is 1.
+  // The minor version is the lowest the file needs: 2.1 when a model uses
+  // the column-phase ternary contexts, 2.2 when one uses the kernel
+  // contexts (so older readers read the rest). It is known once every
+  // tensor is encoded: the metadata goes out with minor 0 and is written
+  // again (same length) if it is not 0.
   uint16_t minor = 0;
   auto meta_json = [&] {
     nlohmann::json meta = {{"format", "wcodec"},
@@ -636,7 +637,8 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
     WC_RETURN_IF_ERROR(job.status);
     EVP_DigestUpdate(sha_ctx.get(), job.bytes, hdr.tensors[i].nbytes());
     crcs[i] = job.crc;
-    if (job.enc.has_model && job.enc.model.kind == ModelKind::kInt && job.enc.model.ip.nbr_mode == 2) minor = 1;
+    if (job.enc.has_model && job.enc.model.kind == ModelKind::kInt && job.enc.model.ip.nbr_mode >= 2)
+      minor = std::max<uint16_t>(minor, job.enc.model.ip.nbr_mode == 2 ? 1 : 2);
     for (auto& c : job.enc.chunks) {
       WC_RETURN_IF_ERROR(out.pad_to(16));
       offsets[i].push_back(out.pos);

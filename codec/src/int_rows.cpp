@@ -47,6 +47,10 @@ WC_AVX2 void row_contexts_avx2(const IntRowArgs& a, uint32_t c, uint32_t c_end, 
   const __m256i rowpart = _mm256_set1_epi32(static_cast<int>(a.rowpart));
   const __m256i sc_const = _mm256_set1_epi32(static_cast<int>(sc_row));
   const __m256i zero = _mm256_setzero_si256();
+  const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2);
+  uint32_t nbrs[64] = {};
+  if (p.nbr_mode == 3)
+    for (uint32_t k = 0; k < p.period && k < 64; ++k) nbrs[k] = int_kernel_nbrs(p, k);
   const uint32_t c0 = c;
   for (; c + 8 <= c_end; c += 8) {
     const __m256i l1 = load8(row + c - 1);
@@ -74,6 +78,16 @@ WC_AVX2 void row_contexts_avx2(const IntRowArgs& a, uint32_t c, uint32_t c_end, 
       } else {
         ctx = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(81)), k);
       }
+    } else if (p.nbr_mode == 3) {
+      // Kernel neighbours: bit 0 / 1 of the phase's entry in nbrs.
+      const __m256i f = _mm256_i32gather_epi32(reinterpret_cast<const int*>(nbrs),
+                                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.kp + c)), 4);
+      const __m256i lk = _mm256_and_si256(l1, _mm256_cmpeq_epi32(_mm256_and_si256(f, one), one));
+      const __m256i uk = _mm256_and_si256(la, _mm256_cmpeq_epi32(_mm256_and_si256(f, two), two));
+      const __m256i act =
+          _mm256_min_epu32(_mm256_add_epi32(_mm256_abs_epi32(lk), _mm256_abs_epi32(uk)), _mm256_set1_epi32(1023));
+      const __m256i cls = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(p.nb)), lut8(L.act, act));
+      ctx = _mm256_add_epi32(times3(_mm256_add_epi32(times3(cls), q8(lk))), q8(uk));
     } else {
       const __m256i ph = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.kp + c));
       const __m256i base = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(p.period)), ph);
@@ -183,6 +197,9 @@ void int_row_contexts_scalar(const IntRowArgs& a, uint32_t c_begin, uint32_t c_e
       uint32_t k = (q(l1) * 3u + q(row[c - 2])) * 3u + (oa ? q(row[c - oa]) : 0u);
       k = k * 3u + (a.up ? q(a.up[c]) : 0u);
       ctx = ob ? sc * 243u + k * 3u + q(row[c - ob]) : sc * 81u + k;
+    } else if (p.nbr_mode == 3) {
+      const uint32_t k = int_kernel_nbrs(p, a.kp[c]);
+      ctx = int_ctx_kernel(p, L, k & 1 ? l1 : 0, k & 2 ? row[c - oa] : 0, sc);
     } else {
       ctx = (sc * p.period + a.kp[c]) * 9u + q(l1) * 3u + (oa ? q(row[c - oa]) : 0u);
     }

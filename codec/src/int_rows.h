@@ -23,7 +23,7 @@ struct IntRowArgs {
   const int32_t* row;  // the element's row of residuals (chunk columns)
   const int32_t* up;   // the row above inside the lane rectangle, or null
   const uint8_t* ccs;  // column scale values by chunk column, or null (use_cc off)
-  const uint32_t* kp;  // column phases by chunk column (nbr_mode 2)
+  const uint32_t* kp;  // column phases by chunk column (nbr_modes 2, 3)
   uint32_t rowpart;    // the row's scale value (0 when use_rc is off)
 };
 
@@ -48,7 +48,7 @@ uint64_t int_abs_sums(const int32_t* v, uint64_t n, uint32_t* col, uint32_t* max
 // Columns from the start of a lane row after which int_row_contexts applies.
 inline uint32_t int_row_reach(const IntParams& p) {
   const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;
-  if (p.nbr_mode == 2) return oa > 1 ? oa : 1u;
+  if (p.nbr_mode >= 2) return oa > 1 ? oa : 1u;
   uint32_t r = 2;
   if (oa > r) r = oa;
   if (ob > r) r = ob;

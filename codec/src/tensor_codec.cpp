@@ -338,7 +338,7 @@ std::vector<uint8_t> TensorModel::serialize(TableCoding coding) const {
       w.u32(ip.zgroup);
       w.u8(ip.off_a);
       w.u8(ip.off_b);
-      if (ip.nbr_mode == 2) w.u8(ip.period);  // format 2.1
+      if (ip.nbr_mode >= 2) w.u8(ip.period);  // format 2.1 (mode 2), 2.2 (mode 3)
       break;
     case ModelKind::kBytes:
       w.u8(bp.elem_bytes);
@@ -414,11 +414,15 @@ Result<TensorModel> TensorModel::deserialize(const uint8_t* p, size_t n, const T
       ip.zgroup = r.u32();
       ip.off_a = r.u8();
       ip.off_b = r.u8();
-      ip.period = ip.nbr_mode == 2 ? r.u8() : 0;
+      ip.period = ip.nbr_mode == 2 || ip.nbr_mode == 3 ? r.u8() : 0;
       if (!r.ok()) return Status::Corruption(what + ": model parameters truncated");
-      if (ip.off_a > 64 || (ip.nbr_mode >= 1 && ip.off_a < 3))
+      if (ip.nbr_mode > 3) return bad("nbr_mode", ip.nbr_mode, "0..3");
+      if ((ip.nbr_mode == 2 || ip.nbr_mode == 3) && (ip.period < 2 || ip.period > 64))
+        return bad("period", ip.period, "2..64");
+      if (ip.nbr_mode == 3 && (ip.off_a < 1 || ip.off_a > ip.period || ip.period % ip.off_a != 0))
+        return bad("off_a", ip.off_a, "mode 3: a divisor of period");
+      if (ip.off_a > 64 || ((ip.nbr_mode == 1 || ip.nbr_mode == 2) && ip.off_a < 3))
         return bad("off_a", ip.off_a, "mode 0: 0..64, modes 1, 2: 3..64");
-      if (ip.nbr_mode == 2 && (ip.period < 2 || ip.period > 64)) return bad("period", ip.period, "2..64");
       if (ip.nbr_mode == 2 && ip.sub != kIntTernary) return bad("nbr_mode", ip.nbr_mode, "2 only for ternary codes");
       if (ip.off_b > 64 || (ip.off_b && (ip.nbr_mode != 1 || ip.off_b < 3)))
         return bad("off_b", ip.off_b, "0, or 3..64 in mode 1");
@@ -427,7 +431,6 @@ Result<TensorModel> TensorModel::deserialize(const uint8_t* p, size_t n, const T
       if (bits != g.elem_bits) return bad("int_sub", ip.sub, "matching the element size");
       if (ip.esc < 2 || ip.esc > 238) return bad("esc", ip.esc, "2..238");
       if (ip.nsym != ip.esc + kEscClasses) return bad("nsym", ip.nsym, "esc + 18");
-      if (ip.nbr_mode > 2) return bad("nbr_mode", ip.nbr_mode, "0..2");
       if (ip.nb < 1 || ip.nb > 8) return bad("nb", ip.nb, "1..8");
       if (ip.ns < 1 || ip.ns > 16) return bad("ns", ip.ns, "1..16");
       if (ip.use_rc > 1 || ip.use_cc > 1 || ip.tools > 1) return bad("flags", ip.use_rc, "0..1");
@@ -490,6 +493,10 @@ std::string TensorModel::describe() const {
       if (ip.nbr_mode == 2)
         std::snprintf(buf, sizeof buf, "%s phase%u nbr%u ns%u%s%s%s", subs[ip.sub & 3], ip.period, ip.off_a, ip.ns,
                       ip.use_rc ? " row" : "", ip.use_cc ? " col" : "", ip.tools ? " tools" : "");
+      else if (ip.nbr_mode == 3)
+        std::snprintf(buf, sizeof buf, "%s kern%ux%u ns%u nb%u%s%s%s%s", subs[ip.sub & 3], ip.period / ip.off_a,
+                      ip.off_a, ip.ns, ip.nb, ip.use_rc ? " row" : "", ip.use_cc ? " col" : "",
+                      ip.tools ? " tools" : "", ip.zgroup ? " zp" : "");
       else
         std::snprintf(buf, sizeof buf, "%s %s%u/%u ns%u nb%u%s%s%s%s", subs[ip.sub & 3], ip.nbr_mode ? "nbr" : "act",
                       ip.off_a, ip.off_b, ip.ns, ip.nb, ip.use_rc ? " row" : "", ip.use_cc ? " col" : "",
@@ -676,10 +683,10 @@ static void encode_float_reverse(const FloatParams& p, uint32_t h, uint32_t w, c
 }
 
 // Column phases of a chunk's columns: kp[c] = (col0 + c) % period for
-// nbr_mode 2, else 0.
+// nbr_modes 2 and 3, else 0.
 static void int_col_phases(const IntParams& p, uint64_t col0, uint32_t w, std::vector<uint32_t>* kp) {
   kp->assign(w, 0);
-  if (p.nbr_mode != 2 || !p.period) return;
+  if (p.nbr_mode < 2 || !p.period) return;
   uint32_t k = static_cast<uint32_t>(col0 % p.period);
   for (uint32_t c = 0; c < w; ++c) {
     (*kp)[c] = k;
@@ -1685,6 +1692,7 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
   // rectangle).
   struct Feat {
     uint32_t a0, la3, la9;  // activity without the extra neighbour; |L3|, |L9|
+    uint32_t a1;            // |L1|
     uint32_t col;           // tensor column
     uint16_t tok;
     uint16_t q;             // sign classes q() of L1, L2, T, L3, L9, 2 bits each from bit 0
@@ -1707,6 +1715,7 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
         f.a0 = 2 * iabs32(l) + iabs32(t) + iabs32(l2) + (!hl && ht ? 2 * iabs32(t) : 0u);
         f.la3 = c >= 3 ? iabs32(row[c - 3]) : 0u;
         f.la9 = c >= 9 ? iabs32(row[c - 9]) : 0u;
+        f.a1 = iabs32(l);
         f.tok = static_cast<uint16_t>(make_token(base, row[c]).tok);
         f.col = static_cast<uint32_t>(ch.c.col0 + c);
         f.q = static_cast<uint16_t>(qv(l) | qv(l2) << 2 | qv(t) << 4 | (c >= 3 ? qv(row[c - 3]) : 0u) << 6 |
@@ -1717,6 +1726,24 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
         feats.push_back(f);
       }
     }
+  }
+  // The activity distribution of the 3x3 kernel contexts (nbr_mode 3), over
+  // the features: phases cycle with period 9, which the histogram pass above
+  // (every third element) would not sample evenly.
+  std::vector<uint64_t> kern_hist;
+  uint64_t n_kern = 0;
+  const bool kernels = allow_phase && g.cols % 9 == 0;
+  if (kernels) {
+    kern_hist.assign(1024, 0);
+    IntParams kp3 = base;
+    kp3.nbr_mode = 3;
+    kp3.period = 9;
+    kp3.off_a = 3;
+    for (const Feat& f : feats) {
+      const uint32_t k = int_kernel_nbrs(kp3, f.col % 9);
+      kern_hist[std::min<uint32_t>((k & 1 ? f.a1 : 0u) + (k & 2 ? f.la3 : 0u), 1023)]++;
+    }
+    n_kern = feats.size();
   }
   // Activity candidates (nbr_mode 0 with no extra neighbour or L3 / L9) and
   // sign-neighbour candidates (nbr_mode 1 with L3 and optionally L9;
@@ -1741,6 +1768,13 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
       });
     } else if (p.nbr_mode == 2) {
       loop([&](const Feat& f, uint32_t sc) { return (sc * p.period + f.col % p.period) * 9u + q(f, 0) * 3u + q(f, 3); });
+    } else if (p.nbr_mode == 3) {  // 3x3 kernels: L1 and L3 inside the kernel
+      loop([&](const Feat& f, uint32_t sc) {
+        const uint32_t k = int_kernel_nbrs(p, f.col % 9);
+        const uint32_t a = (k & 1 ? f.a1 : 0u) + (k & 2 ? f.la3 : 0u);
+        return ((sc * p.nb + L.act[std::min<uint32_t>(a, 1023)]) * 3u + (k & 1 ? q(f, 0) : 0u)) * 3u +
+               (k & 2 ? q(f, 3) : 0u);
+      });
     } else {
       loop([&](const Feat& f, uint32_t sc) {
         const uint32_t k = ((q(f, 0) * 3u + q(f, 1)) * 3u + q(f, 3)) * 3u + q(f, 2);
@@ -1789,7 +1823,8 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
     return bits;
   };
   auto from_feats = [](const IntParams& p) {
-    const bool act = p.nbr_mode == 0 && (p.off_a == 0 || p.off_a == 3 || p.off_a == 9);
+    const bool act = (p.nbr_mode == 0 && (p.off_a == 0 || p.off_a == 3 || p.off_a == 9)) ||
+                     (p.nbr_mode == 3 && p.period == 9 && p.off_a == 3);
     const bool signs = (p.nbr_mode == 1 || p.nbr_mode == 2) && p.off_a == 3 && (p.off_b == 0 || p.off_b == 9) &&
                        (p.nbr_mode == 1 || (p.off_b == 0 && p.period > 0));
     return act || signs;
@@ -1814,7 +1849,7 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
           const uint32_t scl = int_scale_class(p, L, rc->data(), cc->data(), static_cast<uint32_t>(ch.c.row0 + r),
                                                static_cast<uint32_t>(ch.c.col0 + c));
           s.add(0, int_ctx(p, L, ch.res, w, r, c, 0, 0, scl,
-                           p.nbr_mode == 2 ? static_cast<uint32_t>((ch.c.col0 + c) % p.period) : 0u),
+                           p.nbr_mode >= 2 ? static_cast<uint32_t>((ch.c.col0 + c) % p.period) : 0u),
                 make_token(base, ch.res[uint64_t{r} * w + c]).tok);
         }
       }
@@ -1830,7 +1865,8 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
   double best_cost = eval(best);
   auto set_thresholds = [&](IntParams& p) {
     const int oa = p.nbr_mode == 0 && (p.off_a == 3 || p.off_a == 9) ? p.off_a : 0;
-    auto thr = hist_thresholds(act_hist[oa == 3 ? 1 : (oa == 9 ? 2 : 0)], n_hist, p.nb);
+    auto thr = p.nbr_mode == 3 ? hist_thresholds(kern_hist, n_kern, p.nb)
+                               : hist_thresholds(act_hist[oa == 3 ? 1 : (oa == 9 ? 2 : 0)], n_hist, p.nb);
     for (size_t i = 0; i < thr.size(); ++i) p.thr[i] = static_cast<uint16_t>(std::min<uint32_t>(thr[i], 65535));
     if (p.ns > 1) {
       const int sides = (p.use_rc ? 1 : 0) | (p.use_cc ? 2 : 0);
@@ -1884,6 +1920,20 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
     if (p.nbr_mode != 0 || p.nb == 1) break;
     p.off_a = oa;
     consider(p);
+  }
+  // 3x3 kernels flattened along a row: the left and upper neighbours inside
+  // each kernel (their signs x activity classes).
+  if (kernels) {
+    for (uint8_t nb : {1, 2, 3, 4}) {
+      IntParams p = base;
+      p.nbr_mode = 3;
+      p.period = 9;
+      p.off_a = 3;
+      p.off_b = 0;
+      p.nb = nb;
+      p.ns = 1;
+      consider(p);
+    }
   }
   const IntParams stage1 = best;
   if (from_feats(stage1) && stage1.ns == 1 && !stage1.use_rc && !stage1.use_cc) {
@@ -2625,7 +2675,7 @@ Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, ui
 bool model_groups(const TensorModel& m) {
   if (m.kind == ModelKind::kFloat) return m.fp.elem_bytes <= 2;
   return m.kind == ModelKind::kInt && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8 || m.ip.sub == kIntNibble) &&
-         m.ip.nbr_mode == 0 && m.ip.ns == 1 && m.ip.zgroup == 0;
+         (m.ip.nbr_mode == 0 || m.ip.nbr_mode == 3) && m.ip.ns == 1 && m.ip.zgroup == 0;
 }
 
 bool models_group(const TensorModel& a, const TensorModel& b) {
@@ -2647,6 +2697,11 @@ bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch)
              .ok())
       return false;
     if (mp[i].cv.h != mp[0].cv.h || mp[i].cv.w != mp[0].cv.w) return false;
+    // Kernel contexts: the loop takes the lanes' column phases from the
+    // first chunk.
+    const IntParams& ip = c.model->ip;
+    if (c.model->kind == ModelKind::kInt && ip.nbr_mode == 3 && mp[i].cv.col0 % ip.period != mp[0].cv.col0 % ip.period)
+      return false;
   }
   const size_t lmb = simd_lane_major_bytes(mp[0].cv);
   std::vector<uint8_t>* lm[kMaxChunkGroup] = {&scratch.lm, &scratch.lm_group[0], &scratch.lm_group[1]};

@@ -89,7 +89,7 @@ struct EncodeOptions {
   int zstd_level = 9;                 // fallback chunks
   bool tool_search = true;            // evaluate tile tools (prediction/transform)
   bool exhaustive_tools = false;      // evaluate tools on every tile (slow profile)
-  bool format_2_1 = true;             // may use models of format 2.1 (int nbr_mode 2)
+  bool format_2_1 = true;             // may use models of formats 2.1 and 2.2 (int nbr_modes 2, 3)
 };
 
 // What the encoder decided for a tensor (for `wcodec inspect`).
@@ -272,10 +272,12 @@ inline int int_act_mode(const IntParams& p) {
   return nthr == 0 ? 0 : (max_thr < 128 ? 1 : (max_thr < 256 ? 2 : 3));
 }
 // Whether chunks of int8 / uint8 models a and b can share a step loop:
-// activity contexts with one scale class, the same code type, extra
-// neighbour and activity form (tables and thresholds may differ).
+// activity contexts or kernel contexts with one scale class, the same code
+// type, extra neighbour (kernel shape) and activity form (tables and
+// thresholds may differ).
 inline bool int_loop_compatible(const IntParams& a, const IntParams& b) {
-  return a.sub == b.sub && a.nbr_mode == 0 && b.nbr_mode == 0 && a.ns == 1 && b.ns == 1 && a.off_a == b.off_a &&
+  return a.sub == b.sub && (a.nbr_mode == 0 || a.nbr_mode == 3) && a.nbr_mode == b.nbr_mode && a.ns == 1 &&
+         b.ns == 1 && a.off_a == b.off_a && (a.nbr_mode == 0 || a.period == b.period) &&
          int_act_mode(a) == int_act_mode(b);
 }
 // Whether chunks of this model may decode in groups (decode_chunk_group).
