@@ -938,6 +938,68 @@ WC_AVX512 WC_INLINE __m512i int_step_ctx(const IntFastConsts& c, const IntFastSt
   return _mm512_add_epi16(ctx, s.LS);
 }
 
+// k (1..12) uniform bits of the lanes in m (rans_decode_bits: a symbol of
+// frequency 2^(12 - k)), their states renormalized in lane order; 0 in the
+// other lanes.
+WC_AVX512 WC_INLINE __m512i uniform_bits16(__m512i& X, __m512i k, __mmask16 m, WordCursor& wc) {
+  const __m512i sh = _mm512_sub_epi32(_mm512_set1_epi32(12), k);
+  const __m512i slot = _mm512_and_si512(X, _mm512_set1_epi32(0xFFF));
+  const __m512i v = _mm512_srlv_epi32(slot, sh);
+  const __m512i nx = _mm512_add_epi32(_mm512_sllv_epi32(_mm512_srli_epi32(X, 12), sh),
+                                      _mm512_sub_epi32(slot, _mm512_sllv_epi32(v, sh)));
+  X = _mm512_mask_mov_epi32(X, m, nx);
+  renorm16(X, m, wc);
+  return _mm512_maskz_mov_epi32(m, v);
+}
+
+// Escaped tokens of one step in the vector registers when each has at most
+// 8 extra bits (escape class nb <= 9; the scalar int_fast_escapes takes the
+// rest): the extra bits are uniform rANS symbols (rans_decode_bits), decoded
+// for the lanes with nb >= 2 and renormalized in lane order, the reference's
+// order. Sets the escaped lanes of V, A1n and LSn. False (nothing consumed)
+// when some escape needs more bits or is invalid: the scalar path then
+// decodes it or reports the damage.
+template <bool U8>
+WC_AVX512 WC_INLINE bool int_vector_escapes(const IntParams& p, const IntFastConsts& c, __mmask32 escm, __m512i tok,
+                                            IntFastState& s, WordCursor& wc, __m512i* V, __m512i* A1n,
+                                            __m512i* LSn) {
+  const __m512i nb = _mm512_maskz_sub_epi16(escm, tok, c.esc);
+  if (_mm512_mask_cmpgt_epu16_mask(escm, nb, _mm512_set1_epi16(9))) return false;
+  const __m512i one16 = _mm512_set1_epi16(1);
+  const __mmask32 m2 = _mm512_mask_cmpge_epu16_mask(escm, nb, _mm512_set1_epi16(2));
+  __m512i extra = _mm512_setzero_si512();
+  if (m2) {
+    const __m512i k = _mm512_sub_epi16(nb, one16);  // extra bits, 1..8 where m2
+    const __m512i k0 = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(k));
+    const __m512i k1 = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(k, 1));
+    const __m512i v0 = uniform_bits16(s.X0, k0, static_cast<__mmask16>(m2), wc);
+    const __m512i v1 = uniform_bits16(s.X1, k1, static_cast<__mmask16>(m2 >> 16), wc);
+    extra = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(v0)), _mm512_cvtepi32_epi16(v1), 1);
+  }
+  // d = 0 for nb = 0, else 2^(nb - 1) | extra; value = zz^-1(esc + d).
+  const __m512i d = _mm512_maskz_mov_epi16(_mm512_mask_cmpge_epu16_mask(escm, nb, one16),
+                                           _mm512_or_si512(_mm512_sllv_epi16(one16, _mm512_sub_epi16(nb, one16)), extra));
+  const __m512i u = _mm512_add_epi16(c.esc, d);
+  const __m512i v = _mm512_xor_si512(_mm512_srli_epi16(u, 1), _mm512_sub_epi16(_mm512_setzero_si512(),
+                                                                               _mm512_and_si512(u, one16)));
+  // A value without a code: the reference's packing rejects the chunk (for
+  // U8 the caller's range check on value + center does).
+  if constexpr (!U8) {
+    if (_mm512_mask_cmpgt_epi16_mask(escm, v, _mm512_set1_epi16(127)) |
+        _mm512_mask_cmplt_epi16_mask(escm, v, _mm512_set1_epi16(-128)))
+      s.bad |= escm;
+  }
+  *V = _mm512_mask_mov_epi16(*V, escm, v);
+  *A1n = _mm512_mask_mov_epi16(*A1n, escm, _mm512_abs_epi16(v));
+  const __mmask32 pos = _mm512_cmpgt_epi16_mask(v, _mm512_setzero_si512());
+  const __mmask32 neg = _mm512_cmplt_epi16_mask(v, _mm512_setzero_si512());
+  *LSn = _mm512_mask_mov_epi16(*LSn, escm,
+                               _mm512_or_si512(_mm512_maskz_mov_epi16(pos, one16),
+                                               _mm512_maskz_mov_epi16(neg, _mm512_set1_epi16(2))));
+  (void)p;
+  return true;
+}
+
 // The values of one step from its slot entries (e0, e1: 32-bit halves):
 // escapes resolved, codes stored at lane-major row t, neighbour state
 // advanced.
@@ -951,7 +1013,10 @@ WC_AVX512 WC_INLINE bool int_step_values(const IntParams& p, const IntFastConsts
   __m512i A1n = _mm512_avg_epu16(tok, zero);  // |zz^-1(u)| = (u + 1) >> 1
   __m512i LSn = _mm512_add_epi16(_mm512_min_epu16(tok, one), _mm512_and_si512(tok, one));
   const __mmask32 escm = _mm512_cmpge_epu16_mask(tok, c.esc);
-  if (__builtin_expect(escm != 0, 0)) {
+  if (__builtin_expect(escm != 0, 0) && int_vector_escapes<U8>(p, c, escm, tok, s, wc, &V, &A1n, &LSn)) {
+    // Escapes whose extra bits fit 8 (every int8 and uint8 value): done in
+    // the vector registers.
+  } else if (__builtin_expect(escm != 0, 0)) {
     __m512i x0 = s.X0, x1 = s.X1, v = V, a1 = A1n, ls = LSn;
     const WordCursor wcc = wc;
     uint32_t pos = 0;
