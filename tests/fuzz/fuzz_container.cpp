@@ -20,7 +20,8 @@
 //             returned only where the chunk checksums agree.
 // Seeds: generated files (4-bit codes with zero points, a smooth int8
 // tensor that takes the tile tools) and, where WCODEC_DATA_DIR holds them,
-// small real checkpoints (ternary, int8, BF16), encoded with 16 KiB chunks.
+// small real checkpoints (ternary, int8, BF16) and small convolution
+// weights (kernel contexts), encoded with 16 KiB chunks.
 //
 // Build (clang): cmake -DWCODEC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ ...
 // Run:           build-fuzz/tests/fuzz/fuzz_container -max_len=256 -max_total_time=600
@@ -41,6 +42,7 @@
 #include "edge_cases.h"
 #include "fuzz_util.h"
 #include "wcodec/container.h"
+#include "wcodec/safetensors.h"
 
 namespace {
 
@@ -95,6 +97,34 @@ std::vector<uint8_t> read_all(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
 }
 
+// Convolution weights (3x3 kernels flattened along a row), which take the
+// kernel-context models: the first int8 tensor of 256..320 KiB (the
+// smallest with a kernel model of its own; 18 chunks here) and the first
+// three packed ternary tensors of 4..40 KB of the isnet checkpoints. Empty
+// if a file is missing.
+std::vector<uint8_t> conv_kernel_seed(const std::vector<uint8_t>& int8_file,
+                                      const std::vector<uint8_t>& tern_file) {
+  std::vector<wcodec::TensorData> picked;
+  for (const auto* f : {&int8_file, &tern_file}) {
+    if (f->empty()) return {};
+    auto h = wcodec::parse_safetensors_header(f->data(), f->size(), f->size(), "seed");
+    if (!h.ok()) return {};
+    const bool i8 = f == &int8_file;
+    const uint64_t lo = i8 ? 256u << 10 : 4096, hi = i8 ? 320u << 10 : 40960;
+    const int most = i8 ? 1 : 3;
+    int n = 0;
+    for (const auto& t : h->tensors) {
+      const bool conv = t.shape.size() == 2 && t.dtype == (i8 ? wcodec::DType::kI8 : wcodec::DType::kU8);
+      if (!conv || t.nbytes() < lo || t.nbytes() > hi || n == most) continue;
+      const uint8_t* d = f->data() + h->data_start + t.begin;
+      picked.push_back({t.name, t.dtype, t.shape, std::vector<uint8_t>(d, d + t.nbytes())});
+      ++n;
+    }
+  }
+  auto built = wcodec::build_safetensors(picked, std::nullopt);
+  return built.ok() ? std::move(*built) : std::vector<uint8_t>{};
+}
+
 const std::vector<Seed>& seeds() {
   static const std::vector<Seed> s = [] {
     std::vector<Seed> v;
@@ -106,6 +136,9 @@ const std::vector<Seed>& seeds() {
       auto bytes = read_all(std::string(WCODEC_DATA_DIR) + "/" + f + ".safetensors");
       if (!bytes.empty()) load_seed(f, std::move(bytes), &v);
     }
+    auto kern = conv_kernel_seed(read_all(std::string(WCODEC_DATA_DIR) + "/isnet-medium.rtn-int8.safetensors"),
+                                 read_all(std::string(WCODEC_DATA_DIR) + "/isnet-medium.rtn-ternary.safetensors"));
+    if (!kern.empty()) load_seed("isnet_conv_kernels", std::move(kern), &v);
 #endif
     return v;
   }();
