@@ -559,6 +559,29 @@ TEST(FormatVectors, LaneRectangles) {
   EXPECT_EQ(total, 32u);
 }
 
+// Vector 4: the kernel contexts (nbr_mode 3) of one lane row holding two
+// flattened 3x3 kernels, every column's context as the document's table
+// gives it (nb = 2, thr[0] = 3, one scale class, chunk at column 0).
+TEST(FormatVectors, KernelContexts) {
+  wcodec::IntParams p{};
+  p.nbr_mode = 3;
+  p.period = 9;
+  p.off_a = 3;
+  p.nb = 2;
+  p.thr[0] = 3;
+  p.ns = 1;
+  wcodec::IntLuts L;
+  wcodec::build_int_luts(p, &L);
+  const int32_t row[18] = {2, -1, 0, 3, 5, -2, 0, 1, -4, 1, 1, -3, 0, -6, 2, 7, 0, 0};
+  const uint32_t want[18] = {0, 3, 6, 1, 14, 12, 10, 10, 14, 0, 3, 3, 1, 1, 17, 0, 14, 1};
+  ASSERT_EQ(wcodec::int_nctx(p), 18u);
+  for (uint32_t c = 0; c < 18; ++c)
+    EXPECT_EQ(wcodec::int_ctx(p, L, row, 18, 0, c, 0, 0, 0, c % 9), want[c]) << "column " << c;
+  // A chunk starting at tensor column 4 sees its first column at phase 4:
+  // no left neighbour inside the lane yet, and the upper one is not there.
+  EXPECT_EQ(wcodec::int_ctx(p, L, row, 18, 0, 0, 0, 0, 0, 4), 0u);
+}
+
 // The encoder's vector and scalar passes and its reverse mode write the
 // same stream, and the reference decode step (rans_decode_sym /
 // rans_decode_bits / rans_renorm, lanes in order within each group) reads
