@@ -960,9 +960,8 @@ WC_AVX512 WC_INLINE __m512i uniform_bits16(__m512i& X, __m512i k, __mmask16 m, W
 // when some escape needs more bits or is invalid: the scalar path then
 // decodes it or reports the damage.
 template <bool U8>
-WC_AVX512 WC_INLINE bool int_vector_escapes(const IntParams& p, const IntFastConsts& c, __mmask32 escm, __m512i tok,
-                                            IntFastState& s, WordCursor& wc, __m512i* V, __m512i* A1n,
-                                            __m512i* LSn) {
+WC_AVX512 WC_INLINE bool int_vector_escapes(const IntFastConsts& c, __mmask32 escm, __m512i tok, IntFastState& s,
+                                            WordCursor& wc, __m512i* V, __m512i* A1n, __m512i* LSn) {
   const __m512i nb = _mm512_maskz_sub_epi16(escm, tok, c.esc);
   if (_mm512_mask_cmpgt_epu16_mask(escm, nb, _mm512_set1_epi16(9))) return false;
   const __m512i one16 = _mm512_set1_epi16(1);
@@ -996,7 +995,6 @@ WC_AVX512 WC_INLINE bool int_vector_escapes(const IntParams& p, const IntFastCon
   *LSn = _mm512_mask_mov_epi16(*LSn, escm,
                                _mm512_or_si512(_mm512_maskz_mov_epi16(pos, one16),
                                                _mm512_maskz_mov_epi16(neg, _mm512_set1_epi16(2))));
-  (void)p;
   return true;
 }
 
@@ -1013,7 +1011,7 @@ WC_AVX512 WC_INLINE bool int_step_values(const IntParams& p, const IntFastConsts
   __m512i A1n = _mm512_avg_epu16(tok, zero);  // |zz^-1(u)| = (u + 1) >> 1
   __m512i LSn = _mm512_add_epi16(_mm512_min_epu16(tok, one), _mm512_and_si512(tok, one));
   const __mmask32 escm = _mm512_cmpge_epu16_mask(tok, c.esc);
-  if (__builtin_expect(escm != 0, 0) && int_vector_escapes<U8>(p, c, escm, tok, s, wc, &V, &A1n, &LSn)) {
+  if (__builtin_expect(escm != 0, 0) && int_vector_escapes<U8>(c, escm, tok, s, wc, &V, &A1n, &LSn)) {
     // Escapes whose extra bits fit 8 (every int8 and uint8 value): done in
     // the vector registers.
   } else if (__builtin_expect(escm != 0, 0)) {

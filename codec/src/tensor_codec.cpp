@@ -1745,9 +1745,10 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
     }
     n_kern = feats.size();
   }
-  // Activity candidates (nbr_mode 0 with no extra neighbour or L3 / L9) and
-  // sign-neighbour candidates (nbr_mode 1 with L3 and optionally L9;
-  // nbr_mode 2 with L3 and a column period), from the features.
+  // Activity candidates (nbr_mode 0 with no extra neighbour or L3 / L9; 3x3
+  // kernel contexts, nbr_mode 3) and sign-neighbour candidates (nbr_mode 1
+  // with L3 and optionally L9; nbr_mode 2 with L3 and a column period), from
+  // the features.
   // Counts per (context, token) cover the tokens that occur (ternary codes:
   // 3 of 26): the same costs (context_cost skips empty cells) from a
   // fraction of the cells.
