@@ -682,53 +682,67 @@ TEST(VectorDecoders, FloatLanesOfUnequalSizeAgreeWithReference) {
   EXPECT_GT(rejected, 100);
 }
 
+// An int model record with all-zero-but-one tables for rows x cols codes
+// of `sub` (the parameters as set in ip; nsym = esc + 18), and its geometry.
+struct IntModelRecord {
+  TensorModel m;
+  TensorGeometry g;
+  std::vector<uint8_t> bytes;
+};
+IntModelRecord int_model_record(const IntParams& ip, uint32_t elem_bits) {
+  IntModelRecord r;
+  r.m.kind = ModelKind::kInt;
+  r.m.ip = ip;
+  r.m.ip.nsym = static_cast<uint16_t>(ip.esc + kEscClasses);
+  FreqTable t;
+  t.freq.assign(r.m.ip.nsym, 0);
+  t.freq[0] = 4096;
+  r.m.t0.assign(int_nctx(r.m.ip), t);
+  r.g.rows = 4;
+  r.g.cols = 36;
+  r.g.elem_bits = elem_bits;
+  r.g.chunk_rows = 4;
+  r.g.chunk_cols = 36;
+  r.bytes = r.m.serialize(kTablesCompact);
+  return r;
+}
+
+// Deserializing `bytes` (a record for geometry g) with byte `at` set to v
+// fails, and the error names `field` and the value.
+void expect_bad_field(const std::vector<uint8_t>& bytes, const TensorGeometry& g, size_t at, uint8_t v,
+                      const std::string& field) {
+  auto b = bytes;
+  b[at] = v;
+  auto r = TensorModel::deserialize(b.data(), b.size(), g, "t", kTablesCompact);
+  ASSERT_FALSE(r.ok()) << field << " " << int{v};
+  EXPECT_NE(r.status().message().find(field + " = " + std::to_string(v)), std::string::npos) << r.status().ToString();
+}
+
+// Offsets in an int model record: kind, then the int parameters (§8.2).
+constexpr size_t kModeAt = 7, kOffAAt = 46, kPeriodAt = 48;
+
 // A column-phase model's period is checked when the model is read, and the
 // mode is refused for anything but ternary codes; the error names the field
 // and the value.
 TEST(ModelFields, ColumnPhasePeriodAndSubtypeAreChecked) {
-  using namespace wcodec;
-  TensorModel m;
-  m.kind = ModelKind::kInt;
-  m.ip.sub = kIntTernary;
-  m.ip.esc = 3;
-  m.ip.nsym = 3 + kEscClasses;
-  m.ip.nbr_mode = 2;
-  m.ip.nb = 1;
-  m.ip.ns = 1;
-  m.ip.off_a = 3;
-  m.ip.period = 9;
-  FreqTable t;
-  t.freq.assign(m.ip.nsym, 0);
-  t.freq[0] = 4096;
-  m.t0.assign(int_nctx(m.ip), t);
-  TensorGeometry g;
-  g.rows = 4;
-  g.cols = 36;
-  g.elem_bits = 2;
-  g.chunk_rows = 4;
-  g.chunk_cols = 36;
-  auto bytes = m.serialize(kTablesCompact);
-  auto ok = TensorModel::deserialize(bytes.data(), bytes.size(), g, "t", kTablesCompact);
+  IntParams ip{};
+  ip.sub = kIntTernary;
+  ip.esc = 3;
+  ip.nbr_mode = 2;
+  ip.nb = 1;
+  ip.ns = 1;
+  ip.off_a = 3;
+  ip.period = 9;
+  const IntModelRecord rec = int_model_record(ip, 2);
+  auto ok = TensorModel::deserialize(rec.bytes.data(), rec.bytes.size(), rec.g, "t", kTablesCompact);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->ip.period, 9);
-  constexpr size_t kPeriodAt = 48;  // kind, then the int parameters (§7)
-  ASSERT_EQ(bytes[kPeriodAt], 9);
-  for (uint8_t bad : {0, 1, 65, 255}) {
-    auto b = bytes;
-    b[kPeriodAt] = bad;
-    auto r = TensorModel::deserialize(b.data(), b.size(), g, "t", kTablesCompact);
-    ASSERT_FALSE(r.ok()) << int{bad};
-    EXPECT_NE(r.status().message().find("period = " + std::to_string(bad)), std::string::npos) << r.status().ToString();
-  }
-  m.ip.sub = kIntI8;
-  m.ip.esc = 200;
-  m.ip.nsym = 200 + kEscClasses;
-  t.freq.assign(m.ip.nsym, 0);
-  t.freq[0] = 4096;
-  m.t0.assign(int_nctx(m.ip), t);
-  g.elem_bits = 8;
-  bytes = m.serialize(kTablesCompact);
-  auto r = TensorModel::deserialize(bytes.data(), bytes.size(), g, "t", kTablesCompact);
+  ASSERT_EQ(rec.bytes[kPeriodAt], 9);
+  for (uint8_t bad : {0, 1, 65, 255}) expect_bad_field(rec.bytes, rec.g, kPeriodAt, bad, "period");
+  ip.sub = kIntI8;
+  ip.esc = 200;
+  const IntModelRecord i8 = int_model_record(ip, 8);
+  auto r = TensorModel::deserialize(i8.bytes.data(), i8.bytes.size(), i8.g, "t", kTablesCompact);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("nbr_mode = 2"), std::string::npos) << r.status().ToString();
 }
@@ -738,49 +752,27 @@ TEST(ModelFields, ColumnPhasePeriodAndSubtypeAreChecked) {
 // read, with errors naming the field and the value, and a mode past 3 is
 // refused.
 TEST(ModelFields, KernelShapeIsChecked) {
-  using namespace wcodec;
-  TensorModel m;
-  m.kind = ModelKind::kInt;
-  m.ip.sub = kIntI8;
-  m.ip.esc = 200;
-  m.ip.nsym = 200 + kEscClasses;
-  m.ip.nbr_mode = 3;
-  m.ip.nb = 2;
-  m.ip.thr[0] = 5;
-  m.ip.ns = 1;
-  m.ip.off_a = 3;
-  m.ip.period = 9;
-  FreqTable t;
-  t.freq.assign(m.ip.nsym, 0);
-  t.freq[0] = 4096;
-  m.t0.assign(int_nctx(m.ip), t);
-  ASSERT_EQ(int_nctx(m.ip), 18u);
-  TensorGeometry g;
-  g.rows = 4;
-  g.cols = 36;
-  g.elem_bits = 8;
-  g.chunk_rows = 4;
-  g.chunk_cols = 36;
-  auto bytes = m.serialize(kTablesCompact);
-  auto ok = TensorModel::deserialize(bytes.data(), bytes.size(), g, "t", kTablesCompact);
+  IntParams ip{};
+  ip.sub = kIntI8;
+  ip.esc = 200;
+  ip.nbr_mode = 3;
+  ip.nb = 2;
+  ip.thr[0] = 5;
+  ip.ns = 1;
+  ip.off_a = 3;
+  ip.period = 9;
+  ASSERT_EQ(int_nctx(ip), 18u);
+  const IntModelRecord rec = int_model_record(ip, 8);
+  auto ok = TensorModel::deserialize(rec.bytes.data(), rec.bytes.size(), rec.g, "t", kTablesCompact);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->ip.period, 9);
   EXPECT_EQ(ok->ip.off_a, 3);
   EXPECT_EQ(ok->describe().find("i8 kern3x3 ns1 nb2"), 0u) << ok->describe();
-  constexpr size_t kModeAt = 7, kOffAAt = 46, kPeriodAt = 48;  // kind, then the int parameters (§7)
-  ASSERT_EQ(bytes[kPeriodAt], 9);
-  ASSERT_EQ(bytes[kOffAAt], 3);
-  auto expect_bad = [&](size_t at, uint8_t v, const std::string& field) {
-    auto b = bytes;
-    b[at] = v;
-    auto r = TensorModel::deserialize(b.data(), b.size(), g, "t", kTablesCompact);
-    ASSERT_FALSE(r.ok()) << field << " " << int{v};
-    EXPECT_NE(r.status().message().find(field + " = " + std::to_string(v)), std::string::npos)
-        << r.status().ToString();
-  };
-  for (uint8_t bad : {0, 1, 65, 255}) expect_bad(kPeriodAt, bad, "period");
-  for (uint8_t bad : {0, 2, 4, 10}) expect_bad(kOffAAt, bad, "off_a");
-  for (uint8_t bad : {4, 9, 255}) expect_bad(kModeAt, bad, "nbr_mode");
+  ASSERT_EQ(rec.bytes[kPeriodAt], 9);
+  ASSERT_EQ(rec.bytes[kOffAAt], 3);
+  for (uint8_t bad : {0, 1, 65, 255}) expect_bad_field(rec.bytes, rec.g, kPeriodAt, bad, "period");
+  for (uint8_t bad : {0, 2, 4, 10}) expect_bad_field(rec.bytes, rec.g, kOffAAt, bad, "off_a");
+  for (uint8_t bad : {4, 9, 255}) expect_bad_field(rec.bytes, rec.g, kModeAt, bad, "nbr_mode");
 }
 
 }  // namespace

@@ -480,6 +480,23 @@ WC_AVX512 inline __m512i back_value(const uint8_t* lm, uint32_t t, int k, __mmas
   return _mm512_maskz_mov_epi32(has, elem_value<F>(e, center));
 }
 
+// Activity class of 16 activities a (32-bit): vpermi2b over the 128-byte
+// class table (actA, actB) when every threshold is below 128 (act_perm;
+// activity clamped to 127 then classifies the same), else compares with
+// the nthr thresholds.
+WC_AVX512 WC_INLINE __m512i act_class32(__m512i a, bool act_perm, __m512i actA, __m512i actB, const __m512i* thr,
+                                        uint32_t nthr) {
+  if (act_perm) {
+    a = _mm512_min_epu32(a, _mm512_set1_epi32(127));
+    return _mm512_and_si512(_mm512_permutex2var_epi8(actA, a, actB), _mm512_set1_epi32(0xFF));
+  }
+  a = _mm512_min_epu32(a, _mm512_set1_epi32(1023));
+  __m512i cls = _mm512_setzero_si512();
+  for (uint32_t i = 0; i < nthr; ++i)
+    cls = _mm512_mask_add_epi32(cls, _mm512_cmpge_epu32_mask(a, thr[i]), cls, _mm512_set1_epi32(1));
+  return cls;
+}
+
 template <IntForm F>
 WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                                const LaneGeom& g, uint8_t* lm) {
@@ -561,18 +578,8 @@ WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const ui
         const __m512i uk = _mm512_maskz_mov_epi32(hu, back_value<F>(lm, t, k, hu, J[k], p.off_a, vCenter));
         ctx = need_scale ? _mm512_mullo_epi32(sc, vNb) : zero;
         if (nthr) {
-          __m512i a = _mm512_add_epi32(_mm512_abs_epi32(lk), _mm512_abs_epi32(uk));
-          __m512i cls;
-          if (act_perm) {
-            a = _mm512_min_epu32(a, _mm512_set1_epi32(127));
-            cls = _mm512_and_si512(_mm512_permutex2var_epi8(actA, a, actB), _mm512_set1_epi32(0xFF));
-          } else {
-            a = _mm512_min_epu32(a, _mm512_set1_epi32(1023));
-            cls = zero;
-            for (uint32_t i = 0; i < nthr; ++i)
-              cls = _mm512_mask_add_epi32(cls, _mm512_cmpge_epu32_mask(a, thr[i]), cls, vOne);
-          }
-          ctx = _mm512_add_epi32(ctx, cls);
+          const __m512i a = _mm512_add_epi32(_mm512_abs_epi32(lk), _mm512_abs_epi32(uk));
+          ctx = _mm512_add_epi32(ctx, act_class32(a, act_perm, actA, actB, thr, nthr));
         }
         const __m512i three = _mm512_set1_epi32(3);
         ctx = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(_mm512_mullo_epi32(ctx, three), sign3(lk)), three),
@@ -599,17 +606,7 @@ WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const ui
           if (p.off_a)
             a = _mm512_add_epi32(a, _mm512_abs_epi32(back_value<F>(lm, t, k, act, J[k], p.off_a, vCenter)));
           a = _mm512_mask_add_epi32(a, static_cast<__mmask16>(ht & ~hl), a, _mm512_slli_epi32(at, 1));
-          __m512i cls;
-          if (act_perm) {
-            a = _mm512_min_epu32(a, _mm512_set1_epi32(127));
-            cls = _mm512_and_si512(_mm512_permutex2var_epi8(actA, a, actB), _mm512_set1_epi32(0xFF));
-          } else {
-            a = _mm512_min_epu32(a, _mm512_set1_epi32(1023));
-            cls = zero;
-            for (uint32_t i = 0; i < nthr; ++i)
-              cls = _mm512_mask_add_epi32(cls, _mm512_cmpge_epu32_mask(a, thr[i]), cls, vOne);
-          }
-          ctx = _mm512_add_epi32(ctx, cls);
+          ctx = _mm512_add_epi32(ctx, act_class32(a, act_perm, actA, actB, thr, nthr));
         }
         ctx = _mm512_add_epi32(_mm512_add_epi32(ctx, _mm512_slli_epi32(ctx, 1)), sign3(H1[k]));
       }
