@@ -256,7 +256,7 @@ TEST(VectorDecoders, ChunkGroupsEqualReference) {
             out[static_cast<size_t>(k)].assign(sz, static_cast<uint8_t>(0x33 + k));
             lm[static_cast<size_t>(k)].resize(simd_lane_major_bytes(cv));
             sides[k] = GroupSide{ps[k].map, ps[k].rans, ps[k].rans_len, ps[k].raw, ps[k].raw_len, ps[k].tail,
-                                 out[static_cast<size_t>(k)].data(), lm[static_cast<size_t>(k)].data()};
+                                 out[static_cast<size_t>(k)].data(), lm[static_cast<size_t>(k)].data(), cv.col0};
           }
           const ModelView mvs[kMaxChunkGroup] = {mv, mv, mv};
           const int rc = decode_group_simd(mvs, cv, sides, n);
@@ -365,7 +365,8 @@ TEST(VectorDecoders, CrossTensorGroupsEqualReference) {
             out[k].assign(sz, static_cast<uint8_t>(0x5C + k));
             lm[k].resize(simd_lane_major_bytes(m[k]->cv));
             const Parsed& ps = m[k]->ps;
-            sides[k] = GroupSide{ps.map, ps.rans, ps.rans_len, ps.raw, ps.raw_len, ps.tail, out[k].data(), lm[k].data()};
+            sides[k] = GroupSide{ps.map,        ps.rans,      ps.rans_len,  ps.raw,           ps.raw_len,
+                                 ps.tail,       out[k].data(), lm[k].data(), m[k]->cv.col0};
           }
           const int rc = decode_group_simd(mvs, m[0]->cv, sides, n);
           if (rc < 0) continue;  // lanes of a geometry the step loops do not take

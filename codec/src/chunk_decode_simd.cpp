@@ -1109,10 +1109,10 @@ WC_AVX512 int int_fast_lanes(const IntParams* const* p, const IntFastConsts* c, 
 // lane-major lm[n]); their models must share a loop (int_loop_compatible).
 template <int N>
 WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, const uint32_t* rans_len,
-                              const LaneGeom& g, uint64_t col0, uint8_t* const* lm) {
+                              const LaneGeom& g, const uint64_t* col0, uint8_t* const* lm) {
   const IntParams& p0 = ms[0].ip;
   if (!g.same_rect || (p0.nbr_mode != 0 && p0.nbr_mode != 3) || p0.ns != 1) return -1;
-  const bool kern = p0.nbr_mode == 3;  // chunks of one column phase (decode_chunk_group)
+  const bool kern = p0.nbr_mode == 3;
   IntFastConsts c[N];
   const IntParams* ps[N];
   for (int n = 0; n < N; ++n) {
@@ -1136,7 +1136,7 @@ WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, c
     if (kern) {
       for (uint32_t k = 0; k < p.period; ++k) knb[k] = static_cast<uint16_t>(int_kernel_nbrs(p, k));
       for (uint32_t l = 0; l < kLanes; ++l)
-        kp0[l] = static_cast<uint16_t>((col0 + static_cast<uint32_t>(g.c0[l])) % p.period);
+        kp0[l] = static_cast<uint16_t>((col0[n] + static_cast<uint32_t>(g.c0[l])) % p.period);
     }
     c[n].knb[0] = _mm512_load_si512(knb);
     c[n].knb[1] = _mm512_load_si512(knb + 32);
@@ -2150,12 +2150,15 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
   const uint8_t* rans[kMaxChunkGroup];
   uint32_t rans_len[kMaxChunkGroup];
   uint8_t* lms[kMaxChunkGroup];
+  uint64_t col0[kMaxChunkGroup];
   for (int i = 0; i < n; ++i) {
     rans[i] = s[i].rans;
     rans_len[i] = s[i].rans_len;
     lms[i] = s[i].lm;
+    col0[i] = s[i].col0;
   }
-  const int r = n == 2 ? decode_int_fast<2>(ms, rans, rans_len, g, cv.col0, lms) : decode_int_fast<3>(ms, rans, rans_len, g, cv.col0, lms);
+  const int r = n == 2 ? decode_int_fast<2>(ms, rans, rans_len, g, col0, lms)
+                       : decode_int_fast<3>(ms, rans, rans_len, g, col0, lms);
   if (r != 1) return r;
   if (nibble) {
     int ok = 1;
@@ -2181,11 +2184,12 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
   }
   // Column-phase contexts have only the ternary path above.
   if (m.ip.nbr_mode == 2) return -1;
+  const uint64_t col0 = cv.col0;
   if (!tile_map && !m.zp && m.ip.sub == kIntNibble && (uint64_t{cv.h} * cv.w) % 2 == 0) {
     // 4-bit codes without zero points: the U8 loops write each code as a
     // byte, then pack_nibble_chunk.
     uint8_t* const lms[1] = {lm};
-    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, cv.col0, lms);
+    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, &col0, lms);
     if (r == 0) return 0;
     if (r < 0 && !decode_int_lanes<IntForm::kU8>(m, cv, rans, rans_len, g, lm)) return 0;
     return pack_nibble_chunk(cv, g, lm, out);
@@ -2193,7 +2197,7 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
   const bool direct = !tile_map && !m.zp && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8);
   if (direct) {
     uint8_t* const lms[1] = {lm};
-    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, cv.col0, lms);
+    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, &col0, lms);
     if (r == 0) return 0;
     if (r == 1) {
       same_rect_to_raster<1>(lm, g, cv.w, out);

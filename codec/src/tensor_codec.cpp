@@ -1730,19 +1730,20 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
   // The activity distribution of the 3x3 kernel contexts (nbr_mode 3), over
   // the features: phases cycle with period 9, which the histogram pass above
   // (every third element) would not sample evenly.
+  // A feature's 3x3 kernel neighbours (int_kernel_nbrs bits) and their
+  // activity |Lk| + |Uk|.
+  auto kern3x3 = [](const Feat& f, uint32_t* nbrs) {
+    const uint32_t kp = f.col % 9, k = (kp % 3 != 0 ? 1u : 0u) | (kp >= 3 ? 2u : 0u);
+    *nbrs = k;
+    return (k & 1 ? f.a1 : 0u) + (k & 2 ? f.la3 : 0u);
+  };
   std::vector<uint64_t> kern_hist;
   uint64_t n_kern = 0;
   const bool kernels = allow_phase && g.cols % 9 == 0;
   if (kernels) {
     kern_hist.assign(1024, 0);
-    IntParams kp3 = base;
-    kp3.nbr_mode = 3;
-    kp3.period = 9;
-    kp3.off_a = 3;
-    for (const Feat& f : feats) {
-      const uint32_t k = int_kernel_nbrs(kp3, f.col % 9);
-      kern_hist[std::min<uint32_t>((k & 1 ? f.a1 : 0u) + (k & 2 ? f.la3 : 0u), 1023)]++;
-    }
+    uint32_t k;
+    for (const Feat& f : feats) kern_hist[std::min<uint32_t>(kern3x3(f, &k), 1023)]++;
     n_kern = feats.size();
   }
   // Activity candidates (nbr_mode 0 with no extra neighbour or L3 / L9; 3x3
@@ -1771,8 +1772,8 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
       loop([&](const Feat& f, uint32_t sc) { return (sc * p.period + f.col % p.period) * 9u + q(f, 0) * 3u + q(f, 3); });
     } else if (p.nbr_mode == 3) {  // 3x3 kernels: L1 and L3 inside the kernel
       loop([&](const Feat& f, uint32_t sc) {
-        const uint32_t k = int_kernel_nbrs(p, f.col % 9);
-        const uint32_t a = (k & 1 ? f.a1 : 0u) + (k & 2 ? f.la3 : 0u);
+        uint32_t k;
+        const uint32_t a = kern3x3(f, &k);
         return ((sc * p.nb + L.act[std::min<uint32_t>(a, 1023)]) * 3u + (k & 1 ? q(f, 0) : 0u)) * 3u +
                (k & 2 ? q(f, 3) : 0u);
       });
@@ -2698,11 +2699,6 @@ bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch)
              .ok())
       return false;
     if (mp[i].cv.h != mp[0].cv.h || mp[i].cv.w != mp[0].cv.w) return false;
-    // Kernel contexts: the loop takes the lanes' column phases from the
-    // first chunk.
-    const IntParams& ip = c.model->ip;
-    if (c.model->kind == ModelKind::kInt && ip.nbr_mode == 3 && mp[i].cv.col0 % ip.period != mp[0].cv.col0 % ip.period)
-      return false;
   }
   const size_t lmb = simd_lane_major_bytes(mp[0].cv);
   std::vector<uint8_t>* lm[kMaxChunkGroup] = {&scratch.lm, &scratch.lm_group[0], &scratch.lm_group[1]};
@@ -2713,8 +2709,8 @@ bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch)
     const bool same = i && chunks[i].model == chunks[0].model;
     mv[i] = same ? mv[0] : chunks[i].model->view(&tables_hold[i], nullptr, 0);
     if (lm[i]->size() < lmb) lm[i]->resize(lmb);
-    sides[i] = GroupSide{mp[i].map, mp[i].rans, mp[i].rans_len, mp[i].raw, mp[i].raw_len, mp[i].tail, chunks[i].out,
-                         lm[i]->data()};
+    sides[i] = GroupSide{mp[i].map,    mp[i].rans,    mp[i].rans_len, mp[i].raw,    mp[i].raw_len,
+                         mp[i].tail,   chunks[i].out, lm[i]->data(),  mp[i].cv.col0};
   }
   if (decode_group_simd(mv, mp[0].cv, sides, n) != 1) return false;
   for (int i = 0; i < n; ++i)

@@ -245,6 +245,7 @@ struct GroupSide {
   bool tail;
   uint8_t* out;
   uint8_t* lm;
+  uint64_t col0;  // the chunk's first tensor column (kernel contexts' phases)
 };
 // n (2..kMaxChunkGroup) chunks with the same rectangle size (cv: h, w)
 // decoded with their lanes' state chains interleaved, chunk i with
