@@ -142,6 +142,13 @@ bool representable(uint32_t f, uint32_t q) {
 // Elias gamma length of v >= 1: 2 floor(log2 v) + 1.
 double gamma_bits(uint64_t v) { return 2.0 * static_cast<double>(63 - __builtin_clzll(v)) + 1; }
 
+// The same lengths as integers.
+uint32_t gamma_len(uint64_t v) { return 2 * static_cast<uint32_t>(63 - __builtin_clzll(v)) + 1; }
+uint32_t compact_freq_len(uint32_t f, uint32_t q) {
+  const uint32_t m = 31 - static_cast<uint32_t>(__builtin_clz(f));
+  return gamma_len(m + 1) + compact_kb(m, q);
+}
+
 double compact_freq_bits(uint32_t f, uint32_t q) {
   const uint32_t m = 31 - static_cast<uint32_t>(__builtin_clz(f));
   return gamma_bits(m + 1) + compact_kb(m, q);
@@ -246,60 +253,100 @@ double table_size_bits(const FreqTable& t, TableCoding coding) {
 FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTable& exact) {
   FreqTable best = exact;
   best.q = 0;
-  std::vector<size_t> nzs;
+  std::vector<uint32_t> nzs;
   for (size_t s = 0; s < exact.freq.size(); ++s)
-    if (exact.freq[s]) nzs.push_back(s);
+    if (exact.freq[s]) nzs.push_back(static_cast<uint32_t>(s));
   if (nzs.size() < 2) return best;
-  double best_bits = table_cost_bits(counts, best) + table_size_bits(best);
+  // A symbol with a count but no frequency makes every candidate unusable.
+  for (size_t s = 0; s < counts.size(); ++s)
+    if (counts[s] && (s >= exact.freq.size() || !exact.freq[s])) return best;
+  const double* lg = log2_freqs();
+  // Every candidate has the same non-zero symbols (a frequency is rounded
+  // to a representable one >= 1, never to 0): they differ only in the
+  // frequencies, kept per non-zero symbol.
+  const size_t n = nzs.size();
+  std::vector<double> cnt(n);
+  std::vector<uint32_t> fx(n);
+  uint64_t gap_bits = gamma_len(n + 1) + 3;  // kTablesCompact, nz >= 2
+  for (size_t i = 0, prev = 0; i < n; ++i) {
+    const uint32_t s = nzs[i];
+    cnt[i] = s < counts.size() ? static_cast<double>(counts[s]) : 0.0;
+    fx[i] = exact.freq[s];
+    gap_bits += gamma_len(s - prev + 1);
+    prev = s + 1;
+  }
+  // Bits of a candidate: the coding cost, summed in symbol order as
+  // table_cost_bits does (the same doubles), plus the table's size (the
+  // gaps, then every frequency but the last one's), in whole bits.
+  auto bits_of = [&](const uint32_t* f, uint32_t q) {
+    double cost = 0;
+    for (size_t i = 0; i < n; ++i)
+      if (cnt[i] != 0.0) cost += cnt[i] * (exact.P - lg[f[i]]);
+    uint64_t size = gap_bits;
+    for (size_t i = 0; i + 1 < n; ++i) size += q == kQGamma ? gamma_len(f[i]) : compact_freq_len(f[i], q);
+    return cost + static_cast<double>(size);
+  };
+  double best_bits = bits_of(fx.data(), 0);
+  uint32_t best_q = 0;
   {
-    FreqTable g = exact;
-    g.q = kQGamma;
-    const double bits = table_cost_bits(counts, g) + table_size_bits(g);
+    const double bits = bits_of(fx.data(), kQGamma);
     if (bits < best_bits) {
       best_bits = bits;
-      best = std::move(g);
+      best_q = kQGamma;
     }
   }
   const uint32_t target = 1u << exact.P;
-  const size_t last = nzs.back();
+  std::vector<uint32_t> f(n), best_f;
+  // Max-heap of (frequency, -position): the largest frequency, the first
+  // in symbol order among equals.
+  std::vector<std::pair<uint32_t, int64_t>> heap;
   for (uint32_t q = 1; q < kQGamma; ++q) {
-    FreqTable t;
-    t.P = exact.P;
-    t.q = static_cast<uint8_t>(q);
-    t.freq.assign(exact.freq.size(), 0);
     int64_t sum = 0;
-    for (size_t s : nzs) {
-      if (s == last) continue;
-      const uint32_t f = exact.freq[s], d = repr_down(f, q), u = repr_up(f, q);
-      uint32_t r = (f - d <= u - f || u >= target) ? d : u;
-      t.freq[s] = static_cast<uint16_t>(r);
-      sum += r;
+    for (size_t i = 0; i + 1 < n; ++i) {
+      const uint32_t x = fx[i], d = repr_down(x, q), u = repr_up(x, q);
+      f[i] = (x - d <= u - x || u >= target) ? d : u;
+      sum += f[i];
     }
     // The last symbol takes the rest; keep it at least half its exact
     // frequency (and >= 1) by stepping the largest others down.
-    const int64_t want = std::max<int64_t>(1, exact.freq[last] / 2);
+    const int64_t want = std::max<int64_t>(1, fx[n - 1] / 2);
     bool ok = true;
-    while (target - sum < want) {
-      size_t big = SIZE_MAX;
-      for (size_t s : nzs)
-        if (s != last && t.freq[s] > 1 && (big == SIZE_MAX || t.freq[s] > t.freq[big])) big = s;
-      if (big == SIZE_MAX) {
-        ok = false;
-        break;
+    if (target - sum < want) {
+      heap.clear();
+      for (size_t i = 0; i + 1 < n; ++i)
+        if (f[i] > 1) heap.emplace_back(f[i], -static_cast<int64_t>(i));
+      std::make_heap(heap.begin(), heap.end());
+      while (target - sum < want) {
+        if (heap.empty()) {
+          ok = false;
+          break;
+        }
+        std::pop_heap(heap.begin(), heap.end());
+        const size_t big = static_cast<size_t>(-heap.back().second);
+        heap.pop_back();
+        const uint32_t d = repr_down(f[big] - 1, q);
+        sum -= f[big] - d;
+        f[big] = d;
+        if (d > 1) {
+          heap.emplace_back(d, -static_cast<int64_t>(big));
+          std::push_heap(heap.begin(), heap.end());
+        }
       }
-      const uint32_t f = t.freq[big], d = repr_down(f - 1, q);
-      sum -= f - d;
-      t.freq[big] = static_cast<uint16_t>(d);
     }
     if (!ok) continue;
-    t.freq[last] = static_cast<uint16_t>(target - sum);
-    t.build_start();
-    const double bits = table_cost_bits(counts, t) + table_size_bits(t);
+    f[n - 1] = static_cast<uint32_t>(target - sum);
+    const double bits = bits_of(f.data(), q);
     if (bits < best_bits) {
       best_bits = bits;
-      best = std::move(t);
+      best_q = q;
+      best_f = f;
     }
   }
+  if (best_q != 0 && best_q != kQGamma) {
+    for (size_t i = 0; i < n; ++i) best.freq[nzs[i]] = static_cast<uint16_t>(best_f[i]);
+    best.build_start();
+  }
+  best.q = static_cast<uint8_t>(best_q);
   return best;
 }
 

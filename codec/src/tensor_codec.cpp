@@ -2234,7 +2234,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   // from the untransformed residuals.
   std::vector<std::vector<uint8_t>> maps(nchunks);
   std::vector<char> has_map(nchunks, 0);
-  std::optional<Stats> tool_free;
+  std::optional<TensorModel> tool_free_model;  // the model with tables from the tool-free statistics
   RawVector<uint16_t> tok_cache;  // see the tool-free statistics below
   std::vector<char> cache_escapes;  // per chunk: whether its cached tokens include escapes
   uint32_t cache_stride = 0;        // the cache's keys: ctx * cache_stride + token
@@ -2269,7 +2269,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     // residual's size) for the chunk encoder when it fits 16 bits; stride:
     // the tokens the values can give (ternary: 3 of 26), so that the keys
     // and their counts stay compact.
-    Stats& sa = tool_free.emplace();
+    Stats sa;
     sa.init(int_nctx(m.ip), m.ip.nsym, 0, 0);
     std::vector<int32_t> rbuf;
     const uint32_t nsym = std::min<uint32_t>(
@@ -2321,14 +2321,18 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       for (size_t k = 0; k < nk; ++k)
         sa.f0[k / nsym * m.ip.nsym + k % nsym] += h[k] + h[nk + k] + h[2 * nk + k] + h[3 * nk + k];
     }
-    TensorModel ma = m;
+    TensorModel& ma = tool_free_model.emplace(m);
     build_tables(sa, &ma);
     // Measure, don't assume: a chunk keeps its tile map only if it codes
     // smaller with it under these tables. A token the tool-free tables never
     // saw would get a frequency once tables are rebuilt: charge it as a rare
     // symbol, not as impossible.
-    std::vector<double> nlog(4097, 14.0);
-    for (uint32_t f = 1; f <= 4096; ++f) nlog[f] = 12.0 - std::log2(static_cast<double>(f));
+    static const std::array<double, 4097> nlog = [] {
+      std::array<double, 4097> t{};
+      t[0] = 14.0;
+      for (uint32_t f = 1; f <= 4096; ++f) t[f] = 12.0 - std::log2(static_cast<double>(f));
+      return t;
+    }();
     // Bits of the chunk's tokens and their uniform extra bits (nb - 1 for
     // escape class nb >= 2), the map not counted.
     const uint32_t esc2 = m.ip.esc + 2;
@@ -2401,17 +2405,18 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     }
   }
 
-  // Statistics over every chunk in its final form, then tables.
-  Stats st;
+  // Statistics over every chunk in its final form, then tables: without
+  // a kept map, those of the tool search.
   bool kept_map = false;
   for (auto hm : has_map) kept_map |= hm != 0;
-  if (tool_free && !kept_map) {
-    st = std::move(*tool_free);
+  if (tool_free_model && !kept_map) {
+    m = std::move(*tool_free_model);
   } else {
+    Stats st;
     init_stats(m, &st);
     add_tensor_stats(g, data, vals, m, maps, has_map, &st);
+    build_tables(st, &m);
   }
-  build_tables(st, &m);
   et.choice.model_desc = m.describe();
   encode_chunks(g, data, vals, m, maps, has_map, opt, &et, tok_cache.empty() ? nullptr : tok_cache.data(),
                 cache_escapes.data(), cache_stride);
