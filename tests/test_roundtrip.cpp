@@ -592,6 +592,45 @@ TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
   }
 }
 
+// Small int tensors search fewer candidates (one activity class), but still
+// the 3x3 kernel contexts: here each column of a kernel shares one sign, so
+// only the upper neighbour inside the kernel predicts a sign (the left one
+// lies in another kernel column) and the kernel model must win at any size.
+TEST(EncoderSearch, SmallTensorsKeepKernelContexts) {
+  std::mt19937 rng(5);
+  auto kernels = [&](uint64_t rows, uint64_t cols) {
+    std::vector<uint8_t> v(rows * cols);
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t k = 0; k < cols / 9; ++k) {
+        const int sign[3] = {rng() % 2 ? 1 : -1, rng() % 2 ? 1 : -1, rng() % 2 ? 1 : -1};
+        for (uint64_t e = 0; e < 9; ++e)
+          v[r * cols + k * 9 + e] = static_cast<uint8_t>(static_cast<int8_t>(sign[e % 3] * static_cast<int>(1 + rng() % 3)));
+      }
+    }
+    return v;
+  };
+  // 16 x 288 = 4608 elements (the reduced search) and 64 x 288 = 18432.
+  auto f = wcodec::build_safetensors({{"small.weight", wcodec::DType::kI8, {16, 288}, kernels(16, 288)},
+                                      {"large.weight", wcodec::DType::kI8, {64, 288}, kernels(64, 288)}},
+                                     std::nullopt);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  auto e = wcodec::encode_safetensors(f->data(), f->size(), EncodeConfig{}, "kernels");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  wctest::ScratchDir dir;
+  const auto path = dir / "kernels.wcodec";
+  wctest::write_file(path, *e);
+  auto r = Reader::open(path.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ((*r)->num_tensors(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto ts = (*r)->tensor_summary(i);
+    EXPECT_NE(ts.model.find(" kern"), std::string::npos) << ts.name << ": " << ts.model;
+  }
+  std::vector<uint8_t> back((*r)->original_size());
+  ASSERT_TRUE((*r)->read(0, back.size(), back.data()).ok());
+  EXPECT_EQ(back, *f);
+}
+
 // Opening a container (what `ls -l` / `stat` through the mount does) keeps
 // the frequency tables only: the decoding tables (4 KiB + 1 KiB per context)
 // are built on first decode, in the budgeted table cache. silero's 15

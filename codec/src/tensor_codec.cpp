@@ -1323,6 +1323,8 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
 
 // ------------------------------------------------------------------ int
 inline constexpr uint32_t kMaxWideContexts = 24;
+// Int tensors with fewer elements search a reduced candidate set (choose_int).
+inline constexpr uint64_t kSmallIntElems = 16384;
 
 // A tensor's values (codes -> signed values), row-major over its grid.
 using IntGrid = RawVector<int32_t>;
@@ -1621,6 +1623,12 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
   const uint64_t kSampleElems = base.sub == kIntTernary ? 1u << 14 : (base.sub == kIntNibble ? 1u << 15 : 1u << 17);
   auto sample = sample_chunks(g, kSampleElems);
   const uint64_t total = g.rows * g.cols;
+  // Small tensors (under kSmallIntElems elements) try one activity class
+  // only, with and without 3x3 kernel contexts: on the real checkpoints no
+  // such tensor chose more classes, sign neighbours or scale classes (their
+  // tables cost more than they save), and the other candidates (and the
+  // distributions for their thresholds) were most of their encode time.
+  const bool small = total < kSmallIntElems;
   // The sample is whole chunks, and one chunk of 2- or 4-bit codes holds far
   // more than kSampleElems elements: candidates are evaluated on every
   // row_step-th row of the sampled chunks (contexts still see the rows in
@@ -1650,6 +1658,7 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
   for (auto& h : scale_hist) h.assign(1024, 0);
   uint64_t n_hist = 0;
   for (auto ci : sample) {
+    if (small) break;
     ChunkRef c = chunk_ref(g, nullptr, ci);
     for (uint64_t r = 0; r < c.h; r += row_step) {
       const uint32_t rv = (*rc)[c.row0 + r];
@@ -1889,13 +1898,14 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
   };
   // Greedy search: the neighbour model first, then the scale classes.
   for (uint8_t nb : {3, 6}) {
+    if (small) break;
     IntParams p = base;
     p.nbr_mode = 0;
     p.nb = nb;
     p.ns = 1;
     consider(p);
   }
-  if (base.sub == kIntTernary) {
+  if (base.sub == kIntTernary && !small) {
     // Exact neighbour signs: nbr_mode 1 (off_b: a fourth neighbour), or 2
     // with a column period (convolution kernels flattened along a row repeat
     // their statistics with the kernel size: 9 for 3x3, 25 for 5x5).
@@ -1927,6 +1937,7 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
   // each kernel (their signs x activity classes).
   if (kernels) {
     for (uint8_t nb : {1, 2, 3, 4}) {
+      if (small && nb > 1) break;
       IntParams p = base;
       p.nbr_mode = 3;
       p.period = 9;
@@ -1943,6 +1954,7 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
     scaled = true;
   }
   for (uint8_t ns : {4, 8}) {
+    if (small) break;
     for (int sides = 1; sides < 4; ++sides) {
       IntParams p = stage1;
       p.ns = ns;
@@ -2033,6 +2045,12 @@ static bool lz_matters(const uint8_t* p, size_t n, size_t z) {
 // checkpoints the configured level never changed the size of one (level 9
 // costs 35-180 us on a 1-6 KB input, mostly its table setup).
 inline constexpr size_t kZstdHigherMin = 4096;
+// Chunks below kZstdSmallChunk take at most level kZstdSmallLevel: on the
+// real checkpoints' 4-16 KB tensors it came within 4 bytes of level 9 in
+// all (level 3: 1.6% larger on one), at half level 9's time (on a 6 KB
+// input level 9 took 117 us, level 5 62 us, level 1 18 us).
+inline constexpr size_t kZstdSmallChunk = 16384;
+inline constexpr int kZstdSmallLevel = 5;
 
 static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_payload, const EncodeOptions& opt) {
   EncodedChunk e;
@@ -2056,7 +2074,8 @@ static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_p
   const size_t near = c.nbytes < (16u << 10) ? best / 32 : best / 64;
   if (!z.empty() && opt.zstd_level > 1 && c.nbytes >= kZstdHigherMin && z.size() < best + near &&
       lz_matters(c.bytes, c.nbytes, z.size())) {
-    auto z2 = zstd_compress(c.bytes, c.nbytes, opt.zstd_level);
+    const int level = c.nbytes < kZstdSmallChunk ? std::min(opt.zstd_level, kZstdSmallLevel) : opt.zstd_level;
+    auto z2 = zstd_compress(c.bytes, c.nbytes, level);
     if (!z2.empty() && z2.size() < z.size()) z = std::move(z2);
   }
   if (!z.empty() && z.size() < best) {
