@@ -1529,7 +1529,8 @@ static double block_cost(const int32_t* r, uint32_t n, const IntParams& p, const
 // on at least a quarter of the band's tiles and band_pays(map, band tiles)
 // confirms it under the context model: the order-0 token costs used per
 // tile overrate tools on weights whose neighbours the contexts already
-// exploit. A contiguous band keeps tool tiles next to each other, as a full
+// exploit. The rest then tries only the predictor and transform pairs that
+// won a tile of the band. A contiguous band keeps tool tiles next to each other, as a full
 // map would (a lone tool tile among plain ones misleads its neighbours'
 // contexts). A band whose first kEarlyTiles tiles gain from no tool at all
 // stops there: on the real int8 and int4 checkpoints no tile of any chunk
@@ -1550,6 +1551,7 @@ static bool choose_tiles(const TensorGeometry& g, const IntGrid& vals, const Chu
   int32_t left[kTile], top[kTile];
   const uint32_t ntiles = tr * tc;
   const uint32_t band = exhaustive ? ntiles : (ntiles + 7) / 8;
+  uint32_t band_won = 0;  // bit pred * 3 + xf: the pair won a tile of the band
   for (uint32_t pass = 0; pass < 2; ++pass) {
     uint32_t probed = 0;
     for (uint32_t k = pass == 0 ? 0 : band; k < (pass == 0 ? band : ntiles); ++k) {
@@ -1564,13 +1566,15 @@ static bool choose_tiles(const TensorGeometry& g, const IntGrid& vals, const Chu
         for (uint32_t j = 0; j < tw; ++j) blk[i * tw + j] = grid[(r0 + i) * w + c0 + j];
       const double base = block_cost(blk.data(), th * tw, p, cost);
       double best = base - 16.0;  // a tile must pay for its 2 map bytes
-      uint8_t bp = 0, bx = 0;
+      uint8_t bp = 0, bx = 0, bxf = 0;
       for (uint8_t pred = 0; pred <= tile::kPredDC; ++pred) {
         for (uint8_t xf = 0; xf <= tile::kXformADST; ++xf) {
           if (pred == 0 && xf == 0) continue;
           // Default profile: every predictor alone, every transform alone,
-          // and DC/planar prediction with each transform.
+          // and DC/planar prediction with each transform; after the band,
+          // only the pairs that won a tile of it.
           if (!exhaustive && pred != 0 && xf != 0 && pred != tile::kPredDC && pred != tile::kPredPlanar) continue;
+          if (!exhaustive && pass == 1 && !(band_won >> (pred * 3 + xf) & 1)) continue;
           uint8_t xmap[4] = {0, 0, 0, 0};
           uint8_t packed = 0;
           for (int s = 0; s < 4; ++s) {
@@ -1590,6 +1594,7 @@ static bool choose_tiles(const TensorGeometry& g, const IntGrid& vals, const Chu
             best = cst;
             bp = pred;
             bx = packed;
+            bxf = xf;
           }
         }
       }
@@ -1598,6 +1603,7 @@ static bool choose_tiles(const TensorGeometry& g, const IntGrid& vals, const Chu
         (*map)[2 * k + 1] = bx;
         saved += base - best;
         ++used;
+        if (pass == 0) band_won |= 1u << (bp * 3 + bxf);
       }
       ++probed;
       constexpr uint32_t kEarlyTiles = 32;
