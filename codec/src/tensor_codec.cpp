@@ -1635,6 +1635,19 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
   // tables cost more than they save), and the other candidates (and the
   // distributions for their thresholds) were most of their encode time.
   const bool small = total < kSmallIntElems;
+  const bool kernels = allow_phase && g.cols % 9 == 0;  // 3x3 kernels flattened along a row may fit
+  IntParams best = base;
+  best.nb = 1;
+  best.ns = 1;
+  auto done = [&] {
+    m->kind = ModelKind::kInt;
+    m->ip = best;
+    if (!best.use_rc) rc->assign(1, 0);
+    if (!best.use_cc) cc->assign(1, 0);
+  };
+  // A small tensor without kernel candidates has one candidate: nothing to
+  // estimate.
+  if (small && !kernels) return done();
   // The sample is whole chunks, and one chunk of 2- or 4-bit codes holds far
   // more than kSampleElems elements: candidates are evaluated on every
   // row_step-th row of the sampled chunks (contexts still see the rows in
@@ -1754,7 +1767,6 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
   };
   std::vector<uint64_t> kern_hist;
   uint64_t n_kern = 0;
-  const bool kernels = allow_phase && g.cols % 9 == 0;
   if (kernels) {
     kern_hist.assign(1024, 0);
     uint32_t k;
@@ -1876,9 +1888,6 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
     if (p.use_cc) bits += 5.0 * static_cast<double>(g.cols);
     return bits;
   };
-  IntParams best = base;
-  best.nb = 1;
-  best.ns = 1;
   double best_cost = eval(best);
   auto set_thresholds = [&](IntParams& p) {
     const int oa = p.nbr_mode == 0 && (p.off_a == 3 || p.off_a == 9) ? p.off_a : 0;
@@ -1969,10 +1978,7 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
       consider(p);
     }
   }
-  m->kind = ModelKind::kInt;
-  m->ip = best;
-  if (!best.use_rc) rc->assign(1, 0);
-  if (!best.use_cc) cc->assign(1, 0);
+  done();
 }
 
 // ------------------------------------------------------------------ bytes
