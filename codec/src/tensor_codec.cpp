@@ -1530,9 +1530,9 @@ static double block_cost(const int32_t* r, uint32_t n, const IntParams& p, const
 // confirms it under the context model: the order-0 token costs used per
 // tile overrate tools on weights whose neighbours the contexts already
 // exploit. The rest then tries only the predictor and transform pairs that
-// won a tile of the band. A contiguous band keeps tool tiles next to each other, as a full
-// map would (a lone tool tile among plain ones misleads its neighbours'
-// contexts). A band whose first kEarlyTiles tiles gain from no tool at all
+// won a tile of the band. A contiguous band keeps tool tiles next to each
+// other, as a full map would (a lone tool tile among plain ones misleads its
+// neighbours' contexts). A band whose first kEarlyTiles tiles gain from no tool at all
 // stops there: on the real int8 and int4 checkpoints no tile of any chunk
 // keeps a tool, and probing the whole band was a tenth of their encode
 // time.
@@ -1627,7 +1627,6 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
   // (isnet: ternary 0.6887 -> 0.6889 at 1.12x the speed, int4 0.8978 ->
   // 0.8979 at 1.10x), int8 does not (its size target is the tighter one).
   const uint64_t kSampleElems = base.sub == kIntTernary ? 1u << 14 : (base.sub == kIntNibble ? 1u << 15 : 1u << 17);
-  auto sample = sample_chunks(g, kSampleElems);
   const uint64_t total = g.rows * g.cols;
   // Small tensors (under kSmallIntElems elements) try one activity class
   // only, with and without 3x3 kernel contexts: on the real checkpoints no
@@ -1648,6 +1647,7 @@ static void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams b
   // A small tensor without kernel candidates has one candidate: nothing to
   // estimate.
   if (small && !kernels) return done();
+  auto sample = sample_chunks(g, kSampleElems);
   // The sample is whole chunks, and one chunk of 2- or 4-bit codes holds far
   // more than kSampleElems elements: candidates are evaluated on every
   // row_step-th row of the sampled chunks (contexts still see the rows in
