@@ -324,6 +324,15 @@ std::vector<uint8_t> make_named_model_like_file() {
   return build(ts, meta);
 }
 
+std::vector<uint8_t> make_model_kinds_file() {
+  Rng r(0x6b696e6473ULL);
+  std::vector<TensorData> ts;
+  ts.push_back(realistic_tensor(r, "int8.weight", DType::kI8, {640, 1024}));
+  ts.push_back(realistic_tensor(r, "int4.w_packed", DType::kU8, {640, 1024}));
+  ts.push_back(realistic_tensor(r, "f8e5m2.weight", DType::kF8_E5M2, {640, 1024}));
+  return build(ts, {});
+}
+
 std::vector<EdgeCase> make_edge_cases() {
   std::vector<EdgeCase> out;
   Rng r(20240601);

@@ -27,6 +27,13 @@ std::vector<EdgeCase> make_edge_cases();
 // __metadata__ like the real files.
 std::vector<uint8_t> make_named_model_like_file();
 
+// Realistic tensors of kinds whose small edge cases go without a model (a
+// model must save more than its record costs): I8, U8 (int4 nibbles named
+// w_packed) and F8 E5M2, each [640, 1024] (three chunks of the default
+// size), large enough that their models pay, so paths that decode
+// model-coded chunks of these kinds stay tested.
+std::vector<uint8_t> make_model_kinds_file();
+
 // One smooth int8 tensor [256, 256] (slow waves plus a little noise): the
 // encoder chooses intra prediction and the 8x8 transforms on it, so the tile
 // tools that real weights rarely choose stay tested.

@@ -137,7 +137,8 @@ INSTANTIATE_TEST_SUITE_P(RealFiles, DevicePlanFile,
                                            "isnet-medium.rtn-ternary.safetensors"));
 
 // The edge-case set (every dtype, scalars, empty tensors, odd shapes,
-// constant and random data) and a smooth int8 tensor, planned and run both
+// constant and random data), a smooth int8 tensor and large tensors of the
+// kinds whose small edge cases go without a model, planned and run both
 // ways. Tile maps (int
 // chunks with prediction or transforms) and raw tails (small float chunks)
 // occur in it, so the warp's tile wavefront and shared tail are exercised.
@@ -146,6 +147,7 @@ TEST(DevicePlan, EdgeCasesDecodeAsTheReaderDoes) {
   size_t tiled = 0, tails = 0, model = 0;
   auto cases = wctest::make_edge_cases();
   cases.push_back({"smooth_int8", wctest::make_smooth_int8_file()});
+  cases.push_back({"model_kinds", wctest::make_model_kinds_file()});
   for (const auto& ec : cases) {
     SCOPED_TRACE(ec.name);
     auto r = wctest::encode_and_open(ec.file, ec.name, dir);

@@ -631,6 +631,46 @@ TEST(EncoderSearch, SmallTensorsKeepKernelContexts) {
   EXPECT_EQ(back, *f);
 }
 
+// A model must save more than its record costs. Int8 values drawn
+// independently (a two-sided geometric distribution over most of the byte
+// range): contexts gain nothing, so a model-coded chunk beats zstd by a few
+// tens of bytes (rANS against Huffman), less than a record with tables of
+// ~200 symbols. One chunk: the tensor goes without a model; 64 chunks of
+// the same data: the gains add up and the model stays.
+TEST(EncoderSearch, ModelsPayForTheirRecords) {
+  std::mt19937 rng(9);
+  std::geometric_distribution<int> mag(0.05);
+  auto values = [&](uint64_t n) {
+    std::vector<uint8_t> v(n);
+    for (auto& b : v) {
+      const int m = std::min(mag(rng), 120);
+      b = static_cast<uint8_t>(static_cast<int8_t>(rng() % 2 ? m : -m));
+    }
+    return v;
+  };
+  for (const uint64_t rows : {16u, 1024u}) {
+    SCOPED_TRACE(rows);
+    auto f = wcodec::build_safetensors({{"w.weight", wcodec::DType::kI8, {rows, 256}, values(rows * 256)}},
+                                       std::nullopt);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EncodeConfig cfg;
+    cfg.chunk_bytes = 4096;
+    auto e = wcodec::encode_safetensors(f->data(), f->size(), cfg, "geometric");
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    wctest::ScratchDir dir;
+    const auto path = dir / "g.wcodec";
+    wctest::write_file(path, *e);
+    auto r = Reader::open(path.string());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const auto ts = (*r)->tensor_summary(0);
+    if (rows == 16) EXPECT_EQ(ts.chunks_model, 0u) << ts.model;
+    else EXPECT_EQ(ts.chunks_model, ts.chunks) << ts.model;
+    std::vector<uint8_t> back((*r)->original_size());
+    ASSERT_TRUE((*r)->read(0, back.size(), back.data()).ok());
+    EXPECT_EQ(back, *f);
+  }
+}
+
 // Opening a container (what `ls -l` / `stat` through the mount does) keeps
 // the frequency tables only: the decoding tables (4 KiB + 1 KiB per context)
 // are built on first decode, in the budgeted table cache. silero's 15

@@ -239,6 +239,45 @@ static void share_models(const SafetensorsHeader& hdr, const std::function<const
   }
 }
 
+// Drops the models whose record costs more than they save. Per model (a
+// tensor's own, or a shared one with the tensors that refer to it): its
+// record plus its tensors' payloads, against their payloads with every
+// model-coded chunk at its size without the model. idx: the tensors to look at (a model's tensors are all
+// among them); enc(i), bytes_of(i): tensor i's encoding and original bytes.
+static void drop_unpaid_models(const std::vector<size_t>& idx, const std::function<EncodedTensor&(size_t)>& enc,
+                               const std::function<const uint8_t*(size_t)>& bytes_of, const EncodeOptions& opt,
+                               TableCoding coding) {
+  std::map<size_t, std::vector<size_t>> users;  // model owner -> the tensors coded with its model
+  for (size_t i : idx) {
+    const EncodedTensor& e = enc(i);
+    if (e.has_model && e.model_ref < 0) users[i].push_back(i);
+  }
+  for (size_t i : idx) {
+    const EncodedTensor& e = enc(i);
+    const auto it = e.model_ref >= 0 ? users.find(static_cast<size_t>(e.model_ref)) : users.end();
+    if (it != users.end()) it->second.push_back(i);
+  }
+  for (auto& [owner, members] : users) {
+    uint64_t payloads = 0, without = 0;
+    for (size_t i : members) {
+      payloads += payload_bytes(enc(i));
+      without += fallback_bytes(enc(i));
+    }
+    const std::vector<uint8_t> rec = enc(owner).model.serialize(coding);
+    if (without >= payloads + rec.size()) continue;
+    // The record goes into the zstd-coded index, where it costs about its
+    // own compressed size (row and column classes, tables of similar
+    // contexts repeat): on isnet-medium.rtn-ternary, records of 900-960
+    // bytes compressed to 300-400, and dropping three models by their raw
+    // size made the file 770 bytes larger.
+    std::vector<uint8_t> z(ZSTD_compressBound(rec.size()));
+    const size_t zn = ZSTD_compress(z.data(), z.size(), rec.data(), rec.size(), 3);
+    const uint64_t record = ZSTD_isError(zn) ? rec.size() : std::min(zn, rec.size());
+    if (without >= payloads + record) continue;
+    for (size_t i : members) drop_model(bytes_of(i), opt, &enc(i));
+  }
+}
+
 // A file written under a temporary name next to `path` and renamed over it
 // once complete and flushed: readers of `path` never see it half-written.
 // Dropped without commit(), the temporary file is removed.
@@ -493,6 +532,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   opt.exhaustive_tools = cfg.exhaustive_tools;
   opt.zstd_level = cfg.zstd_level;
   opt.format_2_1 = cfg.format_major >= 2;
+  const TableCoding coding = cfg.format_major == 1 ? kTablesGamma : kTablesCompact;
   const int nthreads = std::max(1, std::min<int>(cfg.threads, static_cast<int>(std::max<size_t>(nt, 1))));
   std::atomic<uint64_t> done_bytes{0};
   auto progress = [&](const TensorInfo& t) {
@@ -540,6 +580,9 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
     std::vector<EncodedTensor> held(nt);
     for (size_t i : small) held[i] = std::move(jobs[i].enc);
     share_models(hdr, [&](size_t i) { return jobs[i].bytes; }, opt, &held);
+    drop_unpaid_models(
+        small, [&](size_t i) -> EncodedTensor& { return held[i]; }, [&](size_t i) { return jobs[i].bytes; }, opt,
+        coding);
     for (size_t i : small) jobs[i].enc = std::move(held[i]);
   }
 
@@ -635,6 +678,9 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
       cv.wait(lk, [&] { return jobs[i].done; });
     }
     WC_RETURN_IF_ERROR(job.status);
+    if (!early[i])
+      drop_unpaid_models(
+          {i}, [&](size_t) -> EncodedTensor& { return job.enc; }, [&](size_t) { return job.bytes; }, opt, coding);
     EVP_DigestUpdate(sha_ctx.get(), job.bytes, hdr.tensors[i].nbytes());
     crcs[i] = job.crc;
     if (job.enc.has_model && job.enc.model.kind == ModelKind::kInt && job.enc.model.ip.nbr_mode >= 2)
@@ -657,7 +703,6 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
     }
   }
   WC_RETURN_IF_ERROR(out.pad_to(kAlign));
-  const TableCoding coding = cfg.format_major == 1 ? kTablesGamma : kTablesCompact;
   const uint64_t index_off = out.pos;
   uint32_t index_crc = 0;
   {

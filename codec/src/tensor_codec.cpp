@@ -2093,10 +2093,16 @@ static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_p
   if (!z.empty() && z.size() < best) {
     e.method = ChunkMethod::kZstd;
     e.payload = std::move(z);
+    e.fallback_size = e.payload.size();
     return e;
   }
-  if (e.method == ChunkMethod::kModel) e.payload = std::move(model_payload);
-  else e.payload.assign(c.bytes, c.bytes + c.nbytes);
+  if (e.method == ChunkMethod::kModel) {
+    e.payload = std::move(model_payload);
+    e.fallback_size = z.empty() ? c.nbytes : std::min<uint64_t>(z.size(), c.nbytes);
+  } else {
+    e.payload.assign(c.bytes, c.bytes + c.nbytes);
+    e.fallback_size = c.nbytes;
+  }
   return e;
 }
 
@@ -2567,6 +2573,27 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const In
   }
   et->has_model = any_model;
   if (!any_model) et->choice.model_desc += " (unused: fallback)";
+}
+
+// ------------------------------------------------------------------ models that do not pay
+uint64_t payload_bytes(const EncodedTensor& et) {
+  uint64_t n = 0;
+  for (const auto& c : et.chunks) n += c.payload.size();
+  return n;
+}
+
+uint64_t fallback_bytes(const EncodedTensor& et) {
+  uint64_t n = 0;
+  for (const auto& c : et.chunks) n += c.method == ChunkMethod::kModel ? c.fallback_size : c.payload.size();
+  return n;
+}
+
+void drop_model(const uint8_t* data, const EncodeOptions& opt, EncodedTensor* et) {
+  for (uint64_t i = 0; i < et->chunks.size(); ++i)
+    if (et->chunks[i].method == ChunkMethod::kModel) et->chunks[i] = pick_chunk(chunk_ref(et->geom, data, i), {}, opt);
+  if (et->has_model) et->choice.model_desc += " (unused: fallback)";
+  et->has_model = false;
+  et->model_ref = -1;
 }
 
 // ------------------------------------------------------------------ shared models

@@ -106,6 +106,10 @@ struct EncodedChunk {
   std::vector<uint8_t> payload;
   uint64_t decoded_size;
   uint64_t xxh3;
+  // The bytes the chunk takes without a model: the smaller of raw and the
+  // zstd output the encoder tried (model-coded chunks; an upper bound, as
+  // the higher zstd level runs only where the model is within reach).
+  uint64_t fallback_size = 0;
 };
 
 struct EncodedTensor {
@@ -130,6 +134,15 @@ struct AuxInput {
 // Encodes one tensor's bytes.
 Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data, const AuxInput& aux,
                                     const EncodeOptions& opt);
+
+// Models whose record costs more than they save: the bytes of a tensor's
+// chunk payloads, and what they would take if no chunk used the model
+// (EncodedChunk::fallback_size). drop_model stores every model-coded chunk
+// as zstd or raw instead (data: the tensor's original bytes) and leaves the
+// tensor without a model.
+uint64_t payload_bytes(const EncodedTensor& et);
+uint64_t fallback_bytes(const EncodedTensor& et);
+void drop_model(const uint8_t* data, const EncodeOptions& opt, EncodedTensor* et);
 
 // Shared models: small tensors of one kind can share one model (tables
 // stored once). The shape of a shared model drops per-tensor side
