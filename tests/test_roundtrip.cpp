@@ -603,8 +603,10 @@ TEST(EncoderSearch, SmallTensorsKeepKernelContexts) {
     for (uint64_t r = 0; r < rows; ++r) {
       for (uint64_t k = 0; k < cols / 9; ++k) {
         const int sign[3] = {rng() % 2 ? 1 : -1, rng() % 2 ? 1 : -1, rng() % 2 ? 1 : -1};
-        for (uint64_t e = 0; e < 9; ++e)
-          v[r * cols + k * 9 + e] = static_cast<uint8_t>(static_cast<int8_t>(sign[e % 3] * static_cast<int>(1 + rng() % 3)));
+        for (uint64_t e = 0; e < 9; ++e) {
+          const int mag = static_cast<int>(1 + rng() % 3);
+          v[r * cols + k * 9 + e] = static_cast<uint8_t>(static_cast<int8_t>(sign[e % 3] * mag));
+        }
       }
     }
     return v;

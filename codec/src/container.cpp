@@ -242,8 +242,9 @@ static void share_models(const SafetensorsHeader& hdr, const std::function<const
 // Drops the models whose record costs more than they save. Per model (a
 // tensor's own, or a shared one with the tensors that refer to it): its
 // record plus its tensors' payloads, against their payloads with every
-// model-coded chunk at its size without the model. idx: the tensors to look at (a model's tensors are all
-// among them); enc(i), bytes_of(i): tensor i's encoding and original bytes.
+// model-coded chunk at its size without the model. idx: the tensors to look
+// at (a model's tensors are all among them); enc(i), bytes_of(i): tensor i's
+// encoding and original bytes.
 static void drop_unpaid_models(const std::vector<size_t>& idx, const std::function<EncodedTensor&(size_t)>& enc,
                                const std::function<const uint8_t*(size_t)>& bytes_of, const EncodeOptions& opt,
                                TableCoding coding) {
