@@ -616,20 +616,16 @@ TEST(EncoderSearch, SmallTensorsKeepKernelContexts) {
                                       {"large.weight", wcodec::DType::kI8, {64, 288}, kernels(64, 288)}},
                                      std::nullopt);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  auto e = wcodec::encode_safetensors(f->data(), f->size(), EncodeConfig{}, "kernels");
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
   wctest::ScratchDir dir;
-  const auto path = dir / "kernels.wcodec";
-  wctest::write_file(path, *e);
-  auto r = Reader::open(path.string());
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ((*r)->num_tensors(), 2u);
+  auto r = wctest::encode_and_open(*f, "kernels", dir);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->num_tensors(), 2u);
   for (size_t i = 0; i < 2; ++i) {
-    const auto ts = (*r)->tensor_summary(i);
+    const auto ts = r->tensor_summary(i);
     EXPECT_NE(ts.model.find(" kern"), std::string::npos) << ts.name << ": " << ts.model;
   }
-  std::vector<uint8_t> back((*r)->original_size());
-  ASSERT_TRUE((*r)->read(0, back.size(), back.data()).ok());
+  std::vector<uint8_t> back(r->original_size());
+  ASSERT_TRUE(r->read(0, back.size(), back.data()).ok());
   EXPECT_EQ(back, *f);
 }
 
@@ -657,18 +653,14 @@ TEST(EncoderSearch, ModelsPayForTheirRecords) {
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     EncodeConfig cfg;
     cfg.chunk_bytes = 4096;
-    auto e = wcodec::encode_safetensors(f->data(), f->size(), cfg, "geometric");
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
     wctest::ScratchDir dir;
-    const auto path = dir / "g.wcodec";
-    wctest::write_file(path, *e);
-    auto r = Reader::open(path.string());
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    const auto ts = (*r)->tensor_summary(0);
+    auto r = wctest::encode_and_open(*f, "geometric", dir, cfg);
+    ASSERT_TRUE(r);
+    const auto ts = r->tensor_summary(0);
     if (rows == 16) EXPECT_EQ(ts.chunks_model, 0u) << ts.model;
     else EXPECT_EQ(ts.chunks_model, ts.chunks) << ts.model;
-    std::vector<uint8_t> back((*r)->original_size());
-    ASSERT_TRUE((*r)->read(0, back.size(), back.data()).ok());
+    std::vector<uint8_t> back(r->original_size());
+    ASSERT_TRUE(r->read(0, back.size(), back.data()).ok());
     EXPECT_EQ(back, *f);
   }
 }

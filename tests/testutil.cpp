@@ -60,8 +60,8 @@ std::string sha256_hex(const uint8_t* data, size_t n) {
 }
 
 std::unique_ptr<wcodec::Reader> encode_and_open(const std::vector<uint8_t>& original, const std::string& name,
-                                                const ScratchDir& dir) {
-  auto enc = wcodec::encode_safetensors(original.data(), original.size(), wcodec::EncodeConfig{}, name);
+                                                const ScratchDir& dir, const wcodec::EncodeConfig& cfg) {
+  auto enc = wcodec::encode_safetensors(original.data(), original.size(), cfg, name);
   EXPECT_TRUE(enc.ok()) << name << ": " << enc.status().ToString();
   if (!enc.ok()) return nullptr;
   const std::filesystem::path path = dir / (name + ".wcodec");

@@ -36,11 +36,12 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
-// Encodes `original` (a safetensors file) with the default configuration
-// into dir/NAME.wcodec and opens it; fails the calling test and returns null
-// if either step fails.
+// Encodes `original` (a safetensors file) with `cfg` (default: the default
+// configuration) into dir/NAME.wcodec and opens it; fails the calling test
+// and returns null if either step fails.
 std::unique_ptr<wcodec::Reader> encode_and_open(const std::vector<uint8_t>& original, const std::string& name,
-                                                const ScratchDir& dir);
+                                                const ScratchDir& dir,
+                                                const wcodec::EncodeConfig& cfg = wcodec::EncodeConfig{});
 
 // Runs a shell command, returns its exit status (WEXITSTATUS) and captures
 // stdout+stderr into *output when given.
