@@ -43,12 +43,19 @@
 
 namespace wcodec {
 
+bool simd_disabled_by_env() {
+  static const bool off = [] {
+    const char* e = std::getenv("WCODEC_NO_SIMD");
+    return e && *e && *e != '0';
+  }();
+  return off;
+}
+
 namespace {
 
 bool simd_enabled() {
   static const bool on = [] {
-    const char* e = std::getenv("WCODEC_NO_SIMD");
-    if (e && *e && *e != '0') return false;
+    if (simd_disabled_by_env()) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&

@@ -3,7 +3,7 @@
 
 #include <immintrin.h>
 
-#include <cstdlib>
+#include "tensor_codec.h"  // simd_disabled_by_env
 
 namespace wcodec {
 
@@ -13,8 +13,7 @@ inline uint32_t q(int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); }
 
 bool avx2_enabled() {
   static const bool on = [] {
-    const char* e = std::getenv("WCODEC_NO_SIMD");
-    if (e && *e && *e != '0') return false;
+    if (simd_disabled_by_env()) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") != 0;
   }();

@@ -235,6 +235,11 @@ bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch)
 
 uint64_t chunk_hash(const uint8_t* p, size_t n);
 
+// Whether WCODEC_NO_SIMD (set, non-empty and not "0") turns every vector
+// path off: the AVX-512 decoders and rANS encoder, the encoder's AVX2 row
+// loops. Read once.
+bool simd_disabled_by_env();
+
 // Vector (AVX-512) decoders of a model-coded chunk: the same result as the
 // reference decoders (decode_float_chunk; decode_int_residuals followed by
 // int_finish_chunk) into out. Return 1 on success, 0 for a malformed chunk,
