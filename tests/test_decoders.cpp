@@ -719,6 +719,20 @@ void expect_bad_field(const std::vector<uint8_t>& bytes, const TensorGeometry& g
   EXPECT_NE(r.status().message().find(field + " = " + std::to_string(v)), std::string::npos) << r.status().ToString();
 }
 
+// Int parameters of a model with a column period of 9 (nbr_mode 2 or 3,
+// off_a 3: 3x3 kernels), one scale class.
+IntParams period_params(uint8_t sub, uint16_t esc, uint8_t mode, uint8_t nb) {
+  IntParams ip{};
+  ip.sub = sub;
+  ip.esc = esc;
+  ip.nbr_mode = mode;
+  ip.nb = nb;
+  ip.ns = 1;
+  ip.off_a = 3;
+  ip.period = 9;
+  return ip;
+}
+
 // Offsets in an int model record: kind, then the int parameters (§8.2).
 constexpr size_t kModeAt = 7, kOffAAt = 46, kPeriodAt = 48;
 
@@ -726,14 +740,7 @@ constexpr size_t kModeAt = 7, kOffAAt = 46, kPeriodAt = 48;
 // mode is refused for anything but ternary codes; the error names the field
 // and the value.
 TEST(ModelFields, ColumnPhasePeriodAndSubtypeAreChecked) {
-  IntParams ip{};
-  ip.sub = kIntTernary;
-  ip.esc = 3;
-  ip.nbr_mode = 2;
-  ip.nb = 1;
-  ip.ns = 1;
-  ip.off_a = 3;
-  ip.period = 9;
+  IntParams ip = period_params(kIntTernary, 3, 2, 1);
   const IntModelRecord rec = int_model_record(ip, 2);
   auto ok = TensorModel::deserialize(rec.bytes.data(), rec.bytes.size(), rec.g, "t", kTablesCompact);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
@@ -753,15 +760,8 @@ TEST(ModelFields, ColumnPhasePeriodAndSubtypeAreChecked) {
 // read, with errors naming the field and the value, and a mode past 3 is
 // refused.
 TEST(ModelFields, KernelShapeIsChecked) {
-  IntParams ip{};
-  ip.sub = kIntI8;
-  ip.esc = 200;
-  ip.nbr_mode = 3;
-  ip.nb = 2;
+  IntParams ip = period_params(kIntI8, 200, 3, 2);
   ip.thr[0] = 5;
-  ip.ns = 1;
-  ip.off_a = 3;
-  ip.period = 9;
   ASSERT_EQ(int_nctx(ip), 18u);
   const IntModelRecord rec = int_model_record(ip, 8);
   auto ok = TensorModel::deserialize(rec.bytes.data(), rec.bytes.size(), rec.g, "t", kTablesCompact);
