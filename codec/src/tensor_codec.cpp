@@ -2064,7 +2064,10 @@ inline constexpr size_t kZstdHigherMin = 4096;
 inline constexpr size_t kZstdSmallChunk = 16384;
 inline constexpr int kZstdSmallLevel = 5;
 
-static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_payload, const EncodeOptions& opt) {
+// z1: the chunk's level 1 zstd output where the caller has it (empty: not
+// made yet); taken.
+static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_payload, const EncodeOptions& opt,
+                               std::vector<uint8_t>* z1 = nullptr) {
   EncodedChunk e;
   e.decoded_size = c.nbytes;
   e.xxh3 = chunk_hash(c.bytes, c.nbytes);
@@ -2082,7 +2085,7 @@ static EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_p
   // on weights at 1.4-2.7x its speed, and level 9 never beat the best on a
   // large chunk where level 1 missed it by more than 1/64; with 1/32 it ran
   // on three quarters of the int4 chunks (a tenth of their encode time).
-  auto z = zstd_compress(c.bytes, c.nbytes, 1);
+  auto z = z1 && !z1->empty() ? std::move(*z1) : zstd_compress(c.bytes, c.nbytes, 1);
   const size_t near = c.nbytes < (16u << 10) ? best / 32 : best / 64;
   if (!z.empty() && opt.zstd_level > 1 && c.nbytes >= kZstdHigherMin && z.size() < best + near &&
       lz_matters(c.bytes, c.nbytes, z.size())) {
@@ -2115,11 +2118,13 @@ constexpr uint64_t kRawTailMaxChunk = 128 * 1024;
 
 // cached (int models, may be null): every element's ctx * nsym + token in
 // visit_int_elems order, chunk after chunk, for chunks without a tile map.
+// z1 (may be null): per chunk, its level 1 zstd output where the tool
+// search made it (pick_chunk).
 static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const IntGrid& vals,
                           const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
                           const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et,
                           const uint16_t* cached = nullptr, const char* cached_escapes = nullptr,
-                          uint32_t cached_stride = 0);
+                          uint32_t cached_stride = 0, std::vector<std::vector<uint8_t>>* z1 = nullptr);
 
 // Whether 4-bit codes coded as their distance from the group's zero point
 // (aux) beat the codes less 8: the order-0 entropy of the tokens each gives,
@@ -2270,6 +2275,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   // Tile tools (int): decide tile maps per chunk using a token cost table
   // from the untransformed residuals.
   std::vector<std::vector<uint8_t>> maps(nchunks);
+  std::vector<std::vector<uint8_t>> z1(nchunks);  // level 1 zstd of the searched chunks, for pick_chunk
   std::vector<char> has_map(nchunks, 0);
   std::optional<TensorModel> tool_free_model;  // the model with tables from the tool-free statistics
   RawVector<uint16_t> tok_cache;  // see the tool-free statistics below
@@ -2408,8 +2414,30 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       for (uint32_t k = 0; k < fs.contexts(0); ++k) bits += entropy_bits(fs.counts(0, k));
       return bits;
     };
+    // Whether zstd's fast level already codes chunk c in under 4/5 of its
+    // share of the tensor's bits under the tool-free tables: exact repeats,
+    // which an LZ coder finds and tile tools (predicting from neighbours)
+    // do not; the chunk is stored by zstd whatever its map. Such chunks
+    // are not searched: on stories260K's int8 embedding (zstd at 0.75 of
+    // the tool-free model; rows of tokens that barely moved in training)
+    // the search was a tenth of the file's encode time, for a map that
+    // came within 1% of the tool-free model. On smooth weights, where tools
+    // pay, zstd finds no matches.
+    double tensor_bits = 0.0;
+    for (uint32_t k = 0; k < sa.contexts(0); ++k) {
+      const uint64_t* n = sa.at(0, k);
+      for (uint32_t t = 0; t < m.ip.nsym; ++t)
+        if (n[t])
+          tensor_bits += static_cast<double>(n[t]) * (nlog[ma.t0[k].freq[t]] + (t >= esc2 ? t - esc2 + 1 : 0u));
+    }
+    auto lz_wins = [&](const ChunkRef& c, std::vector<uint8_t>* z) {
+      *z = zstd_compress(c.bytes, c.nbytes, 1);
+      const double share = tensor_bits * static_cast<double>(c.h * c.w) / static_cast<double>(g.rows * g.cols);
+      return !z->empty() && 10.0 * static_cast<double>(z->size()) < share;
+    };
     auto search = [&](uint64_t i) {
       ChunkRef c = chunk_ref(g, data, i);
+      if (!opt.exhaustive_tools && lz_wins(c, &z1[i])) return;
       has_map[i] = choose_tiles(g, vals, c, m.ip, cost, opt.exhaustive_tools, &maps[i],
                                 [&](const std::vector<uint8_t>& mp, uint32_t tiles) {
                                   return band_bits(c, &mp, tiles) + 16.0 * tiles < band_bits(c, nullptr, tiles);
@@ -2456,7 +2484,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   }
   et.choice.model_desc = m.describe();
   encode_chunks(g, data, vals, m, maps, has_map, opt, &et, tok_cache.empty() ? nullptr : tok_cache.data(),
-                cache_escapes.data(), cache_stride);
+                cache_escapes.data(), cache_stride, &z1);
   return et;
 }
 
@@ -2502,7 +2530,8 @@ static void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const
 static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const IntGrid& vals,
                           const TensorModel& m, const std::vector<std::vector<uint8_t>>& maps,
                           const std::vector<char>& has_map, const EncodeOptions& opt, EncodedTensor* et,
-                          const uint16_t* cached, const char* cached_escapes, uint32_t cached_stride) {
+                          const uint16_t* cached, const char* cached_escapes, uint32_t cached_stride,
+                          std::vector<std::vector<uint8_t>>* z1) {
   RansEncoder enc;
   FloatChunkData fd;
   std::vector<int32_t> res;
@@ -2567,7 +2596,7 @@ static void encode_chunks(const TensorGeometry& g, const uint8_t* data, const In
     const size_t rl = m.kind == ModelKind::kBytes ? enc.finish(payload) : enc.finish_reverse(payload);
     for (int b = 0; b < 4; ++b) payload[len_pos + b] = static_cast<uint8_t>(rl >> (8 * b));
     payload.insert(payload.end(), raw.begin(), raw.end());
-    EncodedChunk ec = pick_chunk(c, std::move(payload), opt);
+    EncodedChunk ec = pick_chunk(c, std::move(payload), opt, z1 && i < z1->size() ? &(*z1)[i] : nullptr);
     any_model |= ec.method == ChunkMethod::kModel;
     et->chunks.push_back(std::move(ec));
   }
