@@ -2435,9 +2435,12 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       const double share = tensor_bits * static_cast<double>(c.h * c.w) / static_cast<double>(g.rows * g.cols);
       return !z->empty() && 10.0 * static_cast<double>(z->size()) < share;
     };
-    auto search = [&](uint64_t i) {
+    // keep_z1: the zstd probe's output is kept for pick_chunk (the probed
+    // sample only: a whole tensor's outputs would hold a second copy of it).
+    auto search = [&](uint64_t i, bool keep_z1) {
       ChunkRef c = chunk_ref(g, data, i);
-      if (!opt.exhaustive_tools && lz_wins(c, &z1[i])) return;
+      std::vector<uint8_t> z;
+      if (!opt.exhaustive_tools && lz_wins(c, keep_z1 ? &z1[i] : &z)) return;
       has_map[i] = choose_tiles(g, vals, c, m.ip, cost, opt.exhaustive_tools, &maps[i],
                                 [&](const std::vector<uint8_t>& mp, uint32_t tiles) {
                                   return band_bits(c, &mp, tiles) + 16.0 * tiles < band_bits(c, nullptr, tiles);
@@ -2446,14 +2449,14 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     };
     bool search_rest = false;
     for (auto i : probe) {
-      search(i);
+      search(i, true);
       search_rest |= has_map[i] != 0;
     }
     if (search_rest && probe.size() < nchunks) {
       std::vector<char> probed(nchunks, 0);
       for (auto i : probe) probed[i] = 1;
       for (uint64_t i = 0; i < nchunks; ++i)
-        if (!probed[i]) search(i);
+        if (!probed[i]) search(i, false);
     }
     for (uint64_t i = 0; i < nchunks; ++i) {
       if (!has_map[i]) continue;
