@@ -665,6 +665,37 @@ TEST(EncoderSearch, ModelsPayForTheirRecords) {
   }
 }
 
+// Tile tools predict from neighbours; exact repeats are zstd's. A smooth
+// tensor (tools pay; make_smooth_int8_file) whose first 64 rows repeat
+// four times: zstd level 1 codes it in a fraction of the tool-free model's
+// bits, so the tool search is skipped (no tile keeps a tool) and zstd
+// stores it. The same rows without repeats still get their tools.
+TEST(EncoderSearch, RepeatsThatZstdFindsSkipTheToolSearch) {
+  const auto smooth = wctest::make_smooth_int8_file();
+  ASSERT_FALSE(smooth.empty());
+  auto h = wcodec::parse_safetensors_header(smooth.data(), smooth.size(), smooth.size(), "smooth");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  const uint8_t* w = smooth.data() + h->data_start + h->tensors[0].begin;
+  constexpr uint64_t kRows = 256, kCols = 256, kPeriod = 64;
+  ASSERT_EQ(h->tensors[0].nbytes(), kRows * kCols);
+  std::vector<uint8_t> repeated(kRows * kCols);
+  for (uint64_t r = 0; r < kRows; ++r) std::memcpy(&repeated[r * kCols], w + (r % kPeriod) * kCols, kCols);
+  auto f = wcodec::build_safetensors({{"repeated.weight", wcodec::DType::kI8, {kRows, kCols}, repeated}},
+                                     std::nullopt);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  wctest::ScratchDir dir;
+  auto rep = wctest::encode_and_open(*f, "repeated", dir);
+  auto plain = wctest::encode_and_open(smooth, "smooth", dir);
+  ASSERT_TRUE(rep && plain);
+  const auto tr = rep->tensor_summary(0), tp = plain->tensor_summary(0);
+  EXPECT_GT(tp.tiles_with_tools, 0u) << "the smooth rows alone: " << tp.model;
+  EXPECT_EQ(tr.tiles_with_tools, 0u) << tr.model;
+  EXPECT_EQ(tr.chunks_zstd, tr.chunks) << tr.model;
+  std::vector<uint8_t> back(rep->original_size());
+  ASSERT_TRUE(rep->read(0, back.size(), back.data()).ok());
+  EXPECT_EQ(back, *f);
+}
+
 // Opening a container (what `ls -l` / `stat` through the mount does) keeps
 // the frequency tables only: the decoding tables (4 KiB + 1 KiB per context)
 // are built on first decode, in the budgeted table cache. silero's 15
