@@ -1323,7 +1323,8 @@ static void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayo
 
 // ------------------------------------------------------------------ int
 inline constexpr uint32_t kMaxWideContexts = 24;
-// Int tensors with fewer elements search a reduced candidate set (choose_int).
+// Int tensors with fewer elements search a reduced candidate set (choose_int)
+// and no tile tools (encode_tensor).
 inline constexpr uint64_t kSmallIntElems = 16384;
 
 // A tensor's values (codes -> signed values), row-major over its grid.
@@ -2286,10 +2287,15 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     // sampled chunk keeps a map. Ternary codes are not searched: a predicted
     // or transformed tile of -1/0/+1 codes has residuals over a wider
     // alphabet than the codes themselves, and the tool probe was an eighth
-    // of their encode time for nothing.
+    // of their encode time for nothing. Neither are small tensors (under
+    // kSmallIntElems elements): a map there pays for 2 bytes per 16x16
+    // tile out of a few KB; no tensor of the data set keeps one, nor do
+    // smooth synthetic ones of 32x32 to 96x96 (make_smooth_int8_file's
+    // pattern), and their probes were a seventh of stories260K int8's
+    // encode time.
     std::vector<uint64_t> probe;
     if (opt.exhaustive_tools) probe = sample_chunks(g, UINT64_MAX);
-    else if (m.ip.sub != kIntTernary) probe = sample_chunks(g, 1u << 16);
+    else if (m.ip.sub != kIntTernary && g.rows * g.cols >= kSmallIntElems) probe = sample_chunks(g, 1u << 16);
     // Order-0 token costs of the probe's tiles, from a sample of the values.
     std::vector<double> cost(m.ip.nsym);
     if (!probe.empty()) {
