@@ -205,7 +205,7 @@ bool reference_decode(const ModelView& mv, const ChunkView& cv, const Parsed& ps
 TEST(VectorDecoders, ChunkGroupsEqualReference) {
   if (!cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the group decoder is not used";
   std::map<std::pair<ModelKind, int>, int> groups, damaged;
-  int nibble_groups = 0;
+  int nibble_groups = 0, scale_groups = 0;
   // Small chunks give several per tensor; int8 and int4 tensors of 64 KiB
   // chunks (smaller ones fall back to zstd), tensors of at most 1 MiB.
   const std::pair<const char*, uint64_t> files[] = {{"stories260K.bf16.safetensors", 4096},
@@ -234,11 +234,14 @@ TEST(VectorDecoders, ChunkGroupsEqualReference) {
           et.geom.chunk_rect(i, &r0, &c0, &h0, &w0);
           bool same = true;
           Parsed ps[kMaxChunkGroup];
+          ChunkView cvs[kMaxChunkGroup];  // each member's place (row and column classes, kernel phases)
           for (int k = 0; k < n && same; ++k) {
             const auto& c = et.chunks[i + static_cast<uint64_t>(k)];
             uint64_t rk, ck, hk, wk;
             et.geom.chunk_rect(i + static_cast<uint64_t>(k), &rk, &ck, &hk, &wk);
             same = c.method == ChunkMethod::kModel && hk == h0 && wk == w0;
+            cvs[k] = ChunkView{static_cast<uint32_t>(hk), static_cast<uint32_t>(wk), static_cast<uint32_t>(rk),
+                               static_cast<uint32_t>(ck), static_cast<uint32_t>(et.geom.cols)};
             if (same) {
               ASSERT_TRUE(parse_payload(et.geom, i + static_cast<uint64_t>(k), c.payload, &ps[k])) << what;
             }
@@ -252,11 +255,12 @@ TEST(VectorDecoders, ChunkGroupsEqualReference) {
           for (int k = 0; k < n; ++k) {
             const size_t sz = et.chunks[i + static_cast<uint64_t>(k)].decoded_size;
             ref[static_cast<size_t>(k)].resize(sz);
-            ASSERT_TRUE(reference_decode(mv, cv, ps[k], ps[k].rans, &ref[static_cast<size_t>(k)])) << what;
+            ASSERT_TRUE(reference_decode(mv, cvs[k], ps[k], ps[k].rans, &ref[static_cast<size_t>(k)])) << what;
             out[static_cast<size_t>(k)].assign(sz, static_cast<uint8_t>(0x33 + k));
             lm[static_cast<size_t>(k)].resize(simd_lane_major_bytes(cv));
-            sides[k] = GroupSide{ps[k].map, ps[k].rans, ps[k].rans_len, ps[k].raw, ps[k].raw_len, ps[k].tail,
-                                 out[static_cast<size_t>(k)].data(), lm[static_cast<size_t>(k)].data(), cv.col0};
+            sides[k] = GroupSide{ps[k].map,    ps[k].rans,  ps[k].rans_len, ps[k].raw, ps[k].raw_len, ps[k].tail,
+                                 out[static_cast<size_t>(k)].data(), lm[static_cast<size_t>(k)].data(), cvs[k].col0,
+                                 cvs[k].row0};
           }
           const ModelView mvs[kMaxChunkGroup] = {mv, mv, mv};
           const int rc = decode_group_simd(mvs, cv, sides, n);
@@ -267,13 +271,14 @@ TEST(VectorDecoders, ChunkGroupsEqualReference) {
                 << what << ": member " << k << " differs from the reference";
           ++groups[{mv.kind, n}];
           nibble_groups += mv.kind == ModelKind::kInt && mv.ip.sub == kIntNibble;
+          scale_groups += mv.kind == ModelKind::kInt && mv.ip.ns > 1;
           // Damage one member's stream: the group fails unless the
           // reference also accepts the damaged stream (then both agree).
           for (int k = 0; k < n; ++k) {
             std::vector<uint8_t> bad(ps[k].rans, ps[k].rans + ps[k].rans_len);
             bad[bad.size() / 2] ^= 0x5a;
             std::vector<uint8_t> ref_bad(ref[static_cast<size_t>(k)].size());
-            const bool ok_ref = reference_decode(mv, cv, ps[k], bad.data(), &ref_bad);
+            const bool ok_ref = reference_decode(mv, cvs[k], ps[k], bad.data(), &ref_bad);
             GroupSide dmg[kMaxChunkGroup];
             std::copy(sides, sides + n, dmg);
             dmg[k].rans = bad.data();
@@ -296,6 +301,7 @@ TEST(VectorDecoders, ChunkGroupsEqualReference) {
     }
   }
   EXPECT_GT(nibble_groups, 10) << "too few groups of 4-bit code chunks";
+  EXPECT_GT(scale_groups, 10) << "too few groups of chunks whose model has row or column scale classes";
 }
 
 
@@ -365,8 +371,8 @@ TEST(VectorDecoders, CrossTensorGroupsEqualReference) {
             out[k].assign(sz, static_cast<uint8_t>(0x5C + k));
             lm[k].resize(simd_lane_major_bytes(m[k]->cv));
             const Parsed& ps = m[k]->ps;
-            sides[k] = GroupSide{ps.map,        ps.rans,      ps.rans_len,  ps.raw,           ps.raw_len,
-                                 ps.tail,       out[k].data(), lm[k].data(), m[k]->cv.col0};
+            sides[k] = GroupSide{ps.map,        ps.rans,       ps.rans_len,  ps.raw,        ps.raw_len,
+                                 ps.tail,       out[k].data(), lm[k].data(), m[k]->cv.col0, m[k]->cv.row0};
           }
           const int rc = decode_group_simd(mvs, m[0]->cv, sides, n);
           if (rc < 0) continue;  // lanes of a geometry the step loops do not take

@@ -785,7 +785,12 @@ WC_AVX512 WC_INLINE void open_chunk_state(const uint8_t* rans, uint32_t rans_len
   s->X1 = _mm512_loadu_si512(rans + 64);
 }
 
-// ---- int (int8 / uint8 codes, activity contexts, one scale class)
+// The 32 lane-major bytes at row (codes, side information) as 16-bit lanes.
+WC_AVX512 WC_INLINE __m512i codes16(const uint8_t* row) {
+  return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)));
+}
+
+// ---- int (int8 / uint8 / 4-bit codes, activity or kernel contexts, scale classes)
 struct IntFastConsts {
   const uint32_t* slots;
   uint32_t W, oa;
@@ -799,12 +804,20 @@ struct IntFastConsts {
   // lane's phase at the start of its rows (16-bit).
   __m512i knb[2];
   __m512i period, kp0;
+  // Scale classes (ns > 1): rc + cc (0..62) -> class (bytes), the context
+  // offset of one class (nb * 3; kernel contexts nb * 9, 16-bit), and the
+  // lanes' rc of each lane row (rcl, use_rc) and cc of each step of a row
+  // (ccl, use_cc), 32 bytes each.
+  bool scale;
+  __m512i scale_lut, sc_mul;
+  const uint8_t *rcl, *ccl;
 };
 
 struct IntFastState {
   __m512i X0, X1;
   __m512i A1, A2, LS;  // |left|, |left 2|, sign class of left (16-bit, 32 lanes)
   __m512i KP;          // kernel contexts: column phase (16-bit)
+  __m512i RP;          // scale classes: the lanes' rc in this row (16-bit)
   __mmask32 bad;
 };
 
@@ -1044,20 +1057,32 @@ WC_AVX512 WC_INLINE bool int_step_values(const IntParams& p, const IntFastConsts
 // One step of N chunks decoded together (N = 1..3; one model, one
 // geometry), phase by phase across the chunks so that their gathers overlap.
 // KERN: kernel contexts (nbr_mode 3), whose phase advances each step.
+// The context offset of the lanes' scale classes at step j of a lane row
+// (the reference's sc * nb * 3, kernel contexts sc * nb * 9).
+WC_AVX512 WC_INLINE __m512i int_scale_term(const IntFastConsts& c, const IntFastState& s, uint32_t j) {
+  __m512i sv = s.RP;
+  if (c.ccl) sv = _mm512_add_epi16(sv, codes16(c.ccl + uint64_t{j} * 32));
+  const __m512i sc = _mm512_and_si512(_mm512_permutexvar_epi8(sv, c.scale_lut), _mm512_set1_epi16(0xFF));
+  return _mm512_mullo_epi16(sc, c.sc_mul);
+}
+
 template <int N, bool U8, int AM, bool KERN, bool HT, bool HL, bool HA>
 WC_AVX512 WC_INLINE bool int_fast_step(const IntParams* const* p, const IntFastConsts* c, IntFastState* s, uint32_t t,
-                                       WordCursor* wc, uint8_t* const* lm) {
+                                       uint32_t j, WordCursor* wc, uint8_t* const* lm) {
   for (int n = 0; n < N; ++n)
     if (__builtin_expect(wc[n].pos + kStepWords > wc[n].n, 0) && !words_tail(&wc[n])) return false;
   __m512i i0[N], i1[N], e0[N], e1[N];
   for (int n = 0; n < N; ++n) {
+    __m512i ctx;
     if constexpr (KERN) {
-      slot_index(int_step_ctx_kern<U8, AM, HL, HA>(c[n], s[n], t, lm[n]), s[n].X0, s[n].X1, &i0[n], &i1[n]);
+      ctx = int_step_ctx_kern<U8, AM, HL, HA>(c[n], s[n], t, lm[n]);
       const __m512i nk = _mm512_add_epi16(s[n].KP, _mm512_set1_epi16(1));
       s[n].KP = _mm512_mask_mov_epi16(nk, _mm512_cmpeq_epi16_mask(nk, c[n].period), _mm512_setzero_si512());
     } else {
-      slot_index(int_step_ctx<U8, AM, HT, HL, HA>(c[n], s[n], t, lm[n]), s[n].X0, s[n].X1, &i0[n], &i1[n]);
+      ctx = int_step_ctx<U8, AM, HT, HL, HA>(c[n], s[n], t, lm[n]);
     }
+    if (c[n].scale) ctx = _mm512_add_epi16(ctx, int_scale_term(c[n], s[n], j));
+    slot_index(ctx, s[n].X0, s[n].X1, &i0[n], &i1[n]);
   }
   for (int n = 0; n < N; ++n) rans_all32(s[n].X0, s[n].X1, i0[n], i1[n], c[n].slots, wc[n], &e0[n], &e1[n]);
   for (int n = 0; n < N; ++n)
@@ -1066,20 +1091,21 @@ WC_AVX512 WC_INLINE bool int_fast_step(const IntParams* const* p, const IntFastC
 }
 
 template <int N, bool U8, int AM, bool KERN, bool HT>
-WC_AVX512 WC_INLINE bool int_fast_row(const IntParams* const* p, const IntFastConsts* c, IntFastState* s, uint32_t t0,
+WC_AVX512 WC_INLINE bool int_fast_row(const IntParams* const* p, const IntFastConsts* c, IntFastState* s, uint32_t r,
                                       WordCursor* wc, uint8_t* const* lm) {
   const __m512i zero = _mm512_setzero_si512();
   for (int n = 0; n < N; ++n) {
     s[n].A1 = s[n].A2 = s[n].LS = zero;
     s[n].KP = c[n].kp0;
+    s[n].RP = c[n].rcl ? codes16(c[n].rcl + uint64_t{r} * 32) : zero;
   }
-  if (!int_fast_step<N, U8, AM, KERN, HT, false, false>(p, c, s, t0, wc, lm)) return false;
-  const uint32_t W = c[0].W, oa = c[0].oa;
+  const uint32_t W = c[0].W, oa = c[0].oa, t0 = r * W;
+  if (!int_fast_step<N, U8, AM, KERN, HT, false, false>(p, c, s, t0, 0, wc, lm)) return false;
   const uint32_t ja = oa ? (oa < W ? oa : W) : W;
   for (uint32_t j = 1; j < ja; ++j)
-    if (!int_fast_step<N, U8, AM, KERN, HT, true, false>(p, c, s, t0 + j, wc, lm)) return false;
+    if (!int_fast_step<N, U8, AM, KERN, HT, true, false>(p, c, s, t0 + j, j, wc, lm)) return false;
   for (uint32_t j = ja; j < W; ++j)
-    if (!int_fast_step<N, U8, AM, KERN, HT, true, true>(p, c, s, t0 + j, wc, lm)) return false;
+    if (!int_fast_step<N, U8, AM, KERN, HT, true, true>(p, c, s, t0 + j, j, wc, lm)) return false;
   return true;
 }
 
@@ -1097,7 +1123,7 @@ WC_AVX512 int int_fast_lanes(const IntParams* const* p, const IntFastConsts* c, 
     s[n].bad = 0;
   }
   for (uint32_t r = 0; r < g.rows; ++r) {
-    const bool ok = r ? int_fast_row<N, U8, AM, KERN, !KERN>(p, c, s, r * c[0].W, wc, lm)
+    const bool ok = r ? int_fast_row<N, U8, AM, KERN, !KERN>(p, c, s, r, wc, lm)
                       : int_fast_row<N, U8, AM, KERN, false>(p, c, s, 0, wc, lm);
     if (!ok) return 0;
   }
@@ -1110,22 +1136,26 @@ WC_AVX512 int int_fast_lanes(const IntParams* const* p, const IntFastConsts* c, 
 }
 
 // Handles int8 / uint8 codes without tile map or zero points, activity
-// contexts (nbr_mode 0) or kernel contexts (nbr_mode 3) with one scale
-// class, same-size lanes; -1 otherwise.
+// contexts (nbr_mode 0) or kernel contexts (nbr_mode 3), same-size lanes;
+// -1 otherwise. Scale classes (ns > 1) need the chunks' first rows (row0,
+// else null) and the models' padded side information; lm[n] then holds
+// the lanes' rc and cc values after its codes.
 // N chunks of one geometry at once (models ms[n], streams rans[n],
 // lane-major lm[n]); their models must share a loop (int_loop_compatible).
 template <int N>
 WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, const uint32_t* rans_len,
-                              const LaneGeom& g, const uint64_t* col0, uint8_t* const* lm) {
+                              const LaneGeom& g, const uint64_t* col0, const uint64_t* row0, uint8_t* const* lm) {
   const IntParams& p0 = ms[0].ip;
-  if (!g.same_rect || (p0.nbr_mode != 0 && p0.nbr_mode != 3) || p0.ns != 1) return -1;
+  if (!g.same_rect || (p0.nbr_mode != 0 && p0.nbr_mode != 3) || (p0.ns != 1 && !row0)) return -1;
   const bool kern = p0.nbr_mode == 3;
   IntFastConsts c[N];
   const IntParams* ps[N];
   for (int n = 0; n < N; ++n) {
     const ModelView& m = ms[n];
     const IntParams& p = m.ip;
-    if (!m.slot_all || !m.luts || (n && !int_loop_compatible(p0, p))) return -1;
+    // Members share the loop: one model (one table), or models whose
+    // parameters give the same loop.
+    if (!m.slot_all || !m.luts || (n && m.slot_all != ms[0].slot_all && !int_loop_compatible(p0, p))) return -1;
     ps[n] = &p;
     c[n].slots = m.slot_all;
     c[n].W = static_cast<uint32_t>(g.w[0]);
@@ -1149,6 +1179,31 @@ WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, c
     c[n].knb[1] = _mm512_load_si512(knb + 32);
     c[n].kp0 = _mm512_load_si512(kp0);
     c[n].period = _mm512_set1_epi16(static_cast<int16_t>(kern ? p.period : 0));
+    c[n].scale = p.ns > 1;
+    c[n].rcl = c[n].ccl = nullptr;
+    if (c[n].scale) {
+      if ((p.use_rc && !m.rc_pad) || (p.use_cc && !m.cc_pad)) return -1;
+      alignas(64) uint8_t sl[64];
+      for (int i = 0; i < 64; ++i) sl[i] = m.luts->scale[i];
+      c[n].scale_lut = _mm512_load_si512(sl);
+      c[n].sc_mul = _mm512_set1_epi16(static_cast<int16_t>(p.nb * f));
+      // After the codes and the transposition's padding (lm holds 4 bytes
+      // per element; the codes use 1).
+      uint8_t* side = lm[n] + (uint64_t{g.rows} * c[n].W + 16) * 32;
+      if (p.use_rc) {
+        for (uint32_t r = 0; r < g.rows; ++r)
+          for (uint32_t l = 0; l < kLanes; ++l)
+            side[r * 32 + l] = m.rc_pad[row0[n] + static_cast<uint32_t>(g.r0[l]) + r];
+        c[n].rcl = side;
+        side += uint64_t{g.rows} * 32;
+      }
+      if (p.use_cc) {
+        for (uint32_t j = 0; j < c[n].W; ++j)
+          for (uint32_t l = 0; l < kLanes; ++l)
+            side[j * 32 + l] = m.cc_pad[col0[n] + static_cast<uint32_t>(g.c0[l]) + j];
+        c[n].ccl = side;
+      }
+    }
   }
   // 4-bit codes without zero points decode as bytes of code - center (the
   // U8 form); decode_int_chunk_simd packs them.
@@ -1190,10 +1245,6 @@ struct TernState {
   __m512i RP;      // row class part of the scale value (16-bit)
   __m512i KP;      // mode 2: 9 x column phase (16-bit)
 };
-
-WC_AVX512 WC_INLINE __m512i codes16(const uint8_t* row) {
-  return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)));
-}
 
 // Slot bounds of 128 contexts held in four registers.
 WC_AVX512 WC_INLINE __m512i perm128(const __m512i* t, __m512i ctx) {
@@ -2157,15 +2208,16 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
   const uint8_t* rans[kMaxChunkGroup];
   uint32_t rans_len[kMaxChunkGroup];
   uint8_t* lms[kMaxChunkGroup];
-  uint64_t col0[kMaxChunkGroup];
+  uint64_t col0[kMaxChunkGroup], row0[kMaxChunkGroup];
   for (int i = 0; i < n; ++i) {
     rans[i] = s[i].rans;
     rans_len[i] = s[i].rans_len;
     lms[i] = s[i].lm;
     col0[i] = s[i].col0;
+    row0[i] = s[i].row0;
   }
-  const int r = n == 2 ? decode_int_fast<2>(ms, rans, rans_len, g, col0, lms)
-                       : decode_int_fast<3>(ms, rans, rans_len, g, col0, lms);
+  const int r = n == 2 ? decode_int_fast<2>(ms, rans, rans_len, g, col0, row0, lms)
+                       : decode_int_fast<3>(ms, rans, rans_len, g, col0, row0, lms);
   if (r != 1) return r;
   if (nibble) {
     int ok = 1;
@@ -2191,12 +2243,12 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
   }
   // Column-phase contexts have only the ternary path above.
   if (m.ip.nbr_mode == 2) return -1;
-  const uint64_t col0 = cv.col0;
+  const uint64_t col0 = cv.col0, row0 = cv.row0;
   if (!tile_map && !m.zp && m.ip.sub == kIntNibble && (uint64_t{cv.h} * cv.w) % 2 == 0) {
     // 4-bit codes without zero points: the U8 loops write each code as a
     // byte, then pack_nibble_chunk.
     uint8_t* const lms[1] = {lm};
-    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, &col0, lms);
+    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, &col0, &row0, lms);
     if (r == 0) return 0;
     if (r < 0 && !decode_int_lanes<IntForm::kU8>(m, cv, rans, rans_len, g, lm)) return 0;
     return pack_nibble_chunk(cv, g, lm, out);
@@ -2204,7 +2256,7 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
   const bool direct = !tile_map && !m.zp && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8);
   if (direct) {
     uint8_t* const lms[1] = {lm};
-    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, &col0, lms);
+    const int r = decode_int_fast<1>(&m, &rans, &rans_len, g, &col0, &row0, lms);
     if (r == 0) return 0;
     if (r == 1) {
       same_rect_to_raster<1>(lm, g, cv.w, out);

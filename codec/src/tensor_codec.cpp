@@ -2778,7 +2778,7 @@ Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, ui
 bool model_groups(const TensorModel& m) {
   if (m.kind == ModelKind::kFloat) return m.fp.elem_bytes <= 2;
   return m.kind == ModelKind::kInt && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8 || m.ip.sub == kIntNibble) &&
-         (m.ip.nbr_mode == 0 || m.ip.nbr_mode == 3) && m.ip.ns == 1 && m.ip.zgroup == 0;
+         (m.ip.nbr_mode == 0 || m.ip.nbr_mode == 3) && m.ip.zgroup == 0;
 }
 
 bool models_group(const TensorModel& a, const TensorModel& b) {
@@ -2811,7 +2811,7 @@ bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch)
     mv[i] = same ? mv[0] : chunks[i].model->view(&tables_hold[i], nullptr, 0);
     if (lm[i]->size() < lmb) lm[i]->resize(lmb);
     sides[i] = GroupSide{mp[i].map,    mp[i].rans,    mp[i].rans_len, mp[i].raw,    mp[i].raw_len,
-                         mp[i].tail,   chunks[i].out, lm[i]->data(),  mp[i].cv.col0};
+                         mp[i].tail,   chunks[i].out, lm[i]->data(),  mp[i].cv.col0, mp[i].cv.row0};
   }
   if (decode_group_simd(mv, mp[0].cv, sides, n) != 1) return false;
   for (int i = 0; i < n; ++i)

@@ -263,14 +263,15 @@ struct GroupSide {
   bool tail;
   uint8_t* out;
   uint8_t* lm;
-  uint64_t col0;  // the chunk's first tensor column (kernel contexts' phases)
+  uint64_t col0;  // the chunk's first tensor column (kernel contexts' phases, column classes)
+  uint64_t row0;  // the chunk's first tensor row (row classes)
 };
 // n (2..kMaxChunkGroup) chunks with the same rectangle size (cv: h, w)
 // decoded with their lanes' state chains interleaved, chunk i with
 // models[i]: 1- and 2-byte floats (models that share a step loop, see
-// models_group), and int8 / uint8 codes of one model with activity
-// contexts, one scale class, no tile map and no zero points
-// (model_groups). 1: all decoded; 0: a stream is malformed (decode each
+// models_group), and int8 / uint8 / 4-bit codes of one model with activity
+// or kernel contexts, no tile map and no zero points (model_groups; models
+// with scale classes group only with themselves). 1: all decoded; 0: a stream is malformed (decode each
 // alone to learn which); -1: no grouped loop for these models or geometry.
 int decode_group_simd(const ModelView* models, const ChunkView& cv, const GroupSide* sides, int n);
 // Whether a float model's sign / high mantissa symbols have contexts.
