@@ -1054,9 +1054,6 @@ WC_AVX512 WC_INLINE bool int_step_values(const IntParams& p, const IntFastConsts
   return true;
 }
 
-// One step of N chunks decoded together (N = 1..3; one model, one
-// geometry), phase by phase across the chunks so that their gathers overlap.
-// KERN: kernel contexts (nbr_mode 3), whose phase advances each step.
 // The context offset of the lanes' scale classes at step j of a lane row
 // (the reference's sc * nb * 3, kernel contexts sc * nb * 9).
 WC_AVX512 WC_INLINE __m512i int_scale_term(const IntFastConsts& c, const IntFastState& s, uint32_t j) {
@@ -1066,6 +1063,10 @@ WC_AVX512 WC_INLINE __m512i int_scale_term(const IntFastConsts& c, const IntFast
   return _mm512_mullo_epi16(sc, c.sc_mul);
 }
 
+// One step of N chunks decoded together (N = 1..3; one model, one
+// geometry), phase by phase across the chunks so that their gathers overlap.
+// KERN: kernel contexts (nbr_mode 3), whose phase advances each step; j:
+// the step's column in its lane row.
 template <int N, bool U8, int AM, bool KERN, bool HT, bool HL, bool HA>
 WC_AVX512 WC_INLINE bool int_fast_step(const IntParams* const* p, const IntFastConsts* c, IntFastState* s, uint32_t t,
                                        uint32_t j, WordCursor* wc, uint8_t* const* lm) {
@@ -1135,7 +1136,7 @@ WC_AVX512 int int_fast_lanes(const IntParams* const* p, const IntFastConsts* c, 
   return 1;
 }
 
-// Handles int8 / uint8 codes without tile map or zero points, activity
+// Handles int8 / uint8 / 4-bit codes without tile map or zero points, activity
 // contexts (nbr_mode 0) or kernel contexts (nbr_mode 3), same-size lanes;
 // -1 otherwise. Scale classes (ns > 1) need the chunks' first rows (row0,
 // else null) and the models' padded side information; lm[n] then holds
