@@ -2429,8 +2429,8 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     // the search was a tenth of the file's encode time, for a map that
     // came within 1% of the tool-free model. On smooth weights, where tools
     // pay, zstd finds no matches.
-    double tensor_bits = 0.0;
-    for (uint32_t k = 0; k < sa.contexts(0); ++k) {
+    double tensor_bits = 0.0;  // (only probed tensors need it)
+    for (uint32_t k = 0; k < sa.contexts(0) && !probe.empty(); ++k) {
       const uint64_t* n = sa.at(0, k);
       for (uint32_t t = 0; t < m.ip.nsym; ++t)
         if (n[t])

@@ -271,8 +271,9 @@ struct GroupSide {
 // models[i]: 1- and 2-byte floats (models that share a step loop, see
 // models_group), and int8 / uint8 / 4-bit codes of one model with activity
 // or kernel contexts, no tile map and no zero points (model_groups; models
-// with scale classes group only with themselves). 1: all decoded; 0: a stream is malformed (decode each
-// alone to learn which); -1: no grouped loop for these models or geometry.
+// with scale classes group only with themselves). 1: all decoded; 0: a
+// stream is malformed (decode each alone to learn which); -1: no grouped
+// loop for these models or geometry.
 int decode_group_simd(const ModelView* models, const ChunkView& cv, const GroupSide* sides, int n);
 // Whether a float model's sign / high mantissa symbols have contexts.
 inline bool float_sm_contexts(const FloatParams& p) { return p.nm > 1 || p.sign_ctx; }
