@@ -54,6 +54,7 @@ struct CliOptions {
   char* encode_delay;
   char* encode_threads;
   char* decoder;
+  int hugepages;
 };
 
 const struct fuse_opt kOptionSpecs[] = {
@@ -65,6 +66,7 @@ const struct fuse_opt kOptionSpecs[] = {
     {"encode_delay=%s", offsetof(CliOptions, encode_delay), 0},
     {"encode_threads=%s", offsetof(CliOptions, encode_threads), 0},
     {"decoder=%s", offsetof(CliOptions, decoder), 0},
+    {"hugepages", offsetof(CliOptions, hugepages), 1},
     FUSE_OPT_END,
 };
 
@@ -105,6 +107,10 @@ void usage(const char* prog) {
       "    -o encode_delay=TIME   encode a staged file once closed and unchanged this\n"
       "                           long (seconds, or with ms/s/m suffix; default 10s)\n"
       "    -o encode_threads=N    background encoder threads (default 1)\n"
+      "    -o hugepages           decoded chunks in transparent huge pages (faster\n"
+      "                           first touch on hosts that keep them backed; off by\n"
+      "                           default: in VMs whose balloon reclaims free 2M pages\n"
+      "                           it is slower)\n"
       "    -o allow_other         let other users use the mount (opt-in)\n"
       "    -f                     stay in the foreground\n"
       "    -d                     debug output (implies -f)\n"
@@ -254,6 +260,7 @@ int main(int argc, char* argv[]) {
     }
     fo.cache_bytes = *v;
   }
+  fo.huge_pages = cli.hugepages != 0;
   if (cli.threads) {
     char* end = nullptr;
     const unsigned long n = std::strtoul(cli.threads, &end, 10);

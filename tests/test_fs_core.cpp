@@ -473,6 +473,9 @@ TEST(fs_core, CacheStaysWithinBudget) {
   EXPECT_EQ(wctest::sha256_hex(got), wctest::sha256_hex(original));
   EXPECT_GT(counter(fs->stats().cache_evictions), 0u);
   EXPECT_LE(most, budget + chunk);
+  // The buffer pool of a small cache maps 2 MiB regions, and evicted
+  // chunks' memory is used again instead of new regions.
+  EXPECT_LE(fs->cache().mapped_bytes(), 2 * (uint64_t{2} << 20));
 }
 
 TEST(fs_core, ReadaheadFollowsSequentialReadsOnly) {
@@ -830,6 +833,7 @@ TEST(fs_core, StatsFileIsJson) {
   EXPECT_GT(j["decode"]["bytes"].get<uint64_t>(), 0u);
   EXPECT_GE(j["decode"]["seconds"].get<double>(), 0.0);
   EXPECT_GT(j["cache"]["misses"].get<uint64_t>(), 0u);
+  EXPECT_GE(j["cache"]["mapped_bytes"].get<uint64_t>(), j["cache"]["bytes"].get<uint64_t>());
   EXPECT_TRUE(j["cache"].contains("hits"));
   EXPECT_TRUE(j["readahead"].contains("hits"));
   EXPECT_EQ(j["errors"].get<uint64_t>(), 0u);

@@ -223,7 +223,9 @@ TEST(mount_real, ParallelRandomReads) {
   MountFixture fx;
   const auto models = fstest::build_store(fx.store(), /*with_large=*/true);
   std::string out;
-  ASSERT_EQ(fx.mount("cache_size=4M,threads=3", &out), 0) << out;
+  // Huge-page advice on: the chunk memory (recycled under this small
+  // cache) must serve the same bytes.
+  ASSERT_EQ(fx.mount("cache_size=4M,threads=3,hugepages", &out), 0) << out;
   const auto files = presented(models);
   std::vector<std::vector<uint8_t>> originals;
   for (const auto& f : files) originals.push_back(wctest::read_file(f.second));

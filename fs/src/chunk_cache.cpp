@@ -1,35 +1,12 @@
 // fs/src/chunk_cache.cpp — see wcodecfs/chunk_cache.h.
 #include "wcodecfs/chunk_cache.h"
 
-#include <sys/mman.h>
-
 #include <cstdint>
 
+#include "buffer_pool.h"
 #include "wcodecfs/fs_log.h"
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14
-#endif
-
 namespace wcodecfs {
-namespace {
-
-// A chunk buffer whose pages are mapped in one call (MADV_POPULATE_WRITE)
-// rather than faulted in one by one while the decoder writes them: about a
-// third less kernel time per page on a cold read, when every chunk lands
-// in memory the process has not touched before. Kernels without the call
-// (EINVAL) fault on first write as before.
-uint8_t* new_chunk_buffer(uint32_t size) {
-  auto* p = new (std::nothrow) uint8_t[size];
-  if (!p) return nullptr;
-  constexpr uintptr_t kPage = 4096;
-  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + kPage - 1) & ~(kPage - 1);
-  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + size) & ~(kPage - 1);
-  if (e > b) (void)madvise(reinterpret_cast<void*>(b), e - b, MADV_POPULATE_WRITE);
-  return p;
-}
-
-}  // namespace
 
 // One cached chunk. Fields other than key/size/data are guarded by
 // ChunkCache::mu_.
@@ -40,8 +17,9 @@ struct CacheEntry {
   const uint64_t source;
   const uint64_t index;
   const uint32_t size;
-  // Written by the decoder while pending; immutable once ready.
-  std::unique_ptr<uint8_t[]> data;
+  // Written by the decoder while pending; immutable once ready. Returned
+  // to the pool when the entry dies (or when its decode failed).
+  PoolBuffer data;
 
   State state = State::kPending;
   Status error;             // when failed
@@ -64,14 +42,20 @@ void ChunkPin::reset() {
 }
 
 std::shared_ptr<ChunkCache> ChunkCache::create(uint64_t budget_bytes, std::shared_ptr<BatchDecoder> decoder,
-                                               std::shared_ptr<Stats> stats) {
-  return std::shared_ptr<ChunkCache>(new ChunkCache(budget_bytes, std::move(decoder), std::move(stats)));
+                                               std::shared_ptr<Stats> stats, bool huge_pages) {
+  return std::shared_ptr<ChunkCache>(new ChunkCache(budget_bytes, std::move(decoder), std::move(stats), huge_pages));
 }
 
-ChunkCache::ChunkCache(uint64_t budget, std::shared_ptr<BatchDecoder> decoder, std::shared_ptr<Stats> stats)
-    : budget_(budget), decoder_(std::move(decoder)), stats_(stats ? std::move(stats) : std::make_shared<Stats>()) {}
+ChunkCache::ChunkCache(uint64_t budget, std::shared_ptr<BatchDecoder> decoder, std::shared_ptr<Stats> stats,
+                       bool huge_pages)
+    : budget_(budget),
+      decoder_(std::move(decoder)),
+      stats_(stats ? std::move(stats) : std::make_shared<Stats>()),
+      pool_(BufferPool::create(budget, huge_pages)) {}
 
 ChunkCache::~ChunkCache() = default;
+
+uint64_t ChunkCache::mapped_bytes() const { return pool_->mapped_bytes(); }
 
 void ChunkCache::publish_gauges_locked() {
   bytes_mirror_.store(bytes_, std::memory_order_relaxed);
@@ -161,7 +145,7 @@ void ChunkCache::submit(const std::shared_ptr<const ChunkSource>& source,
   std::shared_ptr<ChunkCache> self = shared_from_this();
   for (auto& e : fresh) {
     // Pending entries' buffers belong to whoever created them until submitted.
-    e->data.reset(new_chunk_buffer(e->size));
+    e->data = pool_->allocate(e->size);
     if (!e->data) {
       complete(e, Status(Code::kNoResources, source->name() + ": cannot allocate " + std::to_string(e->size) +
                                                  " bytes for chunk " + std::to_string(e->index)));
@@ -179,6 +163,8 @@ void ChunkCache::submit(const std::shared_ptr<const ChunkSource>& source,
 }
 
 void ChunkCache::complete(const std::shared_ptr<CacheEntry>& e, const Status& st) {
+  std::vector<std::shared_ptr<CacheEntry>> dropped;  // released after mu_
+  PoolBuffer failed_data;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (st.ok()) {
@@ -188,12 +174,12 @@ void ChunkCache::complete(const std::shared_ptr<CacheEntry>& e, const Status& st
         lru_.push_front(e.get());
         e->lru_it = lru_.begin();
         e->in_lru = true;
-        trim_locked();
+        trim_locked(dropped);
       }
     } else {
       e->state = CacheEntry::State::kFailed;
       e->error = st;
-      e->data.reset();
+      failed_data = std::move(e->data);
       if (e->in_map) {
         map_.erase(Key{e->source, e->index});
         e->in_map = false;
@@ -208,15 +194,16 @@ void ChunkCache::complete(const std::shared_ptr<CacheEntry>& e, const Status& st
 }
 
 void ChunkCache::unpin(CacheEntry* e) {
+  std::vector<std::shared_ptr<CacheEntry>> dropped;  // released after mu_
   std::lock_guard<std::mutex> lk(mu_);
   WC_CHECK(e->pins > 0);
   if (--e->pins == 0 && bytes_ > budget_) {
-    trim_locked();
+    trim_locked(dropped);
     publish_gauges_locked();
   }
 }
 
-void ChunkCache::trim_locked() {
+void ChunkCache::trim_locked(std::vector<std::shared_ptr<CacheEntry>>& dropped) {
   auto it = lru_.end();
   while (bytes_ > budget_ && it != lru_.begin()) {
     --it;
@@ -227,7 +214,9 @@ void ChunkCache::trim_locked() {
     e->in_map = false;
     bytes_ -= e->size;
     Stats::add(stats_->cache_evictions);
-    map_.erase(Key{e->source, e->index});  // may free *e: last use above
+    auto mit = map_.find(Key{e->source, e->index});
+    dropped.push_back(std::move(mit->second));
+    map_.erase(mit);
   }
 }
 

@@ -126,7 +126,7 @@ Result<std::unique_ptr<Filesystem>> Filesystem::create(const std::string& store_
   fs->decoder_ = options.decoder        ? options.decoder
                  : options.make_decoder ? options.make_decoder(fs->stats_)
                                         : std::make_shared<CpuBatchDecoder>(options.decode_threads, fs->stats_);
-  fs->cache_ = ChunkCache::create(options.cache_bytes, fs->decoder_, fs->stats_);
+  fs->cache_ = ChunkCache::create(options.cache_bytes, fs->decoder_, fs->stats_, options.huge_pages);
   fs->readahead_cap_ = std::min(options.readahead_max, options.cache_bytes / 4);
   // The codec's decoding tables (built per tensor on first decode) count
   // against the memory of the mount too: an eighth of the chunk cache.
@@ -788,6 +788,7 @@ std::string Filesystem::stats_json() const {
   j["cache"] = {{"bytes", cache_->bytes()},
                 {"budget", cache_->budget()},
                 {"entries", cache_->entries()},
+                {"mapped_bytes", cache_->mapped_bytes()},
                 {"hits", Stats::get(s.cache_hits)},
                 {"misses", Stats::get(s.cache_misses)},
                 {"evictions", Stats::get(s.cache_evictions)}};

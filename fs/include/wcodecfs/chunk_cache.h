@@ -19,6 +19,11 @@
 // without it; the decoder never calls back into the cache while holding its
 // own lock). An entry's bytes are written only by the decoder while the
 // entry is pending and only read after it became ready (published under mu_).
+//
+// Memory: entries' buffers come from a BufferPool (fs/src/buffer_pool.h)
+// that reuses the pages of evicted chunks instead of faulting in new ones.
+// Each buffer holds the pool, so entries outliving the cache (pinned, or
+// still with the decoder) keep their memory valid.
 #pragma once
 
 #include <atomic>
@@ -37,6 +42,7 @@
 
 namespace wcodecfs {
 
+class BufferPool;
 class ChunkCache;
 struct CacheEntry;
 
@@ -74,8 +80,9 @@ class ChunkCache : public std::enable_shared_from_this<ChunkCache> {
  public:
   // `budget_bytes` of decoded chunks kept when unpinned. `stats` receives
   // cache_hits, cache_misses, cache_evictions and readahead counters.
+  // `huge_pages`: advise the chunk memory for transparent huge pages.
   static std::shared_ptr<ChunkCache> create(uint64_t budget_bytes, std::shared_ptr<BatchDecoder> decoder,
-                                            std::shared_ptr<Stats> stats);
+                                            std::shared_ptr<Stats> stats, bool huge_pages = false);
   ~ChunkCache();
   ChunkCache(const ChunkCache&) = delete;
   ChunkCache& operator=(const ChunkCache&) = delete;
@@ -96,6 +103,10 @@ class ChunkCache : public std::enable_shared_from_this<ChunkCache> {
   uint64_t budget() const { return budget_; }
   uint64_t bytes() const { return bytes_mirror_.load(std::memory_order_relaxed); }
   uint64_t entries() const { return entries_mirror_.load(std::memory_order_relaxed); }
+  // Memory the buffer pool has mapped for chunks: bytes() rounded up to
+  // pages, plus free ranges between them, a partly used region and at
+  // most one spare region.
+  uint64_t mapped_bytes() const;
   const BatchDecoder& decoder() const { return *decoder_; }
 
  private:
@@ -109,18 +120,22 @@ class ChunkCache : public std::enable_shared_from_this<ChunkCache> {
     size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.source * 0x9E3779B97F4A7C15ull ^ k.index); }
   };
 
-  ChunkCache(uint64_t budget, std::shared_ptr<BatchDecoder> decoder, std::shared_ptr<Stats> stats);
+  ChunkCache(uint64_t budget, std::shared_ptr<BatchDecoder> decoder, std::shared_ptr<Stats> stats, bool huge_pages);
   // Allocates the entries' buffers (outside mu_) and submits them.
   void submit(const std::shared_ptr<const ChunkSource>& source, std::vector<std::shared_ptr<CacheEntry>> fresh,
               bool background);
   void complete(const std::shared_ptr<CacheEntry>& e, const Status& st);
   void unpin(CacheEntry* e);
-  void trim_locked();  // REQUIRES: mu_ held
+  // Evicts unpinned entries until within budget. The evicted entries move
+  // to `dropped`, for the caller to release after mu_: freeing a buffer may
+  // unmap a pool region. REQUIRES: mu_ held
+  void trim_locked(std::vector<std::shared_ptr<CacheEntry>>& dropped);
   void publish_gauges_locked();
 
   const uint64_t budget_;
   const std::shared_ptr<BatchDecoder> decoder_;
   const std::shared_ptr<Stats> stats_;
+  const std::shared_ptr<BufferPool> pool_;
 
   // mu_ protects map_, lru_, bytes_ and every CacheEntry's state, error,
   // pins, prefetched and lru fields. cv_ is signalled when an entry leaves

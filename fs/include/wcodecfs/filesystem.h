@@ -65,6 +65,9 @@ struct FsOptions {
   uint64_t cache_bytes = 0;
   // CPU decoder threads; 0 = one per online CPU.
   unsigned decode_threads = 0;
+  // Advise the chunk cache's memory for transparent huge pages (the mount's
+  // -o hugepages; see fs/src/buffer_pool.h for when that pays).
+  bool huge_pages = false;
   // Readahead window cap per open file (bytes); 0 disables readahead. The
   // effective cap is also at most a quarter of the cache budget.
   uint64_t readahead_max = 64ull << 20;
