@@ -17,12 +17,30 @@
 #include <unordered_map>
 
 #include "bytes.h"
+#include "chunk_hash_x86.h"
 #include "int_rows.h"
 #include "wcodec/container.h"
 
 namespace wcodec {
 
-uint64_t chunk_hash(const uint8_t* p, size_t n) { return XXH3_64bits(p, n); }
+namespace {
+using HashFn = uint64_t (*)(const uint8_t*, size_t);
+uint64_t xxh3_64_base(const uint8_t* p, size_t n) { return XXH3_64bits(p, n); }
+// The widest XXH3 build this CPU runs (chunk_hash_x86.h).
+HashFn pick_hash() {
+#ifdef WCODEC_XXH3_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return xxh3_64_avx512;
+  if (__builtin_cpu_supports("avx2")) return xxh3_64_avx2;
+#endif
+  return xxh3_64_base;
+}
+}  // namespace
+
+uint64_t chunk_hash(const uint8_t* p, size_t n) {
+  static const HashFn hash = pick_hash();
+  return hash(p, n);
+}
 
 // ------------------------------------------------------------------ geometry
 uint64_t TensorGeometry::num_chunks() const {
