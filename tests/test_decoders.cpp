@@ -942,3 +942,117 @@ TEST(IntRowContexts, AbsSumsEqualPlainSums) {
     EXPECT_EQ(got_max, want_max) << n;
   }
 }
+
+namespace {
+
+// Decodes every model chunk of et with decode_chunk (the library's path:
+// vector tables first, reference tables where a vector decoder declines)
+// and compares with the original bytes.
+void decode_all_chunks(const EncodedTensor& et, const uint8_t* orig, const std::string& what) {
+  DecodeScratch scratch;
+  for (uint64_t i = 0; i < et.chunks.size(); ++i) {
+    const auto& c = et.chunks[i];
+    std::vector<uint8_t> out(c.decoded_size);
+    ASSERT_TRUE(decode_chunk(et.geom, &et.model, i, c.method, c.payload.data(), c.payload.size(), c.decoded_size,
+                             c.xxh3, nullptr, 0, 0, out.data(), scratch, what)
+                    .ok())
+        << what << " chunk " << i;
+    uint64_t row0, col0, h, w;
+    et.geom.chunk_rect(i, &row0, &col0, &h, &w);
+    ASSERT_EQ(et.geom.chunk_cols, et.geom.cols) << what;  // whole-row chunks: bytes are contiguous
+    ASSERT_EQ(0, std::memcmp(out.data(), orig + row0 * et.geom.row_bytes(), out.size())) << what << " chunk " << i;
+  }
+}
+
+// Views for the vector decoders carry no reference tables (t0 / t1) unless
+// the CPU lacks the vector decoders; a full view adds them. Tables evicted
+// by the budget leave their slot storage for the next build: a model
+// rebuilt after eviction gets its own storage back, and decodes right.
+TEST(DecodingTables, VectorViewsSkipReferenceTablesAndEvictedStorageIsReused) {
+  const std::string name = "isnet-medium.f16.safetensors";
+  const auto f = wctest::read_file(wctest::data_dir() / name);
+  auto h = parse_safetensors_header(f.data(), f.size(), f.size(), name);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  // A float tensor whose model has at least 8 contexts in each table set
+  // (16 KiB of slots each: storage large enough to be binned).
+  const TensorInfo* pick = nullptr;
+  EncodedTensor et[3];
+  for (const auto& t : h->tensors) {
+    if (t.nbytes() < (256u << 10)) continue;
+    auto r = encode_tensor(t, f.data() + h->data_start + t.begin, AuxInput{}, EncodeOptions{});
+    ASSERT_TRUE(r.ok()) << t.name;
+    if (r->model.kind == ModelKind::kFloat && r->model.t0.size() >= 8 && r->model.t1.size() >= 8 &&
+        r->chunks[0].method == ChunkMethod::kModel) {
+      pick = &t;
+      et[0] = std::move(r).value();
+      break;
+    }
+  }
+  ASSERT_NE(pick, nullptr) << name << ": no float tensor with 8 contexts in each table set";
+  const uint8_t* orig = f.data() + h->data_start + pick->begin;
+  // Three models of the same tensor (three table slots of one size).
+  for (int k = 1; k < 3; ++k) {
+    auto r = encode_tensor(*pick, orig, AuxInput{}, EncodeOptions{});
+    ASSERT_TRUE(r.ok());
+    et[k] = std::move(r).value();
+  }
+  const bool vec = cpu_has_avx512() && vector_decoder_available();
+  if (!vec) std::printf("[ NOTE ] no vector decoders on this CPU: every view carries the reference tables\n");
+
+  set_vector_table_budget(0);  // empties the cache and the storage bin
+  set_vector_table_budget(UINT64_MAX);
+  uint64_t vector_only = 0;
+  {
+    std::shared_ptr<const TensorModel::VectorTables> hold;
+    const uint64_t before = vector_table_bytes();
+    const ModelView mv = et[0].model.view(&hold, nullptr, 0, TensorModel::TableUse::kVector);
+    vector_only = vector_table_bytes() - before;
+    EXPECT_NE(mv.slot_all, nullptr);
+    EXPECT_NE(mv.slot1_all, nullptr);
+    if (vec) {
+      EXPECT_EQ(mv.t0, nullptr);
+      EXPECT_EQ(mv.t1, nullptr);
+    }
+    // The reference decoder's view rebuilds them with t0 / t1.
+    std::shared_ptr<const TensorModel::VectorTables> hold2;
+    const ModelView full = et[0].model.view(&hold2);
+    ASSERT_NE(full.t0, nullptr);
+    ASSERT_NE(full.t1, nullptr);
+    EXPECT_GT(vector_table_bytes() - before, vector_only + (vec ? (et[0].model.t0.size() * 4096) : 0));
+  }
+  ASSERT_GE(vector_only, 2u * (128u << 10));
+  decode_all_chunks(et[0], orig, pick->name);
+
+  // Room for two models' tables: the third evicts the oldest, whose storage
+  // goes to the bin (half the budget) and back to that model's rebuild.
+  set_vector_table_budget(0);
+  set_vector_table_budget(vector_only * 5 / 2);
+  const uint32_t* first_slots = nullptr;
+  const uint32_t* first_slots1 = nullptr;
+  for (int k = 0; k < 3; ++k) {
+    std::shared_ptr<const TensorModel::VectorTables> hold;
+    const ModelView mv = et[k].model.view(&hold, nullptr, 0, TensorModel::TableUse::kVector);
+    if (k == 0) {
+      first_slots = mv.slot_all;
+      first_slots1 = mv.slot1_all;
+    }
+  }
+  EXPECT_LE(vector_table_bytes(), vector_only * 5 / 2);  // the first model's tables are evicted
+  const uint64_t slot_bytes = (et[0].model.t0.size() + et[0].model.t1.size()) * 4096 * sizeof(uint32_t);
+  const uint64_t spare = vector_table_spare_bytes();
+  EXPECT_EQ(spare, slot_bytes) << "the evicted tables' storage was not kept";
+  // With room for all three, the first model's rebuild evicts nothing and
+  // takes the kept storage.
+  set_vector_table_budget(UINT64_MAX);
+  {
+    std::shared_ptr<const TensorModel::VectorTables> hold;
+    const ModelView mv = et[0].model.view(&hold, nullptr, 0, TensorModel::TableUse::kVector);
+    EXPECT_EQ(mv.slot_all, first_slots) << "the rebuilt tables did not reuse the evicted storage";
+    EXPECT_EQ(mv.slot1_all, first_slots1) << "the rebuilt tables did not reuse the evicted storage";
+  }
+  EXPECT_EQ(vector_table_spare_bytes(), 0u);
+  for (int k = 0; k < 3; ++k) decode_all_chunks(et[k], orig, pick->name);
+  set_vector_table_budget(kDefaultVectorTableBudget);
+}
+
+}  // namespace

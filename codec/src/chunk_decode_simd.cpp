@@ -64,6 +64,12 @@ bool simd_enabled() {
   return on;
 }
 
+}  // namespace
+
+bool vector_decoder_available() { return simd_enabled(); }
+
+namespace {
+
 #define WC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vbmi2,popcnt")))
 #define WC_INLINE __attribute__((always_inline)) inline
 

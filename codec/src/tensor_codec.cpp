@@ -91,11 +91,81 @@ static TensorGeometry make_geometry(uint64_t nbytes, uint64_t rows, uint32_t ele
 // the two-level layout instead.
 static bool small_alphabet(const TensorModel& m) { return m.kind == ModelKind::kInt && m.ip.nsym <= 32; }
 
-static void build_vector_tables(const TensorModel& m, TensorModel::VectorTables* vt) {
+// Slot storage of dropped tables, handed to the next build. Tables are
+// built on a model's first use and dropped when the table budget evicts
+// them; a reader of a file whose tables exceed the budget (isnet-medium.f16
+// needs 74 MB) rebuilds them on every pass, and a mount rebuilds them as it
+// moves through the tensors. Freshly allocated storage of that size comes
+// from the kernel page by page (malloc maps it and unmaps it on free):
+// before this bin the page faults and page clearing were 6% of a whole-file
+// decode of isnet-medium.f16. The bin holds at most half the table budget.
+class SlotBin {
+ public:
+  static SlotBin& get() {
+    static SlotBin* b = new SlotBin();  // outlives static models
+    return *b;
+  }
+  void set_cap(uint64_t bytes) {
+    std::lock_guard<std::mutex> lk(mu_);
+    cap_ = bytes;
+    while (bytes_ > cap_) drop_oldest_locked();
+  }
+  // Storage of n entries (contents undefined): the smallest binned vector
+  // that holds n without wasting more than half of it, else a new one.
+  void take(size_t n, TensorModel::VectorTables::Slots* out) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      size_t best = bin_.size();
+      for (size_t i = 0; i < bin_.size(); ++i) {
+        const size_t c = bin_[i].capacity();
+        if (c >= n && c / 2 <= n && (best == bin_.size() || c < bin_[best].capacity())) best = i;
+      }
+      if (best < bin_.size()) {
+        bytes_ -= bin_[best].capacity() * sizeof(uint32_t);
+        *out = std::move(bin_[best]);
+        bin_.erase(bin_.begin() + static_cast<std::ptrdiff_t>(best));
+      }
+    }
+    out->resize(n);  // within the capacity of a binned vector: no allocation, no writes
+  }
+  uint64_t bytes() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return bytes_;
+  }
+  void give(TensorModel::VectorTables::Slots&& v) {
+    // Small tables come from malloc's heap, whose freed memory stays mapped.
+    if (v.capacity() * sizeof(uint32_t) < kMinBinned) return;
+    std::lock_guard<std::mutex> lk(mu_);
+    const uint64_t b = v.capacity() * sizeof(uint32_t);
+    if (b > cap_) return;
+    while (bytes_ + b > cap_) drop_oldest_locked();
+    bytes_ += b;
+    bin_.push_back(std::move(v));
+  }
+
+ private:
+  static constexpr uint64_t kMinBinned = 128 * 1024;
+  void drop_oldest_locked() {
+    bytes_ -= bin_.front().capacity() * sizeof(uint32_t);
+    bin_.erase(bin_.begin());
+  }
+  std::mutex mu_;
+  std::vector<TensorModel::VectorTables::Slots> bin_;  // oldest first
+  uint64_t bytes_ = 0;
+  uint64_t cap_ = kDefaultVectorTableBudget / 2;
+};
+
+// Models whose decoder reads the reference tables (DecTable) whatever the
+// CPU: small int alphabets (the vector loops' two-level lookup is those
+// tables) and byte-plane models (no vector decoder).
+static bool reference_only(const TensorModel& m) { return small_alphabet(m) || m.kind == ModelKind::kBytes; }
+
+// reference: also the reference decoder's tables (t0 / t1).
+static void build_vector_tables(const TensorModel& m, bool reference, TensorModel::VectorTables* vt) {
   // Symbol by symbol: each symbol's slots are one run, written once (the
   // storage is not zeroed first; every slot of every table is written).
   auto pack = [](const std::vector<FreqTable>& ts, TensorModel::VectorTables::Slots* out) {
-    out->resize(ts.size() * 4096);
+    SlotBin::get().take(ts.size() * 4096, out);
     for (size_t i = 0; i < ts.size(); ++i) {
       const FreqTable& t = ts[i];
       uint32_t* o = out->data() + i * 4096;
@@ -112,36 +182,42 @@ static void build_vector_tables(const TensorModel& m, TensorModel::VectorTables*
       if (c < 4096) std::fill(o + c, o + 4096, 0u);
     }
   };
-  // Reference tables: slot -> symbol and freq | start << 16 per context.
-  const size_t n0 = m.t0.size(), n1 = m.t1.size();
-  vt->lut_all.resize((n0 + n1) * 4096 + 4);  // + 4: 32-bit gathers of the last bytes
-  std::memset(vt->lut_all.data() + (n0 + n1) * 4096, 0, 4);
-  vt->fs_all.assign((n0 + n1) * 256, 0);
-  for (size_t i = 0; i < n0 + n1; ++i) {
-    const FreqTable& t = i < n0 ? m.t0[i] : m.t1[i - n0];
-    uint8_t* lut = vt->lut_all.data() + i * 4096;
-    uint32_t* fs = vt->fs_all.data() + i * 256;
-    uint32_t c = 0;
-    for (size_t sym = 0; sym < t.freq.size() && sym < 256; ++sym) {
-      const uint32_t f = t.freq[sym];
-      fs[sym] = f | (c << 16);
-      const uint32_t n = f < 4096 - c ? f : 4096 - c;
-      std::memset(lut + c, static_cast<int>(sym), n);
-      c += n;
+  vt->reference = reference || reference_only(m);
+  if (vt->reference) {
+    // Reference tables: slot -> symbol and freq | start << 16 per context.
+    const size_t n0 = m.t0.size(), n1 = m.t1.size();
+    vt->lut_all.resize((n0 + n1) * 4096 + 4);  // + 4: 32-bit gathers of the last bytes
+    std::memset(vt->lut_all.data() + (n0 + n1) * 4096, 0, 4);
+    vt->fs_all.assign((n0 + n1) * 256, 0);
+    for (size_t i = 0; i < n0 + n1; ++i) {
+      const FreqTable& t = i < n0 ? m.t0[i] : m.t1[i - n0];
+      uint8_t* lut = vt->lut_all.data() + i * 4096;
+      uint32_t* fs = vt->fs_all.data() + i * 256;
+      uint32_t c = 0;
+      for (size_t sym = 0; sym < t.freq.size() && sym < 256; ++sym) {
+        const uint32_t f = t.freq[sym];
+        fs[sym] = f | (c << 16);
+        const uint32_t n = f < 4096 - c ? f : 4096 - c;
+        std::memset(lut + c, static_cast<int>(sym), n);
+        c += n;
+      }
+      if (c < 4096) std::memset(lut + c, 0, 4096 - c);  // unused context
     }
-    if (c < 4096) std::memset(lut + c, 0, 4096 - c);  // unused context
-  }
-  vt->d0.resize(n0);
-  vt->d1.resize(n1);
-  for (size_t i = 0; i < n0 + n1; ++i) {
-    const DecTable d{vt->lut_all.data() + i * 4096, vt->fs_all.data() + i * 256};
-    if (i < n0) vt->d0[i] = d;
-    else vt->d1[i - n0] = d;
+    vt->d0.resize(n0);
+    vt->d1.resize(n1);
+    for (size_t i = 0; i < n0 + n1; ++i) {
+      const DecTable d{vt->lut_all.data() + i * 4096, vt->fs_all.data() + i * 256};
+      if (i < n0) vt->d0[i] = d;
+      else vt->d1[i - n0] = d;
+    }
   }
   // Small int alphabets decode from lut_all / fs_all (two lookups) instead
-  // of packed slot entries.
-  if (!small_alphabet(m)) pack(m.t0, &vt->slot_all);
-  pack(m.t1, &vt->slot1_all);
+  // of packed slot entries; byte-plane models only with the reference
+  // decoder.
+  if (!reference_only(m)) {
+    pack(m.t0, &vt->slot_all);
+    pack(m.t1, &vt->slot1_all);
+  }
   if (m.kind == ModelKind::kInt && m.ip.sub == kIntTernary && m.ip.esc > 2) {
     vt->tern3.resize(m.t0.size());
     for (size_t i = 0; i < m.t0.size(); ++i) {
@@ -157,8 +233,13 @@ static void build_vector_tables(const TensorModel& m, TensorModel::VectorTables*
   }
 }
 
+TensorModel::VectorTables::~VectorTables() {
+  SlotBin::get().give(std::move(slot_all));
+  SlotBin::get().give(std::move(slot1_all));
+}
+
 size_t TensorModel::VectorTables::bytes() const {
-  return slot_all.size() * 4 + slot1_all.size() * 4 + tern3.size() * 4 +
+  return slot_all.capacity() * 4 + slot1_all.capacity() * 4 + tern3.size() * 4 +
          lut_all.size() + fs_all.size() * 4 + (d0.size() + d1.size()) * sizeof(DecTable);
 }
 
@@ -251,8 +332,12 @@ class VectorTableCache {
 
 TensorModel::TableSlot::~TableSlot() { VectorTableCache::get().erase(this); }
 
-void set_vector_table_budget(uint64_t bytes) { VectorTableCache::get().set_budget(bytes); }
+void set_vector_table_budget(uint64_t bytes) {
+  VectorTableCache::get().set_budget(bytes);
+  SlotBin::get().set_cap(bytes / 2);
+}
 uint64_t vector_table_bytes() { return VectorTableCache::get().bytes(); }
+uint64_t vector_table_spare_bytes() { return SlotBin::get().bytes(); }
 
 void TensorModel::finalize() {
   vt = std::make_shared<TableSlot>();
@@ -265,7 +350,8 @@ void TensorModel::finalize() {
   }
 }
 
-ModelView TensorModel::view(std::shared_ptr<const VectorTables>* hold, const uint8_t* zp, uint32_t zcols) const {
+ModelView TensorModel::view(std::shared_ptr<const VectorTables>* hold, const uint8_t* zp, uint32_t zcols,
+                            TableUse use) const {
   ModelView m{};
   m.kind = kind;
   m.fp = fp;
@@ -284,9 +370,10 @@ ModelView TensorModel::view(std::shared_ptr<const VectorTables>* hold, const uin
     std::shared_ptr<const VectorTables> t;
     {
       std::lock_guard<std::mutex> lk(vt->mu);
-      if (!vt->tables) {
+      const bool reference = use == TableUse::kAll || !vector_decoder_available();
+      if (!vt->tables || (reference && !vt->tables->reference)) {
         auto built = std::make_shared<VectorTables>();
-        build_vector_tables(*this, built.get());
+        build_vector_tables(*this, reference, built.get());
         vt->tables = std::move(built);
       }
       t = vt->tables;
@@ -2826,7 +2913,7 @@ bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch)
   GroupSide sides[kMaxChunkGroup];
   for (int i = 0; i < n; ++i) {
     const bool same = i && chunks[i].model == chunks[0].model;
-    mv[i] = same ? mv[0] : chunks[i].model->view(&tables_hold[i], nullptr, 0);
+    mv[i] = same ? mv[0] : chunks[i].model->view(&tables_hold[i], nullptr, 0, TensorModel::TableUse::kVector);
     if (lm[i]->size() < lmb) lm[i]->resize(lmb);
     sides[i] = GroupSide{mp[i].map,    mp[i].rans,    mp[i].rans_len, mp[i].raw,    mp[i].raw_len,
                          mp[i].tail,   chunks[i].out, lm[i]->data(),  mp[i].cv.col0, mp[i].cv.row0};
@@ -2876,7 +2963,10 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
       const ChunkView cv = mp.cv;
       const uint64_t n = uint64_t{cv.h} * cv.w;
       std::shared_ptr<const TensorModel::VectorTables> tables_hold;
-      ModelView mv = model->view(&tables_hold, zp, zcols);
+      // The vector decoders' tables; the reference tables only where a
+      // vector decoder declines the chunk (reference_view).
+      ModelView mv = model->view(&tables_hold, zp, zcols, TensorModel::TableUse::kVector);
+      auto reference_view = [&] { mv = model->view(&tables_hold, zp, zcols); };
       bool ok = false;
       switch (model->kind) {
         case ModelKind::kFloat:
@@ -2890,6 +2980,7 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
             const int simd =
                 decode_float_chunk_simd(mv, cv, rans, rl, raw, raw_len, out, scratch.lm.data(), mp.tail);
             if (simd < 0) {
+              reference_view();
               if (scratch.e.size() < n) scratch.e.resize(n);
               if (scratch.sm.size() < n) scratch.sm.resize(n);
               ok = decode_float_chunk(mv, cv, rans, rl, raw, raw_len, out, scratch.e.data(), scratch.sm.data(),
@@ -2908,6 +2999,7 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
             if (scratch.lm.size() < lmb) scratch.lm.resize(lmb);
             const int simd = decode_int_chunk_simd(mv, cv, map, rans, rl, out, scratch.res.data(),
                                                    scratch.tile.data(), scratch.lm.data());
+            if (simd < 0) reference_view();
             ok = simd < 0 ? decode_int_residuals(mv, cv, rans, rl, scratch.res.data()) &&
                                 int_finish_chunk(mv, cv, map, out, scratch.res.data(), scratch.tile.data())
                           : simd == 1;

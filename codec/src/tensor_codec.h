@@ -55,6 +55,10 @@ struct TensorModel {
   struct VectorTables {
     // Default-initialising storage: build_vector_tables writes every entry.
     using Slots = RawVector<uint32_t>;
+    VectorTables() = default;
+    VectorTables(const VectorTables&) = delete;
+    VectorTables& operator=(const VectorTables&) = delete;
+    ~VectorTables();  // hands the slot storage to the next build
     Slots slot_all, slot1_all;
     // The reference decoder's tables (DecTable: slot -> symbol bytes and
     // 256 freq | start << 16 entries per context), t0 then t1.
@@ -66,6 +70,10 @@ struct TensorModel {
     std::vector<DecTable> d0, d1;
     // Ternary slot bounds per context (ModelView::tern3), or empty.
     std::vector<uint32_t> tern3;
+    // Whether d0 / d1 (and lut_all / fs_all) were built: views for the
+    // vector decoders skip them (a fifth of the tables' bytes) unless the
+    // model decodes only from them.
+    bool reference = false;
     size_t bytes() const;
   };
   // The model's entry in the table cache, shared by copies of the model.
@@ -73,9 +81,14 @@ struct TensorModel {
   std::shared_ptr<TableSlot> vt;
 
   void finalize();
+  // Which tables a view must point to: kVector, those of the vector
+  // decoders (decode_*_simd; t0 and t1 may be null); kAll, also the
+  // reference decoder's.
+  enum class TableUse { kVector, kAll };
   // The decoder's view of the model. `hold` keeps the vector tables the
   // view points to alive; keep it while the view is in use.
-  ModelView view(std::shared_ptr<const VectorTables>* hold, const uint8_t* zp = nullptr, uint32_t zcols = 0) const;
+  ModelView view(std::shared_ptr<const VectorTables>* hold, const uint8_t* zp = nullptr, uint32_t zcols = 0,
+                 TableUse use = TableUse::kAll) const;
   // Serialized form stored in the tensor record.
   std::vector<uint8_t> serialize(TableCoding coding = kTablesCompact) const;
   static Result<TensorModel> deserialize(const uint8_t* p, size_t n, const TensorGeometry& g,
@@ -239,6 +252,9 @@ uint64_t chunk_hash(const uint8_t* p, size_t n);
 // path off: the AVX-512 decoders and rANS encoder, the encoder's AVX2 row
 // loops. Read once.
 bool simd_disabled_by_env();
+// Whether the vector decoders run on this CPU (AVX-512 with BW, VL, DQ,
+// VBMI and VBMI2, and not turned off by WCODEC_NO_SIMD).
+bool vector_decoder_available();
 
 // Vector (AVX-512) decoders of a model-coded chunk: the same result as the
 // reference decoders (decode_float_chunk; decode_int_residuals followed by

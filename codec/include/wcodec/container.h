@@ -86,10 +86,14 @@ struct EncodeReport {
 // Decoding tables of the models (built when a tensor is first decoded) are
 // kept in one process-wide cache, least recently used first out, bounded by
 // this many bytes (a table in use by a decode is freed when it finishes).
+// The storage of evicted tables, up to half the budget, is kept for the
+// next tables built.
 inline constexpr uint64_t kDefaultVectorTableBudget = 64ull << 20;
 void set_vector_table_budget(uint64_t bytes);
 // Bytes of decoding tables held by that cache now.
 uint64_t vector_table_bytes();
+// Bytes of evicted tables' storage kept for reuse now.
+uint64_t vector_table_spare_bytes();
 
 // Encodes a safetensors file held in memory. `what` names it in errors.
 Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size, const EncodeConfig& cfg,
