@@ -213,8 +213,8 @@ static void build_vector_tables(const TensorModel& m, bool reference, TensorMode
   }
   // Small int alphabets decode from lut_all / fs_all (two lookups) instead
   // of packed slot entries; byte-plane models only with the reference
-  // decoder.
-  if (!reference_only(m)) {
+  // decoder, as does every model on a CPU without the vector decoders.
+  if (!reference_only(m) && vector_decoder_available()) {
     pack(m.t0, &vt->slot_all);
     pack(m.t1, &vt->slot1_all);
   }
