@@ -190,6 +190,9 @@ static void write_index_tensor(ByteWriter& w, const TensorInfo& t, const Encoded
 // Tensors of at most this size may share a model.
 constexpr uint64_t kShareMax = 256 * 1024;
 
+// zstd level of the index section (see where it is written).
+constexpr int kIndexZstdLevel = 9;
+
 // bytes_of(i): the original bytes of tensor i (every tensor with an
 // encoding in *enc that may share).
 static void share_models(const SafetensorsHeader& hdr, const std::function<const uint8_t*(size_t)>& bytes_of,
@@ -715,12 +718,12 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
     for (size_t i = 0; i < nt; ++i)
       write_index_tensor(ix, hdr.tensors[i], jobs[i].enc, crcs[i], offsets[i], sizes[i], coding);
     std::vector<uint8_t> z(ZSTD_compressBound(ix.size()));
-    // Level 14: within 2% of level 19's size on the data set's indexes
-    // (0.03% of a file at most), at 0.6-0.75 of level 15's time and a third
-    // of level 19's. The index is up to a fifth of a small file's encode:
-    // stories260K's int files, 0.67-1.2 ms of 11-12 ms, for 56-142 bytes
-    // more than level 15.
-    const size_t zn = ZSTD_compress(z.data(), z.size(), ix.buf().data(), ix.size(), 14);
+    // Level 9 (lazy matching). The optimal parsers (level 13 and up) make
+    // the index 5-7% smaller, but at 5-7x the time, and on a small file the
+    // index is a large part of the encode: on stories260K's int files level
+    // 14 took 1.5-2.2 ms of 6-11 ms, a fifth of the encode, to save 200-380
+    // bytes (0.06-0.16% of those files; 0.003-0.03% of isnet-medium's).
+    const size_t zn = ZSTD_compress(z.data(), z.size(), ix.buf().data(), ix.size(), kIndexZstdLevel);
     if (ZSTD_isError(zn)) return Status::Internal(what + ": zstd failed on the index");
     ByteWriter head;
     head.u64(ix.size());
