@@ -2244,8 +2244,13 @@ static bool zero_points_pay(const TensorGeometry& g, const uint8_t* data, const 
   const uint64_t row_step = std::max<uint64_t>(1, g.rows * g.cols >> 18);
   for (uint64_t r = 0; r < g.rows; r += row_step) {
     const uint8_t* zrow = aux.bytes + r * aux.cols;
-    for (uint64_t c = 0; c < g.cols; ++c)
-      pairs[code_at(kIntNibble, data, r * g.cols + c) * 16u + (zrow[c / aux.group] & 15u)]++;
+    // Group by group (a division per element was a twentieth of
+    // stories260K int4's encode time).
+    for (uint64_t c0 = 0, q = 0; c0 < g.cols; c0 += aux.group, ++q) {
+      const uint32_t z = zrow[q] & 15u;
+      const uint64_t c1 = std::min<uint64_t>(g.cols, c0 + aux.group);
+      for (uint64_t c = c0; c < c1; ++c) pairs[code_at(kIntNibble, data, r * g.cols + c) * 16u + z]++;
+    }
   }
   auto entropy = [](const std::vector<uint64_t>& h) {
     uint64_t n = 0;
