@@ -93,12 +93,14 @@ static bool small_alphabet(const TensorModel& m) { return m.kind == ModelKind::k
 
 // Slot storage of dropped tables, handed to the next build. Tables are
 // built on a model's first use and dropped when the table budget evicts
-// them; a reader of a file whose tables exceed the budget (isnet-medium.f16
-// needs 74 MB) rebuilds them on every pass, and a mount rebuilds them as it
-// moves through the tensors. Freshly allocated storage of that size comes
+// them; a reader of a file whose tables exceed the budget (isnet-medium.
+// rtn-int4 needs 73 MB) rebuilds them on every pass, and a mount (whose
+// budget is a 64th of its chunk cache) rebuilds them as it moves through
+// the tensors. Freshly allocated storage of that size comes
 // from the kernel page by page (malloc maps it and unmaps it on free):
-// before this bin the page faults and page clearing were 6% of a whole-file
-// decode of isnet-medium.f16. The bin holds at most half the table budget.
+// when isnet-medium.f16's tables (74 MB with the reference tables) exceeded
+// the budget, page faults and page clearing were 6% of a whole-file decode.
+// The bin holds at most half the table budget.
 class SlotBin {
  public:
   static SlotBin& get() {
