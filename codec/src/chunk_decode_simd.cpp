@@ -740,6 +740,16 @@ WC_AVX512 WC_INLINE __m512i pack_lo16(__m512i a, __m512i b) {
   return _mm512_permutex2var_epi16(a, _mm512_load_si512(kIdx), b);
 }
 
+// Low bytes of the 32 dwords of two vectors, in lane order, as 16-bit words
+// (high bytes zero): one byte permute with a zeroing mask, where
+// pack_lo16 and a mask take three times the micro-ops.
+WC_AVX512 WC_INLINE __m512i lo_bytes16(__m512i a, __m512i b) {
+  alignas(64) static constexpr uint8_t kIdx[64] = {
+      0,  0, 4,  0, 8,  0, 12, 0, 16, 0, 20, 0, 24, 0, 28,  0, 32,  0, 36,  0, 40,  0, 44,  0, 48,  0, 52,  0, 56,  0, 60,  0,
+      64, 0, 68, 0, 72, 0, 76, 0, 80, 0, 84, 0, 88, 0, 92, 0, 96, 0, 100, 0, 104, 0, 108, 0, 112, 0, 116, 0, 120, 0, 124, 0};
+  return _mm512_maskz_permutex2var_epi8(0x5555555555555555ull, a, _mm512_load_si512(kIdx), b);
+}
+
 // Table index ctx * 4096 + (x & 4095) of the two halves; ctx16 holds the 32
 // contexts as 16-bit words.
 WC_AVX512 WC_INLINE void slot_index(__m512i ctx16, __m512i X0, __m512i X1, __m512i* i0, __m512i* i1) {
@@ -805,11 +815,11 @@ struct IntFastConsts {
   uint32_t nthr;
   __m512i center;     // 16-bit
   __m512i esc;        // 16-bit
-  // Kernel contexts (nbr_mode 3): the kernel neighbours of each phase (bit 0
-  // left, bit 1 upper; 16-bit, phases 0..31 and 32..63), the period and each
-  // lane's phase at the start of its rows (16-bit).
-  __m512i knb[2];
-  __m512i period, kp0;
+  // Kernel contexts (nbr_mode 3): which lanes have their left and their
+  // upper kernel neighbour at column j of their rows (kmask[2j],
+  // kmask[2j + 1]; bit l: lane l). A lane's phase at column j is (its start
+  // column + j) mod period, so the masks are known before the loop.
+  const uint32_t* kmask;
   // Scale classes (ns > 1): rc + cc (0..62) -> class (bytes), the context
   // offset of one class (nb * 3; kernel contexts nb * 9, 16-bit), and the
   // lanes' rc of each lane row (rcl, use_rc) and cc of each step of a row
@@ -822,7 +832,6 @@ struct IntFastConsts {
 struct IntFastState {
   __m512i X0, X1;
   __m512i A1, A2, LS;  // |left|, |left 2|, sign class of left (16-bit, 32 lanes)
-  __m512i KP;          // kernel contexts: column phase (16-bit)
   __m512i RP;          // scale classes: the lanes' rc in this row (16-bit)
   __mmask32 bad;
 };
@@ -921,12 +930,11 @@ WC_AVX512 WC_INLINE __m512i int_act_class(const IntFastConsts& c, __m512i a, int
 // registers) and the one off_a back (lane-major row t - off_a), each where
 // the phase's kernel has it.
 template <bool U8, int AM, bool HL, bool HA>
-WC_AVX512 WC_INLINE __m512i int_step_ctx_kern(const IntFastConsts& c, const IntFastState& s, uint32_t t,
+WC_AVX512 WC_INLINE __m512i int_step_ctx_kern(const IntFastConsts& c, const IntFastState& s, uint32_t t, uint32_t j,
                                               const uint8_t* lm) {
   const __m512i zero = _mm512_setzero_si512();
-  const __m512i nb = _mm512_permutex2var_epi16(c.knb[0], s.KP, c.knb[1]);
-  const __mmask32 ml = HL ? _mm512_test_epi16_mask(nb, _mm512_set1_epi16(1)) : 0;
-  const __mmask32 mu = HA ? _mm512_test_epi16_mask(nb, _mm512_set1_epi16(2)) : 0;
+  const __mmask32 ml = HL ? _cvtu32_mask32(c.kmask[2 * j]) : 0;
+  const __mmask32 mu = HA ? _cvtu32_mask32(c.kmask[2 * j + 1]) : 0;
   __m512i a = _mm512_maskz_mov_epi16(ml, s.A1);
   __m512i ctx = _mm512_maskz_mov_epi16(ml, _mm512_add_epi16(s.LS, _mm512_add_epi16(s.LS, s.LS)));
   if constexpr (HA) {
@@ -1029,7 +1037,7 @@ WC_AVX512 WC_INLINE bool int_step_values(const IntParams& p, const IntFastConsts
                                          __m512i e1, uint32_t t, WordCursor& wc, uint8_t* lm) {
   const __m512i zero = _mm512_setzero_si512();
   const __m512i one = _mm512_set1_epi16(1);
-  const __m512i tok = _mm512_and_si512(pack_lo16(e0, e1), _mm512_set1_epi16(0xFF));
+  const __m512i tok = lo_bytes16(e0, e1);
   __m512i V = _mm512_xor_si512(_mm512_srli_epi16(tok, 1), _mm512_sub_epi16(zero, _mm512_and_si512(tok, one)));
   __m512i A1n = _mm512_avg_epu16(tok, zero);  // |zz^-1(u)| = (u + 1) >> 1
   __m512i LSn = _mm512_add_epi16(_mm512_min_epu16(tok, one), _mm512_and_si512(tok, one));
@@ -1082,9 +1090,7 @@ WC_AVX512 WC_INLINE bool int_fast_step(const IntParams* const* p, const IntFastC
   for (int n = 0; n < N; ++n) {
     __m512i ctx;
     if constexpr (KERN) {
-      ctx = int_step_ctx_kern<U8, AM, HL, HA>(c[n], s[n], t, lm[n]);
-      const __m512i nk = _mm512_add_epi16(s[n].KP, _mm512_set1_epi16(1));
-      s[n].KP = _mm512_mask_mov_epi16(nk, _mm512_cmpeq_epi16_mask(nk, c[n].period), _mm512_setzero_si512());
+      ctx = int_step_ctx_kern<U8, AM, HL, HA>(c[n], s[n], t, j, lm[n]);
     } else {
       ctx = int_step_ctx<U8, AM, HT, HL, HA>(c[n], s[n], t, lm[n]);
     }
@@ -1092,6 +1098,7 @@ WC_AVX512 WC_INLINE bool int_fast_step(const IntParams* const* p, const IntFastC
     slot_index(ctx, s[n].X0, s[n].X1, &i0[n], &i1[n]);
   }
   for (int n = 0; n < N; ++n) rans_all32(s[n].X0, s[n].X1, i0[n], i1[n], c[n].slots, wc[n], &e0[n], &e1[n]);
+#pragma GCC unroll 3
   for (int n = 0; n < N; ++n)
     if (!int_step_values<U8>(*p[n], c[n], s[n], e0[n], e1[n], t, wc[n], lm[n])) return false;
   return true;
@@ -1103,7 +1110,6 @@ WC_AVX512 WC_INLINE bool int_fast_row(const IntParams* const* p, const IntFastCo
   const __m512i zero = _mm512_setzero_si512();
   for (int n = 0; n < N; ++n) {
     s[n].A1 = s[n].A2 = s[n].LS = zero;
-    s[n].KP = c[n].kp0;
     s[n].RP = c[n].rcl ? codes16(c[n].rcl + uint64_t{r} * 32) : zero;
   }
   const uint32_t W = c[0].W, oa = c[0].oa, t0 = r * W;
@@ -1176,16 +1182,29 @@ WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, c
     for (int i = 0; i < 4; ++i) c[n].lut[i] = _mm512_load_si512(lut + 64 * i);
     for (uint32_t i = 0; i < 7; ++i)
       c[n].thr3[i] = _mm512_set1_epi16(static_cast<int16_t>(i < c[n].nthr ? p.thr[i] : 0));
-    alignas(64) uint16_t knb[64] = {}, kp0[kLanes] = {};
+    c[n].kmask = nullptr;
     if (kern) {
-      for (uint32_t k = 0; k < p.period; ++k) knb[k] = static_cast<uint16_t>(int_kernel_nbrs(p, k));
-      for (uint32_t l = 0; l < kLanes; ++l)
-        kp0[l] = static_cast<uint16_t>((col0[n] + static_cast<uint32_t>(g.c0[l])) % p.period);
+      // The masks of every column of the lane rows, after the codes and the
+      // transposition's padding (lm holds 4 bytes per element; the codes
+      // use 1, the masks 8 per column and the scale classes' side
+      // information 32 per row and column).
+      uint32_t* km = reinterpret_cast<uint32_t*>(lm[n] + (uint64_t{g.rows} * c[n].W + 16) * 32);
+      uint32_t nbrs[64];
+      for (uint32_t k = 0; k < p.period; ++k) nbrs[k] = int_kernel_nbrs(p, k);
+      uint32_t kp[kLanes];
+      for (uint32_t l = 0; l < kLanes; ++l) kp[l] = (col0[n] + static_cast<uint32_t>(g.c0[l])) % p.period;
+      for (uint32_t j = 0; j < c[n].W; ++j) {
+        uint32_t ml = 0, mu = 0;
+        for (uint32_t l = 0; l < kLanes; ++l) {
+          ml |= (nbrs[kp[l]] & 1u) << l;
+          mu |= (nbrs[kp[l]] >> 1 & 1u) << l;
+          if (++kp[l] == p.period) kp[l] = 0;
+        }
+        km[2 * j] = ml;
+        km[2 * j + 1] = mu;
+      }
+      c[n].kmask = km;
     }
-    c[n].knb[0] = _mm512_load_si512(knb);
-    c[n].knb[1] = _mm512_load_si512(knb + 32);
-    c[n].kp0 = _mm512_load_si512(kp0);
-    c[n].period = _mm512_set1_epi16(static_cast<int16_t>(kern ? p.period : 0));
     c[n].scale = p.ns > 1;
     c[n].rcl = c[n].ccl = nullptr;
     if (c[n].scale) {
@@ -1194,9 +1213,8 @@ WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, c
       for (int i = 0; i < 64; ++i) sl[i] = m.luts->scale[i];
       c[n].scale_lut = _mm512_load_si512(sl);
       c[n].sc_mul = _mm512_set1_epi16(static_cast<int16_t>(p.nb * f));
-      // After the codes and the transposition's padding (lm holds 4 bytes
-      // per element; the codes use 1).
-      uint8_t* side = lm[n] + (uint64_t{g.rows} * c[n].W + 16) * 32;
+      // After the codes, the transposition's padding and the kernel masks.
+      uint8_t* side = lm[n] + (uint64_t{g.rows} * c[n].W + 16) * 32 + (kern ? 8 * uint64_t{c[n].W} : 0);
       if (p.use_rc) {
         for (uint32_t r = 0; r < g.rows; ++r)
           for (uint32_t l = 0; l < kLanes; ++l)
@@ -1530,7 +1548,7 @@ template <int E, bool SMC>
 WC_AVX512 WC_INLINE void float_store(const FloatFastConsts& c, FloatFastState& s, __m512i ee0, __m512i ee1,
                                      __m512i se0, __m512i se1, uint32_t t, uint8_t* lm) {
   const __m512i E16 = pack_lo16(ee0, ee1);
-  const __m512i S16 = _mm512_and_si512(pack_lo16(se0, se1), _mm512_set1_epi16(0xFF));
+  const __m512i S16 = lo_bytes16(se0, se1);
   const __m512i sign = _mm512_srl_epi16(S16, c.sh_k);
   const __m512i hi = _mm512_ternarylogic_epi32(_mm512_sll_epi16(sign, c.sh_sign), _mm512_sll_epi16(E16, c.sh_e),
                                                _mm512_sll_epi16(_mm512_and_si512(S16, c.mh16), c.sh_mh), 0xFE);
