@@ -827,11 +827,16 @@ struct IntFastConsts {
   bool scale;
   __m512i scale_lut, sc_mul;
   const uint8_t *rcl, *ccl;
+  // Byte form (int8 codes, activity classes from tables): esc in every
+  // byte.
+  __m256i esc8;
 };
 
 struct IntFastState {
   __m512i X0, X1;
   __m512i A1, A2, LS;  // |left|, |left 2|, sign class of left (16-bit, 32 lanes)
+  __m256i a1b, a2b, lsb;  // the same in the byte form (lsb: weighted sign class)
+  __m512i E0, E1;         // slot entries of the last step, its values pending
   __m512i RP;          // scale classes: the lanes' rc in this row (16-bit)
   __mmask32 bad;
 };
@@ -1077,54 +1082,200 @@ WC_AVX512 WC_INLINE __m512i int_scale_term(const IntFastConsts& c, const IntFast
   return _mm512_mullo_epi16(sc, c.sc_mul);
 }
 
+// ---- the byte form of the int loop
+// For int8 codes (not uint8 or 4-bit ones) whose activity classes come from
+// the byte tables (AM 0..2), every per-element quantity of the context fits
+// a byte: values are int8, |value| <= 128, the activity sums saturate at
+// 255 (every class table reads min(a, 127) or min(a, 255), so saturation
+// changes no class) and contexts without scale classes stay below 256
+// (nb * 9 + 8 <= 71). The 32 lanes then fit one 256-bit register and the
+// step's context and value arithmetic takes about 40% fewer micro-ops than
+// the 16-bit form.
+
+// Table lookup of 32 byte indexes (low 7 bits) in a 128-byte table.
+WC_AVX512 WC_INLINE __m256i perm128b(const __m512i* t, __m256i idx) {
+  return _mm512_castsi512_si256(_mm512_permutex2var_epi8(t[0], _mm512_castsi256_si512(idx), t[1]));
+}
+
+template <int AM>
+WC_AVX512 WC_INLINE __m256i int_act_class8(const IntFastConsts& c, __m256i a) {
+  if constexpr (AM == 0) {
+    return _mm256_setzero_si256();
+  } else if constexpr (AM == 1) {
+    return perm128b(c.lut, _mm256_min_epu8(a, _mm256_set1_epi8(127)));
+  } else {
+    static_assert(AM == 2, "the byte form takes table classes only");
+    const __m256i lo = perm128b(c.lut, a);
+    const __m256i hi = perm128b(c.lut + 2, a);
+    return _mm256_mask_mov_epi8(lo, _mm256_movepi8_mask(a), hi);  // a >= 128: the upper table
+  }
+}
+
+// |code| of the 32 lane-major int8 codes of a row (|-128| = 128 unsigned).
+WC_AVX512 WC_INLINE __m256i abs_codes8(const uint8_t* row) {
+  return _mm256_abs_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)));
+}
+
+// The context of one step in bytes (int_step_ctx, int_step_ctx_kern).
+template <int AM, bool KERN, bool HT, bool HL, bool HA>
+WC_AVX512 WC_INLINE __m256i int_step_ctx8(const IntFastConsts& c, const IntFastState& s, uint32_t t, uint32_t j,
+                                          const uint8_t* lm) {
+  if constexpr (KERN) {
+    const __mmask32 ml = HL ? _cvtu32_mask32(c.kmask[2 * j]) : 0;
+    __m256i a = _mm256_maskz_mov_epi8(ml, s.a1b);
+    __m256i ctx = _mm256_maskz_mov_epi8(ml, s.lsb);  // 3 x the left sign class
+    if constexpr (HA) {
+      const __mmask32 mu = _cvtu32_mask32(c.kmask[2 * j + 1]);
+      const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lm + (uint64_t{t} - c.oa) * 32));
+      a = _mm256_mask_adds_epu8(a, mu, a, _mm256_abs_epi8(u));
+      // Sign class of u: sign(1, u) is 1, 0 or -1 (255), and min(., 2) maps
+      // 255 to 2.
+      const __m256i q = _mm256_min_epu8(_mm256_sign_epi8(_mm256_set1_epi8(1), u), _mm256_set1_epi8(2));
+      ctx = _mm256_mask_add_epi8(ctx, mu, ctx, q);
+    }
+    return _mm256_add_epi8(ctx, int_act_class8<AM>(c, a));
+  } else {
+    __m256i ctx = _mm256_setzero_si256();
+    if constexpr (AM != 0) {
+      __m256i a = _mm256_adds_epu8(_mm256_adds_epu8(s.a1b, s.a1b), s.a2b);
+      if constexpr (HT) {
+        const __m256i at = abs_codes8(lm + (uint64_t{t} - c.W) * 32);
+        a = _mm256_adds_epu8(a, at);
+        if constexpr (!HL) a = _mm256_adds_epu8(a, _mm256_adds_epu8(at, at));
+      }
+      if constexpr (HA) a = _mm256_adds_epu8(a, abs_codes8(lm + (uint64_t{t} - c.oa) * 32));
+      ctx = int_act_class8<AM>(c, a);
+    }
+    return _mm256_add_epi8(ctx, s.lsb);
+  }
+}
+
+// slot_index of 32 contexts held as bytes.
+WC_AVX512 WC_INLINE void slot_index8(__m256i ctx8, __m512i X0, __m512i X1, __m512i* i0, __m512i* i1) {
+  const __m512i m = _mm512_set1_epi32(4095);
+  const __m512i c0 = _mm512_cvtepu8_epi32(_mm256_castsi256_si128(ctx8));
+  const __m512i c1 = _mm512_cvtepu8_epi32(_mm256_extracti128_si256(ctx8, 1));
+  *i0 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c0, 12), X0, m, 0xF8);
+  *i1 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c1, 12), X1, m, 0xF8);
+}
+
+// The values of one step in the byte form (int_step_values). f: the sign
+// class weight of the contexts (1; kernel contexts 3).
+WC_AVX512 WC_INLINE bool int_step_values8(const IntParams& p, const IntFastConsts& c, IntFastState& s, __m512i e0,
+                                          __m512i e1, uint32_t t, WordCursor& wc, uint8_t* lm, int f) {
+  alignas(64) static constexpr uint8_t kIdx[64] = {0,  4,  8,  12, 16, 20, 24, 28, 32, 36, 40, 44, 48,
+                                                   52, 56, 60, 64, 68, 72, 76, 80, 84, 88, 92, 96, 100,
+                                                   104, 108, 112, 116, 120, 124};
+  const __m256i tok = _mm512_castsi512_si256(_mm512_permutex2var_epi8(e0, _mm512_load_si512(kIdx), e1));
+  // zz^-1(u) = (u >> 1) ^ -(u & 1) in bytes (no byte shift: a 16-bit one
+  // and the bit shifted in from the next byte masked off); sign class
+  // min(u, 1) + (u & 1), weighted by f with a 16-entry shuffle.
+  const __m256i odd = _mm256_and_si256(tok, _mm256_set1_epi8(1));
+  __m256i V = _mm256_ternarylogic_epi32(_mm256_srli_epi16(tok, 1), _mm256_set1_epi8(0x7F),
+                                        _mm256_sub_epi8(_mm256_setzero_si256(), odd), 0x6A);  // (a & b) ^ c
+  __m256i LSn = _mm256_add_epi8(_mm256_min_epu8(tok, _mm256_set1_epi8(1)), odd);
+  if (f == 3) LSn = _mm256_shuffle_epi8(_mm256_setr_epi8(0, 3, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 6, 0, 0, 0,
+                                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                                        LSn);
+  const __mmask32 escm = _mm256_cmpge_epu8_mask(tok, c.esc8);
+  if (__builtin_expect(escm != 0, 0)) {
+    // Escapes: resolved in the 16-bit form, then back to bytes.
+    const __m512i tok16 = _mm512_cvtepu8_epi16(tok);
+    __m512i V16 = _mm512_cvtepi8_epi16(V), A16 = _mm512_abs_epi16(V16), L16 = _mm512_setzero_si512();
+    if (!int_vector_escapes<false>(c, escm, tok16, s, wc, &V16, &A16, &L16)) {
+      __m512i x0 = s.X0, x1 = s.X1;
+      const WordCursor wcc = wc;
+      uint32_t pos = 0;
+      if (!int_fast_escapes<false>(p, escm, tok16, &x0, &x1, &V16, &A16, &L16, &wcc, &pos)) return false;
+      s.X0 = x0;
+      s.X1 = x1;
+      wc.pos = pos;
+    }
+    // An escape's value outside int8 has marked the chunk bad; its byte
+    // here is never served.
+    V = _mm512_cvtepi16_epi8(V16);
+    const __m256i q = _mm256_min_epu8(_mm256_sign_epi8(_mm256_set1_epi8(1), V), _mm256_set1_epi8(2));
+    LSn = f == 3 ? _mm256_add_epi8(q, _mm256_add_epi8(q, q)) : q;
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lm + uint64_t{t} * 32), V);
+  s.a2b = s.a1b;
+  s.a1b = _mm256_abs_epi8(V);
+  s.lsb = LSn;
+  return true;
+}
+
+// The values of step t from the slot entries the step left in s.E0, s.E1.
+template <bool U8, int AM, bool KERN>
+WC_AVX512 WC_INLINE bool int_pending_values(const IntParams& p, const IntFastConsts& c, IntFastState& s, uint32_t t,
+                                            WordCursor& wc, uint8_t* lm) {
+  if constexpr (!U8 && AM <= 2) return int_step_values8(p, c, s, s.E0, s.E1, t, wc, lm, KERN ? 3 : 1);
+  return int_step_values<U8>(p, c, s, s.E0, s.E1, t, wc, lm);
+}
+
 // One step of N chunks decoded together (N = 1..3; one model, one
-// geometry), phase by phase across the chunks so that their gathers overlap.
+// geometry): per chunk, the previous step's values and this step's tokens.
 // KERN: kernel contexts (nbr_mode 3), whose phase advances each step; j:
 // the step's column in its lane row.
-template <int N, bool U8, int AM, bool KERN, bool HT, bool HL, bool HA>
+template <int N, bool U8, int AM, bool KERN, bool HT, bool HL, bool HA, bool PV>
 WC_AVX512 WC_INLINE bool int_fast_step(const IntParams* const* p, const IntFastConsts* c, IntFastState* s, uint32_t t,
                                        uint32_t j, WordCursor* wc, uint8_t* const* lm) {
   for (int n = 0; n < N; ++n)
     if (__builtin_expect(wc[n].pos + kStepWords > wc[n].n, 0) && !words_tail(&wc[n])) return false;
-  __m512i i0[N], i1[N], e0[N], e1[N];
-  for (int n = 0; n < N; ++n) {
-    __m512i ctx;
-    if constexpr (KERN) {
-      ctx = int_step_ctx_kern<U8, AM, HL, HA>(c[n], s[n], t, j, lm[n]);
-    } else {
-      ctx = int_step_ctx<U8, AM, HT, HL, HA>(c[n], s[n], t, lm[n]);
-    }
-    if (c[n].scale) ctx = _mm512_add_epi16(ctx, int_scale_term(c[n], s[n], j));
-    slot_index(ctx, s[n].X0, s[n].X1, &i0[n], &i1[n]);
-  }
-  for (int n = 0; n < N; ++n) rans_all32(s[n].X0, s[n].X1, i0[n], i1[n], c[n].slots, wc[n], &e0[n], &e1[n]);
+  constexpr bool B = !U8 && AM <= 2;  // the byte form
 #pragma GCC unroll 3
-  for (int n = 0; n < N; ++n)
-    if (!int_step_values<U8>(*p[n], c[n], s[n], e0[n], e1[n], t, wc[n], lm[n])) return false;
+  for (int n = 0; n < N; ++n) {
+    // The previous step's values (PV), then this step's context and tokens.
+    if constexpr (PV) {
+      if (!int_pending_values<U8, AM, KERN>(*p[n], c[n], s[n], t - 1, wc[n], lm[n])) return false;
+    }
+    __m512i i0, i1;
+    if constexpr (!HL) {  // a row starts: no left neighbours
+      s[n].A1 = s[n].A2 = s[n].LS = _mm512_setzero_si512();
+      s[n].a1b = s[n].a2b = s[n].lsb = _mm256_setzero_si256();
+    }
+    if constexpr (B) {
+      const __m256i ctx8 = int_step_ctx8<AM, KERN, HT, HL, HA>(c[n], s[n], t, j, lm[n]);
+      if (c[n].scale) {
+        const __m512i ctx = _mm512_add_epi16(_mm512_cvtepu8_epi16(ctx8), int_scale_term(c[n], s[n], j));
+        slot_index(ctx, s[n].X0, s[n].X1, &i0, &i1);
+      } else {
+        slot_index8(ctx8, s[n].X0, s[n].X1, &i0, &i1);
+      }
+    } else {
+      __m512i ctx;
+      if constexpr (KERN) {
+        ctx = int_step_ctx_kern<U8, AM, HL, HA>(c[n], s[n], t, j, lm[n]);
+      } else {
+        ctx = int_step_ctx<U8, AM, HT, HL, HA>(c[n], s[n], t, lm[n]);
+      }
+      if (c[n].scale) ctx = _mm512_add_epi16(ctx, int_scale_term(c[n], s[n], j));
+      slot_index(ctx, s[n].X0, s[n].X1, &i0, &i1);
+    }
+    rans_all32(s[n].X0, s[n].X1, i0, i1, c[n].slots, wc[n], &s[n].E0, &s[n].E1);
+  }
   return true;
 }
 
-template <int N, bool U8, int AM, bool KERN, bool HT>
+template <int N, bool U8, int AM, bool KERN, bool HT, bool FIRST>
 WC_AVX512 WC_INLINE bool int_fast_row(const IntParams* const* p, const IntFastConsts* c, IntFastState* s, uint32_t r,
                                       WordCursor* wc, uint8_t* const* lm) {
-  const __m512i zero = _mm512_setzero_si512();
-  for (int n = 0; n < N; ++n) {
-    s[n].A1 = s[n].A2 = s[n].LS = zero;
-    s[n].RP = c[n].rcl ? codes16(c[n].rcl + uint64_t{r} * 32) : zero;
-  }
+  for (int n = 0; n < N; ++n) s[n].RP = c[n].rcl ? codes16(c[n].rcl + uint64_t{r} * 32) : _mm512_setzero_si512();
   const uint32_t W = c[0].W, oa = c[0].oa, t0 = r * W;
-  if (!int_fast_step<N, U8, AM, KERN, HT, false, false>(p, c, s, t0, 0, wc, lm)) return false;
+  if (!int_fast_step<N, U8, AM, KERN, HT, false, false, !FIRST>(p, c, s, t0, 0, wc, lm)) return false;
   const uint32_t ja = oa ? (oa < W ? oa : W) : W;
   for (uint32_t j = 1; j < ja; ++j)
-    if (!int_fast_step<N, U8, AM, KERN, HT, true, false>(p, c, s, t0 + j, j, wc, lm)) return false;
+    if (!int_fast_step<N, U8, AM, KERN, HT, true, false, true>(p, c, s, t0 + j, j, wc, lm)) return false;
   for (uint32_t j = ja; j < W; ++j)
-    if (!int_fast_step<N, U8, AM, KERN, HT, true, true>(p, c, s, t0 + j, j, wc, lm)) return false;
+    if (!int_fast_step<N, U8, AM, KERN, HT, true, true, true>(p, c, s, t0 + j, j, wc, lm)) return false;
   return true;
 }
 
 // The codes of N same-rectangle chunks (parameters *p[n], constants c[n],
 // streams rans[n], rans_len[n]) into lane-major lm[n]. 1: all decoded; 0
-// otherwise.
+// otherwise. Software-pipelined: each chunk's step runs the previous step's
+// values, then its own context and tokens, so that a chunk's gathers and
+// the context work that feeds its next gathers lie close together in
+// program order, with the other chunks' independent work between them.
 template <int N, bool U8, int AM, bool KERN>
 WC_AVX512 int int_fast_lanes(const IntParams* const* p, const IntFastConsts* c, const uint8_t* const* rans,
                              const uint32_t* rans_len, const LaneGeom& g, uint8_t* const* lm) {
@@ -1135,10 +1286,14 @@ WC_AVX512 int int_fast_lanes(const IntParams* const* p, const IntFastConsts* c, 
     open_chunk_state(rans[n], rans_len[n], pad[n], &wc[n], &s[n]);
     s[n].bad = 0;
   }
-  for (uint32_t r = 0; r < g.rows; ++r) {
-    const bool ok = r ? int_fast_row<N, U8, AM, KERN, !KERN>(p, c, s, r, wc, lm)
-                      : int_fast_row<N, U8, AM, KERN, false>(p, c, s, 0, wc, lm);
-    if (!ok) return 0;
+  if (!g.rows || !c[0].W) return 0;
+  if (!int_fast_row<N, U8, AM, KERN, false, true>(p, c, s, 0, wc, lm)) return 0;
+  for (uint32_t r = 1; r < g.rows; ++r)
+    if (!int_fast_row<N, U8, AM, KERN, !KERN, false>(p, c, s, r, wc, lm)) return 0;
+  const uint32_t last = g.rows * c[0].W - 1;
+  for (int n = 0; n < N; ++n) {
+    if (__builtin_expect(wc[n].pos + kStepWords > wc[n].n, 0) && !words_tail(&wc[n])) return 0;
+    if (!int_pending_values<U8, AM, KERN>(*p[n], c[n], s[n], last, wc[n], lm[n])) return 0;
   }
   const __m512i vL = _mm512_set1_epi32(static_cast<int32_t>(kRansL));
   for (int n = 0; n < N; ++n) {
@@ -1161,6 +1316,11 @@ WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, c
   const IntParams& p0 = ms[0].ip;
   if (!g.same_rect || (p0.nbr_mode != 0 && p0.nbr_mode != 3) || (p0.ns != 1 && !row0)) return -1;
   const bool kern = p0.nbr_mode == 3;
+  // 4-bit codes without zero points decode as bytes of code - center (the
+  // U8 form); decode_int_chunk_simd packs them.
+  const bool u8 = p0.sub == kIntU8 || p0.sub == kIntNibble;
+  const int am = int_act_mode(p0);
+  const bool byte_form = !u8 && am <= 2;
   IntFastConsts c[N];
   const IntParams* ps[N];
   for (int n = 0; n < N; ++n) {
@@ -1175,6 +1335,7 @@ WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, c
     c[n].oa = p.off_a;
     c[n].center = _mm512_set1_epi16(static_cast<int16_t>(p.center));
     c[n].esc = _mm512_set1_epi16(static_cast<int16_t>(p.esc));
+    c[n].esc8 = _mm256_set1_epi8(static_cast<char>(p.esc));  // 2..238 (parse_model)
     c[n].nthr = p.nb > 1 ? p.nb - 1u : 0u;
     const uint32_t f = kern ? 9 : 3;
     alignas(64) uint8_t lut[256];
@@ -1230,10 +1391,6 @@ WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, c
       }
     }
   }
-  // 4-bit codes without zero points decode as bytes of code - center (the
-  // U8 form); decode_int_chunk_simd packs them.
-  const bool u8 = p0.sub == kIntU8 || p0.sub == kIntNibble;
-  const int am = int_act_mode(p0);
 #define WC_INT_FAST(U, A)                                                                     \
   if (u8 == U && am == A)                                                                     \
     return kern ? int_fast_lanes<N, U, A, true>(ps, c, rans, rans_len, g, lm)                 \
