@@ -212,6 +212,7 @@ WC_AVX512 void lane_major_to_raster(const uint8_t* lm, const LaneGeom& g, uint32
   constexpr int LB = PlanFor<E>::kLanes;  // lanes per block
   constexpr int NR = E == 4 ? 16 : 8 * E;
   constexpr int LPR = 64 / (16 * E);      // lanes per output register
+  static_assert(E == 1 || E == 2 || E == 4, "element sizes 1, 2, 4");
   uint32_t lr[kLanes] = {}, lc[kLanes] = {};  // lane-local row / column at step t0
   for (uint32_t t0 = 0; t0 < g.steps; t0 += 16) {
     for (int half = 0; half < kLanes / LB; ++half) {
@@ -236,13 +237,25 @@ WC_AVX512 void lane_major_to_raster(const uint8_t* lm, const LaneGeom& g, uint32
         uint32_t rem = nl - t0 < 16 ? nl - t0 : 16;
         uint32_t r = lr[l], c = lc[l], j = 0;
         const __m512i y = v[li / LPR];
-        const uint32_t o = static_cast<uint32_t>(li % LPR) * 16 * E;
+        const int q = li % LPR;
+        // The lane's part of the register, stored at its own width (see
+        // same_rect_to_raster).
+        [[maybe_unused]] __m128i x1;
+        [[maybe_unused]] __m256i x2;
+        if constexpr (E == 1)
+          x1 = q == 0 ? _mm512_castsi512_si128(y)
+               : q == 1 ? _mm512_extracti32x4_epi32(y, 1)
+               : q == 2 ? _mm512_extracti32x4_epi32(y, 2)
+                        : _mm512_extracti32x4_epi32(y, 3);
+        if constexpr (E == 2) x2 = q == 0 ? _mm512_castsi512_si256(y) : _mm512_extracti64x4_epi64(y, 1);
         while (rem) {
           const uint32_t len = W - c < rem ? W - c : rem;
           uint8_t* dst = out + ((uint64_t{static_cast<uint32_t>(g.r0[l]) + r} * w + static_cast<uint32_t>(g.c0[l]) + c) * E);
           const uint32_t nbits = len * E;
-          const uint64_t m = (nbits >= 64 ? ~0ull : ((1ull << nbits) - 1)) << (o + j * E);
-          _mm512_mask_storeu_epi8(dst - (o + j * E), m, y);
+          const uint64_t m = (nbits >= 64 ? ~0ull : ((1ull << nbits) - 1)) << (j * E);
+          if constexpr (E == 1) _mm_mask_storeu_epi8(dst - j * E, static_cast<__mmask16>(m), x1);
+          else if constexpr (E == 2) _mm256_mask_storeu_epi8(dst - j * E, static_cast<__mmask32>(m), x2);
+          else _mm512_mask_storeu_epi8(dst - j * E, m, y);
           j += len;
           rem -= len;
           c += len;
@@ -288,10 +301,30 @@ WC_AVX512 void same_rect_to_raster(const uint8_t* lm, const LaneGeom& g, uint32_
         run_stage<E, 1>(v);
         run_stage<E, 2>(v);
         run_stage<E, 3>(v);
+        // Each lane's run is stored from its part of the register at the
+        // width of that part (a 64-byte masked store at the run's address
+        // would touch two cache lines nearly every time); whole runs with
+        // plain stores.
 #pragma GCC unroll 32
         for (int li = 0; li < LB; ++li) {
           const int q = li % LPR;
-          _mm512_mask_storeu_epi8(base[half * LB + li] + off - q * 16 * E, m0 << (q * 16 * E), v[li / LPR]);
+          uint8_t* dst = base[half * LB + li] + off;
+          const __m512i y = v[li / LPR];
+          if constexpr (E == 1) {
+            const __m128i x = q == 0 ? _mm512_castsi512_si128(y)
+                              : q == 1 ? _mm512_extracti32x4_epi32(y, 1)
+                              : q == 2 ? _mm512_extracti32x4_epi32(y, 2)
+                                       : _mm512_extracti32x4_epi32(y, 3);
+            if (len == 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), x);
+            else _mm_mask_storeu_epi8(dst, static_cast<__mmask16>(m0), x);
+          } else if constexpr (E == 2) {
+            const __m256i x = q == 0 ? _mm512_castsi512_si256(y) : _mm512_extracti64x4_epi64(y, 1);
+            if (len == 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), x);
+            else _mm256_mask_storeu_epi8(dst, static_cast<__mmask32>(m0), x);
+          } else {
+            if (len == 16) _mm512_storeu_si512(dst, y);
+            else _mm512_mask_storeu_epi8(dst, m0, y);
+          }
         }
       }
     }
