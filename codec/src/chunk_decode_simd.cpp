@@ -765,17 +765,9 @@ WC_AVX512 int decode_int_lanes(const ModelView& m, const ChunkView& cv, const ui
 // 16-bit elements; only the rANS states need two 16-lane vectors.
 
 
-// Low 16-bit words of the 32 dwords of two vectors, in lane order.
-WC_AVX512 WC_INLINE __m512i pack_lo16(__m512i a, __m512i b) {
-  alignas(64) static constexpr uint16_t kIdx[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20,
-                                                    22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 42,
-                                                    44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
-  return _mm512_permutex2var_epi16(a, _mm512_load_si512(kIdx), b);
-}
-
 // Low bytes of the 32 dwords of two vectors, in lane order, as 16-bit words
-// (high bytes zero): one byte permute with a zeroing mask, where
-// pack_lo16 and a mask take three times the micro-ops.
+// (high bytes zero): one byte permute with a zeroing mask (a word permute
+// and a mask take three times the micro-ops).
 WC_AVX512 WC_INLINE __m512i lo_bytes16(__m512i a, __m512i b) {
   alignas(64) static constexpr uint8_t kIdx[64] = {
       0,  0, 4,  0, 8,  0, 12, 0, 16, 0, 20, 0, 24, 0, 28,  0, 32,  0, 36,  0, 40,  0, 44,  0, 48,  0, 52,  0, 56,  0, 60,  0,
@@ -1737,7 +1729,7 @@ WC_AVX512 WC_INLINE void float_sm_slots(const FloatParams& p, const FloatFastCon
 template <int E, bool SMC>
 WC_AVX512 WC_INLINE void float_store(const FloatFastConsts& c, FloatFastState& s, __m512i ee0, __m512i ee1,
                                      __m512i se0, __m512i se1, uint32_t t, uint8_t* lm) {
-  const __m512i E16 = pack_lo16(ee0, ee1);
+  const __m512i E16 = lo_bytes16(ee0, ee1);  // exponents are below 256
   const __m512i S16 = lo_bytes16(se0, se1);
   const __m512i sign = _mm512_srl_epi16(S16, c.sh_k);
   const __m512i hi = _mm512_ternarylogic_epi32(_mm512_sll_epi16(sign, c.sh_sign), _mm512_sll_epi16(E16, c.sh_e),
