@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -334,13 +335,17 @@ TEST(Cli, BenchQuick) {
   std::map<std::string, std::string> rows;
   std::istringstream in(r.out);
   std::string line;
-  for (const char* codec : {"wcodec", "zstd -3", "zstd -19", "lz4", "order-0"}) rows[codec] = "";
+  for (const char* codec : {"wcodec", "wcodec file", "zstd -3", "zstd -19", "lz4", "order-0"}) rows[codec] = "";
   while (std::getline(in, line)) {
     const auto b = line.find_first_not_of(' ');
     if (b == std::string::npos) continue;
     const std::string t = line.substr(b);
     for (auto& [codec, found] : rows) {
-      if (t.rfind(codec, 0) == 0 && t.size() > codec.size() && t[codec.size()] == ' ') found = t;
+      // The codec's name, then spaces and a number ("wcodec" is not the
+      // start of the "wcodec file" row).
+      if (t.rfind(codec, 0) != 0 || t.size() <= codec.size() || t[codec.size()] != ' ') continue;
+      const auto v = t.find_first_not_of(' ', codec.size());
+      if (v != std::string::npos && std::isdigit(static_cast<unsigned char>(t[v]))) found = t;
     }
   }
   for (auto& [codec, found] : rows) EXPECT_FALSE(found.empty()) << "no line for " << codec << " in:\n" << r.out;
@@ -350,6 +355,8 @@ TEST(Cli, BenchQuick) {
     std::string name;
     uint64_t size = 0;
     w >> name >> size;
+    EXPECT_NE(rows["wcodec file"].find(" " + std::to_string(size) + " "), std::string::npos)
+        << "the file row names another size: " << rows["wcodec file"];
     const auto orig = wctest::read_file(data(kFile3));
     wcodec::EncodeConfig cfg;  // the bench encodes with the defaults, one thread
     auto enc = wcodec::encode_safetensors(orig.data(), orig.size(), cfg, kFile3);
@@ -362,7 +369,7 @@ TEST(Cli, BenchQuick) {
   ASSERT_TRUE(j[0]["codecs"].is_array());
   std::set<std::string> codecs;
   for (auto& c : j[0]["codecs"]) codecs.insert(c.value("codec", ""));
-  EXPECT_EQ(codecs, (std::set<std::string>{"wcodec", "zstd -3", "zstd -19", "lz4"}));
+  EXPECT_EQ(codecs, (std::set<std::string>{"wcodec", "wcodec file", "zstd -3", "zstd -19", "lz4"}));
 }
 
 }  // namespace

@@ -490,6 +490,70 @@ INSTANTIATE_TEST_SUITE_P(Data, RealFileRoundTrip, ::testing::ValuesIn(regular_re
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealFileRoundTrip);
 
+// A container held in memory (Reader::open_memory) reads exactly like the
+// same container on disk: whole file, random ranges, every chunk, full
+// verification; a truncated buffer is rejected at open and a damaged
+// chunk fails its reads and the file checksum.
+TEST(InMemory, ReaderOverMemoryMatchesTheFileReader) {
+  const char* names[] = {"silero_vad_16k.bf16.safetensors", "stories260K.rtn-int8.safetensors",
+                         "stories260K.rtn-int4.safetensors"};
+  for (const char* n : names) {
+    SCOPED_TRACE(n);
+    auto e = encode_real(wctest::data_dir() / n);
+    ASSERT_TRUE(e);
+    auto rf = Reader::open(e->enc_path.string());
+    auto rm = Reader::open_memory(e->enc.data(), e->enc.size(), e->name);
+    ASSERT_TRUE(rf.ok()) << rf.status().ToString();
+    ASSERT_TRUE(rm.ok()) << rm.status().ToString();
+    const Reader& f = **rf;
+    const Reader& m = **rm;
+    ASSERT_EQ(m.original_size(), e->orig.size());
+    ASSERT_EQ(m.num_chunks(), f.num_chunks());
+    std::vector<uint8_t> all(e->orig.size());
+    ASSERT_TRUE(m.read(0, all.size(), all.data()).ok());
+    EXPECT_TRUE(all == e->orig) << "whole-file read from memory differs from the original";
+    std::mt19937_64 rng(7);
+    for (int i = 0; i < 300; ++i) {
+      const uint64_t off = rng() % e->orig.size();
+      const uint64_t len = 1 + rng() % std::min<uint64_t>(e->orig.size() - off, 200000);
+      std::vector<uint8_t> got(len);
+      const auto st = m.read(off, len, got.data());
+      ASSERT_TRUE(st.ok()) << "read(" << off << ", " << len << "): " << st.ToString();
+      ASSERT_TRUE(std::equal(got.begin(), got.end(), e->orig.begin() + static_cast<ptrdiff_t>(off)))
+          << "read(" << off << ", " << len << ") from memory differs";
+    }
+    for (size_t i = 0; i < m.num_chunks(); ++i) {
+      const auto& c = m.chunk(i);
+      std::vector<uint8_t> a(c.decoded_size), b(c.decoded_size);
+      ASSERT_TRUE(m.decode_chunk(i, a.data()).ok());
+      ASSERT_TRUE(f.decode_chunk(i, b.data()).ok());
+      ASSERT_TRUE(a == b) << "chunk " << i;
+    }
+    EXPECT_TRUE(m.verify(true).ok());
+    check_out_of_range(m);
+
+    auto cut = Reader::open_memory(e->enc.data(), e->enc.size() - 1, e->name);
+    ASSERT_FALSE(cut.ok()) << "a buffer one byte short opened";
+    EXPECT_EQ(cut.status().code(), Code::kCorruption) << cut.status().ToString();
+
+    // A byte flipped in the middle of the largest model-coded chunk.
+    size_t big = SIZE_MAX;
+    for (size_t i = 0; i < m.num_chunks(); ++i)
+      if (m.chunk(i).method == 2 && (big == SIZE_MAX || m.chunk(i).stored_size > m.chunk(big).stored_size)) big = i;
+    ASSERT_NE(big, SIZE_MAX);
+    std::vector<uint8_t> bad = e->enc;
+    const auto& c = m.chunk(big);
+    bad[c.file_offset + c.stored_size / 2] ^= 0x40;
+    auto rb = Reader::open_memory(bad.data(), bad.size(), e->name);
+    ASSERT_TRUE(rb.ok()) << rb.status().ToString();
+    std::vector<uint8_t> out(c.decoded_size);
+    EXPECT_FALSE((*rb)->read(c.decoded_offset, c.decoded_size, out.data()).ok())
+        << "a damaged chunk read from memory without an error";
+    EXPECT_FALSE((*rb)->verify(false).ok()) << "the file checksum missed a damaged byte";
+    fs::remove(e->enc_path);
+  }
+}
+
 // Format 1.x files (gamma-coded frequency tables) stay readable: every small
 // real file written as 1.0 decodes byte for byte, and its 2.0 encoding (the
 // compact tables) is never larger.

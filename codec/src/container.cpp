@@ -881,6 +881,10 @@ Status Reader::pread_exact(uint64_t off, uint64_t len, uint8_t* out) const {
   if (off > file_size_ || len > file_size_ - off)
     return Status::Corruption(path_ + ": read of " + std::to_string(len) + " bytes at " + std::to_string(off) +
                               " beyond the file end " + std::to_string(file_size_));
+  if (mem_) {
+    std::memcpy(out, mem_ + off, len);
+    return Status::OK();
+  }
   uint64_t got = 0;
   while (got < len) {
     const ssize_t r = ::pread(fd_, out + got, len - got, static_cast<off_t>(off + got));
@@ -892,6 +896,18 @@ Status Reader::pread_exact(uint64_t off, uint64_t len, uint8_t* out) const {
   return Status::OK();
 }
 
+Result<const uint8_t*> Reader::stored_bytes(uint64_t off, uint64_t len, std::vector<uint8_t>* buf) const {
+  if (mem_) {
+    if (off > file_size_ || len > file_size_ - off)
+      return Status::Corruption(path_ + ": read of " + std::to_string(len) + " bytes at " + std::to_string(off) +
+                                " beyond the file end " + std::to_string(file_size_));
+    return mem_ + off;
+  }
+  buf->resize(len);
+  WC_RETURN_IF_ERROR(pread_exact(off, len, buf->data()));
+  return static_cast<const uint8_t*>(buf->data());
+}
+
 Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
   std::unique_ptr<Reader> rd(new Reader());
   rd->path_ = path;
@@ -900,7 +916,22 @@ Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
   struct stat st {};
   if (fstat(rd->fd_, &st) != 0) return Status::IOError(errno_msg("cannot stat " + path));
   rd->file_size_ = static_cast<uint64_t>(st.st_size);
-  const std::string& P = path;
+  return load(std::move(rd));
+}
+
+Result<std::unique_ptr<Reader>> Reader::open_memory(const uint8_t* data, size_t size, const std::string& name) {
+  std::unique_ptr<Reader> rd(new Reader());
+  rd->path_ = name;
+  if (!data && size) return Status::Invalid(name + ": no data");
+  static const uint8_t kNone = 0;
+  rd->mem_ = data ? data : &kNone;
+  rd->file_size_ = size;
+  return load(std::move(rd));
+}
+
+Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
+  const std::string& P = rd->path_;
+  const std::string& path = rd->path_;
   auto corrupt = [&](const std::string& field, uint64_t v, const std::string& allowed) {
     return Status::Corruption(P + ": " + field + " = " + std::to_string(v) + " (allowed " + allowed + ")");
   };
@@ -1168,9 +1199,9 @@ Status Reader::decode_chunk(size_t gi, uint8_t* out) const {
   // which reuses the thread's payload buffer.
   if (uses_zero_points(gi)) WC_RETURN_IF_ERROR(load_aux(static_cast<size_t>(t.aux)));
   thread_local std::vector<uint8_t> payload;
-  payload.resize(e.stored_size);
-  WC_RETURN_IF_ERROR(pread_exact(e.file_offset, e.stored_size, payload.data()));
-  return decode_chunk_from(gi, payload.data(), out);
+  auto p = stored_bytes(e.file_offset, e.stored_size, &payload);
+  if (!p.ok()) return p.status();
+  return decode_chunk_from(gi, *p, out);
 }
 
 bool Reader::uses_zero_points(size_t gi) const {
@@ -1256,6 +1287,8 @@ void Reader::decode_chunk_group(const size_t* idx, uint8_t* const* outs, int n, 
       at += e.stored_size;
     }
     if (contiguous) st = pread_exact(all_chunks_[idx[0]].file_offset, total, payload.data());
+    if (mem_ && st.ok())  // in place
+      for (int i = 0; i < n; ++i) ps[i] = mem_ + all_chunks_[idx[i]].file_offset;
   }
   if (!group || !st.ok()) {  // a read error: decode_chunk reports it per chunk
     for (int i = 0; i < n; ++i) sts[i] = decode_chunk(idx[i], outs[i]);
@@ -1334,6 +1367,7 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
   thread_local std::vector<uint8_t> run;
   size_t run_first = SIZE_MAX, run_last = 0;  // chunks [first, last] in `run`
   uint64_t run_off = 0;
+  const uint8_t* run_data = nullptr;  // their stored bytes (in `run`, or in place in memory)
   auto payload_of = [&](size_t gi, const uint8_t** p) -> Status {
     if (run_first == SIZE_MAX || gi < run_first || gi > run_last) {
       constexpr uint64_t kMaxRun = 1u << 20, kMaxGap = 4096;
@@ -1348,13 +1382,14 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
         stop = nx.file_offset + nx.stored_size;
         ++last;
       }
-      run.resize(stop - f.file_offset);
-      WC_RETURN_IF_ERROR(pread_exact(f.file_offset, run.size(), run.data()));
+      auto at = stored_bytes(f.file_offset, stop - f.file_offset, &run);
+      if (!at.ok()) return at.status();
+      run_data = *at;
       run_first = gi;
       run_last = last;
       run_off = f.file_offset;
     }
-    *p = run.data() + (all_chunks_[gi].file_offset - run_off);
+    *p = run_data + (all_chunks_[gi].file_offset - run_off);
     return Status::OK();
   };
   // out holds original offset base_off; chunks decoded ahead as members of
@@ -1400,7 +1435,7 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
         for (int i = 0; i < n; ++i) {
           idx[i] = i ? cand[i - 1] : gi;
           const ChunkEntry& ei = all_chunks_[idx[i]];
-          ps[i] = run.data() + (ei.file_offset - run_off);
+          ps[i] = run_data + (ei.file_offset - run_off);
           at[i] = bytes;
           bytes += ei.decoded_size;
         }

@@ -137,6 +137,10 @@ class Reader {
   // Opens and validates structure (header, footer, index CRC, index
   // consistency with the stored safetensors header). Decodes nothing.
   static Result<std::unique_ptr<Reader>> open(const std::string& path);
+  // The same for a container held in memory: [data, data + size), which
+  // must stay unchanged and outlive the Reader. Nothing is copied: chunks
+  // decode straight from it. `name` names it in errors.
+  static Result<std::unique_ptr<Reader>> open_memory(const uint8_t* data, size_t size, const std::string& name);
 
   const std::string& path() const { return path_; }
   uint64_t original_size() const { return original_size_; }
@@ -198,6 +202,12 @@ class Reader {
   Reader() = default;
   struct Tensor;
   Status pread_exact(uint64_t off, uint64_t len, uint8_t* out) const;
+  // Stored bytes [off, off + len): in place for an in-memory container,
+  // else read into *buf.
+  Result<const uint8_t*> stored_bytes(uint64_t off, uint64_t len, std::vector<uint8_t>* buf) const;
+  // open / open_memory after the file size (and the descriptor or the
+  // memory) are set: validates and loads the header, footer and index.
+  static Result<std::unique_ptr<Reader>> load(std::unique_ptr<Reader> rd);
   Status load_aux(size_t tensor) const;
   // Whether chunk `global_index` decodes with its tensor's zero points.
   bool uses_zero_points(size_t global_index) const;
@@ -217,6 +227,7 @@ class Reader {
 
   std::string path_;
   int fd_ = -1;
+  const uint8_t* mem_ = nullptr;  // in-memory container (open_memory), else null
   int table_coding_ = 0;  // TableCoding of the model records (header flags)
   uint64_t file_size_ = 0;
   uint64_t original_size_ = 0;
