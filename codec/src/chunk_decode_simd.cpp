@@ -390,8 +390,14 @@ WC_AVX512 WC_INLINE void renorm32(__m512i& A, __m512i& B, WordCursor& wc) {
   const __mmask16 nb = _mm512_cmplt_epu32_mask(B, L);
   const __mmask32 need = _mm512_kunpackw(nb, na);
   const __m512i w = _mm512_maskz_expand_epi16(need, _mm512_loadu_si512(wc.p + 2 * uint64_t{wc.pos}));
-  const __m512i wa = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(w));
-  const __m512i wb = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w, 1));
+  // Words 0..15 and 16..31 zero-extended, each by one zero-masked word
+  // permute (shorter than widening, extracting and widening).
+  alignas(64) static constexpr uint16_t kLo[32] = {0, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0,
+                                                   8, 0, 9, 0, 10, 0, 11, 0, 12, 0, 13, 0, 14, 0, 15, 0};
+  alignas(64) static constexpr uint16_t kHi[32] = {16, 0, 17, 0, 18, 0, 19, 0, 20, 0, 21, 0, 22, 0, 23, 0,
+                                                   24, 0, 25, 0, 26, 0, 27, 0, 28, 0, 29, 0, 30, 0, 31, 0};
+  const __m512i wa = _mm512_maskz_permutexvar_epi16(0x55555555u, _mm512_load_si512(kLo), w);
+  const __m512i wb = _mm512_maskz_permutexvar_epi16(0x55555555u, _mm512_load_si512(kHi), w);
   A = _mm512_mask_or_epi32(A, na, _mm512_slli_epi32(A, 16), wa);
   B = _mm512_mask_or_epi32(B, nb, _mm512_slli_epi32(B, 16), wb);
   wc.pos += static_cast<uint32_t>(__builtin_popcount(need));
@@ -1178,8 +1184,19 @@ WC_AVX512 WC_INLINE __m256i int_step_ctx8(const IntFastConsts& c, const IntFastS
 // slot_index of 32 contexts held as bytes.
 WC_AVX512 WC_INLINE void slot_index8(__m256i ctx8, __m512i X0, __m512i X1, __m512i* i0, __m512i* i1) {
   const __m512i m = _mm512_set1_epi32(4095);
-  const __m512i c0 = _mm512_cvtepu8_epi32(_mm256_castsi256_si128(ctx8));
-  const __m512i c1 = _mm512_cvtepu8_epi32(_mm256_extracti128_si256(ctx8, 1));
+  // Bytes 0..15 and 16..31 zero-extended to dwords, one zero-masked byte
+  // permute each.
+  alignas(64) static constexpr uint8_t kLo[64] = {0,  0, 0, 0, 1,  0, 0, 0, 2,  0, 0, 0, 3,  0, 0, 0,
+                                                  4,  0, 0, 0, 5,  0, 0, 0, 6,  0, 0, 0, 7,  0, 0, 0,
+                                                  8,  0, 0, 0, 9,  0, 0, 0, 10, 0, 0, 0, 11, 0, 0, 0,
+                                                  12, 0, 0, 0, 13, 0, 0, 0, 14, 0, 0, 0, 15, 0, 0, 0};
+  alignas(64) static constexpr uint8_t kHi[64] = {16, 0, 0, 0, 17, 0, 0, 0, 18, 0, 0, 0, 19, 0, 0, 0,
+                                                  20, 0, 0, 0, 21, 0, 0, 0, 22, 0, 0, 0, 23, 0, 0, 0,
+                                                  24, 0, 0, 0, 25, 0, 0, 0, 26, 0, 0, 0, 27, 0, 0, 0,
+                                                  28, 0, 0, 0, 29, 0, 0, 0, 30, 0, 0, 0, 31, 0, 0, 0};
+  const __m512i c = _mm512_castsi256_si512(ctx8);
+  const __m512i c0 = _mm512_maskz_permutexvar_epi8(0x1111111111111111ull, _mm512_load_si512(kLo), c);
+  const __m512i c1 = _mm512_maskz_permutexvar_epi8(0x1111111111111111ull, _mm512_load_si512(kHi), c);
   *i0 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c0, 12), X0, m, 0xF8);
   *i1 = _mm512_ternarylogic_epi32(_mm512_slli_epi32(c1, 12), X1, m, 0xF8);
 }
