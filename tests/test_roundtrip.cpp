@@ -497,6 +497,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RealFileRoundTrip);
 TEST(InMemory, ReaderOverMemoryMatchesTheFileReader) {
   const char* names[] = {"silero_vad_16k.bf16.safetensors", "stories260K.rtn-int8.safetensors",
                          "stories260K.rtn-int4.safetensors"};
+  int all_groups = 0;
   for (const char* n : names) {
     SCOPED_TRACE(n);
     auto e = encode_real(wctest::data_dir() / n);
@@ -529,6 +530,24 @@ TEST(InMemory, ReaderOverMemoryMatchesTheFileReader) {
       ASSERT_TRUE(f.decode_chunk(i, b.data()).ok());
       ASSERT_TRUE(a == b) << "chunk " << i;
     }
+    // Groups decoded together, in place.
+    int groups = 0;
+    for (size_t i = 0; i + 1 < m.num_chunks(); ++i) {
+      if (!m.pairable(i, i + 1)) continue;
+      const size_t idx[2] = {i, i + 1};
+      std::vector<uint8_t> a(m.chunk(i).decoded_size), b(m.chunk(i + 1).decoded_size);
+      uint8_t* outs[2] = {a.data(), b.data()};
+      wcodec::Status sts[2];
+      m.decode_chunk_group(idx, outs, 2, sts);
+      ASSERT_TRUE(sts[0].ok() && sts[1].ok()) << sts[0].ToString() << " " << sts[1].ToString();
+      const auto at = [&](size_t c) {
+        return e->orig.begin() + static_cast<ptrdiff_t>(m.chunk(c).decoded_offset);
+      };
+      ASSERT_TRUE(std::equal(a.begin(), a.end(), at(i)) && std::equal(b.begin(), b.end(), at(i + 1)))
+          << "group " << i;
+      ++groups;
+    }
+    all_groups += groups;
     EXPECT_TRUE(m.verify(true).ok());
     check_out_of_range(m);
 
@@ -552,6 +571,7 @@ TEST(InMemory, ReaderOverMemoryMatchesTheFileReader) {
     EXPECT_FALSE((*rb)->verify(false).ok()) << "the file checksum missed a damaged byte";
     fs::remove(e->enc_path);
   }
+  EXPECT_GT(all_groups, 0) << "no pairable chunks were decoded as a group";
 }
 
 // Format 1.x files (gamma-coded frequency tables) stay readable: every small

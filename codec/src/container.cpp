@@ -1269,7 +1269,14 @@ void Reader::decode_chunk_group(const size_t* idx, uint8_t* const* outs, int n, 
   const uint8_t* ps[kMaxChunkGroup];
   const bool group = groupable(idx, n);
   Status st;
-  if (group) {
+  if (group && mem_) {  // in place
+    for (int i = 0; i < n && st.ok(); ++i) {
+      const ChunkEntry& e = all_chunks_[idx[i]];
+      auto p = stored_bytes(e.file_offset, e.stored_size, &payload);
+      if (p.ok()) ps[i] = *p;
+      else st = p.status();
+    }
+  } else if (group) {
     uint64_t total = 0;
     bool contiguous = true;
     for (int i = 0; i < n; ++i) {
@@ -1287,8 +1294,6 @@ void Reader::decode_chunk_group(const size_t* idx, uint8_t* const* outs, int n, 
       at += e.stored_size;
     }
     if (contiguous) st = pread_exact(all_chunks_[idx[0]].file_offset, total, payload.data());
-    if (mem_ && st.ok())  // in place
-      for (int i = 0; i < n; ++i) ps[i] = mem_ + all_chunks_[idx[i]].file_offset;
   }
   if (!group || !st.ok()) {  // a read error: decode_chunk reports it per chunk
     for (int i = 0; i < n; ++i) sts[i] = decode_chunk(idx[i], outs[i]);
