@@ -931,7 +931,6 @@ Result<std::unique_ptr<Reader>> Reader::open_memory(const uint8_t* data, size_t 
 
 Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
   const std::string& P = rd->path_;
-  const std::string& path = rd->path_;
   auto corrupt = [&](const std::string& field, uint64_t v, const std::string& allowed) {
     return Status::Corruption(P + ": " + field + " = " + std::to_string(v) + " (allowed " + allowed + ")");
   };
