@@ -311,12 +311,16 @@ WC_AVX512 void same_rect_to_raster(const uint8_t* lm, const LaneGeom& g, uint32_
           uint8_t* dst = base[half * LB + li] + off;
           const __m512i y = v[li / LPR];
           if constexpr (E == 1) {
-            const __m128i x = q == 0 ? _mm512_castsi512_si128(y)
-                              : q == 1 ? _mm512_extracti32x4_epi32(y, 1)
-                              : q == 2 ? _mm512_extracti32x4_epi32(y, 2)
-                                       : _mm512_extracti32x4_epi32(y, 3);
-            if (len == 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), x);
-            else _mm_mask_storeu_epi8(dst, static_cast<__mmask16>(m0), x);
+            // The register's halves: the low 16 bytes of each stored
+            // plainly, the high 16 with a 32-byte masked store from the
+            // run's address - 16 (one extract per register, not three).
+            const __m256i h = q < 2 ? _mm512_castsi512_si256(y) : _mm512_extracti64x4_epi64(y, 1);
+            if (q % 2 == 0) {
+              if (len == 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm256_castsi256_si128(h));
+              else _mm_mask_storeu_epi8(dst, static_cast<__mmask16>(m0), _mm256_castsi256_si128(h));
+            } else {
+              _mm256_mask_storeu_epi8(dst - 16, static_cast<__mmask32>(m0 << 16), h);
+            }
           } else if constexpr (E == 2) {
             const __m256i x = q == 0 ? _mm512_castsi512_si256(y) : _mm512_extracti64x4_epi64(y, 1);
             if (len == 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), x);
@@ -1362,7 +1366,6 @@ WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, c
   // U8 form); decode_int_chunk_simd packs them.
   const bool u8 = p0.sub == kIntU8 || p0.sub == kIntNibble;
   const int am = int_act_mode(p0);
-  const bool byte_form = !u8 && am <= 2;
   IntFastConsts c[N];
   const IntParams* ps[N];
   for (int n = 0; n < N; ++n) {
@@ -1396,7 +1399,10 @@ WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, c
       for (uint32_t k = 0; k < p.period; ++k) nbrs[k] = int_kernel_nbrs(p, k);
       uint32_t kp[kLanes];
       for (uint32_t l = 0; l < kLanes; ++l) kp[l] = (col0[n] + static_cast<uint32_t>(g.c0[l])) % p.period;
-      for (uint32_t j = 0; j < c[n].W; ++j) {
+      // The masks repeat with the period: one period is computed, the
+      // rest copied.
+      const uint32_t once = std::min<uint32_t>(c[n].W, p.period);
+      for (uint32_t j = 0; j < once; ++j) {
         uint32_t ml = 0, mu = 0;
         for (uint32_t l = 0; l < kLanes; ++l) {
           ml |= (nbrs[kp[l]] & 1u) << l;
@@ -1405,6 +1411,10 @@ WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, c
         }
         km[2 * j] = ml;
         km[2 * j + 1] = mu;
+      }
+      for (uint32_t j = once; j < c[n].W; ++j) {
+        km[2 * j] = km[2 * (j - p.period)];
+        km[2 * j + 1] = km[2 * (j - p.period) + 1];
       }
       c[n].kmask = km;
     }
