@@ -1123,7 +1123,7 @@ WC_AVX512 WC_INLINE __m512i int_scale_term(const IntFastConsts& c, const IntFast
 // a byte: values are int8, |value| <= 128, the activity sums saturate at
 // 255 (every class table reads min(a, 127) or min(a, 255), so saturation
 // changes no class) and contexts without scale classes stay below 256
-// (nb * 9 + 8 <= 71). The 32 lanes then fit one 256-bit register and the
+// (9 (nb - 1) + 8 <= 71). The 32 lanes then fit one 256-bit register and the
 // step's context and value arithmetic takes about 40% fewer micro-ops than
 // the 16-bit form.
 
