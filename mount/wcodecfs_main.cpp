@@ -9,6 +9,7 @@
 // `wcodecfs STORE MNT && ls MNT` works (requests queue until the loop runs).
 // SIGINT/SIGTERM/SIGHUP end the loop and unmount cleanly.
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -221,6 +222,15 @@ void raise_fd_limit() {
 }  // namespace
 
 int main(int argc, char* argv[]) {
+  // Each of malloc's per-thread heaps is created with 16 MiB of room rather
+  // than grown a few hundred KiB at a time (an mprotect each). Decoder
+  // threads grow their heaps as they build a tensor's tables, and every
+  // growth takes the address-space lock for writing, which stalls the other
+  // threads' page faults and the chunk pool's pre-faulting meanwhile: a
+  // fresh mount's first read of isnet-medium.f16 made 120 such calls, 20
+  // with this, and read 10% faster (alternating runs, 770 -> 850 MB/s). The
+  // room is address space; pages are used only as allocations touch them.
+  (void)mallopt(M_TOP_PAD, 16 << 20);
   struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
   CliOptions cli{};
   struct fuse_cmdline_opts opts {};

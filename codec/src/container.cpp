@@ -896,16 +896,16 @@ Status Reader::pread_exact(uint64_t off, uint64_t len, uint8_t* out) const {
   return Status::OK();
 }
 
-Result<const uint8_t*> Reader::stored_bytes(uint64_t off, uint64_t len, std::vector<uint8_t>* buf) const {
+Result<const uint8_t*> Reader::stored_bytes(uint64_t off, uint64_t len, ScratchBytes* buf) const {
   if (mem_) {
     if (off > file_size_ || len > file_size_ - off)
       return Status::Corruption(path_ + ": read of " + std::to_string(len) + " bytes at " + std::to_string(off) +
                                 " beyond the file end " + std::to_string(file_size_));
     return mem_ + off;
   }
-  buf->resize(len);
-  WC_RETURN_IF_ERROR(pread_exact(off, len, buf->data()));
-  return static_cast<const uint8_t*>(buf->data());
+  uint8_t* p = buf->get(len);
+  WC_RETURN_IF_ERROR(pread_exact(off, len, p));
+  return static_cast<const uint8_t*>(p);
 }
 
 Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
@@ -1197,7 +1197,7 @@ Status Reader::decode_chunk(size_t gi, uint8_t* out) const {
   // Zero points first: loading them decodes other chunks on this thread,
   // which reuses the thread's payload buffer.
   if (uses_zero_points(gi)) WC_RETURN_IF_ERROR(load_aux(static_cast<size_t>(t.aux)));
-  thread_local std::vector<uint8_t> payload;
+  thread_local ScratchBytes payload;
   auto p = stored_bytes(e.file_offset, e.stored_size, &payload);
   if (!p.ok()) return p.status();
   return decode_chunk_from(gi, *p, out);
@@ -1264,7 +1264,7 @@ void Reader::decode_group_from(const size_t* idx, const uint8_t* const* payloads
 void Reader::decode_chunk_group(const size_t* idx, uint8_t* const* outs, int n, Status* sts) const {
   // Groupable chunks use no zero points: their payloads are read into one
   // buffer, with one pread where they lie back to back.
-  thread_local std::vector<uint8_t> payload;
+  thread_local ScratchBytes payload;
   const uint8_t* ps[kMaxChunkGroup];
   const bool group = groupable(idx, n);
   Status st;
@@ -1284,15 +1284,15 @@ void Reader::decode_chunk_group(const size_t* idx, uint8_t* const* outs, int n, 
       contiguous &= e.file_offset == first.file_offset + total;
       total += e.stored_size;
     }
-    payload.resize(total);
+    uint8_t* buf = payload.get(total);
     uint64_t at = 0;
     for (int i = 0; i < n; ++i) {
       const ChunkEntry& e = all_chunks_[idx[i]];
-      ps[i] = payload.data() + at;
-      if (!contiguous && st.ok()) st = pread_exact(e.file_offset, e.stored_size, payload.data() + at);
+      ps[i] = buf + at;
+      if (!contiguous && st.ok()) st = pread_exact(e.file_offset, e.stored_size, buf + at);
       at += e.stored_size;
     }
-    if (contiguous) st = pread_exact(all_chunks_[idx[0]].file_offset, total, payload.data());
+    if (contiguous) st = pread_exact(all_chunks_[idx[0]].file_offset, total, buf);
   }
   if (!group || !st.ok()) {  // a read error: decode_chunk reports it per chunk
     for (int i = 0; i < n; ++i) sts[i] = decode_chunk(idx[i], outs[i]);
@@ -1368,7 +1368,7 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
   // one system call per run rather than one per chunk. Runs stay within
   // 1 MiB (three large chunks, for a group decode) so that a chunk's bytes
   // are still in cache when it is decoded.
-  thread_local std::vector<uint8_t> run;
+  thread_local ScratchBytes run;
   size_t run_first = SIZE_MAX, run_last = 0;  // chunks [first, last] in `run`
   uint64_t run_off = 0;
   const uint8_t* run_data = nullptr;  // their stored bytes (in `run`, or in place in memory)

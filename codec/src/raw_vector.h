@@ -33,4 +33,31 @@ struct DefaultInitAllocator : std::allocator<T> {
 template <typename T>
 using RawVector = std::vector<T, DefaultInitAllocator<T>>;
 
+// A thread's scratch bytes, reused call after call. Growing keeps nothing
+// (no copy, no zero fill: every user writes what it reads) and takes at
+// least half again the old size, so a decoder whose chunks grow a little at
+// a time maps new memory a few times only. A std::vector grown by resize()
+// zero-fills the new part and copies the old: on a fresh mount's first read
+// of isnet-medium.f16 the lane-major buffers grew 27 times, and those page
+// faults (zero fill and copy into never-touched pages) were over half of the
+// daemon's faults (perf record -e page-faults).
+class ScratchBytes {
+ public:
+  // At least n bytes, contents undefined.
+  uint8_t* get(size_t n) {
+    if (n > cap_) {
+      const size_t c = n > cap_ + cap_ / 2 ? n : cap_ + cap_ / 2;
+      p_.reset();  // before allocating: the old block may be reused
+      p_.reset(new uint8_t[c]);  // default-initialised: not written
+      cap_ = c;
+    }
+    return p_.get();
+  }
+  size_t capacity() const { return cap_; }
+
+ private:
+  std::unique_ptr<uint8_t[]> p_;
+  size_t cap_ = 0;
+};
+
 }  // namespace wcodec

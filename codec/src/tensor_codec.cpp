@@ -2914,16 +2914,15 @@ bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch)
     if (mp[i].cv.h != mp[0].cv.h || mp[i].cv.w != mp[0].cv.w) return false;
   }
   const size_t lmb = simd_lane_major_bytes(mp[0].cv);
-  std::vector<uint8_t>* lm[kMaxChunkGroup] = {&scratch.lm, &scratch.lm_group[0], &scratch.lm_group[1]};
+  ScratchBytes* lm[kMaxChunkGroup] = {&scratch.lm, &scratch.lm_group[0], &scratch.lm_group[1]};
   std::shared_ptr<const TensorModel::VectorTables> tables_hold[kMaxChunkGroup];
   ModelView mv[kMaxChunkGroup];
   GroupSide sides[kMaxChunkGroup];
   for (int i = 0; i < n; ++i) {
     const bool same = i && chunks[i].model == chunks[0].model;
     mv[i] = same ? mv[0] : chunks[i].model->view(&tables_hold[i], nullptr, 0, TensorModel::TableUse::kVector);
-    if (lm[i]->size() < lmb) lm[i]->resize(lmb);
-    sides[i] = GroupSide{mp[i].map,    mp[i].rans,    mp[i].rans_len, mp[i].raw,    mp[i].raw_len,
-                         mp[i].tail,   chunks[i].out, lm[i]->data(),  mp[i].cv.col0, mp[i].cv.row0};
+    sides[i] = GroupSide{mp[i].map,    mp[i].rans,    mp[i].rans_len, mp[i].raw,      mp[i].raw_len,
+                         mp[i].tail,   chunks[i].out, lm[i]->get(lmb), mp[i].cv.col0, mp[i].cv.row0};
   }
   if (decode_group_simd(mv, mp[0].cv, sides, n) != 1) return false;
   for (int i = 0; i < n; ++i)
@@ -2983,9 +2982,8 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
           }
           {
             const size_t lmb = simd_lane_major_bytes(cv);
-            if (scratch.lm.size() < lmb) scratch.lm.resize(lmb);
             const int simd =
-                decode_float_chunk_simd(mv, cv, rans, rl, raw, raw_len, out, scratch.lm.data(), mp.tail);
+                decode_float_chunk_simd(mv, cv, rans, rl, raw, raw_len, out, scratch.lm.get(lmb), mp.tail);
             if (simd < 0) {
               reference_view();
               if (scratch.e.size() < n) scratch.e.resize(n);
@@ -3003,9 +3001,8 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
           if (scratch.tile.size() < kTile * kTile) scratch.tile.resize(kTile * kTile);
           if (raw_len == 0) {
             const size_t lmb = simd_lane_major_bytes(cv);
-            if (scratch.lm.size() < lmb) scratch.lm.resize(lmb);
             const int simd = decode_int_chunk_simd(mv, cv, map, rans, rl, out, scratch.res.data(),
-                                                   scratch.tile.data(), scratch.lm.data());
+                                                   scratch.tile.data(), scratch.lm.get(lmb));
             if (simd < 0) reference_view();
             ok = simd < 0 ? decode_int_residuals(mv, cv, rans, rl, scratch.res.data()) &&
                                 int_finish_chunk(mv, cv, map, out, scratch.res.data(), scratch.tile.data())

@@ -193,8 +193,8 @@ EncodedTensor encode_with_model(const TensorGeometry& g, const uint8_t* data, co
 
 // Per-thread scratch for decode_chunk.
 struct DecodeScratch {
-  std::vector<uint8_t> lm;   // lane-major elements of the vector decoders
-  std::vector<uint8_t> lm_group[2];  // the other members' of a group (decode_chunk_group)
+  ScratchBytes lm;  // lane-major elements of the vector decoders
+  ScratchBytes lm_group[2];  // the other members' of a group (decode_chunk_group)
   std::vector<uint16_t> e;
   std::vector<uint8_t> sm;
   std::vector<int32_t> res;

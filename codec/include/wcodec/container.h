@@ -26,6 +26,7 @@
 namespace wcodec {
 
 struct DevicePlan;  // codec/src/device_plan.h
+class ScratchBytes;  // codec/src/raw_vector.h
 
 inline constexpr char kMagic[4] = {'W', 'C', 'D', 'C'};
 inline constexpr char kFooterMagic[4] = {'C', 'D', 'C', 'W'};
@@ -204,7 +205,7 @@ class Reader {
   Status pread_exact(uint64_t off, uint64_t len, uint8_t* out) const;
   // Stored bytes [off, off + len): in place for an in-memory container,
   // else read into *buf.
-  Result<const uint8_t*> stored_bytes(uint64_t off, uint64_t len, std::vector<uint8_t>* buf) const;
+  Result<const uint8_t*> stored_bytes(uint64_t off, uint64_t len, ScratchBytes* buf) const;
   // open / open_memory after the file size (and the descriptor or the
   // memory) are set: validates and loads the header, footer and index.
   static Result<std::unique_ptr<Reader>> load(std::unique_ptr<Reader> rd);
