@@ -376,6 +376,10 @@ WC_INLINE bool words_tail(WordCursor* wc) {
 // Renormalization of the active lanes whose state fell below 2^16: they take
 // the next words of the stream in lane order (vpexpandd), exactly the scalar
 // order.
+// (GCC 12's sanitizer build, at -O1, also reports -Wuninitialized inside
+// the widening and shift intrinsics here: the same _mm512_undefined_*().)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 WC_AVX512 inline void renorm16(__m512i& nx, __mmask16 act, WordCursor& wc) {
   const __mmask16 need = _mm512_mask_cmplt_epu32_mask(act, nx, _mm512_set1_epi32(static_cast<int32_t>(kRansL)));
   const __m256i w16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wc.p + 2 * uint64_t{wc.pos}));
@@ -383,6 +387,7 @@ WC_AVX512 inline void renorm16(__m512i& nx, __mmask16 act, WordCursor& wc) {
   nx = _mm512_mask_or_epi32(nx, need, _mm512_slli_epi32(nx, 16), wv);
   wc.pos += static_cast<uint32_t>(__builtin_popcount(need));
 }
+#pragma GCC diagnostic pop
 
 // Both halves at one symbol slot, all lanes active (lanes 0..15 in A,
 // 16..31 in B): the 32 words at the cursor are loaded once and vpexpandw
