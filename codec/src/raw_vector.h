@@ -53,7 +53,6 @@ class ScratchBytes {
     }
     return p_.get();
   }
-  size_t capacity() const { return cap_; }
 
  private:
   std::unique_ptr<uint8_t[]> p_;

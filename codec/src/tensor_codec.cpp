@@ -2579,8 +2579,10 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
         if (n[t])
           tensor_bits += static_cast<double>(n[t]) * (nlog[ma.t0[k].freq[t]] + (t >= esc2 ? t - esc2 + 1 : 0u));
     }
+    // *z may hold the chunk's level 1 output already (a one-chunk tensor's
+    // probe before choose_int).
     auto lz_wins = [&](const ChunkRef& c, std::vector<uint8_t>* z) {
-      *z = zstd_compress(c.bytes, c.nbytes, 1);
+      if (z->empty()) *z = zstd_compress(c.bytes, c.nbytes, 1);
       const double share = tensor_bits * static_cast<double>(c.h * c.w) / static_cast<double>(g.rows * g.cols);
       return !z->empty() && 10.0 * static_cast<double>(z->size()) < share;
     };
