@@ -197,12 +197,33 @@ WC_HD inline bool decode_float_symbols_g(G& g, const ModelView& m, const ChunkVi
   const int64_t open = lanes_open(g, cv, rans, rans_len, x, err, cur, &ws, zero_word);
   if (open < 0) return false;
   const uint32_t steps = static_cast<uint32_t>(open);
-  if (steps && (m.n0 == 0 || m.n1 == 0)) return false;  // no table to decode with
+  const bool joint = float_joint(p);
+  if (steps && (m.n0 == 0 || (!joint && m.n1 == 0))) return false;  // no table to decode with
   // The lane's left neighbour (exponent; sign/mantissa symbol) and its own
   // exponent stay in registers; only the top neighbour is read back.
   typename G::template Lanes<uint32_t> left_e, left_sm, own_e;
   g.each([&](uint32_t l) { left_e[l] = left_sm[l] = own_e[l] = 0; });
-  for (uint32_t t = 0; t < steps; ++t) {
+  for (uint32_t t = 0; joint && t < steps; ++t) {
+    // One symbol per element: sign, exponent and high mantissa bits.
+    auto active = [&](uint32_t l) { return t < cur[l].n; };
+    g.each([&](uint32_t l) {
+      if (!active(l)) return;
+      const uint32_t r = cur[l].r, c = cur[l].c;
+      uint32_t ctx = c > cur[l].rect.c0 ? float_joint_ctx(p, static_cast<int>(left_e[l]), left_sm[l] >> p.k) : 0u;
+      err[l] |= ctx >= m.n0;
+      ctx = ctx < m.n0 ? ctx : 0;
+      const uint32_t j = rans_decode_sym(x[l], m.t0[ctx]);
+      left_e[l] = float_joint_e(p, j);
+      left_sm[l] = float_joint_sm(p, j);
+      e_grid[r * w + c] = static_cast<uint16_t>(left_e[l]);
+      sm_grid[r * w + c] = static_cast<uint8_t>(left_sm[l]);
+    });
+    g.renorm(x, ws, active);
+    g.each([&](uint32_t l) {
+      if (active(l)) advance(cur[l]);
+    });
+  }
+  for (uint32_t t = 0; !joint && t < steps; ++t) {
     auto active = [&](uint32_t l) { return t < cur[l].n; };
     g.each([&](uint32_t l) {
       if (!active(l)) return;

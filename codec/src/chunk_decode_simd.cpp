@@ -1709,7 +1709,7 @@ struct FloatFastConsts {
   uint32_t W;
   __m512i elo16, ne1_16, emask16;  // 16-bit
   __m512i mlo, nm1;                // 32-bit
-  __m128i sh_e, sh_sign, sh_mh, sh_k;
+  __m128i sh_e, sh_sign, sh_mh, sh_k, sh_ek;
   __m512i mh16;
 };
 
@@ -1905,8 +1905,65 @@ WC_AVX512 FloatFastConsts float_fast_consts(const ModelView& m, const LaneGeom& 
   c.sh_sign = _mm_cvtsi32_si128(p.eb + p.mb);
   c.sh_mh = _mm_cvtsi32_si128(static_cast<int>(float_raw_bits(p)));
   c.sh_k = _mm_cvtsi32_si128(p.k);
+  c.sh_ek = _mm_cvtsi32_si128(p.eb + p.k);
   c.mh16 = _mm512_set1_epi16(static_cast<int16_t>((1u << p.k) - 1));
   return c;
+}
+
+// ---- float joint symbols (emode 5): one rANS step per element
+// The context is the left neighbour's exponent class and sign (s.LE, and
+// s.LS0 holding the 32 left signs as 16-bit words); a row's first element
+// has context 0. The symbol J = sign | exponent | high mantissa bits is the
+// element's lane-major form shifted right by its raw bits.
+template <int N, int E, bool HL>
+WC_AVX512 WC_INLINE bool float_joint_step(const FloatFastConsts* c, FloatFastState* s, uint32_t t, WordCursor* wc,
+                                          uint8_t* const* lm) {
+  for (int n = 0; n < N; ++n)
+    if (__builtin_expect(wc[n].pos + kStepWords > wc[n].n, 0) && !words_tail(&wc[n])) return false;
+  __m512i i0[N], i1[N], e0[N], e1[N];
+  for (int n = 0; n < N; ++n) {
+    if constexpr (HL) {
+      const __m512i q = clamp_sub16(s[n].LE, c[n]);
+      const __m512i ctx = _mm512_add_epi16(_mm512_add_epi16(_mm512_add_epi16(q, q), s[n].LS0), _mm512_set1_epi16(1));
+      slot_index(ctx, s[n].X0, s[n].X1, &i0[n], &i1[n]);
+    } else {
+      i0[n] = _mm512_and_si512(s[n].X0, _mm512_set1_epi32(4095));
+      i1[n] = _mm512_and_si512(s[n].X1, _mm512_set1_epi32(4095));
+    }
+  }
+  for (int n = 0; n < N; ++n) rans_all32(s[n].X0, s[n].X1, i0[n], i1[n], c[n].slots_e, wc[n], &e0[n], &e1[n]);
+  for (int n = 0; n < N; ++n) {
+    const __m512i J = lo_bytes16(e0[n], e1[n]);
+    const __m512i hi = _mm512_sll_epi16(J, c[n].sh_mh);
+    if constexpr (E == 1) _mm256_storeu_si256(reinterpret_cast<__m256i*>(lm[n] + uint64_t{t} * 32), _mm512_cvtepi16_epi8(hi));
+    else _mm512_storeu_si512(lm[n] + uint64_t{t} * 64, hi);
+    s[n].LE = _mm512_and_si512(_mm512_srl_epi16(J, c[n].sh_k), c[n].emask16);
+    s[n].LS0 = _mm512_srl_epi16(J, c[n].sh_ek);
+  }
+  return true;
+}
+
+// The joint symbols of N same-rectangle chunks (as float_fast_lanes).
+template <int N, int E>
+WC_AVX512 int float_joint_lanes(const FloatFastConsts* c, const uint8_t* const* rans, const uint32_t* rans_len,
+                                const LaneGeom& g, uint8_t* const* lm, uint32_t* const* x_tail) {
+  WordCursor wc[N];
+  alignas(64) uint8_t pad[N][kPadBytes];
+  FloatFastState s[N];
+  for (int n = 0; n < N; ++n) {
+    open_chunk_state(rans[n], rans_len[n], pad[n], &wc[n], &s[n]);
+    s[n].LE = s[n].LS0 = _mm512_setzero_si512();
+  }
+  const uint32_t W = c[0].W;
+  for (uint32_t r = 0; r < g.rows; ++r) {
+    const uint32_t t0 = r * W;
+    if (!float_joint_step<N, E, false>(c, s, t0, wc, lm)) return 0;
+    for (uint32_t j = 1; j < W; ++j)
+      if (!float_joint_step<N, E, true>(c, s, t0 + j, wc, lm)) return 0;
+  }
+  for (int n = 0; n < N; ++n)
+    if (wc[n].pos != wc[n].n || !float_states_closed(s[n].X0, s[n].X1, x_tail[n])) return 0;
+  return 1;
 }
 
 // The symbols of N same-rectangle chunks of one geometry (models ms[n],
@@ -1924,6 +1981,7 @@ WC_AVX512 int decode_float_fast(const ModelView* ms, const uint8_t* const* rans,
     c[n] = float_fast_consts(ms[n], g);
   }
   const FloatParams& p = ms[0].fp;
+  if (float_joint(p)) return float_joint_lanes<N, E>(c, rans, rans_len, g, lm, x_tail);
   const bool smc = float_sm_contexts(p);
 #define WC_FLOAT_FAST(EMv, S) \
   if (p.emode == EMv && smc == S) return float_fast_lanes<N, E, EMv, S>(p, c, rans, rans_len, g, lm, x_tail);
@@ -2256,7 +2314,11 @@ WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, cons
     uint8_t* const lms[1] = {lm};
     uint32_t* const xts[1] = {xt};
     r = decode_float_fast<1, E>(&m, &rans, &rans_len, g, lms, xts);
+    // Joint symbols: same-rectangle lanes only (else the reference decoder).
+    if (r < 0 && float_joint(m.fp)) return -1;
     if (r < 0) r = decode_float_ragged<E>(m, rans, rans_len, g, lm, xt);
+  } else if (float_joint(m.fp)) {
+    return -1;
   }
   if (r == 0) return 0;
   if (r < 0 && !decode_float_lanes<E>(m, rans, rans_len, g, lm, xt)) return 0;
@@ -2392,7 +2454,8 @@ int pack_nibble_chunk(const ChunkView& cv, const LaneGeom& g, uint8_t* lm, uint8
 
 int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                             const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm, bool tail) {
-  if (!simd_enabled() || m.kind != ModelKind::kFloat || !m.slot_all || !m.slot1_all) return -1;
+  if (!simd_enabled() || m.kind != ModelKind::kFloat || !m.slot_all || (!m.slot1_all && !float_joint(m.fp)))
+    return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
   if (m.fp.eb > 8 || m.fp.k > 7 || float_raw_bits(m.fp) > 24) return -1;
   const uint64_t n = uint64_t{cv.h} * cv.w;
@@ -2417,7 +2480,7 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
   if (m.kind == ModelKind::kFloat) {
     for (int i = 0; i < n; ++i) {
       const ModelView& mi = ms[i];
-      if (mi.kind != ModelKind::kFloat || !mi.slot_all || !mi.slot1_all || mi.fp.eb > 8 || mi.fp.k > 7 ||
+      if (mi.kind != ModelKind::kFloat || !mi.slot_all || (!mi.slot1_all && !float_joint(mi.fp)) || mi.fp.eb > 8 || mi.fp.k > 7 ||
           float_raw_bits(mi.fp) > 24 || !float_loop_compatible(m.fp, mi.fp))
         return -1;
     }

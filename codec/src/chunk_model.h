@@ -64,7 +64,8 @@ struct FloatParams {
   uint8_t elem_bytes;  // 1, 2 or 4
   uint8_t eb, mb;      // exponent and mantissa bits (sign is the top bit)
   uint8_t k;           // high mantissa bits coded with the sign (0..7, <= mb)
-  uint8_t emode;       // 0: order-0, 1: left, 2: left+top average, 3: top, 4: joint left x top
+  uint8_t emode;       // 0: order-0, 1: left, 2: left+top average, 3: top, 4: joint left x top,
+                       // 5: one symbol per element (float_joint)
   uint8_t ne;          // exponent context classes (>= 1)
   uint8_t nm;          // sign/mantissa context classes by exponent (>= 1)
   uint8_t sign_ctx;    // 1: sign/mantissa context also uses the left sign
@@ -73,11 +74,24 @@ struct FloatParams {
 };
 
 inline constexpr int kJointClasses = 6;
+inline constexpr uint8_t kFloatJointMode = 5;
+// emode 5: sign, exponent and the k high mantissa bits are one symbol
+// J = sign << (eb + k) | E << k | mh (at most 8 bits: 1 + eb + k <= 8), in
+// the exponent tables; no sign/mantissa tables. One rANS step per element
+// instead of two (F16 with k = 2: J is the element's high byte).
+WC_HD inline bool float_joint(const FloatParams& p) { return p.emode == kFloatJointMode; }
 WC_HD inline uint32_t float_e_nctx(const FloatParams& p) {
   if (p.emode == 4) return 1u + kJointClasses * kJointClasses + 2u * kJointClasses;
+  if (float_joint(p)) return 1u + 2u * p.ne;
   return p.emode ? 2u * p.ne : 1u;
 }
-WC_HD inline uint32_t float_sm_nctx(const FloatParams& p) { return p.nm * (p.sign_ctx ? 3u : 1u); }
+WC_HD inline uint32_t float_sm_nctx(const FloatParams& p) {
+  return float_joint(p) ? 0u : p.nm * (p.sign_ctx ? 3u : 1u);
+}
+// Alphabet of the exponent tables: exponents, or joint symbols.
+WC_HD inline uint32_t float_e_nsym(const FloatParams& p) {
+  return float_joint(p) ? 1u << (1 + p.eb + p.k) : 1u << p.eb;
+}
 WC_HD inline uint32_t float_raw_bits(const FloatParams& p) { return p.mb - p.k; }
 
 WC_HD inline int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
@@ -118,6 +132,21 @@ WC_HD inline uint32_t float_e_ctx(const FloatParams& p, const uint16_t* e_grid, 
 WC_HD inline uint32_t float_sm_ctx(const FloatParams& p, uint32_t e, int left_sign /*0 none,1 +,2 -*/) {
   const uint32_t m = static_cast<uint32_t>(clampi(static_cast<int>(e) - p.mlo, 0, p.nm - 1));
   return p.sign_ctx ? m * 3 + static_cast<uint32_t>(left_sign) : m;
+}
+
+// Joint symbol context (emode 5) from the left neighbour's exponent and sign
+// (left_e -1: none): 0 without one, else 1 + 2 * class + sign.
+WC_HD inline uint32_t float_joint_ctx(const FloatParams& p, int left_e, uint32_t left_sign) {
+  if (left_e < 0) return 0;
+  return 1u + 2u * static_cast<uint32_t>(clampi(left_e - p.elo, 0, p.ne - 1)) + left_sign;
+}
+// Joint symbol <-> (exponent, sign/mantissa symbol S = sign << k | mh).
+WC_HD inline uint32_t float_joint_sym(const FloatParams& p, uint32_t e, uint32_t sm) {
+  return (sm >> p.k) << (p.eb + p.k) | e << p.k | (sm & ((1u << p.k) - 1));
+}
+WC_HD inline uint32_t float_joint_e(const FloatParams& p, uint32_t j) { return (j >> p.k) & ((1u << p.eb) - 1); }
+WC_HD inline uint32_t float_joint_sm(const FloatParams& p, uint32_t j) {
+  return (j >> (p.eb + p.k)) << p.k | (j & ((1u << p.k) - 1));
 }
 
 // ---------------------------------------------------------------- int

@@ -600,7 +600,8 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   EVP_DigestUpdate(sha_ctx.get(), orig_header.data(), orig_header.size());
   // The minor version is the lowest the file needs: 2.1 when a model uses
   // the column-phase ternary contexts, 2.2 when one uses the kernel
-  // contexts (so older readers read the rest). It is known once every
+  // contexts, 2.3 when a float model codes joint symbols (so older readers
+  // read the rest). It is known once every
   // tensor is encoded: the metadata goes out with minor 0 and is written
   // again (same length) if it is not 0.
   uint16_t minor = 0;
@@ -689,6 +690,8 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
     crcs[i] = job.crc;
     if (job.enc.has_model && job.enc.model.kind == ModelKind::kInt && job.enc.model.ip.nbr_mode >= 2)
       minor = std::max<uint16_t>(minor, job.enc.model.ip.nbr_mode == 2 ? 1 : 2);
+    if (job.enc.has_model && job.enc.model.kind == ModelKind::kFloat && float_joint(job.enc.model.fp))
+      minor = std::max<uint16_t>(minor, 3);
     for (auto& c : job.enc.chunks) {
       WC_RETURN_IF_ERROR(out.pad_to(16));
       offsets[i].push_back(out.pos);

@@ -102,7 +102,7 @@ struct EncodeOptions {
   int zstd_level = 9;                 // fallback chunks
   bool tool_search = true;            // evaluate tile tools (prediction/transform)
   bool exhaustive_tools = false;      // evaluate tools on every tile (slow profile)
-  bool format_2_1 = true;             // may use models of formats 2.1 and 2.2 (int nbr_modes 2, 3)
+  bool format_2_1 = true;             // may use models of formats 2.1-2.3 (int nbr_modes 2, 3; float emode 5)
 };
 
 // What the encoder decided for a tensor (for `wcodec inspect`).

@@ -33,7 +33,8 @@ inline constexpr char kFooterMagic[4] = {'C', 'D', 'C', 'W'};
 // Written by this encoder. Readers also accept 1.x (the same layout with
 // gamma-coded frequency tables, docs/wcodec-format.md §7.3).
 inline constexpr uint16_t kVersionMajor = 2;
-inline constexpr uint16_t kVersionMinor = 2;  // 2.1: int nbr_mode 2, 2.2: nbr_mode 3 (written only when used)
+inline constexpr uint16_t kVersionMinor = 3;  // 2.1: int nbr_mode 2, 2.2: nbr_mode 3, 2.3: float emode 5
+                                              // (written only when used)
 inline constexpr uint32_t kHeaderSize = 128;
 inline constexpr uint32_t kFooterSize = 32;
 inline constexpr uint32_t kAlign = 128;
