@@ -205,11 +205,13 @@ bool reference_decode(const ModelView& mv, const ChunkView& cv, const Parsed& ps
 TEST(VectorDecoders, ChunkGroupsEqualReference) {
   if (!cpu_has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU: the group decoder is not used";
   std::map<std::pair<ModelKind, int>, int> groups, damaged;
-  int nibble_groups = 0, scale_groups = 0;
+  int nibble_groups = 0, scale_groups = 0, joint_groups = 0;
   // Small chunks give several per tensor; int8 and int4 tensors of 64 KiB
-  // chunks (smaller ones fall back to zstd), tensors of at most 1 MiB.
+  // chunks (smaller ones fall back to zstd), tensors of at most 1 MiB. The
+  // F16 tensors take joint symbols (float emode 5).
   const std::pair<const char*, uint64_t> files[] = {{"stories260K.bf16.safetensors", 4096},
                                                     {"silero_vad_16k.bf16.safetensors", 4096},
+                                                    {"isnet-medium.f16.safetensors", 16384},
                                                     {"isnet-medium.rtn-int8.safetensors", 64 * 1024},
                                                     {"isnet-medium.rtn-int4.safetensors", 64 * 1024}};
   for (const auto& [name, chunk] : files) {
@@ -272,6 +274,7 @@ TEST(VectorDecoders, ChunkGroupsEqualReference) {
           ++groups[{mv.kind, n}];
           nibble_groups += mv.kind == ModelKind::kInt && mv.ip.sub == kIntNibble;
           scale_groups += mv.kind == ModelKind::kInt && mv.ip.ns > 1;
+          joint_groups += mv.kind == ModelKind::kFloat && float_joint(mv.fp);
           // Damage one member's stream: the group fails unless the
           // reference also accepts the damaged stream (then both agree).
           for (int k = 0; k < n; ++k) {
@@ -302,6 +305,7 @@ TEST(VectorDecoders, ChunkGroupsEqualReference) {
   }
   EXPECT_GT(nibble_groups, 10) << "too few groups of 4-bit code chunks";
   EXPECT_GT(scale_groups, 10) << "too few groups of chunks whose model has row or column scale classes";
+  EXPECT_GT(joint_groups, 10) << "too few groups of float chunks with joint symbols";
 }
 
 
@@ -654,8 +658,11 @@ TEST(VectorDecoders, FloatLanesOfUnequalSizeAgreeWithReference) {
       ASSERT_LE(wmax - wmin, 1u);
       ASSERT_GE(nmin, 2 * (wmin + 1));
       const int mode = base->model.fp.elo + 5;  // near the common exponents
-      for (const auto& [emode, ne] : {std::pair{0, 1}, {1, 8}, {2, 8}, {3, 16}, {4, 8}}) {
+      for (const auto& [emode, ne] : {std::pair{0, 1}, {1, 8}, {2, 8}, {3, 16}, {4, 8}, {5, 8}, {5, 16}}) {
         for (const auto& [nm, sign_ctx] : {std::pair{1, 0}, {8, 0}, {8, 1}}) {
+          // Joint symbols (emode 5): no sign/mantissa contexts; sign,
+          // exponent and high mantissa bits in one byte.
+          if (emode == kFloatJointMode && (nm != 1 || sign_ctx)) continue;
           TensorModel shape = shared_model_shape(base->model);
           FloatParams& p = shape.fp;
           p.emode = static_cast<uint8_t>(emode);
@@ -664,6 +671,7 @@ TEST(VectorDecoders, FloatLanesOfUnequalSizeAgreeWithReference) {
           p.nm = static_cast<uint8_t>(nm);
           p.sign_ctx = static_cast<uint8_t>(sign_ctx);
           p.mlo = static_cast<int16_t>(mode - nm + 2);
+          if (emode == kFloatJointMode) p.k = static_cast<uint8_t>(std::min(int{p.mb}, 7 - p.eb));
           SharedStats st(shape);
           st.add(base->geom, bytes.data());
           const EncodedTensor et = encode_with_model(base->geom, bytes.data(), st.build(), EncodeOptions{});
@@ -675,17 +683,18 @@ TEST(VectorDecoders, FloatLanesOfUnequalSizeAgreeWithReference) {
       }
     }
   }
-  // Model-coded chunks in every mode and context form for F16; for F8 the
-  // order-0 and top-only exponents without sign/mantissa contexts lose to
-  // zstd on this data.
+  // Model-coded chunks in every mode and context form for F16 (joint
+  // symbols have no sign/mantissa contexts); for F8 the order-0 and
+  // top-only exponents without sign/mantissa contexts lose to zstd on this
+  // data.
   std::set<int> f8_modes;
   size_t f16_forms = 0;
   for (const auto& [eb, em, smc] : covered) {
     if (eb == 1) f8_modes.insert(em);
     else ++f16_forms;
   }
-  EXPECT_EQ(f16_forms, 5u * 2);
-  EXPECT_EQ(f8_modes.size(), 5u);
+  EXPECT_EQ(f16_forms, 5u * 2 + 1);
+  EXPECT_EQ(f8_modes.size(), 6u);
   EXPECT_GT(rejected, 100);
 }
 
@@ -765,6 +774,36 @@ TEST(ModelFields, ColumnPhasePeriodAndSubtypeAreChecked) {
 // kernel width off_a that divides it; both are checked when the model is
 // read, with errors naming the field and the value, and a mode past 3 is
 // refused.
+// A float model with joint symbols (emode 5) reads back; one whose symbol
+// would not fit a byte, or that has sign/mantissa contexts, or an unknown
+// exponent mode, is refused with the field and value named.
+TEST(ModelFields, FloatJointSymbolFieldsAreChecked) {
+  TensorModel m;
+  m.kind = ModelKind::kFloat;
+  m.fp = FloatParams{2, 5, 10, 2, kFloatJointMode, 8, 1, 0, 10, 0};
+  FreqTable t;
+  t.freq.assign(float_e_nsym(m.fp), 0);
+  t.freq[0x3c] = 4096;
+  m.t0.assign(float_e_nctx(m.fp), t);
+  TensorGeometry g;
+  g.rows = 4;
+  g.cols = 36;
+  g.elem_bits = 16;
+  g.chunk_rows = 4;
+  g.chunk_cols = 36;
+  const std::vector<uint8_t> bytes = m.serialize(kTablesCompact);
+  auto ok = TensorModel::deserialize(bytes.data(), bytes.size(), g, "t", kTablesCompact);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_TRUE(float_joint(ok->fp));
+  EXPECT_EQ(ok->t0.size(), 17u);
+  EXPECT_TRUE(ok->t1.empty());
+  // Offsets (§8.1): k 4, emode 5, nm 7, sign_ctx 8.
+  expect_bad_field(bytes, g, 4, 3, "k");
+  expect_bad_field(bytes, g, 5, 6, "emode");
+  expect_bad_field(bytes, g, 7, 2, "nm");
+  expect_bad_field(bytes, g, 8, 1, "sign_ctx");
+}
+
 TEST(ModelFields, KernelShapeIsChecked) {
   IntParams ip = period_params(kIntI8, 200, 3, 2);
   ip.thr[0] = 5;

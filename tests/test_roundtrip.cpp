@@ -609,13 +609,14 @@ TEST(RealFiles, Format1FilesDecodeAndFormat2IsNeverLarger) {
   EXPECT_NE(e.status().message().find("format version 3"), std::string::npos) << e.status().ToString();
 }
 
-// The minor version is the lowest the file's models need: 2.2 when a model
-// uses the kernel contexts (the conv-heavy ternary checkpoint: most of its
-// tensors, and its ratio target), 2.1 when one uses the column-phase
-// contexts and none the kernel contexts (5x5 kernels whose rows of 1000
-// codes are no multiple of 9), x.0 for the ternary file written for format 1
-// and for a file whose models need neither; in the header and in the
-// metadata, and all decode.
+// The minor version is the lowest the file's models need: 2.3 when a float
+// model codes joint symbols (F16 weights), 2.2 when a model uses the kernel
+// contexts (the conv-heavy ternary checkpoint: most of its tensors, and its
+// ratio target), 2.1 when one uses the column-phase contexts and none the
+// kernel contexts (5x5 kernels whose rows of 1000 codes are no multiple of
+// 9), x.0 for the ternary and F16 files written for format 1 and for a file
+// whose models need none of these; in the header and in the metadata, and
+// all decode.
 TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
   wctest::ScratchDir dir;
   const auto tern = wctest::read_file(wctest::data_dir() / "isnet-medium.rtn-ternary.safetensors");
@@ -633,6 +634,22 @@ TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
   }
   auto phased = wcodec::build_safetensors({{"conv5x5_packed", wcodec::DType::kU8, {rows, cols / 4}, packed}}, std::nullopt);
   ASSERT_TRUE(phased.ok()) << phased.status().ToString();
+  // 1 MiB of real F16 weights (the start of isnet-medium's largest tensor).
+  std::vector<uint8_t> half;
+  {
+    const auto f = wctest::read_file(wctest::data_dir() / "isnet-medium.f16.safetensors");
+    auto h = wcodec::parse_safetensors_header(f.data(), f.size(), f.size(), "isnet-medium.f16");
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    const wcodec::TensorInfo* big = nullptr;
+    for (const auto& t : h->tensors)
+      if (t.dtype == wcodec::DType::kF16 && (!big || t.nbytes() > big->nbytes())) big = &t;
+    ASSERT_NE(big, nullptr);
+    const uint8_t* src = f.data() + h->data_start + big->begin;
+    auto b = wcodec::build_safetensors({{"w", wcodec::DType::kF16, {512, 1024}, std::vector<uint8_t>(src, src + (1u << 20))}},
+                                       std::nullopt);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    half = std::move(*b);
+  }
   EncodeConfig v1;
   v1.format_major = 1;
   struct Case {
@@ -640,10 +657,9 @@ TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
     const std::vector<uint8_t>* orig;
     EncodeConfig cfg;
     int major, minor;
-  } cases[] = {{"tern", &tern, EncodeConfig{}, 2, 2},
-               {"phase25", &*phased, EncodeConfig{}, 2, 1},
-               {"tern_v1", &tern, v1, 1, 0},
-               {"int8", &other, EncodeConfig{}, 2, 0}};
+  } cases[] = {{"tern", &tern, EncodeConfig{}, 2, 2},   {"phase25", &*phased, EncodeConfig{}, 2, 1},
+               {"tern_v1", &tern, v1, 1, 0},           {"int8", &other, EncodeConfig{}, 2, 0},
+               {"f16", &half, EncodeConfig{}, 2, 3},  {"f16_v1", &half, v1, 1, 0}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     auto e = wcodec::encode_safetensors(c.orig->data(), c.orig->size(), c.cfg, c.name);
@@ -662,12 +678,14 @@ TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
     wctest::write_file(path, *e);
     auto r = Reader::open(path.string());
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    int kern = 0, phase = 0;
+    int kern = 0, phase = 0, joint = 0;
     for (size_t i = 0; i < (*r)->num_tensors(); ++i) {
       const std::string m = (*r)->tensor_summary(i).model;
       kern += m.find(" kern") != std::string::npos;
       phase += m.find(" phase") != std::string::npos;
+      joint += m.find("joint") != std::string::npos;
     }
+    EXPECT_EQ(c.minor == 3, joint > 0) << joint << " joint-symbol float models";
     EXPECT_EQ(c.minor == 2, kern > 0) << kern << " kernel-context models";
     EXPECT_EQ(c.minor == 1, phase > 0 && kern == 0) << phase << " column-phase models";
     std::vector<uint8_t> back((*r)->original_size());

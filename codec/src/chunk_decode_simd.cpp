@@ -2087,6 +2087,45 @@ WC_AVX512 int float_lanes_from(const ModelView& m, const LaneGeom& g, LaneVector
   return float_states_closed(X[0], X[1], x_tail) ? 1 : 0;
 }
 
+// Joint symbols (emode 5) on any lane geometry: float_joint_lanes with
+// per-lane masks (active lanes, lanes past their row's first element).
+template <int E>
+WC_AVX512 int float_joint_lanes_any(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
+                                    uint8_t* lm, uint32_t* x_tail) {
+  const FloatParams& p = m.fp;
+  WordCursor wc;
+  alignas(64) uint8_t pad[kPadBytes];
+  LaneVectors lv;
+  init_lane_vectors(rans, rans_len, g, &lv, &wc, pad);
+  const __m512i zero = _mm512_setzero_si512(), vOne = _mm512_set1_epi32(1);
+  const __m512i vElo = _mm512_set1_epi32(p.elo), vNe1 = _mm512_set1_epi32(p.ne - 1);
+  const __m512i vEmask = _mm512_set1_epi32(static_cast<int32_t>((1u << p.eb) - 1));
+  const __m128i sh_k = _mm_cvtsi32_si128(p.k), sh_ek = _mm_cvtsi32_si128(p.eb + p.k),
+                sh_mh = _mm_cvtsi32_si128(static_cast<int>(float_raw_bits(p)));
+  __m512i LE[2] = {zero, zero}, LSB[2] = {zero, zero};
+  for (uint32_t t = 0; t < g.steps; ++t) {
+    if (__builtin_expect(wc.pos + kStepWords > wc.n, 0) && !words_tail(&wc)) return 0;
+    const __m512i vT = _mm512_set1_epi32(static_cast<int32_t>(t));
+    for (int k = 0; k < 2; ++k) {
+      const __mmask16 act = _mm512_cmpgt_epi32_mask(lv.N[k], vT);
+      const __mmask16 hl = _mm512_mask_cmpgt_epi32_mask(act, lv.J[k], zero);
+      const __m512i q = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(LE[k], vElo), zero), vNe1);
+      const __m512i ctx =
+          _mm512_maskz_mov_epi32(hl, _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(q, q), LSB[k]), vOne));
+      __m512i sym;
+      rans_step16(lv.X[k], act, ctx, m.slot_all, wc, &sym);
+      store_elems<E>(lm, t, k, _mm512_sll_epi32(sym, sh_mh));
+      LE[k] = _mm512_mask_mov_epi32(LE[k], act, _mm512_and_si512(_mm512_srl_epi32(sym, sh_k), vEmask));
+      LSB[k] = _mm512_mask_mov_epi32(LSB[k], act, _mm512_srl_epi32(sym, sh_ek));
+      lv.J[k] = _mm512_mask_add_epi32(lv.J[k], act, lv.J[k], vOne);
+      const __mmask16 wrap = _mm512_mask_cmpeq_epi32_mask(act, lv.J[k], lv.W[k]);
+      lv.J[k] = _mm512_mask_mov_epi32(lv.J[k], wrap, zero);
+    }
+  }
+  if (wc.pos != wc.n) return 0;
+  return float_states_closed(lv.X[0], lv.X[1], x_tail) ? 1 : 0;
+}
+
 template <int E>
 WC_AVX512 int decode_float_lanes(const ModelView& m, const uint8_t* rans, uint32_t rans_len, const LaneGeom& g,
                                  uint8_t* lm, uint32_t* x_tail) {
@@ -2314,11 +2353,10 @@ WC_AVX512 int decode_float_chunk_e(const ModelView& m, const ChunkView& cv, cons
     uint8_t* const lms[1] = {lm};
     uint32_t* const xts[1] = {xt};
     r = decode_float_fast<1, E>(&m, &rans, &rans_len, g, lms, xts);
-    // Joint symbols: same-rectangle lanes only (else the reference decoder).
-    if (r < 0 && float_joint(m.fp)) return -1;
+    if (r < 0 && float_joint(m.fp)) r = float_joint_lanes_any<E>(m, rans, rans_len, g, lm, xt);
     if (r < 0) r = decode_float_ragged<E>(m, rans, rans_len, g, lm, xt);
   } else if (float_joint(m.fp)) {
-    return -1;
+    return -1;  // 4-byte floats have no joint symbols
   }
   if (r == 0) return 0;
   if (r < 0 && !decode_float_lanes<E>(m, rans, rans_len, g, lm, xt)) return 0;

@@ -500,7 +500,8 @@ Result<TensorModel> TensorModel::deserialize(const uint8_t* p, size_t n, const T
       if (f.mb - f.k > 24) return bad("k", f.k, "raw bits <= 24");
       if (f.emode > kFloatJointMode) return bad("emode", f.emode, "0..5");
       if (float_joint(f) && 1u + f.eb + f.k > 8) return bad("k", f.k, "1 + exponent bits + k <= 8 (emode 5)");
-      if (float_joint(f) && (f.nm != 1 || f.sign_ctx != 0)) return bad("nm", f.nm, "1 and sign_ctx 0 (emode 5)");
+      if (float_joint(f) && f.nm != 1) return bad("nm", f.nm, "1 (emode 5)");
+      if (float_joint(f) && f.sign_ctx != 0) return bad("sign_ctx", f.sign_ctx, "0 (emode 5)");
       if (f.ne < 1 || f.ne > 64) return bad("ne", f.ne, "1..64");
       if (f.nm < 1 || f.nm > 64) return bad("nm", f.nm, "1..64");
       if (f.sign_ctx > 1) return bad("sign_ctx", f.sign_ctx, "0..1");
