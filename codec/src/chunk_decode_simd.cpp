@@ -2311,6 +2311,21 @@ WC_AVX512 void or_raw_bits(uint64_t n, const uint8_t* raw, uint64_t raw_len, uin
   }
 }
 
+// 2-byte elements with 8 raw bits (F16 joint symbols, k = 2): each element's
+// raw field is one byte of the section, its low byte.
+WC_AVX512 void or_raw_bytes16(uint64_t n, const uint8_t* raw, uint8_t* out) {
+  uint64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i f = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(raw + i)));
+    _mm512_storeu_si512(out + 2 * i, _mm512_or_si512(_mm512_loadu_si512(out + 2 * i), f));
+  }
+  if (i < n) {
+    const __mmask32 m = static_cast<__mmask32>((1u << (n - i)) - 1);
+    const __m512i f = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, raw + i));
+    _mm512_mask_storeu_epi16(out + 2 * i, m, _mm512_or_si512(_mm512_maskz_loadu_epi16(m, out + 2 * i), f));
+  }
+}
+
 // Lane-major symbols (lm) -> the chunk's elements in raster order, with the
 // raw low mantissa bits (x_tail: the lanes' tail words of a raw tail chunk).
 template <int E>
@@ -2325,7 +2340,8 @@ WC_AVX512 void float_finish_e(const ModelView& m, const ChunkView& cv, const uin
     // 1-byte floats have at most 6 mantissa bits: always the 16-bit form.
     if constexpr (E == 1) or_raw_bits<1, 16>(cnt, src, rl, rawb, o);
     if constexpr (E == 2) {
-      if (rawb + 7 <= 16) or_raw_bits<2, 16>(cnt, src, rl, rawb, o);
+      if (rawb == 8) or_raw_bytes16(cnt, src, o);
+      else if (rawb + 7 <= 16) or_raw_bits<2, 16>(cnt, src, rl, rawb, o);
       else or_raw_bits<2, 32>(cnt, src, rl, rawb, o);
     }
     if constexpr (E == 4) or_raw_bits<4, 32>(cnt, src, rl, rawb, o);
