@@ -645,8 +645,8 @@ TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
       if (t.dtype == wcodec::DType::kF16 && (!big || t.nbytes() > big->nbytes())) big = &t;
     ASSERT_NE(big, nullptr);
     const uint8_t* src = f.data() + h->data_start + big->begin;
-    auto b = wcodec::build_safetensors({{"w", wcodec::DType::kF16, {512, 1024}, std::vector<uint8_t>(src, src + (1u << 20))}},
-                                       std::nullopt);
+    std::vector<uint8_t> bytes(src, src + (1u << 20));
+    auto b = wcodec::build_safetensors({{"w", wcodec::DType::kF16, {512, 1024}, std::move(bytes)}}, std::nullopt);
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     half = std::move(*b);
   }

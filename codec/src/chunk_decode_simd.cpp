@@ -1935,8 +1935,9 @@ WC_AVX512 WC_INLINE bool float_joint_step(const FloatFastConsts* c, FloatFastSta
   for (int n = 0; n < N; ++n) {
     const __m512i J = lo_bytes16(e0[n], e1[n]);
     const __m512i hi = _mm512_sll_epi16(J, c[n].sh_mh);
-    if constexpr (E == 1) _mm256_storeu_si256(reinterpret_cast<__m256i*>(lm[n] + uint64_t{t} * 32), _mm512_cvtepi16_epi8(hi));
-    else _mm512_storeu_si512(lm[n] + uint64_t{t} * 64, hi);
+    uint8_t* row = lm[n] + uint64_t{t} * 32 * E;
+    if constexpr (E == 1) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row), _mm512_cvtepi16_epi8(hi));
+    else _mm512_storeu_si512(row, hi);
     s[n].LE = _mm512_and_si512(_mm512_srl_epi16(J, c[n].sh_k), c[n].emask16);
     s[n].LS0 = _mm512_srl_epi16(J, c[n].sh_ek);
   }
@@ -2534,8 +2535,8 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
   if (m.kind == ModelKind::kFloat) {
     for (int i = 0; i < n; ++i) {
       const ModelView& mi = ms[i];
-      if (mi.kind != ModelKind::kFloat || !mi.slot_all || (!mi.slot1_all && !float_joint(mi.fp)) || mi.fp.eb > 8 || mi.fp.k > 7 ||
-          float_raw_bits(mi.fp) > 24 || !float_loop_compatible(m.fp, mi.fp))
+      if (mi.kind != ModelKind::kFloat || !mi.slot_all || (!mi.slot1_all && !float_joint(mi.fp)) || mi.fp.eb > 8 ||
+          mi.fp.k > 7 || float_raw_bits(mi.fp) > 24 || !float_loop_compatible(m.fp, mi.fp))
         return -1;
     }
     for (int i = 0; i < n; ++i)

@@ -601,9 +601,8 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   // The minor version is the lowest the file needs: 2.1 when a model uses
   // the column-phase ternary contexts, 2.2 when one uses the kernel
   // contexts, 2.3 when a float model codes joint symbols (so older readers
-  // read the rest). It is known once every
-  // tensor is encoded: the metadata goes out with minor 0 and is written
-  // again (same length) if it is not 0.
+  // read the rest). It is known once every tensor is encoded: the metadata
+  // goes out with minor 0 and is written again (same length) if it is not 0.
   uint16_t minor = 0;
   auto meta_json = [&] {
     nlohmann::json meta = {{"format", "wcodec"},

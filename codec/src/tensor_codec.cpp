@@ -750,12 +750,12 @@ struct LaneSteps {
   }
 };
 
-// Float chunk: per step, the exponent group then the sign/mantissa group.
-// The entries are computed in raster order, lane rectangle row by row, into
-// one step-major array (step t's exponent group at row 2t, its
-// sign/mantissa group at row 2t + 1, lane l at column l); the steps where
-// every lane codes are then encoded straight from it, the others group by
-// group.
+// Float chunk: per step, the exponent group then the sign/mantissa group
+// (joint symbols: one group). The entries are computed in raster order,
+// lane rectangle row by row, into one step-major array (step t's exponent
+// group at row 2t, its sign/mantissa group at row 2t + 1, or its joint
+// group at row t; lane l at column l); the steps where every lane codes are
+// then encoded straight from it, the others group by group.
 static void encode_float_reverse(const FloatParams& p, uint32_t h, uint32_t w, const FloatChunkData& d,
                                  const PackedTables& t0, const PackedTables& t1, RansEncoder* enc) {
   uint32_t lx, ly;
