@@ -261,6 +261,31 @@ TEST(ByteFlips, StoriesBf16) {
   run_byte_flips(real_source("stories260K.bf16.safetensors"), random_flip_positions(), &st);
 }
 
+// F16 weights whose chunks use joint sign/exponent/mantissa symbols (float
+// emode 5, format 2.3): two 512 KiB slices of isnet-medium's largest
+// tensor (too large to share a model), 16 KiB chunks.
+TEST(ByteFlips, F16JointSymbolsSmallChunks) {
+  const auto f = wctest::read_file(wctest::data_dir() / "isnet-medium.f16.safetensors");
+  auto h = wcodec::parse_safetensors_header(f.data(), f.size(), f.size(), "isnet-medium.f16");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  const wcodec::TensorInfo* big = nullptr;
+  for (const auto& t : h->tensors)
+    if (t.dtype == wcodec::DType::kF16 && (!big || t.nbytes() > big->nbytes())) big = &t;
+  ASSERT_NE(big, nullptr);
+  ASSERT_GE(big->nbytes(), 3u << 20);
+  const uint8_t* src = f.data() + h->data_start + big->begin;
+  std::vector<uint8_t> a(src, src + (512u << 10)), b(src + (2u << 20), src + (2u << 20) + (512u << 10));
+  auto file = wcodec::build_safetensors(
+      {{"a", wcodec::DType::kF16, {512, 512}, std::move(a)}, {"b", wcodec::DType::kF16, {256, 1024}, std::move(b)}},
+      std::nullopt);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const Source s = encode_source("f16_joint", std::move(*file), 16384);
+  ASSERT_GE(s.enc.size(), 8u);
+  ASSERT_EQ(s.enc[6], 3) << "expected format 2.3 (joint float symbols)";
+  FlipStats st;
+  run_byte_flips(s, random_flip_positions(), &st);
+}
+
 TEST(ByteFlips, EdgeCaseModelLikeInt4SmallChunks) {
   FlipStats st;
   run_byte_flips(edge_source("model_like_int4", 4096), random_flip_positions(), &st);
