@@ -265,15 +265,9 @@ TEST(ByteFlips, StoriesBf16) {
 // emode 5, format 2.3): two 512 KiB slices of isnet-medium's largest
 // tensor (too large to share a model), 16 KiB chunks.
 TEST(ByteFlips, F16JointSymbolsSmallChunks) {
-  const auto f = wctest::read_file(wctest::data_dir() / "isnet-medium.f16.safetensors");
-  auto h = wcodec::parse_safetensors_header(f.data(), f.size(), f.size(), "isnet-medium.f16");
-  ASSERT_TRUE(h.ok()) << h.status().ToString();
-  const wcodec::TensorInfo* big = nullptr;
-  for (const auto& t : h->tensors)
-    if (t.dtype == wcodec::DType::kF16 && (!big || t.nbytes() > big->nbytes())) big = &t;
-  ASSERT_NE(big, nullptr);
-  ASSERT_GE(big->nbytes(), 3u << 20);
-  const uint8_t* src = f.data() + h->data_start + big->begin;
+  const std::vector<uint8_t> w = wctest::largest_isnet_f16_tensor();
+  ASSERT_GE(w.size(), 3u << 20);
+  const uint8_t* src = w.data();
   std::vector<uint8_t> a(src, src + (512u << 10)), b(src + (2u << 20), src + (2u << 20) + (512u << 10));
   auto file = wcodec::build_safetensors(
       {{"a", wcodec::DType::kF16, {512, 512}, std::move(a)}, {"b", wcodec::DType::kF16, {256, 1024}, std::move(b)}},

@@ -637,16 +637,10 @@ TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
   // 1 MiB of real F16 weights (the start of isnet-medium's largest tensor).
   std::vector<uint8_t> half;
   {
-    const auto f = wctest::read_file(wctest::data_dir() / "isnet-medium.f16.safetensors");
-    auto h = wcodec::parse_safetensors_header(f.data(), f.size(), f.size(), "isnet-medium.f16");
-    ASSERT_TRUE(h.ok()) << h.status().ToString();
-    const wcodec::TensorInfo* big = nullptr;
-    for (const auto& t : h->tensors)
-      if (t.dtype == wcodec::DType::kF16 && (!big || t.nbytes() > big->nbytes())) big = &t;
-    ASSERT_NE(big, nullptr);
-    const uint8_t* src = f.data() + h->data_start + big->begin;
-    std::vector<uint8_t> bytes(src, src + (1u << 20));
-    auto b = wcodec::build_safetensors({{"w", wcodec::DType::kF16, {512, 1024}, std::move(bytes)}}, std::nullopt);
+    std::vector<uint8_t> w = wctest::largest_isnet_f16_tensor();
+    ASSERT_GE(w.size(), 1u << 20);
+    w.resize(1u << 20);
+    auto b = wcodec::build_safetensors({{"w", wcodec::DType::kF16, {512, 1024}, std::move(w)}}, std::nullopt);
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     half = std::move(*b);
   }

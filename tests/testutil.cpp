@@ -1,6 +1,8 @@
 // tests/testutil.cpp — see testutil.h.
 #include "testutil.h"
 
+#include "wcodec/safetensors.h"
+
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <sys/wait.h>
@@ -38,6 +40,24 @@ std::vector<uint8_t> read_file(const std::filesystem::path& p) {
     return {};
   }
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+std::vector<uint8_t> largest_isnet_f16_tensor() {
+  const auto f = read_file(data_dir() / "isnet-medium.f16.safetensors");
+  auto h = wcodec::parse_safetensors_header(f.data(), f.size(), f.size(), "isnet-medium.f16");
+  if (!h.ok()) {
+    ADD_FAILURE() << h.status().ToString();
+    return {};
+  }
+  const wcodec::TensorInfo* big = nullptr;
+  for (const auto& t : h->tensors)
+    if (t.dtype == wcodec::DType::kF16 && (!big || t.nbytes() > big->nbytes())) big = &t;
+  if (!big) {
+    ADD_FAILURE() << "isnet-medium.f16 has no F16 tensor";
+    return {};
+  }
+  const uint8_t* src = f.data() + h->data_start + big->begin;
+  return std::vector<uint8_t>(src, src + big->nbytes());
 }
 
 void write_file(const std::filesystem::path& p, const std::vector<uint8_t>& bytes) {

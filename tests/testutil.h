@@ -22,6 +22,10 @@ void write_file(const std::filesystem::path& p, const std::vector<uint8_t>& byte
 std::string sha256_hex(const uint8_t* data, size_t n);
 inline std::string sha256_hex(const std::vector<uint8_t>& v) { return sha256_hex(v.data(), v.size()); }
 
+// The bytes of isnet-medium.f16's largest F16 tensor (real F16 weights, 9.4
+// MB); fails the calling test and returns {} if the file cannot be read.
+std::vector<uint8_t> largest_isnet_f16_tensor();
+
 // A fresh empty directory under the system temp dir, removed by the destructor.
 class ScratchDir {
  public:
