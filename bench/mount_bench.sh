@@ -235,7 +235,7 @@ row "daemon peak RSS, cache_size=$budget, whole file + 8 random readers" "" \
 # --- table ---------------------------------------------------------------------
 echo
 echo "wcodecfs mount benchmark: $(basename "$FILE") ($(python3 -c "print(f'{$size/1e6:.1f}')") MB; stored $(python3 -c "print(f'{$stored/1e6:.1f} MB = {100*$stored/$size:.1f}%')"))"
-echo "$(nproc) CPUs, decoder threads = CPUs, default cache${MOUNT_OPTS:+, -o $MOUNT_OPTS}; median of $REPEAT runs; MB = 10^6 bytes; B/B = bytes decoded per byte read"
+echo "$(nproc) CPUs, default decoder threads (CPUs + 1) and cache${MOUNT_OPTS:+, -o $MOUNT_OPTS}; median of $REPEAT runs; MB = 10^6 bytes; B/B = bytes decoded per byte read"
 printf '| %-64s | %9s | %-30s |\n' "read" "MB/s" "notes"
 printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..66})" "$(printf -- '-%.0s' {1..11})" "$(printf -- '-%.0s' {1..32})"
 for r in "${rows[@]}"; do echo "$r"; done

@@ -153,7 +153,10 @@ class GpuBatchDecoder final : public BatchDecoder {
         const size_t k = part.first + j;
         const wcodec::PlanChunk& c = merged.chunks[k];
         Status s;
-        if (results[k] == wcodec::kPlanOk) {
+        if (results[k] == wcodec::kPlanOk && !r.output()) {
+          s = no_buffer(r);
+          if (stats_) Stats::add(stats_->decode_errors);
+        } else if (results[k] == wcodec::kPlanOk) {
           std::memcpy(r.out, out.data() + c.out, c.out_len);
           if (stats_) {
             Stats::add(stats_->chunks_decoded);

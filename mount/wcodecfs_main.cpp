@@ -95,7 +95,7 @@ void usage(const char* prog) {
       "wcodecfs options:\n"
       "    -o cache_size=BYTES    decoded-chunk cache (K/M/G/T suffixes; default\n"
       "                           min(1G, 25%% of RAM))\n"
-      "    -o threads=N           decoder threads (default: one per CPU)\n"
+      "    -o threads=N           decoder threads (default: CPUs + 1)\n"
       "    -o decoder=auto|cpu|gpu  chunk decoder: gpu = the CUDA batch decoder,\n"
       "                           auto = gpu when a CUDA device is present (small\n"
       "                           batches still on the CPU), else cpu (default auto)\n"

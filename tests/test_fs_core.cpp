@@ -117,7 +117,7 @@ class SlowDecoder final : public BatchDecoder {
     requests_ += batch.size();
     threads_.emplace_back([b = std::move(batch)]() mutable {
       std::this_thread::sleep_for(std::chrono::milliseconds(150));
-      for (auto& r : b) r.done(r.source->decode(r.index, r.out));
+      for (auto& r : b) r.done(r.output() ? r.source->decode(r.index, r.out) : no_buffer(r));
     });
   }
   void shutdown() override {
@@ -446,6 +446,75 @@ TEST(fs_core, CpuDecoderGroupsChunksOfTensorsOfOneShape) {
   int groups = 0, across = 0;
   decode_all_through_queue({"stories260K.bf16", 0}, &groups, &across);
   EXPECT_GT(across, 5) << "too few groups joined chunks of different tensors (" << groups << " groups)";
+}
+
+// Requests whose memory the decoder asks for (DecodeRequest::buffer, what
+// the chunk cache submits): each buffer is asked for once, on a decoder
+// thread, and a request that gets no memory fails alone, naming the file and
+// the chunk, while the chunks decoded in the same groups come out right.
+TEST(fs_core, CpuDecoderAsksForBuffersOnItsThreads) {
+  const fstest::ModelFile m{"stories260K.bf16", 4096};
+  const auto original = wctest::read_file(fstest::original_of(m.stem));
+  auto rd = wcodec::Reader::open(fstest::encoded(m).string());
+  ASSERT_TRUE(rd.ok()) << rd.status().ToString();
+  std::shared_ptr<const wcodec::Reader> reader(std::move(rd).value());
+  auto src = WcodecChunkSource::make(reader, "model.wcodec");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  const std::shared_ptr<const ChunkSource> source = *src;
+  const size_t n = source->num_chunks();
+  ASSERT_GT(n, 20u);
+  const size_t starved = n / 2;  // gets no memory
+  const std::thread::id submitter = std::this_thread::get_id();
+
+  CpuBatchDecoder dec(2, nullptr);
+  std::vector<std::vector<uint8_t>> out(n);
+  std::vector<int> asked(n, 0), calls(n, 0);
+  std::vector<bool> on_submitter(n, false);
+  std::vector<Status> result(n);
+  std::mutex mu;
+  std::latch all(static_cast<ptrdiff_t>(n));
+  std::vector<DecodeRequest> batch;
+  for (size_t i = 0; i < n; ++i) {
+    DecodeRequest r;
+    r.source = source;
+    r.index = i;
+    r.background = true;
+    r.buffer = [&, i]() -> uint8_t* {
+      std::lock_guard<std::mutex> lk(mu);
+      ++asked[i];
+      on_submitter[i] = std::this_thread::get_id() == submitter;
+      if (i == starved) return nullptr;
+      out[i].assign(source->chunk_size(i), 0);
+      return out[i].data();
+    };
+    r.done = [&, i](const Status& st) {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        ++calls[i];
+        result[i] = st;
+      }
+      all.count_down();
+    };
+    batch.push_back(std::move(r));
+  }
+  dec.submit(std::move(batch));
+  all.wait();
+  dec.shutdown();
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(asked[i], 1) << "chunk " << i;
+    EXPECT_FALSE(on_submitter[i]) << "chunk " << i << ": buffer asked for on the submitting thread";
+    EXPECT_EQ(calls[i], 1) << "chunk " << i;
+    if (i == starved) {
+      EXPECT_EQ(result[i].code(), Code::kNoResources) << result[i].ToString();
+      EXPECT_NE(result[i].message().find("model.wcodec"), std::string::npos) << result[i].message();
+      EXPECT_NE(result[i].message().find("chunk " + std::to_string(i)), std::string::npos) << result[i].message();
+      continue;
+    }
+    ASSERT_TRUE(result[i].ok()) << "chunk " << i << ": " << result[i].ToString();
+    const uint64_t off = source->chunk_offset(i);
+    EXPECT_TRUE(std::equal(out[i].begin(), out[i].end(), original.begin() + static_cast<ptrdiff_t>(off)))
+        << "chunk " << i << " decoded wrong bytes";
+  }
 }
 
 TEST(fs_core, CacheStaysWithinBudget) {

@@ -144,17 +144,15 @@ void ChunkCache::submit(const std::shared_ptr<const ChunkSource>& source,
   batch.reserve(fresh.size());
   std::shared_ptr<ChunkCache> self = shared_from_this();
   for (auto& e : fresh) {
-    // Pending entries' buffers belong to whoever created them until submitted.
-    e->data = pool_->allocate(e->size);
-    if (!e->data) {
-      complete(e, Status(Code::kNoResources, source->name() + ": cannot allocate " + std::to_string(e->size) +
-                                                 " bytes for chunk " + std::to_string(e->index)));
-      continue;
-    }
     DecodeRequest r;
     r.source = source;
     r.index = e->index;
-    r.out = e->data.get();
+    // A pending entry's buffer belongs to the decoder, which allocates it
+    // right before decoding into it (see DecodeRequest::buffer).
+    r.buffer = [pool = pool_, e]() -> uint8_t* {
+      e->data = pool->allocate(e->size);
+      return e->data ? e->data.get() : nullptr;
+    };
     r.background = background;
     r.done = [self, e](const Status& st) { self->complete(e, st); };
     batch.push_back(std::move(r));

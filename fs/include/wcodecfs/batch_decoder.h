@@ -33,12 +33,31 @@ inline constexpr const char* kDecoderShutDown = "decoder is shut down";
 struct DecodeRequest {
   std::shared_ptr<const ChunkSource> source;
   size_t index = 0;
-  uint8_t* out = nullptr;  // source->chunk_size(index) bytes, owned by the caller until done
+  // The memory the chunk decodes into: source->chunk_size(index) bytes,
+  // owned by the caller until done. Given up front in `out`, or (out null)
+  // obtained from `buffer` on the decoder's thread right before the chunk
+  // decodes: the chunk cache maps and pre-faults a chunk's pages there, so
+  // a reader that submits a large readahead window does not wait for the
+  // pages of all of it (tens of MB at about 1.2 us per 4 KiB page).
+  // `buffer` answers null when no memory can be had.
+  uint8_t* out = nullptr;
+  std::function<uint8_t*()> buffer;
   bool background = false;
   // Called once with the result of decoding (checksum verified). Must not
   // block for long: it runs on a decoder thread.
   std::function<void(const Status&)> done;
+
+  // `out`, asking `buffer` for it first if not given yet; null when there
+  // is no memory (complete the request with no_buffer()).
+  uint8_t* output() {
+    if (!out && buffer) out = buffer();
+    return out;
+  }
 };
+
+// The error of a request whose output() is null: names the store file, the
+// chunk and its size.
+Status no_buffer(const DecodeRequest& r);
 
 class BatchDecoder {
  public:
@@ -95,7 +114,7 @@ class DecodeQueue {
 // (fuse_daemonize) without losing the pool.
 class CpuBatchDecoder final : public BatchDecoder {
  public:
-  // threads == 0 means one per online CPU. `stats` (may be null) receives
+  // threads == 0 means one per online CPU plus one. `stats` (may be null) receives
   // chunks_decoded, bytes_decoded, decode_ns and decode_errors.
   CpuBatchDecoder(unsigned threads, std::shared_ptr<Stats> stats);
   ~CpuBatchDecoder() override;

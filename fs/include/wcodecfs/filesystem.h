@@ -63,7 +63,7 @@ using NodeId = uint64_t;
 struct FsOptions {
   // Decoded-chunk cache budget; 0 selects default_cache_bytes().
   uint64_t cache_bytes = 0;
-  // CPU decoder threads; 0 = one per online CPU.
+  // CPU decoder threads; 0 = one per online CPU plus one.
   unsigned decode_threads = 0;
   // Advise the chunk cache's memory for transparent huge pages (the mount's
   // -o hugepages; see fs/src/buffer_pool.h for when that pays).
