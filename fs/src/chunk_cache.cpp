@@ -17,7 +17,8 @@ struct CacheEntry {
   const uint64_t source;
   const uint64_t index;
   const uint32_t size;
-  // Written by the decoder while pending; immutable once ready. Returned
+  // Allocated (DecodeRequest::buffer) and written by the decoder while
+  // pending; immutable once ready. Returned
   // to the pool when the entry dies (or when its decode failed).
   PoolBuffer data;
 
