@@ -18,8 +18,8 @@ struct CacheEntry {
   const uint64_t index;
   const uint32_t size;
   // Allocated (DecodeRequest::buffer) and written by the decoder while
-  // pending; immutable once ready. Returned
-  // to the pool when the entry dies (or when its decode failed).
+  // pending; immutable once ready. Returned to the pool when the entry dies
+  // (or when its decode failed).
   PoolBuffer data;
 
   State state = State::kPending;

@@ -1,6 +1,7 @@
 // fs/src/cpu_decoder.cpp — see wcodecfs/batch_decoder.h.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iterator>
 #include <new>
@@ -18,8 +19,8 @@ unsigned online_cpus() {
 // readers' own work (copying replies into the kernel) takes CPU beside
 // the decoders'. Cold sequential read of isnet-medium.f16 on 2 CPUs,
 // medians of 10 alternated runs: 2 threads 1035-1041 MB/s, 3 threads
-// 1167-1195, 4 threads 1119 (the same with the store in the page cache:
-// 1208 and 1219).
+// 1167-1195, 4 threads 1119; with the store already in the page cache,
+// 2 threads 1208 and 3 threads 1219.
 unsigned default_threads() { return online_cpus() + 1; }
 }  // namespace
 

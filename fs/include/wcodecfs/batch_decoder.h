@@ -114,8 +114,8 @@ class DecodeQueue {
 // (fuse_daemonize) without losing the pool.
 class CpuBatchDecoder final : public BatchDecoder {
  public:
-  // threads == 0 means one per online CPU plus one. `stats` (may be null) receives
-  // chunks_decoded, bytes_decoded, decode_ns and decode_errors.
+  // threads == 0 means one per online CPU plus one. `stats` (may be null)
+  // receives chunks_decoded, bytes_decoded, decode_ns and decode_errors.
   CpuBatchDecoder(unsigned threads, std::shared_ptr<Stats> stats);
   ~CpuBatchDecoder() override;
 
