@@ -10,7 +10,8 @@
 #   - sequential read (dd bs=1M) of the plain file on the host filesystem, of
 #     the plain copy through the mount, and of the virtual file with the chunk
 #     cache cold (fresh mount) and warm (chunk cache full, kernel page cache
-#     dropped), plus a page-cache hit;
+#     dropped), plus a page-cache hit; and, as the bound for decoded reads,
+#     a file of random bytes whose chunks are stored undecoded (cold);
 #   - random 1 MiB reads (pread at random offsets, same seed everywhere);
 #   - bytes decoded per byte read when a reader loads one tensor (the
 #     largest and a small one) from the virtual file, from the mount's
@@ -47,6 +48,24 @@ trap cleanup EXIT
 name=$(basename "$FILE" .safetensors)
 "$WCODEC" encode -q "$FILE" "$store/$name.wcodec"
 cp "$FILE" "$store/plain-copy.bin"
+# As many random bytes as FILE, one U8 tensor: the encoder stores its chunks
+# as they are, so reading it through the mount costs everything a decoded
+# read does (store reads, checksums, cache memory, replies) but decoding.
+python3 - "$work/incompressible.safetensors" "$(stat -c %s "$FILE")" <<'EOF'
+import json, os, struct, sys
+path, size = sys.argv[1], int(sys.argv[2])
+n = size - 88
+header = json.dumps({"r": {"dtype": "U8", "shape": [n], "data_offsets": [0, n]}}).encode()
+header += b" " * (80 - len(header))
+with open(path, "wb") as f:
+    f.write(struct.pack("<Q", len(header)) + header)
+    while n:
+        k = min(n, 1 << 24)
+        f.write(os.urandom(k))
+        n -= k
+EOF
+"$WCODEC" encode -q "$work/incompressible.safetensors" "$store/incompressible.wcodec"
+rm -f "$work/incompressible.safetensors"
 size=$(stat -c %s "$FILE")
 stored=$(stat -c %s "$store/$name.wcodec")
 
@@ -113,6 +132,7 @@ median_of() {
 }
 cold() { drop_caches || true; }
 remount_cold() { unmount_store; mount_store; stat "$mnt/$name.safetensors" > /dev/null; drop_caches || true; }
+remount_cold_raw() { unmount_store; mount_store; stat "$mnt/incompressible.safetensors" > /dev/null; drop_caches || true; }
 nothing() { :; }
 decoded_bytes() { stat_field '["decode"]["bytes"]'; }
 
@@ -120,13 +140,19 @@ decoded_bytes() { stat_field '["decode"]["bytes"]'; }
 row "sequential, plain file (host filesystem), cold$note" "$(median_of cold seq_read "$FILE")" ""
 
 mount_store
-row "sequential, plain copy through the mount (passthrough), cold" "$(median_of cold seq_read "$mnt/plain-copy.bin")" ""
+passthrough=$(median_of cold seq_read "$mnt/plain-copy.bin")
+row "sequential, plain copy through the mount (passthrough), cold" "$passthrough" "100% (the reference)"
+of_passthrough() { python3 -c "print(f'{100 * $1 / $passthrough:.0f}% of passthrough')"; }
 mbps=$(median_of remount_cold seq_read "$mnt/$name.safetensors")
 row "sequential, wcodec through the mount, chunk cache cold" "$mbps" \
-    "$(python3 -c "print(f'decoded {$(decoded_bytes)/$size:.2f} B/B, {$(stat_field '["decode"]["seconds"]'):.2f} s in decode')")"
-row "sequential, wcodec through the mount, chunk cache warm" "$(median_of cold seq_read "$mnt/$name.safetensors")" \
-    "$( [ "$can_drop" = 1 ] && echo "kernel page cache dropped" || echo "page cache not dropped")"
+    "$(of_passthrough "$mbps"); $(python3 -c "print(f'decoded {$(decoded_bytes)/$size:.2f} B/B, {$(stat_field '["decode"]["seconds"]'):.2f} s in decode')")"
+mbps=$(median_of cold seq_read "$mnt/$name.safetensors")
+row "sequential, wcodec through the mount, chunk cache warm" "$mbps" \
+    "$(of_passthrough "$mbps"); $( [ "$can_drop" = 1 ] && echo "kernel page cache dropped" || echo "page cache not dropped")"
 row "sequential, wcodec through the mount, page cache hit" "$(median_of nothing seq_read "$mnt/$name.safetensors")" ""
+mbps=$(median_of remount_cold_raw seq_read "$mnt/incompressible.safetensors")
+row "sequential, random bytes stored undecoded, chunk cache cold" "$mbps" \
+    "$(of_passthrough "$mbps"); all a cold read costs but decoding"
 unmount_store
 
 # --- random 1 MiB --------------------------------------------------------------

@@ -7,6 +7,7 @@
 // readahead, corruption handling, the plain-wins rule, read-only behaviour,
 // symlinks and hostile stored files.
 #include <fcntl.h>
+#include <pthread.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -345,6 +346,34 @@ TEST(fs_core, ConcurrentMissesOnOneChunkDecodeOnce) {
   EXPECT_EQ(counter(fs->stats().cache_hits), kThreads - 1u);
 }
 
+// Submits `batch` to `dec`, waits until every request's done has run and
+// shuts the decoder down. Returns each request's status (by position in the
+// batch) and how many times its done ran (calls).
+struct DecodeOutcome {
+  std::vector<Status> result;
+  std::vector<int> calls;
+};
+DecodeOutcome decode_and_wait(CpuBatchDecoder& dec, std::vector<DecodeRequest> batch) {
+  const size_t n = batch.size();
+  DecodeOutcome o{std::vector<Status>(n), std::vector<int>(n, 0)};
+  std::mutex mu;
+  std::latch all(static_cast<ptrdiff_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    batch[i].done = [&, i](const Status& st) {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        ++o.calls[i];
+        o.result[i] = st;
+      }
+      all.count_down();
+    };
+  }
+  dec.submit(std::move(batch));
+  all.wait();
+  dec.shutdown();
+  return o;
+}
+
 // The CPU decoder takes waiting requests of one source together where the
 // source decodes them faster as a group (float chunks of one tensor):
 // every request completes once with the original bytes.
@@ -397,10 +426,6 @@ void decode_all_through_queue(const fstest::ModelFile& m, int* groups, int* acro
   CpuBatchDecoder dec(2, nullptr);
   const size_t n = counting->num_chunks();
   std::vector<std::vector<uint8_t>> out(n);
-  std::vector<int> calls(n, 0);
-  std::vector<Status> result(n);
-  std::mutex mu;
-  std::latch all(static_cast<ptrdiff_t>(n));
   std::vector<DecodeRequest> batch;
   for (size_t i = 0; i < n; ++i) {
     out[i].assign(counting->chunk_size(i), 0);
@@ -409,22 +434,12 @@ void decode_all_through_queue(const fstest::ModelFile& m, int* groups, int* acro
     r.index = i;
     r.out = out[i].data();
     r.background = (i % 3) != 0;
-    r.done = [&, i](const Status& st) {
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        ++calls[i];
-        result[i] = st;
-      }
-      all.count_down();
-    };
     batch.push_back(std::move(r));
   }
-  dec.submit(std::move(batch));
-  all.wait();
-  dec.shutdown();
+  const DecodeOutcome o = decode_and_wait(dec, std::move(batch));
   for (size_t i = 0; i < n; ++i) {
-    EXPECT_EQ(calls[i], 1) << "chunk " << i;
-    ASSERT_TRUE(result[i].ok()) << "chunk " << i << ": " << result[i].ToString();
+    EXPECT_EQ(o.calls[i], 1) << "chunk " << i;
+    ASSERT_TRUE(o.result[i].ok()) << "chunk " << i << ": " << o.result[i].ToString();
     const uint64_t off = counting->chunk_offset(i);
     EXPECT_TRUE(std::equal(out[i].begin(), out[i].end(), original.begin() + static_cast<ptrdiff_t>(off)))
         << "chunk " << i << " decoded wrong bytes";
@@ -450,8 +465,9 @@ TEST(fs_core, CpuDecoderGroupsChunksOfTensorsOfOneShape) {
 
 // Requests whose memory the decoder asks for (DecodeRequest::buffer, what
 // the chunk cache submits): each buffer is asked for once, on a decoder
-// thread, and a request that gets no memory fails alone, naming the file and
-// the chunk, while the chunks decoded in the same groups come out right.
+// thread (named wcfs-decode, as top -H shows it), and a request that gets no
+// memory fails alone, naming the file and the chunk, while the chunks
+// decoded in the same groups come out right.
 TEST(fs_core, CpuDecoderAsksForBuffersOnItsThreads) {
   const fstest::ModelFile m{"stories260K.bf16", 4096};
   const auto original = wctest::read_file(fstest::original_of(m.stem));
@@ -468,11 +484,10 @@ TEST(fs_core, CpuDecoderAsksForBuffersOnItsThreads) {
 
   CpuBatchDecoder dec(2, nullptr);
   std::vector<std::vector<uint8_t>> out(n);
-  std::vector<int> asked(n, 0), calls(n, 0);
+  std::vector<int> asked(n, 0);
   std::vector<bool> on_submitter(n, false);
-  std::vector<Status> result(n);
+  std::vector<std::string> thread_name(n);
   std::mutex mu;
-  std::latch all(static_cast<ptrdiff_t>(n));
   std::vector<DecodeRequest> batch;
   for (size_t i = 0; i < n; ++i) {
     DecodeRequest r;
@@ -480,30 +495,25 @@ TEST(fs_core, CpuDecoderAsksForBuffersOnItsThreads) {
     r.index = i;
     r.background = true;
     r.buffer = [&, i]() -> uint8_t* {
+      char name[16] = {};
+      (void)pthread_getname_np(pthread_self(), name, sizeof name);
       std::lock_guard<std::mutex> lk(mu);
       ++asked[i];
       on_submitter[i] = std::this_thread::get_id() == submitter;
+      thread_name[i] = name;
       if (i == starved) return nullptr;
       out[i].assign(source->chunk_size(i), 0);
       return out[i].data();
     };
-    r.done = [&, i](const Status& st) {
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        ++calls[i];
-        result[i] = st;
-      }
-      all.count_down();
-    };
     batch.push_back(std::move(r));
   }
-  dec.submit(std::move(batch));
-  all.wait();
-  dec.shutdown();
+  const DecodeOutcome o = decode_and_wait(dec, std::move(batch));
+  const std::vector<Status>& result = o.result;
   for (size_t i = 0; i < n; ++i) {
     EXPECT_EQ(asked[i], 1) << "chunk " << i;
     EXPECT_FALSE(on_submitter[i]) << "chunk " << i << ": buffer asked for on the submitting thread";
-    EXPECT_EQ(calls[i], 1) << "chunk " << i;
+    EXPECT_EQ(thread_name[i], "wcfs-decode") << "chunk " << i;
+    EXPECT_EQ(o.calls[i], 1) << "chunk " << i;
     if (i == starved) {
       EXPECT_EQ(result[i].code(), Code::kNoResources) << result[i].ToString();
       EXPECT_NE(result[i].message().find("model.wcodec"), std::string::npos) << result[i].message();

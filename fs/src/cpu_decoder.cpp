@@ -1,4 +1,5 @@
 // fs/src/cpu_decoder.cpp — see wcodecfs/batch_decoder.h.
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,6 +48,8 @@ void CpuBatchDecoder::submit(std::vector<DecodeRequest> batch) {
 void CpuBatchDecoder::promote(uint64_t source_id, size_t index) { queue_.promote(source_id, index); }
 
 void CpuBatchDecoder::worker() {
+  // Shown by top -H / ps -L: decode time apart from the FUSE threads'.
+  (void)pthread_setname_np(pthread_self(), "wcfs-decode");
   std::vector<DecodeRequest> reqs;
   while (queue_.pop_group(&reqs)) {
     run_group(reqs);

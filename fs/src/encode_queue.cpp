@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <openssl/evp.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -472,6 +473,7 @@ const std::string& EncodeQueue::Hold::path() const {
 // ----------------------------------------------------------------- workers
 
 void EncodeQueue::Impl::worker_main() {
+  (void)pthread_setname_np(pthread_self(), "wcfs-encode");
   if (opt.low_priority) lower_priority();
   std::unique_lock<std::mutex> lk(mu);
   while (!stopping) {
@@ -756,6 +758,7 @@ EncodeQueue::Impl::Outcome EncodeQueue::Impl::run_job(Job& job) {
 // ----------------------------------------------------------------- keeper
 
 void EncodeQueue::Impl::keeper_main() {
+  (void)pthread_setname_np(pthread_self(), "wcfs-keeper");
   std::unique_lock<std::mutex> lk(mu);
   auto next_refresh = Clock::now() + refresh_interval();
   while (!stopping) {
