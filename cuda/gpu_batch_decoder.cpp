@@ -40,7 +40,7 @@ class GpuBatchDecoder final : public BatchDecoder {
       if (!stopping_ && !thread_.joinable()) thread_ = std::thread([this] { loop(); });
     }
     for (auto& r : batch)
-      (dynamic_cast<const WcodecChunkSource*>(r.source.get()) ? to_gpu : to_cpu).push_back(std::move(r));
+      (r.source->device_container() ? to_gpu : to_cpu).push_back(std::move(r));
     if (!queue_.push(to_gpu))
       for (auto& r : to_gpu) r.done(Status::Internal(kDecoderShutDown));
     if (!to_cpu.empty()) cpu_->submit(std::move(to_cpu));
@@ -104,10 +104,7 @@ class GpuBatchDecoder final : public BatchDecoder {
   void run(std::vector<DecodeRequest>& batch) {
     const auto t0 = std::chrono::steady_clock::now();
     std::map<const wcodec::Reader*, std::vector<size_t>> by_reader;  // -> request indices
-    for (size_t k = 0; k < batch.size(); ++k) {
-      const auto* src = static_cast<const WcodecChunkSource*>(batch[k].source.get());
-      by_reader[&src->reader()].push_back(k);
-    }
+    for (size_t k = 0; k < batch.size(); ++k) by_reader[batch[k].source->device_container()].push_back(k);
     struct Part {
       const wcodec::Reader* reader;
       std::vector<size_t> reqs;  // request indices, in plan order

@@ -25,6 +25,7 @@
 #include "testutil.h"
 #include "wcodecfs/filesystem.h"
 #include "wcodecfs/fs_log.h"
+#include "wcodecfs/wcodec_kind.h"
 
 using namespace wcodecfs;
 namespace sfs = std::filesystem;
@@ -252,7 +253,7 @@ TEST(fs_core, FullReadsMatchOriginal) {
 TEST(fs_core, ConcurrentRandomReadsAreCorrect) {
   TestStore store(/*with_large=*/true);
   auto fs = store.open(FsOptions{.cache_bytes = 8u << 20, .decode_threads = 4, .readahead_max = 64u << 20,
-                                 .decoder = nullptr, .make_decoder = {}, .staging = "", .encode = {}});
+                                 .decoder = nullptr, .make_decoder = {}, .staging = "", .encode = {}, .kinds = {}});
   ASSERT_TRUE(fs);
   struct File {
     std::string name;
@@ -322,7 +323,7 @@ TEST(fs_core, ConcurrentMissesOnOneChunkDecodeOnce) {
   TestStore store;
   auto slow = std::make_shared<SlowDecoder>();
   auto fs = store.open(FsOptions{.cache_bytes = 0, .decode_threads = 0, .readahead_max = 0, .decoder = slow, .make_decoder = {},
-                                 .staging = "", .encode = {}});
+                                 .staging = "", .encode = {}, .kinds = {}});
   ASSERT_TRUE(fs);
   const auto original = wctest::read_file(fstest::original_of("stories260K.f32"));
   const auto edges = boundaries(fstest::encoded({"stories260K.f32", 32 * 1024}));
@@ -391,6 +392,8 @@ void decode_all_through_queue(const fstest::ModelFile& m, int* groups, int* acro
     uint64_t stream_end() const override { return s_->stream_end(); }
     size_t chunk_at(uint64_t pos) const override { return s_->chunk_at(pos); }
     Status decode(size_t i, uint8_t* out) const override { return s_->decode(i, out); }
+    int max_group() const override { return s_->max_group(); }
+    int group_size(size_t avail) const override { return s_->group_size(avail); }
     bool pairable(size_t a, size_t b) const override { return s_->pairable(a, b); }
     void decode_group(const size_t* idx, uint8_t* const* outs, int n, Status* sts) const override {
       if (n > 1) {
@@ -533,7 +536,7 @@ TEST(fs_core, CacheStaysWithinBudget) {
   const uint64_t chunk = m.chunk_bytes ? m.chunk_bytes : wcodec::EncodeConfig{}.chunk_bytes;
   const uint64_t budget = 2 * chunk + chunk / 2;
   auto fs = store.open(FsOptions{.cache_bytes = budget, .decode_threads = 0, .readahead_max = 64u << 20,
-                                 .decoder = nullptr, .make_decoder = {}, .staging = "", .encode = {}});
+                                 .decoder = nullptr, .make_decoder = {}, .staging = "", .encode = {}, .kinds = {}});
   ASSERT_TRUE(fs);
   auto h = open_path(*fs, m.stem + ".safetensors");
   ASSERT_TRUE(h);
@@ -564,7 +567,7 @@ TEST(fs_core, ReadaheadFollowsSequentialReadsOnly) {
   // A window of two chunks at most, so a jump of a fraction of the file is
   // recognisably not sequential even for the small files of ASan builds.
   auto fs = store.open(FsOptions{.cache_bytes = 0, .decode_threads = 0, .readahead_max = 2 * unit,
-                                 .decoder = nullptr, .make_decoder = {}, .staging = "", .encode = {}});
+                                 .decoder = nullptr, .make_decoder = {}, .staging = "", .encode = {}, .kinds = {}});
   ASSERT_TRUE(fs);
   const auto original = wctest::read_file(fstest::original_of(m.stem));
   const uint64_t size = original.size();

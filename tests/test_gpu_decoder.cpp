@@ -21,6 +21,7 @@
 #include "wcodec_gpu/gpu_batch_decoder.h"
 #include "wcodec_gpu/gpu_decoder.h"
 #include "wcodecfs/chunk_source.h"
+#include "wcodecfs/wcodec_kind.h"
 #endif
 
 namespace {

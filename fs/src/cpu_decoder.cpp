@@ -97,9 +97,10 @@ void CpuBatchDecoder::run_group(std::vector<DecodeRequest>& reqs) {
   }
   if (reqs.empty()) return;
   const int n = static_cast<int>(reqs.size());
-  size_t idx[wcodec::kMaxChunkGroup];
-  uint8_t* outs[wcodec::kMaxChunkGroup];
-  Status sts[wcodec::kMaxChunkGroup];
+  WC_CHECK(n <= ChunkSource::kMaxGroup);
+  size_t idx[ChunkSource::kMaxGroup];
+  uint8_t* outs[ChunkSource::kMaxGroup];
+  Status sts[ChunkSource::kMaxGroup];
   for (int i = 0; i < n; ++i) {
     idx[i] = reqs[static_cast<size_t>(i)].index;
     outs[i] = reqs[static_cast<size_t>(i)].out;
@@ -174,21 +175,28 @@ bool DecodeQueue::pop_group(std::vector<DecodeRequest>* out) {
   q.pop_front();
   const std::shared_ptr<const ChunkSource> src = out->front().source;
   const size_t first = out->front().index;
+  // Only sources that declare grouped decoding are grouped.
+  const int max_group = std::min(src->max_group(), ChunkSource::kMaxGroup);
+  if (max_group <= 1) return true;
   // Members are looked for among the first few waiting requests only:
   // readahead queues a file's chunks in order, so they are usually next.
   // The group takes as many as leaves no partner alone for the next worker
   // (4 waiting: two pairs, not three and a single).
   constexpr size_t kLook = 8;
   struct Pos { std::deque<DecodeRequest>* q; size_t i; };
-  Pos found[wcodec::kMaxChunkGroup + 2];
+  Pos found[ChunkSource::kMaxGroup + 1];
+  // One more partner than a group takes: whether a partner would be left
+  // alone decides the group size.
+  const size_t look_for = static_cast<size_t>(max_group) + 1;
   size_t nfound = 0;
   for (auto* pq : {&demand_, &background_}) {
-    for (size_t i = 0; i < std::min(pq->size(), kLook) && nfound < std::size(found) - 1; ++i) {
+    for (size_t i = 0; i < std::min(pq->size(), kLook) && nfound < look_for; ++i) {
       const DecodeRequest& r = (*pq)[i];
       if (r.source == src && src->pairable(first, r.index)) found[nfound++] = Pos{pq, i};
     }
   }
-  const size_t take = static_cast<size_t>(wcodec::Reader::group_size(nfound + 1)) - 1;
+  const size_t take =
+      static_cast<size_t>(std::clamp(src->group_size(nfound + 1), 1, max_group)) - 1;
   for (size_t k = 0; k < take; ++k) out->push_back(std::move((*found[k].q)[found[k].i]));
   for (size_t k = take; k-- > 0;) found[k].q->erase(found[k].q->begin() + static_cast<ptrdiff_t>(found[k].i));
   return true;

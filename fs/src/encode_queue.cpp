@@ -47,8 +47,6 @@ constexpr size_t kHistory = 64;            // finished items kept for stats()
 constexpr size_t kIoPiece = 8u << 20;      // read/write/decode piece; cancel checked between pieces
 constexpr int kMaxDepth = 256;             // deepest directory walked
 constexpr size_t kMaxOwnerId = 128;        // keeps lock and temp names below NAME_MAX for sane names
-constexpr const char* kExt = ".safetensors";
-constexpr const char* kEncodedExt = ".wcodec";
 
 std::atomic<int> g_queues{0};  // numbers default owner ids of a process
 
@@ -58,33 +56,6 @@ std::string default_owner_id(int n) {
   if (n >= 2) id += "." + std::to_string(n);
   return id;
 }
-
-bool ends_with(const std::string& s, const std::string& suf) {
-  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-
-std::string stem_of(const std::string& name) { return name.substr(0, name.size() - std::strlen(kExt)); }
-
-bool is_candidate_name(const std::string& name) {
-  if (is_queue_internal_name(name) || name.size() <= std::strlen(kExt) || !ends_with(name, kExt)) return false;
-  // The mount presents X.wcodec as X.safetensors except for X = *.gguf
-  // (WcodecAdapter): such files would vanish from view once encoded.
-  return !ends_with(stem_of(name), ".gguf");
-}
-
-bool is_candidate_rel(const std::string& rel) {
-  if (rel.empty() || !valid_rel(rel)) return false;
-  size_t start = 0;
-  for (;;) {
-    const size_t slash = rel.find('/', start);
-    const std::string comp = rel.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
-    if (slash == std::string::npos) return is_candidate_name(comp);
-    if (is_queue_internal_name(comp)) return false;
-    start = slash + 1;
-  }
-}
-
-std::string encoded_name(const std::string& name) { return stem_of(name) + kEncodedExt; }
 
 std::string join_rel(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
 
@@ -292,6 +263,30 @@ struct EncodeQueue::Impl {
   Fd area_fd;
   EncodeQueueOptions opt;
   LockOwner me;
+  std::vector<const StagingCodec*> codecs;  // of opt.kinds, in order
+
+  // The codec that encodes plain file `name` (a single component), or null:
+  // the first of the kinds' staging codecs that gives it an encoded name.
+  const StagingCodec* codec_for(const std::string& name) const {
+    if (is_queue_internal_name(name)) return nullptr;
+    for (const StagingCodec* c : codecs)
+      if (!c->encoded_name(name).empty()) return c;
+    return nullptr;
+  }
+  bool is_candidate_name(const std::string& name) const { return codec_for(name) != nullptr; }
+  bool is_candidate_rel(const std::string& rel) const {
+    if (rel.empty() || !valid_rel(rel)) return false;
+    size_t start = 0;
+    for (;;) {
+      const size_t slash = rel.find('/', start);
+      const std::string comp = rel.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+      if (slash == std::string::npos) return is_candidate_name(comp);
+      if (is_queue_internal_name(comp)) return false;
+      start = slash + 1;
+    }
+  }
+  // REQUIRES: is_candidate_name(name).
+  std::string encoded_name(const std::string& name) const { return codec_for(name)->encoded_name(name); }
 
   // Guards every field below. Leaf: see the file comment.
   mutable std::mutex mu;
@@ -671,8 +666,8 @@ EncodeQueue::Impl::Outcome EncodeQueue::Impl::run_job(Job& job) {
   cfg.threads = 1;
   cfg.progress = nullptr;
   cfg.cancelled = [&job] { return job.cancelled.load(); };
-  wcodec::EncodeReport report;
-  const wcodec::Status est = wcodec::encode_safetensors_fd(pf.get(), size, tf.get(), cfg, rel, &report);
+  const StagingCodec& codec = *codec_for(name);
+  const Status est = codec.encode(pf.get(), size, tf.get(), cfg, rel);
   if (job.cancelled) return cancelled("cancelled while encoding");
   // The file must be the one read from start to end: a writer changes its
   // identity (size, times), and the encoding is dropped.
@@ -682,7 +677,7 @@ EncodeQueue::Impl::Outcome EncodeQueue::Impl::run_job(Job& job) {
   uint8_t extra;
   if (::pread(pf.get(), &extra, 1, static_cast<off_t>(size)) > 0) return cancelled("grew while it was read");
   if (!est.ok()) {
-    const Status st_enc = from_codec(est);
+    const Status& st_enc = est;
     log_once(LogLevel::kWarn,
              "encode-failed:" + shown + ":" + std::to_string(id0.ino) + ":" + std::to_string(id0.mtime.tv_sec) + "." +
                  std::to_string(id0.mtime.tv_nsec),
@@ -696,16 +691,16 @@ EncodeQueue::Impl::Outcome EncodeQueue::Impl::run_job(Job& job) {
   // 3. verify: decode everything, compare with what was read
   uint64_t encoded_size = 0;
   {
-    auto rd = wcodec::Reader::open(proc_fd_path(tf.get()));
-    Status vs = rd.ok() ? Status::OK() : from_codec(rd.status());
-    if (vs.ok() && (*rd)->original_size() != size)
+    auto info = codec.inspect(tf.get(), join_rel(dir_rel, tmp));
+    Status vs = info.ok() ? Status::OK() : info.status();
+    if (vs.ok() && info->original_size != size)
       vs = Status::Internal("the encoded file records another size than the file read");
-    if (vs.ok()) vs = from_codec((*rd)->verify(true));
+    if (vs.ok()) vs = codec.verify(tf.get(), join_rel(dir_rel, tmp));
     if (!vs.ok()) {
       log_error("encode of " + shown + " did not verify (stays plain): " + vs.ToString());
       return fail(Status(vs.code(), "verification failed: " + vs.message()), id0);
     }
-    encoded_size = (*rd)->file_size();
+    encoded_size = info->encoded_size;
   }
   if (Status s = copy_metadata(tf.get(), st0, tmp); !s.ok()) return fail(s, id0);
   if (Status s = fsync_fd(tf.get(), tmp); !s.ok()) return fail(s, id0);
@@ -733,7 +728,7 @@ EncodeQueue::Impl::Outcome EncodeQueue::Impl::run_job(Job& job) {
   struct stat st2 {};
   if (::fstatat(dfd, name.c_str(), &st2, AT_SYMLINK_NOFOLLOW) != 0 || FileId::of(st2) != id0)
     return cancelled("changed during the encode");
-  const std::string wname = encoded_name(name);
+  const std::string wname = codec.encoded_name(name);
   if (::renameat(dfd, tmp.c_str(), dfd, wname.c_str()) != 0)
     return fail(from_errno(errno, "rename " + tmp + " to " + join_rel(dir_rel, wname)), id0);
   temp_guard.disarm();
@@ -914,7 +909,8 @@ void EncodeQueue::Impl::recover_dir(int dirfd, const std::string& rel_dir, const
 
 void EncodeQueue::Impl::resolve_both(int dirfd, const std::string& rel_dir, const std::string& name) {
   const std::string rel = join_rel(rel_dir, name);
-  const std::string wname = encoded_name(name);
+  const StagingCodec& codec = *codec_for(name);
+  const std::string wname = codec.encoded_name(name);
   const std::string shown = area + "/" + rel;
   const std::string dir_what = rel_dir.empty() ? "." : rel_dir;
   auto claim = acquire_claim(rel, dirfd, name);
@@ -935,13 +931,14 @@ void EncodeQueue::Impl::resolve_both(int dirfd, const std::string& rel_dir, cons
   bool same = false;
   std::string why;
   {
-    auto rd = wcodec::Reader::open(proc_fd_path(wf->get()));
-    if (!rd.ok()) {
-      why = from_codec(rd.status()).ToString();
-    } else if ((*rd)->original_size() != static_cast<uint64_t>(pst.st_size) || (*rd)->original_sha256() != *sha) {
+    const std::string wrel = join_rel(rel_dir, wname);
+    auto info = codec.inspect(wf->get(), wrel);
+    if (!info.ok()) {
+      why = info.status().ToString();
+    } else if (info->original_size != static_cast<uint64_t>(pst.st_size) || info->original_sha256 != *sha) {
       why = "it holds other content";
     } else {
-      const Status v = from_codec((*rd)->verify(true));
+      const Status v = codec.verify(wf->get(), wrel);
       same = v.ok();
       if (!same) why = v.ToString();
     }
@@ -1001,6 +998,8 @@ Result<std::unique_ptr<EncodeQueue>> EncodeQueue::create(const std::string& area
   im.queue_number = n;
   im.default_owner = default_owner;
   im.opt = std::move(options);
+  if (im.opt.kinds.empty()) im.opt.kinds = default_kinds();
+  im.codecs = staging_codecs(im.opt.kinds);
   return q;
 }
 
@@ -1090,7 +1089,7 @@ void EncodeQueue::opened_for_write(const std::string& rel) {
   std::lock_guard<std::mutex> lk(im.mu);
   ++im.writers[rel];
   im.cancel_locked(rel, "opened for writing");
-  if (is_candidate_rel(rel)) im.enqueue_locked(rel, Clock::now() + im.opt.quiet, 0);
+  if (im.is_candidate_rel(rel)) im.enqueue_locked(rel, Clock::now() + im.opt.quiet, 0);
 }
 
 void EncodeQueue::closed_for_write(const std::string& rel) {
@@ -1100,7 +1099,7 @@ void EncodeQueue::closed_for_write(const std::string& rel) {
   if (it != im.writers.end() && --it->second <= 0) im.writers.erase(it);
   const auto due = Clock::now() + im.opt.quiet;
   im.touch_locked(rel, due);
-  if (is_candidate_rel(rel)) im.enqueue_locked(rel, due, 0);
+  if (im.is_candidate_rel(rel)) im.enqueue_locked(rel, due, 0);
   im.work_cv.notify_all();
   im.state_cv.notify_all();
 }
@@ -1111,7 +1110,7 @@ void EncodeQueue::changed(const std::string& rel) {
   const auto due = Clock::now() + im.opt.quiet;
   im.cancel_locked(rel, "changed");
   im.touch_locked(rel, due);
-  if (is_candidate_rel(rel)) im.enqueue_locked(rel, due, 0);
+  if (im.is_candidate_rel(rel)) im.enqueue_locked(rel, due, 0);
   im.rescan.push_back(rel);
   im.keeper_cv.notify_all();
   im.work_cv.notify_all();
@@ -1136,11 +1135,12 @@ Status EncodeQueue::materialize(const std::string& rel, const Hold& held, bool e
   Impl& im = *impl_;
   if (!held.valid() || held.token_->impl != impl_ || !covers(held.path(), rel))
     return Status::Invalid("materialize " + rel + ": the caller must hold it");
-  if (!is_candidate_rel(rel)) return Status::Invalid("materialize " + rel + ": not an encodable file name");
+  if (!im.is_candidate_rel(rel)) return Status::Invalid("materialize " + rel + ": not an encodable file name");
   auto [dir_rel, name] = split_rel(rel);
   WCFS_ASSIGN_OR_RETURN(Fd dir, open_dir_below(im.area_fd.get(), dir_rel));
   const int dfd = dir.get();
-  const std::string wname = encoded_name(name);
+  const StagingCodec& codec = *im.codec_for(name);
+  const std::string wname = codec.encoded_name(name);
   const std::string dir_what = dir_rel.empty() ? "." : dir_rel;
   struct stat st {};
   if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return Status::OK();  // the plain file wins
@@ -1173,24 +1173,22 @@ Status EncodeQueue::materialize(const std::string& rel, const Hold& held, bool e
   TempGuard temp_guard(dfd, tmp);
   uint64_t size = 0;
   if (!empty) {
-    auto rd_or = wcodec::Reader::open(proc_fd_path(wf.get()));
-    if (!rd_or.ok()) return from_codec(rd_or.status());
-    const wcodec::Reader& rd = **rd_or;
-    size = rd.original_size();
+    const std::string wrel = join_rel(dir_rel, wname);
+    WCFS_ASSIGN_OR_RETURN(const EncodedInfo info, codec.inspect(wf.get(), wrel));
+    size = info.original_size;
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
     if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) return Status::Internal("SHA-256 unavailable");
-    std::vector<uint8_t> buf(std::min<uint64_t>(kIoPiece, std::max<uint64_t>(1, rd.original_size())));
-    for (uint64_t off = 0; off < rd.original_size(); off += buf.size()) {
-      const uint64_t n = std::min<uint64_t>(buf.size(), rd.original_size() - off);
-      WCFS_RETURN_IF_ERROR(from_codec(rd.read(off, n, buf.data())));
-      EVP_DigestUpdate(ctx.get(), buf.data(), n);
-      WCFS_RETURN_IF_ERROR(write_all(tf.get(), buf.data(), n, tmp));
-    }
+    uint64_t written = 0;
+    WCFS_RETURN_IF_ERROR(codec.decode(wf.get(), wrel, [&](const uint8_t* p, size_t n) {
+      EVP_DigestUpdate(ctx.get(), p, n);
+      written += n;
+      return write_all(tf.get(), p, n, tmp);
+    }));
     std::array<uint8_t, 32> md{};
     unsigned int len = 0;
     EVP_DigestFinal_ex(ctx.get(), md.data(), &len);
-    if (md != rd.original_sha256())
-      return Status::Corruption(im.area + "/" + join_rel(dir_rel, wname) + ": the decoded bytes do not have the recorded SHA-256");
+    if (written != info.original_size || md != info.original_sha256)
+      return Status::Corruption(im.area + "/" + wrel + ": the decoded bytes do not have the recorded SHA-256");
   }
   // Truncated content is new content: its times are now.
   WCFS_RETURN_IF_ERROR(copy_metadata(tf.get(), wst, tmp, /*times_too=*/!empty));

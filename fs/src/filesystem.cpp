@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -59,7 +60,38 @@ bool same_content(const struct stat& a, const struct stat& b) {
          a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
 }
 
+bool same_inputs(const std::vector<struct stat>& a, const std::vector<struct stat>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k)
+    if (!same_content(a[k], b[k])) return false;
+  return true;
+}
+
+// How long a directory's presentations are reused while the directory itself
+// looks unchanged (its own change time does not see names changing in the
+// subdirectories a kind may look into).
+constexpr auto kDirViewTtl = std::chrono::seconds(1);
+
 }  // namespace
+
+// What the mount shows in one store directory: its entries less those the
+// kinds hide, plus what the kinds present. Made by dir_view, immutable.
+struct Filesystem::DirView {
+  struct stat dir_st {};  // the directory when listed: reused while its times are the same
+  std::chrono::steady_clock::time_point made;
+  StoreDir dir;
+  struct Shown {
+    Presentation p;
+    const StoreKind* kind;
+  };
+  std::vector<Shown> shown;                // presented names the mount shows, sorted by name
+  std::unordered_set<std::string> hidden;  // entries of `dir` hidden by a presentation
+  const Shown* find_shown(std::string_view name) const {
+    auto it = std::lower_bound(shown.begin(), shown.end(), name,
+                               [](const Shown& a, std::string_view n) { return a.p.name < n; });
+    return it != shown.end() && it->p.name == name ? &*it : nullptr;
+  }
+};
 
 uint64_t default_cache_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
@@ -77,12 +109,19 @@ struct Filesystem::Node {
   // and the control entries.
   std::shared_ptr<Node> parent;
   std::string name;         // name presented in the parent (X.safetensors)
-  std::string stored_name;  // name in the parent's store directory (X.wcodec)
+  std::string stored_name;  // name in the parent's store directory (X.wcodec; for kVirtual the first input)
   std::string path;         // store-relative path of the stored entry, for messages
   int dirfd = -1;           // kDir: O_PATH directory fd, owned
-  struct stat st {};        // stat of the stored entry when the node was made
-  std::shared_ptr<const VirtualFile> vfile;  // kVirtual
+  struct stat st {};        // stat of the stored entry when the node was made (kVirtual: see virtual_attr)
+  // kVirtual: the presented file, its stored inputs (relative to the parent
+  // directory) and their stat when it was built.
+  std::shared_ptr<const VirtualFile> vfile;
+  std::vector<std::string> inputs;
+  std::vector<struct stat> input_st;
   uint64_t nlookup = 0;     // guarded by Filesystem::mu_
+  // kDir: what the store kinds present here (dir_view), guarded by
+  // Filesystem::mu_.
+  std::shared_ptr<const DirView> view;
 
   ~Node() {
     if (dirfd >= 0) ::close(dirfd);
@@ -136,7 +175,8 @@ Result<std::unique_ptr<Filesystem>> Filesystem::create(const std::string& store_
   // tensors behind it instead of faulting in fresh pages (cold read of a
   // 88 MB f16 model: 42k -> 30k page faults).
   wcodec::set_vector_table_budget(std::max<uint64_t>(kMinTableBudget, options.cache_bytes / 64));
-  fs->adapters_ = default_adapters();
+  fs->kinds_ = options.kinds.empty() ? default_kinds() : options.kinds;
+  if (options.encode.kinds.empty()) options.encode.kinds = fs->kinds_;
   fs->options_ = std::move(options);
   ::clock_gettime(CLOCK_REALTIME, &fs->started_);
 
@@ -144,7 +184,12 @@ Result<std::unique_ptr<Filesystem>> Filesystem::create(const std::string& store_
     Filesystem* self = fs.get();
     auto st = Staging::create(
         fs->nodes_.at(kRootId)->dirfd, fs->store_path_, fs->options_.staging, fs->options_.encode,
-        [self](const StoredFile& f, const std::string& presented) { return self->build_stored(f, presented); },
+        staging_codecs(fs->kinds_),
+        [self](int dirfd, const std::string& dir_path, const std::string& stored,
+               const std::string& presented) -> Result<Staging::EncodedView> {
+          WCFS_ASSIGN_OR_RETURN(Built b, self->build_stored(dirfd, dir_path, stored, presented));
+          return Staging::EncodedView{std::move(b.vfile), b.input_st.front()};
+        },
         fs->readahead_cap_);
     if (!st.ok()) {
       if (st.status().code() != Code::kReadOnly && st.status().code() != Code::kPermission) return st.status();
@@ -165,20 +210,43 @@ Status Filesystem::start_background() {
 
 EncodeQueue* Filesystem::encode_queue() { return staging_ ? &staging_->queue() : nullptr; }
 
-Result<std::shared_ptr<const VirtualFile>> Filesystem::build_stored(const StoredFile& file,
-                                                                   const std::string& presented) {
-  for (const auto& a : adapters_) {
-    const auto names = a->presented_names(file.path.substr(file.path.rfind('/') + 1));
-    if (std::find(names.begin(), names.end(), presented) == names.end()) continue;
-    auto [source_id, known_vf] = source_for(file.st, presented);
-    if (known_vf) return known_vf;
-    StoredFile f = file;
-    f.source_id = source_id;
-    WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const VirtualFile> vf, a->build(f, presented));
-    remember(f.st, presented, vf);
-    return vf;
+Result<Filesystem::Built> Filesystem::build_stored(int dirfd, const std::string& dir_path,
+                                                   const std::string& stored, const std::string& presented) {
+  for (const auto& k : kinds_) {
+    const StagingCodec* codec = k->staging();
+    if (!codec || codec->plain_name(stored) != presented) continue;
+    const StoreDir dir(dirfd, dir_path, {});
+    return build_presented(dir, *k, Presentation{presented, {stored}, /*hides_inputs=*/true});
   }
-  return Status::NotFound(file.path + " is not presented as " + presented);
+  return Status::NotFound(join(dir_path, stored) + " is not presented as " + presented);
+}
+
+Result<Filesystem::Built> Filesystem::build_presented(const StoreDir& dir, const StoreKind& kind,
+                                                      const Presentation& p) {
+  if (p.inputs.empty()) return Status::Internal(dir.path_of(p.name) + ": kind " + std::string(kind.name()) +
+                                                " presents it without inputs");
+  std::vector<StoredInput> inputs;
+  inputs.reserve(p.inputs.size());
+  for (const std::string& rel : p.inputs) {
+    WCFS_ASSIGN_OR_RETURN(StoredInput in, dir.open(rel));
+    inputs.push_back(std::move(in));
+  }
+  Built out;
+  for (const StoredInput& in : inputs) out.input_st.push_back(in.st);
+  SourceKey key = source_key(kind, p.name, out.input_st);
+  if (auto known = known_file(key)) {
+    out.vfile = std::move(known);
+    return out;
+  }
+  BuildContext ctx(std::move(inputs), dir.path_of(p.name), [this, key](size_t k) { return source_id(key, k); });
+  auto built = kind.build(dir, p, ctx);
+  if (!built.ok()) {
+    log_warn("cannot present " + dir.path_of(p.name) + ": " + built.status().ToString());
+    return built.status();
+  }
+  out.vfile = std::move(built).value();
+  remember(key, out.vfile);
+  return out;
 }
 
 Filesystem::~Filesystem() {
@@ -237,11 +305,69 @@ bool Filesystem::plain_exists(int dirfd, const std::string& name) const {
   return ::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+Result<std::shared_ptr<const Filesystem::DirView>> Filesystem::dir_view(const std::shared_ptr<Node>& dir_node,
+                                                                        bool fresh) {
+  struct stat dst;
+  if (::fstat(dir_node->dirfd, &dst) != 0) return from_errno(errno, "stat directory " + dir_node->path);
+  const auto now = std::chrono::steady_clock::now();
+  if (!fresh) {
+    std::lock_guard<std::mutex> lk(mu_);
+    const auto& v = dir_node->view;
+    if (v && now - v->made < kDirViewTtl && same_content(v->dir_st, dst) &&
+        v->dir_st.st_ctim.tv_sec == dst.st_ctim.tv_sec && v->dir_st.st_ctim.tv_nsec == dst.st_ctim.tv_nsec)
+      return v;
+  }
+  const bool is_root = dir_node->id == kRootId;
+  WCFS_ASSIGN_OR_RETURN(StoreDir listing, StoreDir::list(dir_node->dirfd, dir_node->path, [&](const std::string& n) {
+                          return is_root && (n == kStagingArea || n == kControlDir ||
+                                             (staging_ && n == staging_->name()));
+                        }));
+  auto view = std::make_shared<DirView>(DirView{dst, now, std::move(listing), {}, {}});
+  std::vector<DirView::Shown> all;
+  for (const auto& k : kinds_) {
+    std::vector<Presentation> ps;
+    k->present(view->dir, &ps);
+    for (Presentation& p : ps) all.push_back({std::move(p), k.get()});
+  }
+  for (const DirView::Shown& s : all) {
+    if (!s.p.hides_inputs) continue;
+    for (const std::string& in : s.p.inputs) view->hidden.insert(in.substr(0, in.find('/')));
+  }
+  std::unordered_set<std::string> taken;
+  for (DirView::Shown& s : all) {
+    const std::string shown_path = join(dir_node->path, s.p.name);
+    if (s.p.name.empty() || s.p.name == "." || s.p.name == ".." || s.p.name.find('/') != std::string::npos) {
+      log_once(LogLevel::kWarn, "bad-presented:" + shown_path,
+               "kind " + std::string(s.kind->name()) + " presents an invalid name \"" + s.p.name + "\" in " +
+                   (dir_node->path.empty() ? "." : dir_node->path) + ": ignored");
+      continue;
+    }
+    if (view->dir.find(s.p.name) && !view->hidden.count(s.p.name)) {
+      log_once(LogLevel::kWarn, "plain-wins:" + shown_path,
+               "both " + shown_path + " and " + join(dir_node->path, s.p.inputs.front()) +
+                   " exist: serving the plain file");
+      continue;
+    }
+    if (!taken.insert(s.p.name).second) {
+      log_once(LogLevel::kWarn, "kinds-clash:" + shown_path,
+               "two store kinds present " + shown_path + ": serving the first (" + std::string(s.kind->name()) +
+                   " is ignored)");
+      continue;
+    }
+    view->shown.push_back(std::move(s));
+  }
+  std::sort(view->shown.begin(), view->shown.end(),
+            [](const DirView::Shown& a, const DirView::Shown& b) { return a.p.name < b.p.name; });
+  std::lock_guard<std::mutex> lk(mu_);
+  dir_node->view = view;
+  return std::shared_ptr<const DirView>(std::move(view));
+}
+
 Result<Entry> Filesystem::lookup_store(const std::shared_ptr<Node>& parent, std::string_view name) {
   const std::string key_name(name);
   // A virtual node already known under this name is reused without
-  // re-opening its container when the stored file is unchanged (and has not
-  // been shadowed by a plain file since).
+  // re-opening its inputs when they are unchanged (and it has not been
+  // shadowed by a plain file since).
   std::shared_ptr<Node> known;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -249,11 +375,13 @@ Result<Entry> Filesystem::lookup_store(const std::shared_ptr<Node>& parent, std:
     if (it != children_.end()) known = nodes_.at(it->second);
   }
   if (known && known->kind == Node::Kind::kVirtual && !plain_exists(parent->dirfd, key_name)) {
-    struct stat st;
-    if (::fstatat(parent->dirfd, known->stored_name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        same_content(st, known->st)) {
-      return publish(parent, name, known);
+    const StoreDir dir(parent->dirfd, parent->path, {});
+    bool same = true;
+    for (size_t k = 0; k < known->inputs.size() && same; ++k) {
+      auto st = dir.stat(known->inputs[k]);
+      same = st.ok() && same_content(*st, known->input_st[k]);
     }
+    if (same) return publish(parent, name, known);
   }
   WCFS_ASSIGN_OR_RETURN(std::shared_ptr<Node> fresh, make_node(parent, name));
   return publish(parent, name, std::move(fresh));
@@ -263,28 +391,22 @@ Result<std::shared_ptr<Filesystem::Node>> Filesystem::make_node(const std::share
                                                                 std::string_view name_view) {
   const std::string name(name_view);
   const std::string path = join(parent->path, name);
+  WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const DirView> view, dir_view(parent, false));
+  const bool listed = view->dir.find(name) != nullptr;
+  struct stat st;
+  const bool on_disk = ::fstatat(parent->dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  if (!on_disk && errno != ENOENT) return from_errno(errno, "stat " + path);
+  if (on_disk != listed) {
+    // The directory changed within the same timestamp tick: list it again.
+    WCFS_ASSIGN_OR_RETURN(view, dir_view(parent, true));
+  }
+
   auto node = std::make_shared<Node>();
   node->parent = parent;
   node->name = name;
   node->stored_name = name;
   node->path = path;
-
-  struct stat st;
-  if (::fstatat(parent->dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    if (S_ISREG(st.st_mode)) {
-      for (const auto& a : adapters_) {
-        if (!a->presented_names(name).empty()) return Status::NotFound(path + " is presented under another name");
-      }
-    }
-    for (const auto& a : adapters_) {
-      for (const std::string& s : a->stored_names(name)) {
-        struct stat sst;
-        if (::fstatat(parent->dirfd, s.c_str(), &sst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sst.st_mode)) {
-          log_once(LogLevel::kWarn, "plain-wins:" + path,
-                   "both " + path + " and " + join(parent->path, s) + " exist: serving the plain file");
-        }
-      }
-    }
+  if (on_disk && !view->hidden.count(name)) {
     if (S_ISDIR(st.st_mode)) {
       node->kind = Node::Kind::kDir;
       node->dirfd = ::openat(parent->dirfd, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -300,63 +422,70 @@ Result<std::shared_ptr<Filesystem::Node>> Filesystem::make_node(const std::share
     node->st = st;
     return node;
   }
-  if (errno != ENOENT) return from_errno(errno, "stat " + path);
-
-  for (const auto& a : adapters_) {
-    for (const std::string& stored : a->stored_names(name)) {
-      Fd fd(::openat(parent->dirfd, stored.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-      if (fd.get() < 0) {
-        if (errno == ENOENT || errno == ELOOP || errno == ENXIO) continue;
-        return from_errno(errno, "open " + join(parent->path, stored));
-      }
-      StoredFile f;
-      if (::fstat(fd.get(), &f.st) != 0) return from_errno(errno, "stat " + join(parent->path, stored));
-      if (!S_ISREG(f.st.st_mode)) continue;
-      const auto names = a->presented_names(stored);
-      if (std::find(names.begin(), names.end(), name) == names.end()) continue;
-      f.fd = fd.get();
-      f.path = join(parent->path, stored);
-      f.abs_path = store_path_ + "/" + f.path;
-      auto [source_id, known_vf] = source_for(f.st, name);
-      std::shared_ptr<const VirtualFile> vf = std::move(known_vf);
-      if (!vf) {
-        f.source_id = source_id;
-        auto built = a->build(f, name);
-        if (!built.ok()) {
-          log_warn("cannot present " + join(parent->path, name) + ": " + built.status().ToString());
-          return built.status();
-        }
-        vf = std::move(built).value();
-        remember(f.st, name, vf);
-      }
-      node->kind = Node::Kind::kVirtual;
-      node->stored_name = stored;
-      node->path = f.path;
-      node->st = f.st;
-      node->vfile = std::move(vf);
-      return node;
-    }
+  const DirView::Shown* shown = view->find_shown(name);
+  if (!shown) {
+    if (on_disk) return Status::NotFound(path + " is presented under another name");
+    return Status::NotFound(path);
   }
-  return Status::NotFound(path);
+  auto built = build_presented(view->dir, *shown->kind, shown->p);
+  if (!built.ok()) {
+    // An input that vanished since the listing: the name is gone.
+    if (built.status().code() == Code::kNotFound) return Status::NotFound(path);
+    return built.status();
+  }
+  node->kind = Node::Kind::kVirtual;
+  node->inputs = shown->p.inputs;
+  node->input_st = std::move(built->input_st);
+  node->stored_name = node->inputs.front();
+  node->path = shown->p.hides_inputs ? join(parent->path, node->inputs.front()) : path;
+  node->st = virtual_attr(node->input_st);
+  node->vfile = std::move(built->vfile);
+  return node;
 }
 
-std::pair<uint64_t, std::shared_ptr<const VirtualFile>> Filesystem::source_for(const struct stat& st,
-                                                                               const std::string& presented) {
+struct stat Filesystem::virtual_attr(const std::vector<struct stat>& inputs) {
+  // The first input lends mode, owner and identity; the file changes when
+  // any input does (the latest times).
+  struct stat st = inputs.front();
+  for (const struct stat& in : inputs) {
+    auto later = [](const struct timespec& a, const struct timespec& b) {
+      return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec;
+    };
+    if (later(in.st_mtim, st.st_mtim)) st.st_mtim = in.st_mtim;
+    if (later(in.st_ctim, st.st_ctim)) st.st_ctim = in.st_ctim;
+  }
+  return st;
+}
+
+Filesystem::SourceKey Filesystem::source_key(const StoreKind& kind, const std::string& presented,
+                                             const std::vector<struct stat>& inputs) {
+  SourceKey key;
+  key.kind = std::string(kind.name());
+  key.presented = presented;
+  for (const struct stat& st : inputs)
+    key.inputs.push_back({static_cast<int64_t>(st.st_dev), static_cast<int64_t>(st.st_ino),
+                          static_cast<int64_t>(st.st_size), static_cast<int64_t>(st.st_mtim.tv_sec),
+                          static_cast<int64_t>(st.st_mtim.tv_nsec)});
+  return key;
+}
+
+std::shared_ptr<const VirtualFile> Filesystem::known_file(const SourceKey& key) {
   std::lock_guard<std::mutex> lk(mu_);
-  auto [it, fresh] = sources_.try_emplace(SourceKey(st.st_dev, st.st_ino, st.st_size,
-                                                    static_cast<int64_t>(st.st_mtim.tv_sec),
-                                                    static_cast<int64_t>(st.st_mtim.tv_nsec), presented));
-  if (fresh) it->second.id = ChunkSource::new_id();
-  return {it->second.id, it->second.vfile.lock()};
+  auto it = sources_.find(key);
+  return it == sources_.end() ? nullptr : it->second.vfile.lock();
 }
 
-void Filesystem::remember(const struct stat& st, const std::string& presented,
-                          const std::shared_ptr<const VirtualFile>& vf) {
+uint64_t Filesystem::source_id(const SourceKey& key, size_t k) {
+  std::lock_guard<std::mutex> lk(mu_);
+  SourceEntry& e = sources_[key];
+  while (e.ids.size() <= k) e.ids.push_back(ChunkSource::new_id());
+  return e.ids[k];
+}
+
+void Filesystem::remember(const SourceKey& key, const std::shared_ptr<const VirtualFile>& vf) {
   std::shared_ptr<const VirtualFile> dropped;  // released after unlocking
   std::lock_guard<std::mutex> lk(mu_);
-  auto it = sources_.find(SourceKey(st.st_dev, st.st_ino, st.st_size, static_cast<int64_t>(st.st_mtim.tv_sec),
-                                    static_cast<int64_t>(st.st_mtim.tv_nsec), presented));
-  if (it != sources_.end()) it->second.vfile = vf;
+  sources_[key].vfile = vf;
   recent_.push_back(vf);
   if (recent_.size() > kRecentFiles) {
     dropped = std::move(recent_.front());
@@ -373,7 +502,7 @@ Entry Filesystem::publish(const std::shared_ptr<Node>& parent, std::string_view 
     if (it != children_.end()) {
       const std::shared_ptr<Node>& cur = nodes_.at(it->second);
       const bool same = cur == fresh || (cur->kind == fresh->kind &&
-                                         (cur->kind == Node::Kind::kVirtual ? same_content(cur->st, fresh->st)
+                                         (cur->kind == Node::Kind::kVirtual ? same_inputs(cur->input_st, fresh->input_st)
                                                                             : same_object(cur->st, fresh->st)));
       if (same) n = cur;
       // Otherwise the stored entry changed: the old node stays valid for
@@ -393,6 +522,8 @@ Entry Filesystem::publish(const std::shared_ptr<Node>& parent, std::string_view 
         copy->path = fresh->path;
         copy->st = fresh->st;
         copy->vfile = fresh->vfile;
+        copy->inputs = fresh->inputs;
+        copy->input_st = fresh->input_st;
         fresh = std::move(copy);
       }
       fresh->id = next_id_++;
@@ -526,45 +657,7 @@ Result<std::vector<DirEntry>> Filesystem::readdir(NodeId id) {
     return out;
   }
   if (n->kind != Node::Kind::kDir) return Status(Code::kNotDirectory, n->path + " is not a directory");
-
-  int fd = ::openat(n->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return from_errno(errno, "open directory " + (n->path.empty() ? "." : n->path));
-  DIR* dir = ::fdopendir(fd);
-  if (!dir) {
-    const int err = errno;
-    ::close(fd);
-    return from_errno(err, "open directory " + n->path);
-  }
-  struct Raw {
-    std::string name;
-    mode_t type;
-    uint64_t ino;
-  };
-  std::vector<Raw> raw;
-  std::unordered_set<std::string> names;
-  for (;;) {
-    errno = 0;
-    struct dirent* d = ::readdir(dir);
-    if (!d) {
-      if (errno != 0) {
-        const int err = errno;
-        ::closedir(dir);
-        return from_errno(err, "read directory " + n->path);
-      }
-      break;
-    }
-    std::string name = d->d_name;
-    if (name == "." || name == "..") continue;
-    mode_t type = dtype_to_mode(d->d_type);
-    if (type == 0) {
-      struct stat st;
-      if (::fstatat(::dirfd(dir), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished
-      type = st.st_mode & S_IFMT;
-    }
-    names.insert(name);
-    raw.push_back({std::move(name), type, static_cast<uint64_t>(d->d_ino)});
-  }
-  ::closedir(dir);
+  WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const DirView> view, dir_view(n, true));
 
   const bool is_root = n->id == kRootId;
   out.push_back({".", S_IFDIR, static_cast<uint64_t>(n->st.st_ino)});
@@ -574,33 +667,24 @@ Result<std::vector<DirEntry>> Filesystem::readdir(NodeId id) {
     auto se = staging_->getattr(Staging::kRootId);
     out.push_back({staging_->name(), S_IFDIR, se.ok() ? static_cast<uint64_t>(se->attr.st_ino) : 0});
   }
-  for (Raw& r : raw) {
-    if (is_root && r.name == kControlDir) {
+  if (is_root) {
+    struct stat st;
+    if (::fstatat(n->dirfd, kControlDir, &st, AT_SYMLINK_NOFOLLOW) == 0)
       log_once(LogLevel::kWarn, "control-hidden",
                std::string("the store has an entry named ") + kControlDir + ": it is hidden by the mount's own");
-      continue;
-    }
-    if (is_root && r.name == kStagingArea) continue;
-    if (is_root && staging_ && r.name == staging_->name()) {
+    if (staging_ && ::fstatat(n->dirfd, staging_->name().c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
       log_once(LogLevel::kWarn, "staging-hidden",
-               "the store has an entry named " + r.name + ": it is hidden by the staging directory");
-      continue;
-    }
-    bool adapted = false;
-    if (r.type == S_IFREG) {
-      for (const auto& a : adapters_) {
-        for (std::string& v : a->presented_names(r.name)) {
-          adapted = true;
-          if (names.count(v)) {
-            log_once(LogLevel::kWarn, "plain-wins:" + join(n->path, v),
-                     "both " + join(n->path, v) + " and " + join(n->path, r.name) + " exist: serving the plain file");
-            continue;
-          }
-          out.push_back({std::move(v), S_IFREG, r.ino});
-        }
-      }
-    }
-    if (!adapted) out.push_back({std::move(r.name), r.type, r.ino});
+               "the store has an entry named " + staging_->name() + ": it is hidden by the staging directory");
+  }
+  for (const StoreEntry& e : view->dir.entries()) {
+    if (!view->hidden.count(e.name)) out.push_back({e.name, e.type, e.ino});
+  }
+  for (const DirView::Shown& s : view->shown) {
+    // A replacement shows the inode number of its first input; a view, whose
+    // inputs stay visible, a number of its own (not a hard link of them).
+    const StoreEntry* first = view->dir.find(s.p.inputs.front());
+    const uint64_t own = std::hash<std::string>{}(join(n->path, s.p.name)) | (1ull << 63);
+    out.push_back({s.p.name, S_IFREG, s.p.hides_inputs && first ? first->ino : own});
   }
   return out;
 }

@@ -20,32 +20,10 @@ namespace wcodecfs {
 
 namespace {
 
-constexpr std::string_view kPresentedSuffix = ".safetensors";
-constexpr std::string_view kEncodedSuffix = ".wcodec";
 // Passthrough length of a plain staged file: reads see its size at read
 // time (short at end of file), not at open.
 constexpr uint64_t kUnbounded = static_cast<uint64_t>(std::numeric_limits<off_t>::max()) / 2;
 
-
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-// "X.safetensors" -> "X.wcodec"; "" for other names.
-std::string encoded_name_of(std::string_view presented) {
-  if (!ends_with(presented, kPresentedSuffix) || presented.size() == kPresentedSuffix.size()) return {};
-  return std::string(presented.substr(0, presented.size() - kPresentedSuffix.size())) + std::string(kEncodedSuffix);
-}
-
-// "X.wcodec" -> "X.safetensors"; "" for other names.
-std::string presented_name_of(std::string_view stored) {
-  if (!ends_with(stored, kEncodedSuffix) || stored.size() == kEncodedSuffix.size()) return {};
-  return std::string(stored.substr(0, stored.size() - kEncodedSuffix.size())) + std::string(kPresentedSuffix);
-}
-
-bool reserved(std::string_view name) {
-  return is_queue_internal_name(std::string(name)) || ends_with(name, kEncodedSuffix);
-}
 
 Status check_name(std::string_view name) {
   if (name.empty() || name == "." || name == "..")
@@ -55,15 +33,6 @@ Status check_name(std::string_view name) {
                                           std::to_string(NAME_MAX) + ")");
   if (name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos)
     return Status::Invalid("name contains '/' or NUL");
-  return Status::OK();
-}
-
-// New names must not be reserved ones.
-Status check_new_name(std::string_view name, const std::string& rel) {
-  WCFS_RETURN_IF_ERROR(check_name(name));
-  if (reserved(name))
-    return Status(Code::kPermission, "staging: " + rel +
-                                         ": names ending in .wcodec or beginning with .wcodecfs- are reserved");
   return Status::OK();
 }
 
@@ -80,6 +49,36 @@ Status fsync_dir(int dirfd, const std::string& rel) {
 }
 
 }  // namespace
+
+std::string Staging::encoded_name_of(std::string_view presented) const {
+  for (const StagingCodec* c : codecs_) {
+    std::string e = c->encoded_name(presented);
+    if (!e.empty()) return e;
+  }
+  return {};
+}
+
+std::string Staging::presented_name_of(std::string_view stored) const {
+  for (const StagingCodec* c : codecs_) {
+    std::string p = c->plain_name(stored);
+    if (!p.empty()) return p;
+  }
+  return {};
+}
+
+bool Staging::reserved(std::string_view name) const {
+  return is_queue_internal_name(std::string(name)) || !presented_name_of(name).empty();
+}
+
+// New names must not be reserved ones.
+Status Staging::check_new_name(std::string_view name, const std::string& rel) const {
+  WCFS_RETURN_IF_ERROR(check_name(name));
+  if (reserved(name))
+    return Status(Code::kPermission, "staging: " + rel +
+                                         ": encoded file names (such as X.wcodec) and names beginning with "
+                                         ".wcodecfs- are reserved");
+  return Status::OK();
+}
 
 struct Staging::Node {
   enum class Kind { kDir, kFile, kSymlink, kOther };
@@ -110,22 +109,24 @@ struct Staging::Backing {
 
 Result<std::unique_ptr<Staging>> Staging::create(int store_fd, const std::string& store_path,
                                                   const std::string& presented_name, EncodeQueueOptions encode,
-                                                  BuildEncoded build, uint64_t readahead_cap) {
+                                                  std::vector<const StagingCodec*> codecs, BuildEncoded build,
+                                                  uint64_t readahead_cap) {
   WCFS_RETURN_IF_ERROR(check_name(presented_name));
   std::unique_ptr<Staging> s(new Staging());
+  s->codecs_ = std::move(codecs);
   s->name_ = presented_name;
   s->store_fd_ = store_fd;
   s->readahead_cap_ = readahead_cap;
   s->build_ = std::move(build);
-  s->area_path_ = store_path + "/" + Filesystem::kStagingArea;
+  s->area_path_ = store_path + "/" + kStagingAreaName;
 
   struct stat st;
-  if (::fstatat(store_fd, Filesystem::kStagingArea, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+  if (::fstatat(store_fd, kStagingAreaName, &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno != ENOENT) return from_errno(errno, "stat " + s->area_path_);
-    if (::mkdirat(store_fd, Filesystem::kStagingArea, 0700) != 0 && errno != EEXIST)
+    if (::mkdirat(store_fd, kStagingAreaName, 0700) != 0 && errno != EEXIST)
       return from_errno(errno, "create the staging area " + s->area_path_);
     // mkdir applies the umask; the mode is set explicitly.
-    if (::fchmodat(store_fd, Filesystem::kStagingArea, 01777, 0) != 0)
+    if (::fchmodat(store_fd, kStagingAreaName, 01777, 0) != 0)
       return from_errno(errno, "chmod the staging area " + s->area_path_);
     log_info("created the staging area " + s->area_path_);
   } else if (!S_ISDIR(st.st_mode)) {
@@ -136,7 +137,7 @@ Result<std::unique_ptr<Staging>> Staging::create(int store_fd, const std::string
   root->id = kRootId;
   root->kind = Node::Kind::kDir;
   root->name = presented_name;
-  root->dirfd = ::openat(store_fd, Filesystem::kStagingArea, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  root->dirfd = ::openat(store_fd, kStagingAreaName, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (root->dirfd < 0) return from_errno(errno, "open the staging area " + s->area_path_);
   if (::fstat(root->dirfd, &root->st) != 0) return from_errno(errno, "stat the staging area " + s->area_path_);
   s->nodes_[kRootId] = root;
@@ -217,23 +218,12 @@ Result<std::shared_ptr<const VirtualFile>> Staging::view_of(Node& n, int dirfd, 
   }
   const size_t slash = rel.rfind('/');
   const std::string dir_rel = slash == std::string::npos ? std::string() : rel.substr(0, slash);
-  Fd fd(::openat(dirfd, b.stored.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (fd.get() < 0) return from_errno(errno, "staging: open " + join(dir_rel, b.stored));
-  StoredFile f;
-  if (::fstat(fd.get(), &f.st) != 0) return from_errno(errno, "staging: stat " + join(dir_rel, b.stored));
-  f.fd = fd.get();
-  f.path = std::string(Filesystem::kStagingArea) + "/" + join(dir_rel, b.stored);
-  f.abs_path = area_path_ + "/" + join(dir_rel, b.stored);
   const std::string presented = slash == std::string::npos ? rel : rel.substr(slash + 1);
-  auto built = build_(f, presented);
-  if (!built.ok()) {
-    log_warn("cannot present " + name_ + "/" + rel + ": " + built.status().ToString());
-    return built.status();
-  }
+  WCFS_ASSIGN_OR_RETURN(EncodedView built, build_(dirfd, join(kStagingAreaName, dir_rel), b.stored, presented));
   std::lock_guard<std::mutex> lk(mu_);
-  n.view = built.value();
-  n.view_st = f.st;
-  return std::move(built).value();
+  n.view = built.vfile;
+  n.view_st = built.st;
+  return std::move(built.vfile);
 }
 
 Result<struct stat> Staging::stat_of(Node& n) {
@@ -429,9 +419,8 @@ Result<std::vector<DirEntry>> Staging::readdir(NodeId id) {
       if (::fstatat(::dirfd(dir), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       type = st.st_mode & S_IFMT;
     }
-    if (ends_with(name, kEncodedSuffix)) {
-      const std::string p = presented_name_of(name);
-      if (!p.empty() && type == S_IFREG) encoded.push_back({p, S_IFREG, static_cast<uint64_t>(d->d_ino)});
+    if (const std::string p = presented_name_of(name); !p.empty()) {
+      if (type == S_IFREG) encoded.push_back({p, S_IFREG, static_cast<uint64_t>(d->d_ino)});
       continue;
     }
     plain.insert(name);
@@ -530,7 +519,7 @@ Result<std::shared_ptr<FileHandle>> Staging::open(NodeId id, int flags) {
     if (!S_ISREG(st.st_mode)) return Status(Code::kStale, name_ + "/" + rel + " is no longer a regular file");
     const int fl = ::fcntl(fd.get(), F_GETFL);
     if (fl >= 0) (void)::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
-    auto backing = std::make_shared<const BackingFile>(fd.release(), std::string(Filesystem::kStagingArea) + "/" + rel);
+    auto backing = std::make_shared<const BackingFile>(fd.release(), std::string(kStagingAreaName) + "/" + rel);
     WCFS_ASSIGN_OR_RETURN(auto vf, make_passthrough_file(std::move(backing), kUnbounded));
     return std::make_shared<FileHandle>(std::move(vf), 0, /*keep_cache=*/false, /*direct_io=*/false);
   }
@@ -553,7 +542,7 @@ Result<std::shared_ptr<FileHandle>> Staging::open(NodeId id, int flags) {
   if (!S_ISREG(st.st_mode)) return Status(Code::kStale, name_ + "/" + rel + " is no longer a regular file");
   auto token = writer_token(n, rel);
   if (flags & O_TRUNC) queue_->changed(rel);
-  auto backing = std::make_shared<const BackingFile>(fd.release(), std::string(Filesystem::kStagingArea) + "/" + rel);
+  auto backing = std::make_shared<const BackingFile>(fd.release(), std::string(kStagingAreaName) + "/" + rel);
   WCFS_ASSIGN_OR_RETURN(auto vf, make_passthrough_file(backing, kUnbounded));
   return std::make_shared<FileHandle>(std::move(vf), std::move(backing), std::move(token));
 }
@@ -834,7 +823,7 @@ Result<Entry> Staging::setattr(NodeId id, const AttrChange& c, FileHandle* fh) {
   const std::string shown = name_ + (rel.empty() ? "" : "/" + rel);
   {
     EncodeQueue::Hold held;
-    std::string stored = parent ? name : std::string(Filesystem::kStagingArea);
+    std::string stored = parent ? name : std::string(kStagingAreaName);
     if (n->kind == Node::Kind::kFile) {
       held = queue_->hold(rel);
       WCFS_ASSIGN_OR_RETURN(Backing b, resolve(dirfd, name, rel));

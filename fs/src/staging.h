@@ -2,8 +2,9 @@
 //
 // MOUNT/<staging>/ is backed by the hidden store directory
 // STORE/.wcodecfs-staging. Inside it every entry is a plain file, directory,
-// symlink or special file of that area, except that "X.wcodec" (an encoded
-// file made by the EncodeQueue) is presented as "X.safetensors". The usual
+// symlink or special file of that area, except that an encoded file made by
+// the EncodeQueue ("X.wcodec") is presented under its plain name
+// ("X.safetensors"), as the StagingCodec that wrote it says. The usual
 // modifying operations work; each one tells the EncodeQueue what changed, and
 // those that could race with a swap run under an EncodeQueue::Hold of the
 // paths they touch.
@@ -16,7 +17,8 @@
 // plain file's descriptor.
 //
 // Names beginning with ".wcodecfs-" (the queue's locks and temporaries) and
-// names ending in ".wcodec" are reserved: hidden, never found, never created.
+// the encoded names of every staging codec are reserved: hidden, never
+// found, never created.
 //
 // Node ids are >= kBase, disjoint from the read-only tree's.
 //
@@ -39,8 +41,8 @@
 #include <vector>
 
 #include "wcodecfs/encode_queue.h"
-#include "wcodecfs/filesystem.h"
-#include "wcodecfs/store_adapter.h"
+#include "wcodecfs/fs_types.h"
+#include "wcodecfs/store_kind.h"
 
 namespace wcodecfs {
 
@@ -50,16 +52,24 @@ class Staging {
   static constexpr NodeId kRootId = kBase + 1;
   static bool owns(NodeId id) { return id >= kBase; }
 
-  // Builds the virtual file of an encoded stored file (the Filesystem's
-  // adapter + chunk-source bookkeeping).
-  using BuildEncoded =
-      std::function<Result<std::shared_ptr<const VirtualFile>>(const StoredFile& file, const std::string& presented)>;
+  // The virtual file of an encoded stored file and the stat of the input it
+  // was built from.
+  struct EncodedView {
+    std::shared_ptr<const VirtualFile> vfile;
+    struct stat st {};
+  };
+  // Builds the view of encoded file `stored` in directory `dirfd`
+  // (store-relative `dir_path`), presented as `presented` (the Filesystem's
+  // kinds + chunk-source bookkeeping).
+  using BuildEncoded = std::function<Result<EncodedView>(int dirfd, const std::string& dir_path,
+                                                         const std::string& stored, const std::string& presented)>;
 
   // Creates the area below the store root (mode 01777, like /tmp: everyone
   // may create, only owners remove) when it does not exist yet.
   static Result<std::unique_ptr<Staging>> create(int store_fd, const std::string& store_path,
                                                  const std::string& presented_name, EncodeQueueOptions encode,
-                                                 BuildEncoded build, uint64_t readahead_cap);
+                                                 std::vector<const StagingCodec*> codecs, BuildEncoded build,
+                                                 uint64_t readahead_cap);
   ~Staging();
 
   const std::string& name() const { return name_; }
@@ -115,11 +125,19 @@ class Staging {
   void move_writers(const std::string& from, const std::string& to);
   std::shared_ptr<void> writer_token(const std::shared_ptr<Node>& n, const std::string& rel);
   Status own(int dirfd, const std::string& name, const Caller& who, bool is_dir) const;
+  // The stored name of plain `presented`'s encoded form ("" if none
+  // encodes it), the plain name of encoded `stored` ("" if not encoded),
+  // and whether `name` is reserved.
+  std::string encoded_name_of(std::string_view presented) const;
+  std::string presented_name_of(std::string_view stored) const;
+  bool reserved(std::string_view name) const;
+  Status check_new_name(std::string_view name, const std::string& rel) const;
 
   std::string name_;          // presented name in the mount root
   std::string area_path_;     // absolute path of the area
   int store_fd_ = -1;         // the store root (O_PATH), owned by the Filesystem
   uint64_t readahead_cap_ = 0;
+  std::vector<const StagingCodec*> codecs_;  // owned by the Filesystem's kinds
   BuildEncoded build_;
   std::unique_ptr<EncodeQueue> queue_;
 

@@ -4,7 +4,8 @@
 // to a BatchDecoder as one batch. A decoder may run the requests in any
 // order and on any thread; it calls each request's `done` exactly once, also
 // when it is shut down before running it. The CPU implementation is a thread
-// pool; a GPU implementation (cuda/) can take whole batches at once.
+// pool; the GPU one (wcodecfs/gpu_batch_decoder.h, built with CUDA) takes
+// whole batches of the sources that declare a device container.
 //
 // Demand requests (a reader is waiting) run before background ones
 // (readahead), so readahead never delays a read that is blocked.
@@ -90,11 +91,12 @@ class DecodeQueue {
   // Waits for requests and takes up to `max`, demand first; false once
   // closed (what is left belongs to close()).
   bool pop(size_t max, std::vector<DecodeRequest>* out);
-  // pop(1, out), then up to wcodec::kMaxChunkGroup - 1 more requests
-  // waiting (among the first few of either queue) of the same source and
-  // pairable with the first (ChunkSource::pairable): they decode together.
-  // It takes as many as leave no partner alone (of four waiting partners,
-  // two pairs: wcodec::Reader::group_size).
+  // pop(1, out), then, when the first request's source declares grouped
+  // decoding (ChunkSource::max_group() > 1), up to max_group() - 1 more
+  // requests waiting (among the first few of either queue) of the same
+  // source and pairable with the first (ChunkSource::pairable): they decode
+  // together. It takes as many as the source's group_size() says (the
+  // wcodec source leaves no partner alone: of four waiting, two pairs).
   bool pop_group(std::vector<DecodeRequest>* out);
   // Closes the queue, wakes every pop() and returns the requests left.
   std::vector<DecodeRequest> close();
@@ -108,8 +110,8 @@ class DecodeQueue {
 };
 
 // A pool of CPU threads, each decoding one chunk at a time with
-// ChunkSource::decode, or up to three with ChunkSource::decode_group where
-// the source decodes them faster together. Threads start at the first submit(), not in the
+// ChunkSource::decode, or several with ChunkSource::decode_group where the
+// source declares that it decodes them faster together. Threads start at the first submit(), not in the
 // constructor, so a daemon may construct the filesystem before it forks
 // (fuse_daemonize) without losing the pool.
 class CpuBatchDecoder final : public BatchDecoder {

@@ -1,11 +1,13 @@
-// wcodecfs/encode_queue.h — background encoding of a directory tree of
-// safetensors files into .wcodec containers, crash-safe and shared-store safe.
+// wcodecfs/encode_queue.h — background encoding of a directory tree of plain
+// files into their encoded forms, crash-safe and shared-store safe.
 //
 // An EncodeQueue manages one directory tree ("the area"): the mount's hidden
 // staging area (STORE/.wcodecfs-staging) or, for `wcodec encode STORE`, a
-// whole store. Every regular file "X.safetensors" in the area is a
-// candidate (not a symlink, X not empty and not ending in ".gguf", no
-// ".wcodecfs-" name on the way); once it has been closed and unchanged for
+// whole store. Which files are encoded, under which names and how, is said
+// by the staging codecs of the store kinds (wcodecfs/store_kind.h); below,
+// the wcodec kind's names stand for any: every regular file "X.safetensors"
+// in the area is a candidate (not a symlink, X not empty and not ending in
+// ".gguf", no ".wcodecfs-" name on the way); once it has been closed and unchanged for
 // the quiet period (by the reports below and by its ctime, so files written
 // by other hosts wait too) it is encoded, verified and swapped for
 // "X.wcodec", which the mount presents as "X.safetensors" with the same size,
@@ -68,6 +70,7 @@
 
 #include "wcodec/container.h"
 #include "wcodecfs/fs_status.h"
+#include "wcodecfs/store_kind.h"
 
 namespace wcodecfs {
 
@@ -111,6 +114,10 @@ struct EncodeQueueOptions {
   // Codec settings of every encode; `threads` (always 1: parallelism comes
   // from `threads` above) and `progress` are set by the queue.
   wcodec::EncodeConfig codec;
+  // The kinds whose staging codecs decide which files are encoded, under
+  // which names, and how (the first codec that names a file's encoded form
+  // encodes it); empty: default_kinds().
+  StoreKinds kinds;
   // Test hook: called from a worker at named points of an encode with the
   // file's area-relative path: "locked" (lock file created), "temp-written"
   // (temp complete and fsynced), "verified" (decoded and compared, metadata

@@ -3,10 +3,11 @@
 // A Filesystem presents a store directory as a tree of nodes:
 //  - the store's directories, symlinks and plain files, unchanged
 //    (passthrough);
-//  - for every stored file an adapter takes (X.wcodec), its presented names
-//    (X.safetensors) as read-only virtual files; the stored name itself is
-//    hidden. When both X.wcodec and X.safetensors exist the plain file wins
-//    and a warning is logged once;
+//  - in every directory, what the store kinds present there
+//    (wcodecfs/store_kind.h): read-only virtual files built from stored
+//    inputs, which are hidden (X.wcodec shown as X.safetensors) or stay
+//    visible (views). A plain stored entry of a presented name wins over
+//    the presentation, with a warning logged once;
 //  - in the root, the directory ".wcodecfs" with the read-only file "stats"
 //    (JSON counters; its content is generated at open time).
 //
@@ -20,8 +21,8 @@
 // as links (readlink returns the stored text) and never followed by the
 // daemon; resolving them is the kernel's job, on the client side.
 //
-// Everything is read-only in this version: opening for writing and every
-// modifying operation return kReadOnly.
+// Everything outside the staging tree is read-only: opening for writing and
+// every modifying operation return kReadOnly.
 //
 // Stat, lookup, readdir and open decode nothing; read() decodes the chunks
 // it touches (through the shared ChunkCache) plus the handle's readahead.
@@ -36,6 +37,8 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <array>
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <functional>
@@ -53,12 +56,11 @@
 #include "wcodecfs/encode_queue.h"
 #include "wcodecfs/fs_stats.h"
 #include "wcodecfs/fs_status.h"
-#include "wcodecfs/store_adapter.h"
+#include "wcodecfs/fs_types.h"
+#include "wcodecfs/store_kind.h"
 #include "wcodecfs/virtual_file.h"
 
 namespace wcodecfs {
-
-using NodeId = uint64_t;
 
 struct FsOptions {
   // Decoded-chunk cache budget; 0 selects default_cache_bytes().
@@ -80,78 +82,15 @@ struct FsOptions {
   // empty: no staging tree, the whole mount is read-only. It is backed by
   // the hidden store directory kStagingArea.
   std::string staging = "staging";
-  // The background encoder of the staging tree.
+  // The background encoder of the staging tree (its kinds default to the
+  // mount's).
   EncodeQueueOptions encode;
-};
-
-// Who asks for a modifying operation (new entries belong to them).
-struct Caller {
-  uid_t uid = 0;
-  gid_t gid = 0;
-};
-
-// A setattr request: the fields flagged are changed.
-struct AttrChange {
-  bool set_mode = false, set_uid = false, set_gid = false, set_size = false;
-  bool set_atime = false, set_mtime = false;  // with UTIME_NOW in tv_nsec for "now"
-  mode_t mode = 0;
-  uid_t uid = 0;
-  gid_t gid = 0;
-  uint64_t size = 0;
-  struct timespec atime {}, mtime {};
+  // The store kinds, in order of precedence; empty: default_kinds().
+  StoreKinds kinds;
 };
 
 // min(1 GiB, 25% of physical memory).
 uint64_t default_cache_bytes();
-
-// How long the kernel may cache an entry or its attributes.
-enum class Cacheability {
-  kImmutable,  // virtual files of the store: cache for a long time
-  kMutable,    // passthrough entries: may change behind the mount
-  kVolatile,   // generated files (stats): never cache attributes
-};
-
-struct Entry {
-  NodeId id = 0;
-  struct stat attr {};
-  Cacheability cache = Cacheability::kMutable;
-};
-
-struct DirEntry {
-  std::string name;
-  mode_t type = 0;  // S_IFDIR, S_IFREG, S_IFLNK, ... (type bits only)
-  uint64_t ino = 0;
-};
-
-// An open file. Shared between the FUSE layer and in-flight reads.
-class FileHandle {
- public:
-  FileHandle(std::shared_ptr<const VirtualFile> f, uint64_t ra_max, bool keep_cache, bool direct_io)
-      : file_(std::move(f)), ra_(ra_max), keep_cache_(keep_cache), direct_io_(direct_io) {}
-  // A plain file of the staging tree opened for writing: reads and writes go
-  // to `file`; `writer` is released (ending the writer's claim on the file
-  // for the background encoder) when the handle is destroyed.
-  FileHandle(std::shared_ptr<const VirtualFile> f, std::shared_ptr<const BackingFile> file,
-             std::shared_ptr<void> writer)
-      : file_(std::move(f)), ra_(0), keep_cache_(false), direct_io_(false), writable_(std::move(file)),
-        writer_(std::move(writer)) {}
-  const VirtualFile& file() const { return *file_; }
-  // The backing file of a handle open for writing; null otherwise.
-  const BackingFile* writable() const { return writable_.get(); }
-  Readahead& readahead() { return ra_; }
-  // Keep the kernel page cache across opens (immutable content).
-  bool keep_cache() const { return keep_cache_; }
-  // Bypass the page cache (generated content; such a file cannot be mmapped).
-  bool direct_io() const { return direct_io_; }
-
- private:
-  std::shared_ptr<const VirtualFile> file_;
-  Readahead ra_;
-  bool keep_cache_;
-  bool direct_io_;
-  std::shared_ptr<const BackingFile> writable_;
-  std::shared_ptr<void> writer_;
-};
 
 class Staging;
 
@@ -162,7 +101,7 @@ class Filesystem {
   static constexpr const char* kControlDir = ".wcodecfs";
   static constexpr const char* kStatsFile = "stats";
   // The hidden store directory behind the staging tree; never presented.
-  static constexpr const char* kStagingArea = ".wcodecfs-staging";
+  static constexpr const char* kStagingArea = kStagingAreaName;
 
   // Opens the store directory. Starts no threads (the decoder pool starts at
   // the first decode), so a daemon may fork after this.
@@ -233,44 +172,68 @@ class Filesystem {
   Result<struct stat> stat_node(const Node& n) const;
   struct stat control_dir_attr() const;
   bool plain_exists(int dirfd, const std::string& name) const;
-  // The source entry of a stored file version (created on first use);
-  // returns its id and, when still alive, its virtual file.
-  std::pair<uint64_t, std::shared_ptr<const VirtualFile>> source_for(const struct stat& st,
-                                                                     const std::string& presented);
-  void remember(const struct stat& st, const std::string& presented, const std::shared_ptr<const VirtualFile>& vf);
-  // The virtual file `presented` of a stored file (the adapter that takes
-  // it; cached by stored-file version). Used by the staging tree.
-  Result<std::shared_ptr<const VirtualFile>> build_stored(const StoredFile& file, const std::string& presented);
+  // What the kinds present in directory `dir_node` (cached while the
+  // directory is unchanged; `fresh` lists it again).
+  struct DirView;
+  Result<std::shared_ptr<const DirView>> dir_view(const std::shared_ptr<Node>& dir_node, bool fresh);
+  // The cache identity of a presented file: its kind, name and every input's
+  // (device, inode, size, mtime).
+  struct SourceKey {
+    std::string kind;
+    std::string presented;
+    std::vector<std::array<int64_t, 5>> inputs;
+    auto operator<=>(const SourceKey&) const = default;
+  };
+  static SourceKey source_key(const StoreKind& kind, const std::string& presented,
+                              const std::vector<struct stat>& inputs);
+  // The virtual file of `key` while someone still holds it, else null.
+  std::shared_ptr<const VirtualFile> known_file(const SourceKey& key);
+  // The cache id of the k-th chunk source of `key` (made on first use).
+  uint64_t source_id(const SourceKey& key, size_t k);
+  void remember(const SourceKey& key, const std::shared_ptr<const VirtualFile>& vf);
+  // Attributes of a presented file made of `inputs` (at least one).
+  static struct stat virtual_attr(const std::vector<struct stat>& inputs);
+  // A presented file, built by its kind from its inputs (opened below
+  // `dir`), or the one already built for the same unchanged inputs.
+  struct Built {
+    std::shared_ptr<const VirtualFile> vfile;
+    std::vector<struct stat> input_st;
+  };
+  Result<Built> build_presented(const StoreDir& dir, const StoreKind& kind, const Presentation& p);
+  // The presented file `presented` of encoded file `stored` in directory
+  // `dirfd` (store-relative `dir_path`): the kind whose staging codec wrote
+  // it builds it. Used by the staging tree.
+  Result<Built> build_stored(int dirfd, const std::string& dir_path, const std::string& stored,
+                             const std::string& presented);
 
   std::string store_path_;  // absolute
   FsOptions options_;
   std::unique_ptr<Staging> staging_;
   uint64_t readahead_cap_ = 0;
-  std::vector<std::shared_ptr<const StoreAdapter>> adapters_;
+  StoreKinds kinds_;
   std::shared_ptr<Stats> stats_;
   std::shared_ptr<BatchDecoder> decoder_;
   std::shared_ptr<ChunkCache> cache_;
   struct timespec started_ {};
 
   // mu_ protects nodes_, children_, next_id_, sources_, recent_ and every Node's
-  // nlookup. Leaf lock: held only for map updates, never across IO or
+  // nlookup and view. Leaf lock: held only for map updates, never across IO or
   // other locks.
   mutable std::mutex mu_;
   std::unordered_map<NodeId, std::shared_ptr<Node>> nodes_;
   std::map<std::pair<NodeId, std::string>, NodeId> children_;
   NodeId next_id_ = 0;
-  // Per stored file version seen, by (device, inode, size, mtime, presented
-  // name): the cache key of its chunk source and its virtual file while
-  // anyone holds it. The same unchanged file looked up again after the
-  // kernel forgot its node finds its decoded chunks still cached and, if
-  // recent, its container still open (opening one parses its index and
-  // builds decode tables: milliseconds per tensor). A few dozen bytes per
-  // entry; recent_ keeps the last kRecentFiles virtual files alive.
+  // Per presented file version seen (SourceKey): the cache ids of its chunk
+  // sources and its virtual file while anyone holds it. The same unchanged
+  // inputs looked up again after the kernel forgot their node find their
+  // decoded chunks still cached and, if recent, their virtual file still
+  // built (building one parses indexes and builds decode tables:
+  // milliseconds per tensor). A few dozen bytes per entry; recent_ keeps the
+  // last kRecentFiles virtual files alive.
   struct SourceEntry {
-    uint64_t id = 0;
+    std::vector<uint64_t> ids;
     std::weak_ptr<const VirtualFile> vfile;
   };
-  using SourceKey = std::tuple<dev_t, ino_t, off_t, int64_t, int64_t, std::string>;
   static constexpr size_t kRecentFiles = 32;
   std::map<SourceKey, SourceEntry> sources_;
   std::deque<std::shared_ptr<const VirtualFile>> recent_;

@@ -1,0 +1,14 @@
+// fs/src/kinds/kind_registry.cpp — the store kinds a mount uses, in order of
+// precedence (wcodecfs/store_kind.h). A new kind adds one line here.
+#include "wcodecfs/store_kind.h"
+#include "wcodecfs/wcodec_kind.h"
+
+namespace wcodecfs {
+
+StoreKinds default_kinds() {
+  return {
+      std::make_shared<WcodecKind>(),
+  };
+}
+
+}  // namespace wcodecfs
