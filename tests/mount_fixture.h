@@ -78,9 +78,9 @@ inline bool is_mounted(const sfs::path& mnt) {
   return false;
 }
 
-// Daemons whose command line names `mnt` (scanned in /proc, so the test's
-// own shell commands never match).
-inline std::vector<pid_t> daemons_for(const sfs::path& mnt) {
+// Daemons (programs called `program`) whose command line names `mnt`
+// (scanned in /proc, so the test's own shell commands never match).
+inline std::vector<pid_t> daemons_for(const sfs::path& mnt, const std::string& program = "wcodecfs") {
   std::vector<pid_t> pids;
   DIR* d = ::opendir("/proc");
   if (!d) return pids;
@@ -105,7 +105,7 @@ inline std::vector<pid_t> daemons_for(const sfs::path& mnt) {
         cur += c;
       }
     }
-    if (argv.empty() || sfs::path(argv[0]).filename() != "wcodecfs") continue;
+    if (argv.empty() || sfs::path(argv[0]).filename() != program) continue;
     for (const auto& a : argv)
       if (a == mnt.string()) pids.push_back(pid);
   }
@@ -127,7 +127,9 @@ bool wait_until(F&& cond, double seconds) {
 // destruction and checks that the daemon went away.
 class MountFixture {
  public:
-  MountFixture() {
+  // `daemon`: the program mounted (the wcodecfs daemon, or a tests' daemon
+  // built on mount/daemon.h).
+  explicit MountFixture(const char* daemon = kDaemon) : daemon_(daemon ? daemon : "") {
     store_ = scratch_.path() / "store";
     mnt_ = scratch_.path() / "mnt";
     sfs::create_directory(store_);
@@ -145,7 +147,7 @@ class MountFixture {
     // daemonizes) go to files that unmount() checks.
     std::string cmd = "ASAN_OPTIONS=log_path=" + q((scratch_.path() / "asan").string()) +
                       " UBSAN_OPTIONS=log_path=" + q((scratch_.path() / "ubsan").string()) + " " + env + " timeout 60 " +
-                      q(kDaemon) + " " + q(store_) + " " + q(mnt_);
+                      q(daemon_) + " " + q(store_) + " " + q(mnt_);
     if (!opts.empty()) cmd += " -o " + q(opts);
     const int rc = sh(cmd, out);
     mounted_ = mounted_ || is_mounted(mnt_);
@@ -161,10 +163,11 @@ class MountFixture {
       const int rc = sh("timeout 20 fusermount3 -u -z " + q(mnt_), &out);
       EXPECT_EQ(rc, 0) << out;
     }
-    const bool gone = wait_until([&] { return daemons_for(mnt_).empty(); }, 15);
-    EXPECT_TRUE(gone) << "a wcodecfs daemon for " << mnt_ << " is still running after unmount";
+    const std::string program = sfs::path(daemon_).filename().string();
+    const bool gone = wait_until([&] { return daemons_for(mnt_, program).empty(); }, 15);
+    EXPECT_TRUE(gone) << "a " << program << " daemon for " << mnt_ << " is still running after unmount";
     if (!gone)
-      for (pid_t p : daemons_for(mnt_)) ::kill(p, SIGKILL);
+      for (pid_t p : daemons_for(mnt_, program)) ::kill(p, SIGKILL);
     EXPECT_FALSE(is_mounted(mnt_));
     check_sanitizer_logs();
   }
@@ -189,6 +192,7 @@ class MountFixture {
   }
 
  private:
+  std::string daemon_;
   wctest::ScratchDir scratch_;
   sfs::path store_, mnt_;
   bool mounted_ = false;

@@ -80,6 +80,19 @@ bool split_components(std::string_view rel, std::vector<std::string>* out) {
   return true;
 }
 
+// Opens directory component `name` below `at` without following a link: a
+// symbolic link is Loop, anything else that is not a directory NotFound.
+Result<Fd> open_component(int at, const std::string& name, const std::string& shown) {
+  Fd next(::openat(at, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (next.valid()) return next;
+  int err = errno;
+  if (err == ENOTDIR) {
+    struct stat st;
+    err = ::fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode) ? ELOOP : ENOENT;
+  }
+  return from_errno(err, "open directory " + name + " of " + shown);
+}
+
 }  // namespace
 
 Result<struct stat> StoreDir::stat(std::string_view rel) const {
@@ -88,9 +101,7 @@ Result<struct stat> StoreDir::stat(std::string_view rel) const {
   Fd parent;  // below dirfd_ once a component was walked
   int at = dirfd_;
   for (size_t k = 0; k + 1 < comps.size(); ++k) {
-    Fd next(::openat(at, comps[k].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!next.valid()) return from_errno(errno == ENOTDIR ? ENOENT : errno, "open directory " + path_of(rel));
-    parent = std::move(next);
+    WCFS_ASSIGN_OR_RETURN(parent, open_component(at, comps[k], path_of(rel)));
     at = parent.get();
   }
   struct stat st;
@@ -105,9 +116,7 @@ Result<StoredInput> StoreDir::open(std::string_view rel) const {
   Fd parent;
   int at = dirfd_;
   for (size_t k = 0; k + 1 < comps.size(); ++k) {
-    Fd next(::openat(at, comps[k].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!next.valid()) return from_errno(errno == ENOTDIR ? ENOENT : errno, "open directory of " + shown);
-    parent = std::move(next);
+    WCFS_ASSIGN_OR_RETURN(parent, open_component(at, comps[k], shown));
     at = parent.get();
   }
   // O_NONBLOCK: a FIFO put in place of the file must not block the open.
