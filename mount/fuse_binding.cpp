@@ -96,8 +96,16 @@ void op_init(void* userdata, struct fuse_conn_info* conn) {
   };
   want(FUSE_CAP_ASYNC_READ);
   want(FUSE_CAP_PARALLEL_DIROPS);
+  // Read replies with file ranges (fuse_reply_data) are spliced from the
+  // backing file into /dev/fuse: its page-cache pages go through a pipe,
+  // copied once, by the kernel, into the request's pages.
   want(FUSE_CAP_SPLICE_WRITE);
-  want(FUSE_CAP_SPLICE_MOVE);
+  // Not SPLICE_MOVE: moving a spliced page would take it out of the backing
+  // file's page cache (the store's, which other readers use), and replies
+  // never ask for it (no FUSE_BUF_SPLICE_MOVE). Not SPLICE_READ either: it
+  // pays off only with a write_buf operation, and costs every request a
+  // splice and a read.
+  conn->want &= ~static_cast<unsigned>(FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ);
   conn->want &= ~static_cast<unsigned>(FUSE_CAP_WRITEBACK_CACHE);
   // max_write also sets max_pages (libfuse: max_write / page size), which
   // bounds read requests: 1 MiB reads when the kernel allows.
@@ -198,6 +206,53 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   });
 }
 
+// A read reply of memory slices only: one writev of the iovec. The pins in
+// `r` are released after fuse_reply_iov has written the reply.
+void reply_memory(fuse_req_t req, const ReadResult& r) {
+  const auto& slices = r.slices();
+  std::vector<struct iovec> iov(slices.size());
+  for (size_t i = 0; i < slices.size(); ++i) {
+    iov[i].iov_base = const_cast<uint8_t*>(slices[i].data);
+    iov[i].iov_len = slices[i].size;
+  }
+  fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+}
+
+// A read reply with file ranges: a fuse_bufvec of memory buffers and
+// FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK buffers (the slice's fd, offset and
+// size; `r` keeps the fd open). libfuse splices it into /dev/fuse when it
+// can (SPLICE_WRITE, a reply of two pages or more, a pipe large enough:
+// above 1 MiB, the default /proc/sys/fs/pipe-max-size, only with
+// CAP_SYS_RESOURCE) and otherwise preads it into one buffer. Either way a
+// file that is shorter than its slice by now (it shrank after
+// VirtualFile::read checked it) ends the reply at the file's end: a short
+// reply of the file's own bytes, never padding.
+void reply_with_files(fuse_req_t req, const ReadResult& r) {
+  const auto& slices = r.slices();
+  const size_t bytes = sizeof(struct fuse_bufvec) + (slices.size() - 1) * sizeof(struct fuse_buf);
+  std::unique_ptr<void, void (*)(void*)> storage(::operator new(bytes), [](void* p) { ::operator delete(p); });
+  std::memset(storage.get(), 0, bytes);
+  auto* bv = static_cast<struct fuse_bufvec*>(storage.get());
+  bv->count = slices.size();
+  for (size_t i = 0; i < slices.size(); ++i) {
+    struct fuse_buf& b = bv->buf[i];
+    const ReadSlice& s = slices[i];
+    b.size = s.size;
+    if (s.is_fd()) {
+      // RETRY: a splice or pread that comes back short is continued until
+      // the file's end.
+      b.flags = static_cast<enum fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY);
+      b.fd = s.file->fd();
+      b.pos = static_cast<off_t>(s.offset);
+    } else {
+      b.mem = const_cast<uint8_t*>(s.data);
+      b.fd = -1;
+    }
+  }
+  // No FUSE_BUF_SPLICE_MOVE (see op_init).
+  fuse_reply_data(req, bv, static_cast<enum fuse_buf_copy_flags>(0));
+}
+
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
   (void)ino;
   guarded(req, [&] {
@@ -208,18 +263,16 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
     const auto& slices = r->slices();
     if (slices.empty()) return (void)fuse_reply_buf(req, nullptr, 0);
     if (slices.size() > kMaxIov) {
-      const std::vector<uint8_t> all = r->gather();
-      fuse_reply_buf(req, reinterpret_cast<const char*>(all.data()), all.size());
+      // Many small pieces: one buffer (file ranges pread into it; a file
+      // that shrank meanwhile gives a short reply, as above).
+      std::vector<uint8_t> all(r->size());
+      auto n = r->copy_to(all.data());
+      if (!n.ok()) return reply_status(req, n.status());
+      fuse_reply_buf(req, reinterpret_cast<const char*>(all.data()), *n);
       return;
     }
-    std::vector<struct iovec> iov(slices.size());
-    for (size_t i = 0; i < slices.size(); ++i) {
-      iov[i].iov_base = const_cast<uint8_t*>(slices[i].data);
-      iov[i].iov_len = slices[i].size;
-    }
-    // fuse_reply_iov writes the reply to /dev/fuse before returning; the
-    // pins in *r are released when r goes out of scope after it.
-    fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+    if (r->fd_bytes() == 0) return reply_memory(req, *r);
+    reply_with_files(req, *r);
   });
 }
 

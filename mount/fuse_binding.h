@@ -2,8 +2,11 @@
 //
 // A thin layer: each FUSE request becomes one wcodecfs::Filesystem call, and
 // the Status it returns becomes an errno here and nowhere else. Read replies
-// are iovecs pointing into the filesystem's buffers (pinned cache entries),
-// released after fuse_reply_iov has copied them into the kernel.
+// point into the filesystem's buffers (pinned cache entries, inline bytes,
+// the zero buffer) with an iovec (fuse_reply_iov), or, when they hold ranges
+// of backing files, with a fuse_bufvec that libfuse splices from those files
+// into /dev/fuse (fuse_reply_data); the ReadResult keeps buffers pinned and
+// files open until the reply has been written.
 //
 // Thread-safety: the operations run on libfuse's worker threads
 // (fuse_session_loop_mt); they share only the Filesystem (thread-safe) and

@@ -103,7 +103,8 @@ std::vector<uint8_t> read_all(Filesystem& fs, FileHandle& h, size_t piece) {
     auto r = fs.read(h, out.size(), piece);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (!r.ok() || r->size() == 0) break;
-    for (const ReadSlice& s : r->slices()) out.insert(out.end(), s.data, s.data + s.size);
+    const auto g = r->gather();  // memory and fd slices
+    out.insert(out.end(), g.begin(), g.end());
   }
   return out;
 }
@@ -547,7 +548,8 @@ TEST(fs_core, CacheStaysWithinBudget) {
     auto r = fs->read(*h, got.size(), 128 * 1024);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ASSERT_GT(r->size(), 0u);
-    for (const ReadSlice& s : r->slices()) got.insert(got.end(), s.data, s.data + s.size);
+    const auto g = r->gather();  // memory and fd slices
+    got.insert(got.end(), g.begin(), g.end());
     r = Status::Internal("released");  // drop the pins before measuring
     most = std::max(most, fs->cache().bytes());
     ASSERT_LE(fs->cache().bytes(), budget + chunk) << "at offset " << got.size();

@@ -1,6 +1,7 @@
 // fs/src/virtual_file.cpp — see wcodecfs/virtual_file.h.
 #include "wcodecfs/virtual_file.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,10 +34,43 @@ Result<size_t> BackingFile::pread_full(uint64_t off, size_t n, uint8_t* out) con
   return done;
 }
 
+Result<uint64_t> BackingFile::current_size() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return from_errno(errno, "stat " + name_);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+namespace {
+// Never written: its pages stay the kernel's shared zero page. In .bss (a
+// const array would be stored in the binary).
+alignas(4096) uint8_t g_zeros[kZeroBufferBytes];
+}  // namespace
+
+const uint8_t* zero_bytes() { return g_zeros; }
+
+Result<size_t> ReadResult::copy_to(uint8_t* out) const {
+  size_t done = 0;
+  for (const ReadSlice& s : slices_) {
+    if (!s.is_fd()) {
+      std::memcpy(out + done, s.data, s.size);
+      done += s.size;
+      continue;
+    }
+    auto got = s.file->pread_full(s.offset, s.size, out + done);
+    if (!got.ok()) {
+      if (done == 0) return got.status();
+      return done;
+    }
+    done += *got;
+    if (*got < s.size) return done;  // shrank since the read was made
+  }
+  return done;
+}
+
 std::vector<uint8_t> ReadResult::gather() const {
-  std::vector<uint8_t> out;
-  out.reserve(size_);
-  for (const ReadSlice& s : slices_) out.insert(out.end(), s.data, s.data + s.size);
+  std::vector<uint8_t> out(size_);
+  auto n = copy_to(out.data());
+  out.resize(n.ok() ? *n : 0);
   return out;
 }
 
@@ -105,7 +139,8 @@ uint64_t Readahead::window() const {
 
 // -------------------------------------------------------------- VirtualFile
 
-Result<std::shared_ptr<const VirtualFile>> VirtualFile::make(std::string name, std::vector<Extent> extents) {
+Result<std::shared_ptr<const VirtualFile>> VirtualFile::make(std::string name, std::vector<Extent> extents,
+                                                             std::vector<uint64_t> segment_starts) {
   std::shared_ptr<VirtualFile> vf(new VirtualFile());
   uint64_t pos = 0;
   uint64_t unit = 0;
@@ -121,6 +156,8 @@ Result<std::shared_ptr<const VirtualFile>> VirtualFile::make(std::string name, s
     } else if (const auto* pt = std::get_if<PassthroughExtent>(&e.what)) {
       if (!pt->file || pt->src_offset > static_cast<uint64_t>(std::numeric_limits<off_t>::max()) - e.length)
         return Status::Internal(where + ": passthrough range out of range");
+    } else if (std::holds_alternative<ZeroExtent>(e.what)) {
+      // Any length: served in slices of the shared zero buffer.
     } else {
       const auto& dx = std::get<DecodedExtent>(e.what);
       if (!dx.source || dx.src_offset < dx.source->stream_begin() || dx.src_offset > dx.source->stream_end() ||
@@ -132,6 +169,25 @@ Result<std::shared_ptr<const VirtualFile>> VirtualFile::make(std::string name, s
   }
   if (pos > static_cast<uint64_t>(std::numeric_limits<off_t>::max()))
     return Status::Corruption(name + ": size " + std::to_string(pos) + " too large for a file");
+  std::vector<uint64_t>& seg = vf->segments_;
+  if (segment_starts.empty()) {
+    seg.reserve(extents.size());
+    for (const Extent& e : extents) seg.push_back(e.offset);
+  } else {
+    seg.reserve(segment_starts.size() + 1);
+    if (segment_starts.front() != 0) seg.push_back(0);
+    for (size_t k = 0; k < segment_starts.size(); ++k) {
+      const uint64_t s = segment_starts[k];
+      if (s >= pos)
+        return Status::Internal(name + ": segment start " + std::to_string(s) + " (index " + std::to_string(k) +
+                                ") is not below the file size " + std::to_string(pos));
+      if (k > 0 && s <= segment_starts[k - 1])
+        return Status::Internal(name + ": segment start " + std::to_string(s) + " (index " + std::to_string(k) +
+                                ") does not follow " + std::to_string(segment_starts[k - 1]) +
+                                " (starts must be sorted and unique)");
+      seg.push_back(s);
+    }
+  }
   vf->name_ = std::move(name);
   vf->size_ = pos;
   vf->unit_ = unit;
@@ -147,6 +203,13 @@ size_t VirtualFile::decoded_chunks() const {
     }
   }
   return n;
+}
+
+std::pair<uint64_t, uint64_t> VirtualFile::segment_at(uint64_t off) const {
+  WC_CHECK(off < size_);
+  auto it = std::upper_bound(segments_.begin(), segments_.end(), off);
+  const uint64_t end = it == segments_.end() ? size_ : *it;
+  return {*(it - 1), end};
 }
 
 size_t VirtualFile::extent_at(uint64_t off) const {
@@ -192,15 +255,17 @@ Result<ReadResult> VirtualFile::read(uint64_t off, uint64_t len, ChunkCache& cac
     // page: the kernel rounds reads to pages, so the last page of a tensor
     // reaches into the next one.
     constexpr uint64_t kPage = 4096;
-    const Extent& last = extents_[extent_at(std::max(off, end > kPage ? end - kPage : 0))];
-    const auto [from, to] = ra->on_read(off, end - off, size_, unit_, last.offset, last.offset + last.length);
+    const auto [seg_begin, seg_end] = segment_at(std::max(off, end > kPage ? end - kPage : 0));
+    const auto [from, to] = ra->on_read(off, end - off, size_, unit_, seg_begin, seg_end);
     if (log_enabled(LogLevel::kDebug)) {
-      log_debug("read " + name_ + " [" + std::to_string(off) + ", " + std::to_string(end) + ") tensor [" +
-                std::to_string(last.offset) + ", " + std::to_string(last.offset + last.length) + ") prefetch [" +
+      log_debug("read " + name_ + " [" + std::to_string(off) + ", " + std::to_string(end) + ") segment [" +
+                std::to_string(seg_begin) + ", " + std::to_string(seg_end) + ") prefetch [" +
                 std::to_string(from) + ", " + std::to_string(to) + ")");
     }
     if (from < to) prefetch(from, to, cache);
   }
+  const BackingFile* sized_file = nullptr;
+  uint64_t sized = 0;  // sized_file's current size
   uint64_t pos = off;
   for (size_t k = extent_at(off); pos < end; ++k) {
     WC_CHECK(k < extents_.size());
@@ -211,21 +276,36 @@ Result<ReadResult> VirtualFile::read(uint64_t off, uint64_t len, ChunkCache& cac
       rr.slices_.push_back({in->bytes->data() + in->src_offset + rel, static_cast<size_t>(b - a)});
       rr.holders_.push_back(in->bytes);
     } else if (const auto* pt = std::get_if<PassthroughExtent>(&e.what)) {
-      auto buf = std::make_shared<std::vector<uint8_t>>(b - a);
-      WCFS_ASSIGN_OR_RETURN(const size_t got, pt->file->pread_full(pt->src_offset + rel, buf->size(), buf->data()));
-      if (got < buf->size()) {
+      // The file's size now, once per backing file per read (a layout may
+      // pass through several ranges of one file).
+      if (pt->file.get() != sized_file) {
+        WCFS_ASSIGN_OR_RETURN(sized, pt->file->current_size());
+        sized_file = pt->file.get();
+      }
+      const uint64_t src = pt->src_offset + rel, want = b - a;
+      const uint64_t have = sized > src ? std::min(want, sized - src) : 0;
+      if (have < want) {
         // The backing file shrank since open. Fine at the end of a plain
         // file (a short read); in the middle of a layout it is an error.
         if (k + 1 != extents_.size())
           return Status(Code::kStale, pt->file->name() + ": file is shorter than when it was opened");
-        buf->resize(got);
-        if (got) rr.slices_.push_back({buf->data(), got});
-        rr.size_ += got;
-        rr.holders_.push_back(std::move(buf));
+        if (have) {
+          rr.slices_.push_back({nullptr, static_cast<size_t>(have), pt->file.get(), src});
+          rr.holders_.push_back(pt->file);
+        }
+        rr.size_ += have;
+        rr.fd_bytes_ += have;
         return rr;
       }
-      rr.slices_.push_back({buf->data(), buf->size()});
-      rr.holders_.push_back(std::move(buf));
+      rr.slices_.push_back({nullptr, static_cast<size_t>(want), pt->file.get(), src});
+      rr.holders_.push_back(pt->file);
+      rr.fd_bytes_ += want;
+    } else if (std::holds_alternative<ZeroExtent>(e.what)) {
+      for (uint64_t p = a; p < b;) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(b - p, kZeroBufferBytes));
+        rr.slices_.push_back({zero_bytes(), n});
+        p += n;
+      }
     } else {
       const auto& dx = std::get<DecodedExtent>(e.what);
       const ChunkSource& src = *dx.source;
