@@ -680,17 +680,24 @@ TEST(fs_core, ReadaheadOfOneTensorStopsAtItsEnd) {
   uint64_t t0 = 0, t1 = 0;
   size_t tensor_chunks = 0;
   {
+    // The tensors are the file's segments (the wcodec kind gives them); the
+    // tensor data is one decoded extent after the header.
+    const auto& seg = h->file().segments();
     const auto& ext = h->file().extents();
+    ASSERT_GE(seg.size(), 3u);
+    ASSERT_EQ(ext.size(), 2u);
+    const auto* dx = std::get_if<DecodedExtent>(&ext[1].what);
+    ASSERT_NE(dx, nullptr);
     const uint64_t far = ext[0].length + 4 * std::max<uint64_t>(h->file().chunk_unit(), 64 * 1024);
-    for (size_t k = 0; k + 1 < ext.size(); ++k) {
-      const auto* dx = std::get_if<DecodedExtent>(&ext[k].what);
-      if (!dx || ext[k].offset < far) continue;
-      const size_t n =
-          dx->source->chunk_at(dx->src_offset + ext[k].length - 1) - dx->source->chunk_at(dx->src_offset) + 1;
+    for (size_t k = 0; k + 1 < seg.size(); ++k) {  // not the last tensor
+      const uint64_t a = seg[k], b = seg[k + 1];
+      if (a < far) continue;
+      const auto pos = [&](uint64_t off) { return dx->src_offset + (off - ext[1].offset); };
+      const size_t n = dx->source->chunk_at(pos(b - 1)) - dx->source->chunk_at(pos(a)) + 1;
       if (n > tensor_chunks) {
         tensor_chunks = n;
-        t0 = ext[k].offset;
-        t1 = t0 + ext[k].length;
+        t0 = a;
+        t1 = b;
       }
     }
   }

@@ -109,7 +109,7 @@ void WcodecKind::present(const StoreDir& dir, std::vector<Presentation>* out) co
   }
 }
 
-Result<std::shared_ptr<const VirtualFile>> WcodecKind::build(const StoreDir& dir, const Presentation& p,
+Result<std::shared_ptr<const VirtualFile>> WcodecKind::build(const StoreDir& dir, const Presentation& /*p*/,
                                                              const BuildContext& ctx) const {
   (void)dir;
   if (ctx.inputs().size() != 1)
@@ -134,23 +134,18 @@ Result<std::shared_ptr<const VirtualFile>> WcodecKind::build(const StoreDir& dir
     extents.push_back(Extent{0, data_start, InlineExtent{std::move(header), 0}});
   }
   if (size > data_start) {
+    extents.push_back(Extent{data_start, size - data_start, DecodedExtent{source, data_start}});
     // Every tensor is a segment: readahead stops at the end of the tensor a
     // loader reads (Readahead::on_read).
+    segments.push_back(data_start);
     for (const wcodec::TensorInfo& t : reader->header().tensors) {
       const uint64_t at = data_start + t.begin;
       if (t.begin <= size - data_start && at > data_start && at < size) segments.push_back(at);
     }
     std::sort(segments.begin(), segments.end());
     segments.erase(std::unique(segments.begin(), segments.end()), segments.end());
-    segments.push_back(size);
-    uint64_t pos = data_start;
-    for (const uint64_t cut : segments) {
-      extents.push_back(Extent{pos, cut - pos, DecodedExtent{source, pos}});
-      pos = cut;
-    }
   }
-  (void)p;
-  return VirtualFile::make(ctx.presented_path(), std::move(extents));
+  return VirtualFile::make(ctx.presented_path(), std::move(extents), std::move(segments));
 }
 
 // ----------------------------------------------------------- staging codec
