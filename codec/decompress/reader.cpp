@@ -84,6 +84,17 @@ Result<std::unique_ptr<Reader>> Reader::open(const std::string& path) {
   return load(std::move(rd));
 }
 
+Result<std::unique_ptr<Reader>> Reader::open_fd(int fd, std::string name) {
+  std::unique_ptr<Reader> rd(new Reader());
+  rd->path_ = std::move(name);
+  rd->fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (rd->fd_ < 0) return Status::IOError(errno_msg("cannot duplicate the descriptor of " + rd->path_));
+  struct stat st {};
+  if (fstat(rd->fd_, &st) != 0) return Status::IOError(errno_msg("cannot stat " + rd->path_));
+  rd->file_size_ = static_cast<uint64_t>(st.st_size);
+  return load(std::move(rd));
+}
+
 Result<std::unique_ptr<Reader>> Reader::open_memory(const uint8_t* data, size_t size, const std::string& name) {
   std::unique_ptr<Reader> rd(new Reader());
   rd->path_ = name;

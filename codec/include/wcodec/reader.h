@@ -51,6 +51,11 @@ class Reader {
   // Opens and validates structure (header, footer, index CRC, index
   // consistency with the stored safetensors header). Decodes nothing.
   static Result<std::unique_ptr<Reader>> open(const std::string& path);
+  // The same for a container open as `fd` (readable, positioned anywhere:
+  // the reader uses pread). The Reader works on its own duplicate of fd
+  // (F_DUPFD_CLOEXEC) and closes that; the caller keeps fd and may close it
+  // at once. `name` names the container in every message.
+  static Result<std::unique_ptr<Reader>> open_fd(int fd, std::string name);
   // The same for a container held in memory: [data, data + size), which
   // must stay unchanged and outlive the Reader. Nothing is copied: chunks
   // decode straight from it. `name` names it in errors.
@@ -114,7 +119,7 @@ class Reader {
   // planning, stored bytes) reaches the fields below through this.
   friend struct ReaderAccess;
   Status pread_exact(uint64_t off, uint64_t len, uint8_t* out) const;
-  // open / open_memory after the file size (and the descriptor or the
+  // open / open_fd / open_memory after the file size (and the descriptor or the
   // memory) are set: validates and loads the header, footer and index.
   static Result<std::unique_ptr<Reader>> load(std::unique_ptr<Reader> rd);
   Status load_aux(size_t tensor) const;
