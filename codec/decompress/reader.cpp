@@ -60,13 +60,11 @@ Status Reader::pread_exact(uint64_t off, uint64_t len, uint8_t* out) const {
 }
 
 Result<const uint8_t*> ReaderAccess::stored_bytes(const Reader& rd, uint64_t off, uint64_t len, ScratchBytes* buf) {
-  const std::string& path_ = rd.path_;
-  const uint64_t file_size_ = rd.file_size_;
-  if (const uint8_t* mem_ = rd.mem_) {
-    if (off > file_size_ || len > file_size_ - off)
-      return Status::Corruption(path_ + ": read of " + std::to_string(len) + " bytes at " + std::to_string(off) +
-                                " beyond the file end " + std::to_string(file_size_));
-    return mem_ + off;
+  if (rd.mem_) {
+    if (off > rd.file_size_ || len > rd.file_size_ - off)
+      return Status::Corruption(rd.path_ + ": read of " + std::to_string(len) + " bytes at " + std::to_string(off) +
+                                " beyond the file end " + std::to_string(rd.file_size_));
+    return rd.mem_ + off;
   }
   uint8_t* p = buf->get(len);
   WC_RETURN_IF_ERROR(rd.pread_exact(off, len, p));
