@@ -43,7 +43,9 @@
 #include <vector>
 
 #include "rans.h"
-#include "tensor_codec.h"
+#include "chunk_decode_simd.h"
+#include "rans_encoder.h"
+#include "tensor_encode.h"
 #include "wcodec/safetensors.h"
 
 namespace {

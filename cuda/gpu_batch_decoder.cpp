@@ -121,7 +121,7 @@ class GpuBatchDecoder final : public BatchDecoder {
       std::vector<size_t> chunks;
       for (size_t k : reqs) chunks.push_back(batch[k].index);
       wcodec::DevicePlan plan;
-      const wcodec::Status st = reader->plan_chunks(chunks, &plan);
+      const wcodec::Status st = wcodec::plan_chunks(*reader, chunks, &plan);
       if (!st.ok()) {
         const std::string& name = batch[reqs.front()].source->name();
         log_once(LogLevel::kWarn, "gpu-fallback:" + name,

@@ -1,7 +1,7 @@
 // cuda/gpu_decoder.cu — see wcodec_gpu/gpu_decoder.h.
 //
 // One kernel launch per plan. Each warp decodes one chunk at a time with
-// run_plan_chunk_g (codec/src/device_plan.h) over a WarpGroup
+// run_plan_chunk_g (codec/decompress/device_plan.h) over a WarpGroup
 // (warp_group.cuh), the same decoder bodies as the CPU reference decoder,
 // lane l of the warp decoding lane l of the chunk's stream; the warp then
 // checks the chunk's XXH3-64. The grid is persistent (as many blocks as fit
@@ -429,7 +429,7 @@ Result<DeviceBuffer> decode_file_to_device(const Reader& reader, GpuDecoder& dec
     }
     const auto tp = std::chrono::steady_clock::now();
     plan = DevicePlan{};
-    if (Status planned = reader.plan_chunks(batch, &plan); !planned.ok()) {
+    if (Status planned = plan_chunks(reader, batch, &plan); !planned.ok()) {
       st = planned;
       break;
     }

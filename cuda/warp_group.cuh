@@ -1,4 +1,4 @@
-// cuda/warp_group.cuh — the lane group of codec/src/lane_group.h as one CUDA
+// cuda/warp_group.cuh — the lane group of codec/common/lane_group.h as one CUDA
 // warp: thread l of the warp is lane l and holds only its own lane's values.
 // Renormalization takes each renormalizing lane's word at the stream
 // position plus the number of renormalizing lanes below it (ballot and

@@ -15,10 +15,13 @@
 #include <utility>
 
 #include "bytes.h"
+#include "chunk_decode_simd.h"
 #include "chunk_model.h"
 #include "edge_cases.h"
 #include "int_rows.h"
-#include "tensor_codec.h"
+#include "rans_encoder.h"
+#include "tensor_decode.h"
+#include "tensor_encode.h"
 #include "testutil.h"
 #include "wcodec/container.h"
 #include "wcodec/safetensors.h"

@@ -1,4 +1,4 @@
-// tests/test_device_plan.cpp — DevicePlan (codec/src/device_plan.h), the
+// tests/test_device_plan.cpp — DevicePlan (codec/decompress/device_plan.h), the
 // layout the CUDA batch decoder uploads, run on the host: every chunk of
 // every real model file and of the edge-case set is planned, relocated to
 // the host arena and decoded with run_plan_chunk_g (the code the GPU kernel
@@ -93,7 +93,7 @@ void expect_plan_equals_file(const wcodec::Reader& rd, const std::vector<uint8_t
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   for (bool emulate : {false, true}) {
     DevicePlan plan;
-    ASSERT_TRUE(rd.plan_chunks(all, &plan).ok()) << what;
+    ASSERT_TRUE(wcodec::plan_chunks(rd, all, &plan).ok()) << what;
     ASSERT_EQ(plan.chunks.size(), all.size());
     std::vector<uint8_t> out;
     const auto results = run_on_host(plan, &out, emulate);
@@ -117,7 +117,7 @@ TEST_P(DevicePlanFile, HostRunOfThePlanEqualsTheReader) {
   std::vector<size_t> all(rd.num_chunks());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   DevicePlan plan;
-  ASSERT_TRUE(rd.plan_chunks(all, &plan).ok());
+  ASSERT_TRUE(wcodec::plan_chunks(rd, all, &plan).ok());
   ASSERT_EQ(plan.chunks.size(), all.size());
   uint64_t model_bytes = 0, total = 0;
   for (const auto& c : plan.chunks) {
@@ -155,7 +155,7 @@ TEST(DevicePlan, EdgeCasesDecodeAsTheReaderDoes) {
     std::vector<size_t> all(r->num_chunks());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
     DevicePlan plan;
-    ASSERT_TRUE(r->plan_chunks(all, &plan).ok());
+    ASSERT_TRUE(wcodec::plan_chunks(*r, all, &plan).ok());
     for (const auto& c : plan.chunks) {
       model += c.kind == wcodec::PlanKind::kModel;
       tiled += c.map != wcodec::kPlanNone;
@@ -185,7 +185,7 @@ TEST(DevicePlan, AppendedPlansOfSeveralFilesDecodeAsOne) {
     std::vector<size_t> all(rd.num_chunks());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
     DevicePlan plan;
-    ASSERT_TRUE(rd.plan_chunks(all, &plan).ok());
+    ASSERT_TRUE(wcodec::plan_chunks(rd, all, &plan).ok());
     base.push_back(merged.chunks.size());
     wcodec::append_plan(merged, plan);
   }
@@ -216,7 +216,7 @@ TEST(DevicePlan, DamagedPayloadsAreNeverReturnedAsGood) {
   size_t caught = 0;
   for (int trial = 0; trial < 40; ++trial) {
     DevicePlan plan;
-    ASSERT_TRUE(rd.plan_chunks(all, &plan).ok());
+    ASSERT_TRUE(wcodec::plan_chunks(rd, all, &plan).ok());
     const size_t k = rng() % plan.chunks.size();
     const auto& c = plan.chunks[k];
     // A byte of this chunk's coded stream (after the lane states) or of its

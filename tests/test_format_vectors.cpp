@@ -30,6 +30,7 @@
 
 #include "chunk_model.h"
 #include "rans.h"
+#include "rans_encoder.h"
 #include "testutil.h"
 #include "wcodec/container.h"
 #include "wcodec/safetensors.h"

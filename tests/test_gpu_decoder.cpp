@@ -66,7 +66,7 @@ void expect_gpu_equals_file(wcodec::gpu::GpuDecoder& dec, const Encoded& e, cons
   std::vector<size_t> all(rd.num_chunks());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   wcodec::DevicePlan plan;
-  ASSERT_TRUE(rd.plan_chunks(all, &plan).ok()) << what;
+  ASSERT_TRUE(wcodec::plan_chunks(rd, all, &plan).ok()) << what;
   std::vector<uint8_t> out(plan.out_bytes);
   std::vector<int> results;
   ASSERT_TRUE(dec.run_to_host(plan, out.data(), &results).ok()) << what;
@@ -140,7 +140,7 @@ TEST(GpuDecoder, DamagedChunksAreReportedNotReturned) {
   size_t caught = 0;
   for (int trial = 0; trial < 20; ++trial) {
     wcodec::DevicePlan plan;
-    ASSERT_TRUE(rd.plan_chunks(all, &plan).ok());
+    ASSERT_TRUE(wcodec::plan_chunks(rd, all, &plan).ok());
     const size_t k = rng() % plan.chunks.size();
     const auto& c = plan.chunks[k];
     const uint64_t at = c.kind == wcodec::PlanKind::kModel && c.rans_len > 128 ? c.rans + 128 + rng() % (c.rans_len - 128)

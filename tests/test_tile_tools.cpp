@@ -1,4 +1,4 @@
-// tests/test_tile_tools.cpp — the tile tools (codec/src/tile_tools.h):
+// tests/test_tile_tools.cpp — the tile tools (codec/common/tile_tools.h):
 // exactness and range of the integer DCT/ADST, agreement with the real
 // transforms, energy compaction, the zig-zag scan and bands, the predictors
 // on literal examples (every fallback), zz integers, and the tile

@@ -1,9 +1,9 @@
-// tests/test_xxh3_hd.cpp — the host/device XXH3-64 (codec/src/xxh3_hd.h)
+// tests/test_xxh3_hd.cpp — the host/device XXH3-64 (codec/common/xxh3_hd.h)
 // against libxxhash's XXH3_64bits: every length through the short, mid-size
 // and long (block) paths, several alignments, and chunk-sized inputs of real
 // model bytes. The CUDA decoder verifies chunk checksums with this code.
 // Also the CPU's chunk_hash and its AVX2 / AVX-512 builds
-// (codec/src/chunk_hash_x86.h) against the same reference.
+// (codec/common/chunk_hash_x86.h) against the same reference.
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -14,7 +14,7 @@
 
 #include "chunk_hash_x86.h"
 #include "lane_group.h"
-#include "tensor_codec.h"
+#include "tensor_model.h"
 #include "testutil.h"
 #include "xxh3_hd.h"
 

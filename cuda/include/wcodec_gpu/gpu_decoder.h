@@ -1,7 +1,7 @@
 // cuda/include/wcodec_gpu/gpu_decoder.h — the CUDA batch decoder of .wcodec
 // chunks. Host C++ API; no CUDA headers needed by users.
 //
-// A batch is a DevicePlan (codec/src/device_plan.h; Reader::plan_chunks):
+// A batch is a DevicePlan (codec/decompress/device_plan.h; plan_chunks):
 // every chunk of it is decoded on the GPU in one kernel launch with the same
 // per-chunk code the CPU reference decoder runs, and its XXH3-64 is checked
 // on the device. Results are per chunk: a chunk whose stream is malformed or
@@ -125,5 +125,23 @@ class GpuDecoder {
 // fails is an error naming the file, tensor and chunk.
 Result<DeviceBuffer> decode_file_to_device(const Reader& reader, GpuDecoder& dec, Timing* t = nullptr,
                                            uint64_t batch_bytes = 256ull << 20);
+
+// The synthetic benchmark of `wcodec bench --device cuda` (gpu_synthetic.cpp):
+// every chunk of `readers`, planned once per file and repeated into one
+// batch of about min(1 GB, target_bytes) decoded bytes. One batch runs
+// first, untimed (it allocates the decoder's device buffers and pinned
+// staging); then the batch is submitted again and again through the
+// pipeline into two alternating device outputs until target_bytes are
+// decoded.
+struct SyntheticRun {
+  uint64_t batch_bytes = 0;  // decoded bytes of one batch
+  double setup_s = 0;        // wall time of the first, untimed batch
+  Timing warm;               // its phases
+  double bytes = 0;          // decoded bytes of the timed batches
+  double total_s = 0;        // their wall time
+  Timing timing;             // their phases
+  uint64_t bad = 0;          // chunks that failed on the GPU, all batches
+};
+Result<SyntheticRun> run_synthetic(GpuDecoder& dec, const std::vector<const Reader*>& readers, double target_bytes);
 
 }  // namespace wcodec::gpu

@@ -1,0 +1,8 @@
+// codec/common/avx512_target.h — the function attributes of the AVX-512
+// code (the chunk decoders and the rANS encoder's group pass): they are
+// compiled for AVX-512 with target attributes, not per-file flags, and run
+// only where simd_enabled() says the CPU has the features.
+#pragma once
+
+#define WC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vbmi2,popcnt")))
+#define WC_INLINE __attribute__((always_inline)) inline

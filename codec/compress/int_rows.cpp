@@ -1,0 +1,217 @@
+// codec/compress/int_rows.cpp — see int_rows.h.
+#include "int_rows.h"
+
+#include <immintrin.h>
+
+#include "simd_env.h"
+
+namespace wcodec {
+
+namespace {
+
+inline uint32_t q(int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); }
+
+bool avx2_enabled() {
+  static const bool on = [] {
+    if (simd_disabled_by_env()) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return on;
+}
+
+#define WC_AVX2 __attribute__((target("avx2")))
+
+// Sign classes of eight residuals: 1 positive, 2 negative, 0 zero.
+WC_AVX2 inline __m256i q8(__m256i v) {
+  const __m256i z = _mm256_setzero_si256();
+  return _mm256_or_si256(_mm256_and_si256(_mm256_cmpgt_epi32(v, z), _mm256_set1_epi32(1)),
+                         _mm256_and_si256(_mm256_cmpgt_epi32(z, v), _mm256_set1_epi32(2)));
+}
+WC_AVX2 inline __m256i times3(__m256i v) { return _mm256_add_epi32(v, _mm256_add_epi32(v, v)); }
+WC_AVX2 inline __m256i load8(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Byte table lookups by 32-bit gathers (IntLuts is padded so that the
+// gather of its last byte stays inside the struct).
+WC_AVX2 inline __m256i lut8(const uint8_t* t, __m256i idx) {
+  return _mm256_and_si256(_mm256_i32gather_epi32(reinterpret_cast<const int*>(t), idx, 1), _mm256_set1_epi32(0xFF));
+}
+
+WC_AVX2 void row_contexts_avx2(const IntRowArgs& a, uint32_t c, uint32_t c_end, uint32_t* out) {
+  const IntParams& p = *a.p;
+  const IntLuts& L = *a.L;
+  const int32_t* row = a.row;
+  const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;
+  const uint32_t sc_row = L.scale[a.rowpart];
+  const __m256i rowpart = _mm256_set1_epi32(static_cast<int>(a.rowpart));
+  const __m256i sc_const = _mm256_set1_epi32(static_cast<int>(sc_row));
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2);
+  uint32_t nbrs[64] = {};
+  if (p.nbr_mode == 3)
+    for (uint32_t k = 0; k < p.period && k < 64; ++k) nbrs[k] = int_kernel_nbrs(p, k);
+  const uint32_t c0 = c;
+  for (; c + 8 <= c_end; c += 8) {
+    const __m256i l1 = load8(row + c - 1);
+    const __m256i la = oa ? load8(row + c - oa) : zero;
+    const __m256i sc =
+        a.ccs ? lut8(L.scale, _mm256_add_epi32(rowpart, _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                  reinterpret_cast<const __m128i*>(a.ccs + c)))))
+              : sc_const;
+    __m256i ctx;
+    if (p.nbr_mode == 0) {
+      const __m256i l2 = load8(row + c - 2);
+      __m256i act = _mm256_add_epi32(_mm256_slli_epi32(_mm256_abs_epi32(l1), 1), _mm256_abs_epi32(l2));
+      if (a.up) act = _mm256_add_epi32(act, _mm256_abs_epi32(load8(a.up + c)));
+      act = _mm256_add_epi32(act, _mm256_abs_epi32(la));
+      act = _mm256_min_epu32(act, _mm256_set1_epi32(1023));
+      const __m256i cls = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(p.nb)), lut8(L.act, act));
+      ctx = _mm256_add_epi32(times3(cls), q8(l1));
+    } else if (p.nbr_mode == 1) {
+      __m256i k = _mm256_add_epi32(times3(q8(l1)), q8(load8(row + c - 2)));
+      k = _mm256_add_epi32(times3(k), oa ? q8(la) : zero);
+      k = _mm256_add_epi32(times3(k), a.up ? q8(load8(a.up + c)) : zero);
+      if (ob) {
+        ctx = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(243)),
+                               _mm256_add_epi32(times3(k), q8(load8(row + c - ob))));
+      } else {
+        ctx = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(81)), k);
+      }
+    } else if (p.nbr_mode == 3) {
+      // Kernel neighbours: bit 0 / 1 of the phase's entry in nbrs.
+      const __m256i f = _mm256_i32gather_epi32(reinterpret_cast<const int*>(nbrs),
+                                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.kp + c)), 4);
+      const __m256i lk = _mm256_and_si256(l1, _mm256_cmpeq_epi32(_mm256_and_si256(f, one), one));
+      const __m256i uk = _mm256_and_si256(la, _mm256_cmpeq_epi32(_mm256_and_si256(f, two), two));
+      const __m256i act =
+          _mm256_min_epu32(_mm256_add_epi32(_mm256_abs_epi32(lk), _mm256_abs_epi32(uk)), _mm256_set1_epi32(1023));
+      const __m256i cls = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(p.nb)), lut8(L.act, act));
+      ctx = _mm256_add_epi32(times3(_mm256_add_epi32(times3(cls), q8(lk))), q8(uk));
+    } else {
+      const __m256i ph = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.kp + c));
+      const __m256i base = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(p.period)), ph);
+      ctx = _mm256_add_epi32(_mm256_mullo_epi32(base, _mm256_set1_epi32(9)),
+                             _mm256_add_epi32(times3(q8(l1)), oa ? q8(la) : zero));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (c - c0)), ctx);
+  }
+  if (c < c_end) int_row_contexts_scalar(a, c, c_end, out + (c - c0));
+}
+
+bool row_keys_scalar(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t esc, uint32_t nsym, uint16_t* keys) {
+  bool escapes = false;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t tok = int_token(v[i], esc);
+    escapes |= tok >= esc;
+    keys[i] = static_cast<uint16_t>(ctx[i] * nsym + tok);
+  }
+  return escapes;
+}
+
+WC_AVX2 bool row_keys_avx2(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t esc, uint32_t nsym,
+                           uint16_t* keys) {
+  bool escapes = false;
+  const __m256i vesc = _mm256_set1_epi32(static_cast<int>(esc - 1)), vnsym = _mm256_set1_epi32(static_cast<int>(nsym));
+  uint32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i x = load8(v + i);
+    const __m256i u = _mm256_xor_si256(_mm256_slli_epi32(x, 1), _mm256_srai_epi32(x, 31));
+    // u > esc - 1 (unsigned: u fits 31 bits for the values the kinds hold,
+    // and a wider one fails the signed test as well) takes the scalar path.
+    if (!_mm256_testz_si256(_mm256_cmpgt_epi32(u, vesc), _mm256_cmpgt_epi32(u, vesc)) ||
+        !_mm256_testz_si256(u, _mm256_set1_epi32(INT32_MIN))) {
+      escapes |= row_keys_scalar(ctx + i, v + i, 8, esc, nsym, keys + i);
+      continue;
+    }
+    const __m256i k = _mm256_add_epi32(
+        _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ctx + i)), vnsym), u);
+    const __m128i k16 = _mm_packus_epi32(_mm256_castsi256_si128(k), _mm256_extracti128_si256(k, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(keys + i), k16);
+  }
+  return row_keys_scalar(ctx + i, v + i, n - i, esc, nsym, keys + i) || escapes;
+}
+
+uint64_t abs_sums_scalar(const int32_t* v, uint64_t n, uint32_t* col, uint32_t* max_abs) {
+  uint64_t sum = 0;
+  uint32_t mx = *max_abs;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t a = iabs32(v[i]);
+    sum += a;
+    col[i] += a;
+    mx = a > mx ? a : mx;
+  }
+  *max_abs = mx;
+  return sum;
+}
+
+WC_AVX2 uint64_t abs_sums_avx2(const int32_t* v, uint64_t n, uint32_t* col, uint32_t* max_abs) {
+  __m256i sum = _mm256_setzero_si256(), mx = _mm256_setzero_si256();
+  uint64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i a = _mm256_abs_epi32(load8(v + i));
+    __m256i* cp = reinterpret_cast<__m256i*>(col + i);
+    _mm256_storeu_si256(cp, _mm256_add_epi32(_mm256_loadu_si256(cp), a));
+    // 64-bit lanes of the sum: pairs of magnitudes (each below 2^31).
+    sum = _mm256_add_epi64(sum, _mm256_add_epi64(_mm256_and_si256(a, _mm256_set1_epi64x(0xFFFFFFFF)),
+                                                  _mm256_srli_epi64(a, 32)));
+    mx = _mm256_max_epu32(mx, a);
+  }
+  alignas(32) uint64_t s4[4];
+  alignas(32) uint32_t m8[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(s4), sum);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(m8), mx);
+  uint32_t m = *max_abs;
+  for (uint32_t k = 0; k < 8; ++k) m = m8[k] > m ? m8[k] : m;
+  *max_abs = m;
+  return s4[0] + s4[1] + s4[2] + s4[3] + abs_sums_scalar(v + i, n - i, col + i, max_abs);
+}
+
+}  // namespace
+
+uint64_t int_abs_sums(const int32_t* v, uint64_t n, uint32_t* col, uint32_t* max_abs) {
+  if (n >= 8 && avx2_enabled()) return abs_sums_avx2(v, n, col, max_abs);
+  return abs_sums_scalar(v, n, col, max_abs);
+}
+
+bool int_row_keys(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t esc, uint32_t nsym, uint16_t* keys) {
+  if (n >= 8 && avx2_enabled()) return row_keys_avx2(ctx, v, n, esc, nsym, keys);
+  return row_keys_scalar(ctx, v, n, esc, nsym, keys);
+}
+
+void int_row_contexts_scalar(const IntRowArgs& a, uint32_t c_begin, uint32_t c_end, uint32_t* out) {
+  const IntParams& p = *a.p;
+  const IntLuts& L = *a.L;
+  const int32_t* row = a.row;
+  const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;
+  for (uint32_t c = c_begin; c < c_end; ++c) {
+    const uint32_t sc = L.scale[a.rowpart + (a.ccs ? a.ccs[c] : 0u)];
+    const int32_t l1 = row[c - 1];
+    uint32_t ctx;
+    if (p.nbr_mode == 0) {
+      uint32_t act = 2 * iabs32(l1) + iabs32(row[c - 2]);
+      if (a.up) act += iabs32(a.up[c]);
+      if (oa) act += iabs32(row[c - oa]);
+      ctx = int_ctx_act(p, L, act, q(l1), sc);
+    } else if (p.nbr_mode == 1) {
+      uint32_t k = (q(l1) * 3u + q(row[c - 2])) * 3u + (oa ? q(row[c - oa]) : 0u);
+      k = k * 3u + (a.up ? q(a.up[c]) : 0u);
+      ctx = ob ? sc * 243u + k * 3u + q(row[c - ob]) : sc * 81u + k;
+    } else if (p.nbr_mode == 3) {
+      const uint32_t k = int_kernel_nbrs(p, a.kp[c]);
+      ctx = int_ctx_kernel(p, L, k & 1 ? l1 : 0, k & 2 ? row[c - oa] : 0, sc);
+    } else {
+      ctx = (sc * p.period + a.kp[c]) * 9u + q(l1) * 3u + (oa ? q(row[c - oa]) : 0u);
+    }
+    out[c - c_begin] = ctx;
+  }
+}
+
+void int_row_contexts(const IntRowArgs& a, uint32_t c_begin, uint32_t c_end, uint32_t* out) {
+  if (c_end - c_begin >= 8 && avx2_enabled()) {
+    row_contexts_avx2(a, c_begin, c_end, out);
+    return;
+  }
+  int_row_contexts_scalar(a, c_begin, c_end, out);
+}
+
+}  // namespace wcodec

@@ -1,0 +1,120 @@
+// codec/compress/rans_encoder.cpp — the 32-lane interleaved rANS encoder:
+// the scalar group pass and the reverse mode. See rans_encoder.h.
+// Thread-safety: a RansEncoder is a single-threaded object.
+#include "rans_encoder.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "wcodec/status.h"
+
+namespace wcodec {
+
+void RansEncoder::grow() {
+  const size_t n = std::max<size_t>(1024, mask_.size() * 2);
+  mask_.resize(n);
+  sf_.resize(n * kLanes);
+}
+
+// One group, lanes from high to low: a lane whose state would leave the
+// normalized range after coding emits its low word first, then the state
+// takes the symbol. Scalar form of rans_encode_groups_avx512.
+static void encode_groups_scalar(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* x,
+                                 uint16_t** pos) {
+  uint16_t* w = *pos;
+  for (size_t g = ngroups; g-- > 0;) {
+    const uint32_t m = mask[g];
+    const uint32_t* e = sf + g * kLanes;
+    for (int l = kLanes - 1; l >= 0; --l) {
+      if (!(m >> l & 1)) continue;
+      const uint32_t freq = e[l] >> 16, start = e[l] & 0xFFFFu;
+      uint32_t st = x[l];
+      if ((st >> (32 - kMaxProbBits)) >= freq) {
+        *--w = static_cast<uint16_t>(st);
+        st >>= 16;
+      }
+      x[l] = ((st / freq) << kMaxProbBits) + st % freq + start;
+    }
+  }
+  *pos = w;
+}
+
+static size_t append_stream(std::vector<uint8_t>& out, const uint32_t* x, const uint16_t* w, size_t nw) {
+  const size_t before = out.size();
+  out.resize(before + 4 * kLanes + 2 * nw);
+  uint8_t* o = out.data() + before;
+  for (int l = 0; l < kLanes; ++l)
+    for (int b = 0; b < 4; ++b) *o++ = static_cast<uint8_t>(x[l] >> (8 * b));
+  for (size_t i = 0; i < nw; ++i) {
+    *o++ = static_cast<uint8_t>(w[i]);
+    *o++ = static_cast<uint8_t>(w[i] >> 8);
+  }
+  return out.size() - before;
+}
+
+// The lanes' initial encoder states: init, or kRansL where null.
+static void initial_states(const uint32_t* init, uint32_t* x) {
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    x[l] = init ? init[l] : kRansL;
+    WC_CHECK(x[l] >= kRansL && x[l] < 2 * kRansL);
+  }
+}
+
+void RansEncoder::begin_reverse(const uint32_t* init, size_t max_symbols) {
+  initial_states(init, rev_x_);
+  if (mask_.size() < kRevBlock) {
+    mask_.resize(kRevBlock);
+    sf_.resize(kRevBlock * kLanes);
+  }
+  ngroups_ = 0;
+  last_ = kLanes;
+  rev_next_ = kRevBlock;
+  if (words_.size() < max_symbols + 16) words_.resize(max_symbols + 16);
+  rev_pos_ = words_.size();
+}
+
+void RansEncoder::flush_reverse() {
+  const size_t n = kRevBlock - rev_next_;
+  if (n) {
+    uint16_t* pos = words_.data() + rev_pos_;
+    // Groups rev_next_ .. kRevBlock-1, the last (first given) first.
+    if (!rans_encode_groups_avx512(mask_.data() + rev_next_, sf_.data() + rev_next_ * kLanes, n, rev_x_, &pos))
+      encode_groups_scalar(mask_.data() + rev_next_, sf_.data() + rev_next_ * kLanes, n, rev_x_, &pos);
+    WC_CHECK(pos >= words_.data());
+    rev_pos_ = static_cast<size_t>(pos - words_.data());
+  }
+  rev_next_ = kRevBlock;
+}
+
+void RansEncoder::put_full_groups_reverse(const uint32_t* sf, size_t n) {
+  flush_reverse();
+  static const std::vector<uint32_t> all(kRevBlock, 0xFFFFFFFFu);
+  uint16_t* pos = words_.data() + rev_pos_;
+  for (size_t end = n; end > 0;) {
+    const size_t b = std::min(end, kRevBlock), start = end - b;
+    WC_CHECK(pos - words_.data() >= static_cast<ptrdiff_t>(b * kLanes));
+    if (!rans_encode_groups_avx512(all.data(), sf + start * kLanes, b, rev_x_, &pos))
+      encode_groups_scalar(all.data(), sf + start * kLanes, b, rev_x_, &pos);
+    end = start;
+  }
+  rev_pos_ = static_cast<size_t>(pos - words_.data());
+}
+
+size_t RansEncoder::finish_reverse(std::vector<uint8_t>& out) {
+  flush_reverse();
+  return append_stream(out, rev_x_, words_.data() + rev_pos_, words_.size() - rev_pos_);
+}
+
+size_t RansEncoder::finish(std::vector<uint8_t>& out, const uint32_t* init, bool vector) {
+  uint32_t x[kLanes];
+  initial_states(init, x);
+  // At most one word per symbol; 16 words of slack for the vector stores.
+  std::vector<uint16_t> words(ngroups_ * kLanes + 16);
+  uint16_t* const end = words.data() + words.size();
+  uint16_t* pos = end;
+  if (!vector || !rans_encode_groups_avx512(mask_.data(), sf_.data(), ngroups_, x, &pos))
+    encode_groups_scalar(mask_.data(), sf_.data(), ngroups_, x, &pos);
+  return append_stream(out, x, pos, static_cast<size_t>(end - pos));
+}
+
+}  // namespace wcodec

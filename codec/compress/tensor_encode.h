@@ -1,0 +1,110 @@
+// codec/compress/tensor_encode.h — per-tensor encoding: choosing a model
+// and its parameters from the data, encoding the chunks, dropping models
+// that do not pay and sharing models between small tensors.
+//
+// Thread-safety: the functions are re-entrant; a SharedStats is used by
+// one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor_model.h"
+#include "wcodec/safetensors.h"
+#include "wcodec/status.h"
+
+namespace wcodec {
+
+struct EncodeOptions {
+  uint64_t chunk_bytes = 256 * 1024;  // target decoded chunk size
+  int zstd_level = 9;                 // fallback chunks
+  bool tool_search = true;            // evaluate tile tools (prediction/transform)
+  bool exhaustive_tools = false;      // evaluate tools on every tile (slow profile)
+  bool format_2_1 = true;             // may use models of formats 2.1-2.3 (int nbr_modes 2, 3; float emode 5)
+};
+
+// What the encoder decided for a tensor (for `wcodec inspect`).
+struct TensorChoice {
+  std::string kind_name;   // "bf16", "int8", "int4", "ternary", "bytes", "raw"
+  std::string model_desc;  // parameters chosen
+  uint32_t tiles_with_tools = 0, tiles_total = 0;
+  uint32_t tools_hist[6] = {0, 0, 0, 0, 0, 0};  // predictor usage
+  uint32_t xform_hist[3] = {0, 0, 0};           // 8x8 transform usage
+};
+
+struct EncodedChunk {
+  ChunkMethod method;
+  std::vector<uint8_t> payload;
+  uint64_t decoded_size;
+  uint64_t xxh3;
+  // The bytes the chunk takes without a model: the smaller of raw and the
+  // zstd output the encoder tried (model-coded chunks; an upper bound, as
+  // the higher zstd level runs only where the model is within reach).
+  uint64_t fallback_size = 0;
+};
+
+struct EncodedTensor {
+  TensorGeometry geom;
+  bool has_model = false;
+  TensorModel model;
+  int32_t aux_tensor = -1;  // index of the zero-point tensor (nibble codes)
+  int32_t model_ref = -1;   // >= 0: uses the model of that (earlier) tensor
+  uint32_t zgroup = 0;
+  std::vector<EncodedChunk> chunks;
+  TensorChoice choice;
+};
+
+// Context the encoder may use from sibling tensors (zero points).
+struct AuxInput {
+  int32_t index = -1;
+  const uint8_t* bytes = nullptr;  // the aux tensor's original bytes
+  uint64_t rows = 0, cols = 0;     // its grid (U8 [rows, cols])
+  uint32_t group = 0;              // codes per zero point along a row
+};
+
+// Encodes one tensor's bytes.
+Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data, const AuxInput& aux,
+                                    const EncodeOptions& opt);
+
+// Models whose record costs more than they save: the bytes of a tensor's
+// chunk payloads, and what they would take if no chunk used the model
+// (EncodedChunk::fallback_size). drop_model stores every model-coded chunk
+// as zstd or raw instead (data: the tensor's original bytes) and leaves the
+// tensor without a model.
+uint64_t payload_bytes(const EncodedTensor& et);
+uint64_t fallback_bytes(const EncodedTensor& et);
+void drop_model(const uint8_t* data, const EncodeOptions& opt, EncodedTensor* et);
+
+// Shared models: small tensors of one kind can share one model (tables
+// stored once). The shape of a shared model drops per-tensor side
+// information (int: row/column classes, tools, zero points).
+bool shareable(const EncodedTensor& et);
+// Tensors with equal signatures may share a model.
+std::string share_signature(const EncodedTensor& et);
+TensorModel shared_model_shape(const TensorModel& base);
+
+class SharedStats {
+ public:
+  explicit SharedStats(const TensorModel& shape);
+  ~SharedStats();
+  void add(const TensorGeometry& g, const uint8_t* data);
+  TensorModel build() const;  // shape + tables, finalized
+  // A lower bound, in bytes, of the members' payloads under `built` (the
+  // model build() returned): the counted symbols at their table costs plus
+  // a float model's raw mantissa bits. Chunk headers, lane states and escape
+  // extra bits are left out.
+  double coded_bytes_lower_bound(const TensorModel& built) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  TensorModel model_;
+};
+
+// Encodes a tensor's chunks with a given (finalized) model.
+EncodedTensor encode_with_model(const TensorGeometry& g, const uint8_t* data, const TensorModel& m,
+                                const EncodeOptions& opt);
+
+}  // namespace wcodec

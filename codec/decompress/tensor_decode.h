@@ -1,0 +1,85 @@
+// codec/decompress/tensor_decode.h — decoding one chunk of a tensor on the
+// CPU: splitting a model-coded payload, running the vector decoders where
+// the CPU has them (else the reference decoders of chunk_decode.h),
+// decoding pairable chunks together, and checking the checksums.
+//
+// Thread-safety: pure functions over their arguments; each decoding thread
+// brings its own DecodeScratch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "raw_vector.h"
+#include "tensor_model.h"
+#include "wcodec/status.h"
+
+namespace wcodec {
+
+// Checks that a shared model fits a tensor's geometry (element size, no
+// per-tensor side information).
+Status check_shared_model(const TensorModel& m, const TensorGeometry& g, const std::string& what);
+
+// Per-thread scratch for decode_chunk.
+struct DecodeScratch {
+  ScratchBytes lm;  // lane-major elements of the vector decoders
+  ScratchBytes lm_group[2];  // the other members' of a group (decode_chunk_group)
+  std::vector<uint16_t> e;
+  std::vector<uint8_t> sm;
+  std::vector<int32_t> res;
+  std::vector<int32_t> tile;
+  std::vector<uint8_t> zbuf;
+};
+
+// The parts of a model-coded chunk payload: optional tile map, the rANS
+// stream (32 lane states + words) and the raw bit section.
+struct ModelPayload {
+  ChunkView cv;
+  const uint8_t* map = nullptr;
+  const uint8_t* rans = nullptr;
+  uint32_t rans_len = 0;
+  const uint8_t* raw = nullptr;
+  size_t raw_len = 0;
+  bool tail = false;  // flag bit 1: the raw section's tail is in the lane states
+};
+// Splits the payload of model-coded chunk `index` and checks its framing
+// against the geometry and the model.
+Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, uint64_t index, const uint8_t* payload,
+                           size_t payload_len, uint64_t decoded_size, const std::string& what, ModelPayload* out);
+
+// Decodes chunk `index` into out (chunk's decoded size bytes) and checks its
+// XXH3-64. `zp` points at the decoded zero-point tensor when the model needs
+// one. Errors name `what` (store file / tensor / chunk).
+Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
+                    const uint8_t* payload, size_t payload_len, uint64_t decoded_size, uint64_t xxh3,
+                    const uint8_t* zp, uint32_t zcols, uint32_t zgroup, uint8_t* out, DecodeScratch& scratch,
+                    const std::string& what);
+
+// One chunk of a group for decode_chunk_group (arguments as for
+// decode_chunk).
+struct GroupChunk {
+  const TensorGeometry* geom;
+  const TensorModel* model;
+  uint64_t index;
+  const uint8_t* payload;
+  size_t payload_len;
+  uint64_t decoded_size;
+  uint64_t xxh3;
+  uint8_t* out;
+};
+// Decodes n (2..kMaxChunkGroup) model-coded chunks together where the
+// vector decoder interleaves them: chunks of the same rectangle size whose
+// models group (models_group; the chunks of one tensor, or of tensors of
+// one shape). True: all decoded and their checksums match. False: nothing
+// is written that the caller may use; decode each with decode_chunk, which
+// also names the chunk at fault when one is damaged.
+bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch);
+
+// Whether chunks of this model may decode in groups (decode_chunk_group).
+bool model_groups(const TensorModel& m);
+// Whether chunks of models a and b may decode in one group: the same model
+// (model_groups), or models whose chunks share a step loop
+// (float_loop_compatible, int_loop_compatible; their tables differ).
+bool models_group(const TensorModel& a, const TensorModel& b);
+}  // namespace wcodec

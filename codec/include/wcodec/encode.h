@@ -1,0 +1,65 @@
+// wcodec/encode.h — encoding a safetensors file into the .wcodec container
+// (docs/wcodec-format.md).
+//
+// Thread-safety: the encoder functions are re-entrant; each call runs its
+// own encoding threads (EncodeConfig::threads) and joins them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "wcodec/format.h"
+#include "wcodec/safetensors.h"
+#include "wcodec/status.h"
+
+namespace wcodec {
+
+struct EncodeConfig {
+  uint64_t chunk_bytes = 256 * 1024;  // decoded bytes per chunk (target)
+  int threads = 1;
+  bool tool_search = true;        // evaluate tile prediction/transform tools
+  bool exhaustive_tools = false;  // evaluate them on every tile (slow)
+  int zstd_level = 9;             // fallback chunks
+  // Container version to write: kVersionMajor, or 1 for readers of format
+  // 1.x (gamma-coded frequency tables; otherwise the same bytes).
+  uint16_t format_major = kVersionMajor;
+  // Called with (bytes done, bytes total) from encoding threads.
+  std::function<void(uint64_t, uint64_t)> progress;
+  // Asked between tensors (from encoding threads); true stops the encode
+  // with an error that says it was cancelled.
+  std::function<bool()> cancelled;
+};
+
+struct EncodeReport {
+  uint64_t original_size = 0;
+  uint64_t encoded_size = 0;
+  double seconds = 0;
+  std::vector<TensorSummary> tensors;
+};
+
+// Encodes a safetensors file held in memory. `what` names it in errors.
+Result<std::vector<uint8_t>> encode_safetensors(const uint8_t* data, size_t size, const EncodeConfig& cfg,
+                                                const std::string& what, EncodeReport* report = nullptr);
+
+// Fills order0_bits of every tensor of `report` (made by encode_safetensors
+// of the same file): the order-0 entropy of its codes, the reference line of
+// the benchmark. Encoding does not compute it.
+Status add_order0_entropy(const uint8_t* data, size_t size, EncodeReport* report);
+
+// Encodes file `in` into `out` (written to a temporary file in the same
+// directory, fsynced and renamed: `out` is never left half-written).
+// Memory stays bounded for any file size: tensors are read, encoded and
+// written a few at a time (about threads + 2 tensors, plus the small
+// tensors that may share a model, at most 256 MiB of them).
+Status encode_safetensors_file(const std::string& in, const std::string& out, const EncodeConfig& cfg,
+                               EncodeReport* report = nullptr);
+// The same between open descriptors: reads bytes [0, size) of in_fd
+// (pread) and writes the container to out_fd from offset 0 (pwrite; out_fd
+// is neither truncated, synced nor closed). `what` names the input in
+// errors.
+Status encode_safetensors_fd(int in_fd, uint64_t size, int out_fd, const EncodeConfig& cfg, const std::string& what,
+                             EncodeReport* report = nullptr);
+
+}  // namespace wcodec
