@@ -33,7 +33,7 @@
 #include "wcodecfs/filesystem.h"
 #include "wcodecfs/fs_log.h"
 #if WCODECFS_HAVE_CUDA
-#include "wcodec_gpu/gpu_batch_decoder.h"
+#include "wcodecfs/gpu_batch_decoder.h"
 #endif
 
 #ifndef WCODECFS_VERSION

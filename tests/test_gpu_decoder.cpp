@@ -18,7 +18,7 @@
 
 #if WCODEC_HAVE_CUDA
 #include "device_plan.h"
-#include "wcodec_gpu/gpu_batch_decoder.h"
+#include "wcodecfs/gpu_batch_decoder.h"
 #include "wcodec_gpu/gpu_decoder.h"
 #include "wcodecfs/chunk_source.h"
 #include "wcodecfs/wcodec_kind.h"

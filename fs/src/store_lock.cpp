@@ -161,7 +161,6 @@ Result<std::array<uint8_t, 32>> sha256_fd(int fd, const std::string& what) {
   return md;
 }
 
-std::string proc_fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
 std::string this_host() {
   char b[256] = {};

@@ -85,9 +85,6 @@ Status fsync_fd(int fd, const std::string& what);
 Status unlink_if_exists(int dirfd, const std::string& name, const std::string& what);
 // Streams the file from offset 0 to EOF into SHA-256.
 Result<std::array<uint8_t, 32>> sha256_fd(int fd, const std::string& what);
-// "/proc/self/fd/N": the codec opens files by path; this path names exactly
-// the file we opened without following links.
-std::string proc_fd_path(int fd);
 
 // Who is asking for locks.
 struct LockOwner {

@@ -21,12 +21,8 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 // ------------------------------------------------------------ the container
 
 Result<std::shared_ptr<const wcodec::Reader>> open_container(int fd, const std::string& what) {
-  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
-  auto rd = wcodec::Reader::open(proc);
-  if (!rd.ok()) {
-    Status st = from_codec(rd.status());
-    return Status(st.code(), rename_in_message(st.message(), proc, what));
-  }
+  auto rd = wcodec::Reader::open_fd(fd, what);
+  if (!rd.ok()) return from_codec(rd.status());
   return std::shared_ptr<const wcodec::Reader>(std::move(rd).value());
 }
 

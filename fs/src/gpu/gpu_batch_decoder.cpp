@@ -1,5 +1,7 @@
-// cuda/gpu_batch_decoder.cpp — see wcodec_gpu/gpu_batch_decoder.h.
-#include "wcodec_gpu/gpu_batch_decoder.h"
+// fs/src/gpu/gpu_batch_decoder.cpp — see wcodecfs/gpu_batch_decoder.h.
+// Built only with CUDA (fs/CMakeLists.txt); it adapts the codec's GPU
+// decoder (cuda/, wcodec_gpu) to fs's BatchDecoder.
+#include "wcodecfs/gpu_batch_decoder.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

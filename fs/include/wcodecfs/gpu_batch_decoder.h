@@ -1,5 +1,7 @@
-// cuda/include/wcodec_gpu/gpu_batch_decoder.h — the mount's BatchDecoder on
-// a GPU (-o decoder=gpu|auto).
+// wcodecfs/gpu_batch_decoder.h — the mount's BatchDecoder on a GPU
+// (-o decoder=gpu|auto). Built only when CUDA is (WCODEC_HAVE_CUDA): it
+// adapts the codec's GPU decoder (cuda/, wcodec_gpu) to fs's BatchDecoder,
+// so cuda/ needs nothing of fs/.
 //
 // Requests queue up while the GPU works on the previous batch, so
 // concurrent misses and readahead are gathered into large batches. A batch
@@ -7,7 +9,8 @@
 // launch each; decoded bytes come back to the requests' buffers. In auto
 // mode a batch smaller than `min_gpu_chunks` goes to the CPU pool instead
 // (a lone 256 KiB miss decodes faster on the CPU than a round trip to the
-// device), and so do chunks of other sources.
+// device), and so do chunks of sources that declare no device container
+// (ChunkSource::device_container()).
 //
 // Thread-safety: submit/promote/shutdown from any thread.
 #pragma once
