@@ -226,7 +226,9 @@ void reply_memory(fuse_req_t req, const ReadResult& r) {
 // CAP_SYS_RESOURCE) and otherwise preads it into one buffer. Either way a
 // file that is shorter than its slice by now (it shrank after
 // VirtualFile::read checked it) ends the reply at the file's end: a short
-// reply of the file's own bytes, never padding.
+// reply of the file's own bytes, never padding. A backing file's I/O error
+// is an errno reply when it hits the reply's first bytes; after them,
+// libfuse sends what it copied (a short reply).
 void reply_with_files(fuse_req_t req, const ReadResult& r) {
   const auto& slices = r.slices();
   const size_t bytes = sizeof(struct fuse_bufvec) + (slices.size() - 1) * sizeof(struct fuse_buf);

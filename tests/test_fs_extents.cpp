@@ -249,6 +249,25 @@ TEST(fs_extents, ShrinkAfterTheReadCopiesOnlyTheFileBytes) {
   EXPECT_EQ(out[5100], 0xEE);
 }
 
+// A backing file that cannot be read (here: a write-only descriptor):
+// copy_to is the error, gather() the bytes before it.
+TEST(fs_extents, UnreadableBackingFileIsAnErrorOfTheCopy) {
+  Backing b(64 * K, O_WRONLY);
+  auto head = inline_bytes(10, 4);
+  auto vf = make_or_fail("wo.bin", {Extent{0, 10, InlineExtent{head, 0}},
+                                    Extent{10, 64 * K, PassthroughExtent{b.file, 0}}});
+  ASSERT_TRUE(vf);
+  auto cache = make_cache();
+  auto r = vf->read(0, 1000, *cache, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();  // checked by size, copied later
+  std::vector<uint8_t> out(r->size());
+  auto c = r->copy_to(out.data());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().ToString().find("backing.bin"), std::string::npos) << c.status().ToString();
+  const auto got = r->gather();
+  EXPECT_EQ(got, *head);
+}
+
 // A passthrough extent longer than its file (how the staging directory
 // serves a file being written): reads see the file as it is now, its own
 // latest writes included.

@@ -48,7 +48,7 @@ alignas(4096) uint8_t g_zeros[kZeroBufferBytes];
 
 const uint8_t* zero_bytes() { return g_zeros; }
 
-Result<size_t> ReadResult::copy_to(uint8_t* out) const {
+size_t ReadResult::copy_prefix(uint8_t* out, Status* err) const {
   size_t done = 0;
   for (const ReadSlice& s : slices_) {
     if (!s.is_fd()) {
@@ -58,7 +58,7 @@ Result<size_t> ReadResult::copy_to(uint8_t* out) const {
     }
     auto got = s.file->pread_full(s.offset, s.size, out + done);
     if (!got.ok()) {
-      if (done == 0) return got.status();
+      *err = got.status();
       return done;
     }
     done += *got;
@@ -67,10 +67,17 @@ Result<size_t> ReadResult::copy_to(uint8_t* out) const {
   return done;
 }
 
+Result<size_t> ReadResult::copy_to(uint8_t* out) const {
+  Status err;
+  const size_t n = copy_prefix(out, &err);
+  if (!err.ok()) return err;
+  return n;
+}
+
 std::vector<uint8_t> ReadResult::gather() const {
   std::vector<uint8_t> out(size_);
-  auto n = copy_to(out.data());
-  out.resize(n.ok() ? *n : 0);
+  Status err;
+  out.resize(copy_prefix(out.data(), &err));
   return out;
 }
 

@@ -124,11 +124,13 @@ class ReadResult {
   std::vector<uint8_t> gather() const;
   // Copies the slices to out[0, size()); returns the bytes copied, fewer
   // than size() when a backing file shrank meanwhile (the rest of out is
-  // left alone). An error only when nothing could be copied.
+  // left alone), or the error of a pread that failed.
   Result<size_t> copy_to(uint8_t* out) const;
 
  private:
   friend class VirtualFile;
+  // Copies up to the first short or failed pread; sets *err on failure.
+  size_t copy_prefix(uint8_t* out, Status* err) const;
   std::vector<ReadSlice> slices_;
   size_t size_ = 0;
   size_t fd_bytes_ = 0;
