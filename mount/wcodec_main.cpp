@@ -113,7 +113,12 @@ void print_encode_table(const std::vector<EncodeRow>& rows) {
 }
 
 int cmd_encode(const std::string& in, const std::string& out, wcodec::EncodeConfig cfg, bool quiet) {
-  std::vector<std::pair<fs::path, fs::path>> jobs;
+  const wcodecfs::StoreKinds kinds = wcodecfs::default_kinds();
+  struct Job {
+    fs::path src, dst;
+    const wcodecfs::StagingCodec* codec;
+  };
+  std::vector<Job> jobs;
   std::vector<std::pair<fs::path, fs::path>> copies;
   std::error_code ec;
   if (fs::is_directory(in, ec)) {
@@ -127,17 +132,23 @@ int cmd_encode(const std::string& in, const std::string& out, wcodec::EncodeConf
     for (auto& p : entries) {
       const fs::path rel = fs::relative(p, in);
       fs::path dst = fs::path(out) / rel;
-      if (p.extension() == ".safetensors") {
-        dst.replace_extension(".wcodec");
-        jobs.emplace_back(p, dst);
+      // A file a store kind encodes (X.safetensors -> X.wcodec) is encoded
+      // under the name that kind gives it; every other file is copied.
+      const std::string name = p.filename().string();
+      if (const wcodecfs::StagingCodec* c = wcodecfs::codec_for(kinds, name)) {
+        jobs.push_back({p, dst.parent_path() / c->encoded_name(name), c});
       } else {
         copies.emplace_back(p, dst);
       }
     }
   } else if (fs::is_regular_file(in, ec)) {
+    const std::string name = fs::path(in).filename().string();
+    const wcodecfs::StagingCodec* c = wcodecfs::codec_for(kinds, name);
+    if (!c)
+      return fail(Status::Invalid(in + ": no store kind encodes a file of this name (such as X.safetensors)"));
     fs::path dst = out;
-    if (fs::is_directory(dst, ec)) dst = dst / fs::path(in).filename().replace_extension(".wcodec");
-    jobs.emplace_back(in, dst);
+    if (fs::is_directory(dst, ec)) dst = dst / c->encoded_name(name);
+    jobs.push_back({in, dst, c});
   } else {
     return fail(Status::IOError("no such file or directory: " + in));
   }
@@ -148,21 +159,21 @@ int cmd_encode(const std::string& in, const std::string& out, wcodec::EncodeConf
   }
   std::vector<EncodeRow> rows;
   int rc = 0;
-  for (auto& [src, dst] : jobs) {
-    fs::create_directories(dst.parent_path(), ec);
+  for (auto& [src, dst, codec] : jobs) {
+    if (!dst.parent_path().empty()) fs::create_directories(dst.parent_path(), ec);
     Progress prog;
     prog.label = src.filename().string();
     cfg.progress = [&](uint64_t d, uint64_t t) { prog.update(d, t); };
-    wcodec::EncodeReport rep;
     const auto t0 = Clock::now();
-    Status st = wcodec::encode_safetensors_file(src.string(), dst.string(), cfg, &rep);
+    const wcodecfs::Status st = wcodecfs::encode_file(*codec, src.string(), dst.string(), cfg);
     prog.done();
     if (!st.ok()) {
-      fail(st);
+      std::fprintf(stderr, "wcodec: %s\n", st.ToString().c_str());
       rc = 1;
       continue;
     }
-    rows.push_back({src.filename().string(), rep.original_size, rep.encoded_size, secs(t0)});
+    rows.push_back({src.filename().string(), static_cast<uint64_t>(fs::file_size(src, ec)),
+                    static_cast<uint64_t>(fs::file_size(dst, ec)), secs(t0)});
   }
   if (!quiet && !rows.empty()) print_encode_table(rows);
   return rc;

@@ -263,15 +263,11 @@ struct EncodeQueue::Impl {
   Fd area_fd;
   EncodeQueueOptions opt;
   LockOwner me;
-  std::vector<const StagingCodec*> codecs;  // of opt.kinds, in order
 
   // The codec that encodes plain file `name` (a single component), or null:
   // the first of the kinds' staging codecs that gives it an encoded name.
   const StagingCodec* codec_for(const std::string& name) const {
-    if (is_queue_internal_name(name)) return nullptr;
-    for (const StagingCodec* c : codecs)
-      if (!c->encoded_name(name).empty()) return c;
-    return nullptr;
+    return is_queue_internal_name(name) ? nullptr : wcodecfs::codec_for(opt.kinds, name);
   }
   bool is_candidate_name(const std::string& name) const { return codec_for(name) != nullptr; }
   bool is_candidate_rel(const std::string& rel) const {
@@ -999,7 +995,6 @@ Result<std::unique_ptr<EncodeQueue>> EncodeQueue::create(const std::string& area
   im.default_owner = default_owner;
   im.opt = std::move(options);
   if (im.opt.kinds.empty()) im.opt.kinds = default_kinds();
-  im.codecs = staging_codecs(im.opt.kinds);
   return q;
 }
 

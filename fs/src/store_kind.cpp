@@ -133,6 +133,38 @@ Result<StoredInput> StoreDir::open(std::string_view rel) const {
   return in;
 }
 
+const StagingCodec* codec_for(const StoreKinds& kinds, std::string_view name) {
+  for (const auto& k : kinds) {
+    const StagingCodec* c = k->staging();
+    if (c && !c->encoded_name(name).empty()) return c;
+  }
+  return nullptr;
+}
+
+Status encode_file(const StagingCodec& codec, const std::string& in, const std::string& out,
+                   const wcodec::EncodeConfig& cfg) {
+  Fd src(::open(in.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!src.valid()) return from_errno(errno, "open " + in);
+  struct stat st;
+  if (::fstat(src.get(), &st) != 0) return from_errno(errno, "stat " + in);
+  if (!S_ISREG(st.st_mode)) return Status(Code::kNotSupported, in + " is not a regular file");
+  const size_t slash = out.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : out.substr(0, slash));
+  const std::string tmp = out + ".tmp." + std::to_string(::getpid());
+  Fd dst(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!dst.valid()) return from_errno(errno, "create " + tmp);
+  Status s = codec.encode(src.get(), static_cast<uint64_t>(st.st_size), dst.get(), cfg, in);
+  if (s.ok() && ::fsync(dst.get()) != 0) s = from_errno(errno, "fsync " + tmp);
+  if (s.ok() && ::rename(tmp.c_str(), out.c_str()) != 0) s = from_errno(errno, "rename " + tmp + " to " + out);
+  if (!s.ok()) {
+    (void)::unlink(tmp.c_str());
+    return s;
+  }
+  Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (d.valid()) (void)::fsync(d.get());
+  return Status::OK();
+}
+
 std::vector<const StagingCodec*> staging_codecs(const StoreKinds& kinds) {
   std::vector<const StagingCodec*> out;
   for (const auto& k : kinds)

@@ -174,6 +174,17 @@ class StoreKind {
 
 using StoreKinds = std::vector<std::shared_ptr<const StoreKind>>;
 
+// The staging codec of `kinds` that encodes plain file `name` (a single
+// component), or null: the first that gives it an encoded name.
+const StagingCodec* codec_for(const StoreKinds& kinds, std::string_view name);
+
+// Encodes file `in` into `out` with `codec`, never leaving `out` half
+// written: the encoding goes to a temporary file beside `out` that is
+// fsynced and renamed over it (and the directory fsynced). For tools
+// (`wcodec encode`).
+Status encode_file(const StagingCodec& codec, const std::string& in, const std::string& out,
+                   const wcodec::EncodeConfig& cfg);
+
 // The kinds of a mount, in order of precedence (fs/src/kinds/kind_registry.cpp).
 StoreKinds default_kinds();
 // The staging codecs of `kinds`, in the same order.
