@@ -908,6 +908,9 @@ std::string Filesystem::stats_json() const {
                     {"seconds", q.seconds},
                     {"items", std::move(items)}};
   }
+  nlohmann::json kinds = nlohmann::json::array();
+  for (const auto& k : kinds_) kinds.push_back(std::string(k->name()));
+  j["kinds"] = std::move(kinds);
   j["lookups"] = Stats::get(s.lookups);
   j["opens"] = Stats::get(s.opens);
   j["errors"] = Stats::get(s.decode_errors) + Stats::get(s.read_errors);
