@@ -1,7 +1,7 @@
 // wcodecfs/virtual_file.h — a file of the mount as a layout of extents, and
 // its read path.
 //
-// A VirtualFile is what a store adapter makes of a stored file: a size and a
+// A VirtualFile is what a store kind makes of its stored inputs: a size and a
 // list of extents covering [0, size) without holes or overlaps:
 //   inline       bytes held in memory (e.g. the safetensors header of a
 //                .wcodec file, the stats snapshot)
