@@ -12,9 +12,14 @@ set(WCODEC_AARCH64_TRIPLE aarch64-linux-gnu)
 set(CMAKE_C_COMPILER ${WCODEC_AARCH64_TRIPLE}-gcc)
 set(CMAKE_CXX_COMPILER ${WCODEC_AARCH64_TRIPLE}-g++)
 
-# -L: the target's dynamic loader and shared libraries.
+# The programs run with the arm64 multiarch runtime (libc6:arm64,
+# libstdc++6:arm64: /lib/ld-linux-aarch64.so.1 and /lib/aarch64-linux-gnu),
+# the same build as the arm64 libraries they link. Not -L
+# /usr/aarch64-linux-gnu: that takes the cross toolchain's dynamic loader,
+# which then loads the multiarch libc.so.6 of another build, and under it
+# the first pthread_create spins forever.
 find_program(WCODEC_QEMU_AARCH64 NAMES qemu-aarch64-static qemu-aarch64 REQUIRED)
-set(CMAKE_CROSSCOMPILING_EMULATOR ${WCODEC_QEMU_AARCH64} -L /usr/${WCODEC_AARCH64_TRIPLE})
+set(CMAKE_CROSSCOMPILING_EMULATOR ${WCODEC_QEMU_AARCH64})
 
 # Headers and libraries: the multiarch paths (/usr/include is shared, the
 # arm64 libraries are in /usr/lib/aarch64-linux-gnu; CMake's Debian
