@@ -24,7 +24,7 @@
 # 3.5 minutes here, most of the run).
 # Timed from a fresh build directory on a 2-CPU machine shared with other
 # builds: configure + build 8.4 min, ctest 4.4 min with that test (347
-# tests, all passed), about 2.5 min without it; the packages about 1 min.
+# tests, all passed), an estimated 2.5 min without it; the packages about 1 min.
 # The small files (stories260K, silero_vad) and the generated edge cases
 # cover the same decoders. WCODEC_AARCH64_ALL_TESTS=1 runs them all.
 #
