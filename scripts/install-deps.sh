@@ -23,9 +23,14 @@ install_python_packages() {
     echo "install-deps: could not install the Python safetensors/numpy packages (mount tests will skip that part)"
 }
 
+# The native (or architecture-independent) package: with another
+# architecture added (scripts/test_aarch64.sh adds arm64), a library may be
+# known for both.
+arch=$(dpkg --print-architecture)
 missing=()
 for pkg in "${PACKAGES[@]}"; do
-  status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+  status=$(dpkg-query -W -f='${Architecture} ${db:Status-Status}\n' "$pkg" 2>/dev/null |
+             awk -v a="$arch" '$1 == a || $1 == "all" { print $2; exit }' || true)
   if [[ "$status" != "installed" ]]; then
     missing+=("$pkg")
   fi

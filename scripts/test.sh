@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Runs every test: installs dependencies, builds the release and the
-# ASan/UBSan configurations, runs CTest in both and prints one summary line
+# ASan/UBSan configurations, runs CTest in both, cross-builds the codec and
+# its suites for aarch64 and runs them under qemu-user
+# (scripts/test_aarch64.sh: a subset, see there), and prints one summary line
 #   N passed, N failed
 # Exits non-zero if a build failed, any test failed, or no test ran.
 # Environment:
 #   WCODEC_TEST_CONFIGS  configurations to run, space or comma separated
-#                        (default "release asan")
+#                        (default "release asan aarch64")
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-configs=${WCODEC_TEST_CONFIGS:-release asan}
+configs=${WCODEC_TEST_CONFIGS:-release asan aarch64}
 configs=${configs//,/ }
 
 bash scripts/install-deps.sh
@@ -25,8 +27,34 @@ for config in $configs; do
   case "$config" in
     release) build_dir=build ;;
     asan)    build_dir=build-asan ;;
-    *) echo "test: unknown configuration '$config' (expected release or asan)" >&2; exit 2 ;;
+    aarch64) build_dir=build-aarch64 ;;
+    *) echo "test: unknown configuration '$config' (expected release, asan or aarch64)" >&2; exit 2 ;;
   esac
+
+  if [[ "$config" == aarch64 ]]; then
+    # Its own script: packages, cross build, ctest under qemu; it ends with
+    # the same "N passed, N failed" line.
+    echo "=== test: aarch64 (scripts/test_aarch64.sh) ==="
+    log="$log_dir/aarch64.log"
+    rc=0
+    bash scripts/test_aarch64.sh 2>&1 | tee "$log" || rc=$?
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1 || true)
+    if [[ -z "$line" ]]; then
+      problems+=("aarch64: build failed or no tests ran (exit $rc)")
+      continue
+    fi
+    passed=${line%% passed*}
+    failed=$(sed -E 's/.* ([0-9]+) failed$/\1/' <<<"$line")
+    echo "test: aarch64: $passed passed, $failed failed (exit $rc)"
+    total_passed=$((total_passed + passed))
+    total_failed=$((total_failed + failed))
+    if [[ "$passed" -eq 0 ]]; then
+      problems+=("aarch64: no tests ran")
+    elif [[ "$failed" -eq 0 && "$rc" -ne 0 ]]; then
+      problems+=("aarch64: exited $rc")
+    fi
+    continue
+  fi
 
   echo "=== test: building $config ==="
   if ! bash scripts/build.sh "$config"; then

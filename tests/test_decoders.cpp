@@ -31,10 +31,14 @@ namespace {
 using namespace wcodec;
 
 bool cpu_has_avx512() {
+#if defined(__x86_64__)
   __builtin_cpu_init();
   const char* off = std::getenv("WCODEC_NO_SIMD");
   return !(off && *off && *off != '0') && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#else
+  return false;  // the vector decoders are AVX-512 (x86-64 only)
+#endif
 }
 
 struct Parsed {

@@ -1,7 +1,10 @@
 // codec/compress/int_rows.cpp — see int_rows.h.
 #include "int_rows.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#define WCODEC_INT_ROWS_AVX2 1  // the AVX2 row loops (x86-64 only)
+#endif
 
 #include "simd_env.h"
 
@@ -11,6 +14,7 @@ namespace {
 
 inline uint32_t q(int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); }
 
+#ifdef WCODEC_INT_ROWS_AVX2
 bool avx2_enabled() {
   static const bool on = [] {
     if (simd_disabled_by_env()) return false;
@@ -97,6 +101,7 @@ WC_AVX2 void row_contexts_avx2(const IntRowArgs& a, uint32_t c, uint32_t c_end, 
   }
   if (c < c_end) int_row_contexts_scalar(a, c, c_end, out + (c - c0));
 }
+#endif
 
 bool row_keys_scalar(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t esc, uint32_t nsym, uint16_t* keys) {
   bool escapes = false;
@@ -108,6 +113,7 @@ bool row_keys_scalar(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t
   return escapes;
 }
 
+#ifdef WCODEC_INT_ROWS_AVX2
 WC_AVX2 bool row_keys_avx2(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t esc, uint32_t nsym,
                            uint16_t* keys) {
   bool escapes = false;
@@ -130,6 +136,7 @@ WC_AVX2 bool row_keys_avx2(const uint32_t* ctx, const int32_t* v, uint32_t n, ui
   }
   return row_keys_scalar(ctx + i, v + i, n - i, esc, nsym, keys + i) || escapes;
 }
+#endif
 
 uint64_t abs_sums_scalar(const int32_t* v, uint64_t n, uint32_t* col, uint32_t* max_abs) {
   uint64_t sum = 0;
@@ -144,6 +151,7 @@ uint64_t abs_sums_scalar(const int32_t* v, uint64_t n, uint32_t* col, uint32_t* 
   return sum;
 }
 
+#ifdef WCODEC_INT_ROWS_AVX2
 WC_AVX2 uint64_t abs_sums_avx2(const int32_t* v, uint64_t n, uint32_t* col, uint32_t* max_abs) {
   __m256i sum = _mm256_setzero_si256(), mx = _mm256_setzero_si256();
   uint64_t i = 0;
@@ -165,16 +173,21 @@ WC_AVX2 uint64_t abs_sums_avx2(const int32_t* v, uint64_t n, uint32_t* col, uint
   *max_abs = m;
   return s4[0] + s4[1] + s4[2] + s4[3] + abs_sums_scalar(v + i, n - i, col + i, max_abs);
 }
+#endif
 
 }  // namespace
 
 uint64_t int_abs_sums(const int32_t* v, uint64_t n, uint32_t* col, uint32_t* max_abs) {
+#ifdef WCODEC_INT_ROWS_AVX2
   if (n >= 8 && avx2_enabled()) return abs_sums_avx2(v, n, col, max_abs);
+#endif
   return abs_sums_scalar(v, n, col, max_abs);
 }
 
 bool int_row_keys(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t esc, uint32_t nsym, uint16_t* keys) {
+#ifdef WCODEC_INT_ROWS_AVX2
   if (n >= 8 && avx2_enabled()) return row_keys_avx2(ctx, v, n, esc, nsym, keys);
+#endif
   return row_keys_scalar(ctx, v, n, esc, nsym, keys);
 }
 
@@ -207,10 +220,12 @@ void int_row_contexts_scalar(const IntRowArgs& a, uint32_t c_begin, uint32_t c_e
 }
 
 void int_row_contexts(const IntRowArgs& a, uint32_t c_begin, uint32_t c_end, uint32_t* out) {
+#ifdef WCODEC_INT_ROWS_AVX2
   if (c_end - c_begin >= 8 && avx2_enabled()) {
     row_contexts_avx2(a, c_begin, c_end, out);
     return;
   }
+#endif
   int_row_contexts_scalar(a, c_begin, c_end, out);
 }
 
