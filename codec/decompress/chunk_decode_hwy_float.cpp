@@ -314,6 +314,46 @@ bool FloatSymbols(const ModelView& m, const ChunkView& cv, const uint8_t* rans, 
   return true;
 }
 
+// float_assemble_range(p, 0, n, raw, 0, ...) in vectors: each lane's raw
+// field by a 4-byte gather at its byte and a variable shift (the reads of
+// get_bits, which float_raw_ok bounds), the rest by the reference.
+void AssembleFloats(const FloatParams& p, uint64_t n, const uint8_t* raw, const uint16_t* e_grid,
+                    const uint8_t* sm_grid, uint8_t* out) {
+  const hn::ScalableTag<int32_t> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const hn::Rebind<uint16_t, decltype(d)> d16;
+  const hn::Rebind<uint8_t, decltype(d)> d8;
+  const size_t N = hn::Lanes(d);
+  const uint32_t rawb = float_raw_bits(p);
+  const int eb = p.eb, mb = p.mb, k = p.k;
+  const auto jr = hn::Mul(hn::Iota(d, 0), hn::Set(d, static_cast<int32_t>(rawb)));
+  const auto lo_mask = hn::Set(du, rawb >= 32 ? ~0u : (1u << rawb) - 1u);
+  const auto mh_mask = hn::Set(d, (1 << k) - 1);
+  uint64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto e = hn::PromoteTo(d, hn::LoadU(d16, e_grid + i));
+    const auto sm = hn::PromoteTo(d, hn::LoadU(d8, sm_grid + i));
+    auto v = hn::Or(hn::ShiftLeftSame(hn::ShiftRightSame(sm, k), eb + mb), hn::ShiftLeftSame(e, mb));
+    v = hn::Or(v, hn::ShiftLeftSame(hn::And(sm, mh_mask), static_cast<int>(rawb)));
+    if (rawb) {
+      const uint64_t b0 = i * rawb;
+      const auto bitpos = hn::Add(jr, hn::Set(d, static_cast<int32_t>(b0 & 7)));
+      const auto word = hn::BitCast(du, hn::GatherOffset(d, reinterpret_cast<const int32_t*>(raw + (b0 >> 3)),
+                                                         hn::ShiftRight<3>(bitpos)));
+      const auto lo = hn::And(hn::Shr(word, hn::BitCast(du, hn::And(bitpos, hn::Set(d, 7)))), lo_mask);
+      v = hn::Or(v, hn::BitCast(d, lo));
+    }
+    if (p.elem_bytes == 4) {
+      hn::StoreU(v, d, reinterpret_cast<int32_t*>(out + 4 * i));
+    } else if (p.elem_bytes == 2) {
+      hn::StoreU(hn::DemoteTo(d16, v), d16, reinterpret_cast<uint16_t*>(out + 2 * i));
+    } else {
+      hn::StoreU(hn::DemoteTo(d8, v), d8, out + i);
+    }
+  }
+  float_assemble_range(p, i, n, raw, 0, e_grid, sm_grid, out);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace wcodec
 HWY_AFTER_NAMESPACE();
@@ -337,8 +377,15 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
   std::memset(lm + 2 * n, 0, 8);
   uint32_t x_tail[kLanes];
   if (!N_AVX2::FloatSymbols(m, cv, rans, rans_len, e_grid, sm_grid, tail ? x_tail : nullptr)) return 0;
-  if (tail) float_assemble_tail(p, n, raw, x_tail, e_grid, sm_grid, out);
-  else float_assemble(p, n, raw, e_grid, sm_grid, out);
+  if (tail) {
+    uint8_t buf[kRawTailBuf];
+    uint64_t ns = 0, bit0 = 0;
+    float_raw_tail(p, n, raw, x_tail, buf, &ns, &bit0);
+    N_AVX2::AssembleFloats(p, ns, raw, e_grid, sm_grid, out);
+    float_assemble_range(p, ns, n, buf, bit0, e_grid, sm_grid, out);
+  } else {
+    N_AVX2::AssembleFloats(p, n, raw, e_grid, sm_grid, out);
+  }
   return 1;
 #else
   (void)m, (void)cv, (void)rans, (void)rans_len, (void)raw, (void)raw_len, (void)out, (void)lm, (void)tail;
