@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "wcodec/container.h"
+#include "wcodec/cpu.h"
 #include "wcodecfs/encode_queue.h"
 #include "wcodecfs/fs_log.h"
 #if WCODEC_HAVE_CUDA
@@ -399,6 +400,9 @@ double best_time(F&& f, int reps, double min_s) {
 
 int cmd_bench(const std::vector<std::string>& files, bool quick, const std::string& json_out) {
   nlohmann::json all = nlohmann::json::array();
+  // What the numbers ran on: the CPU and the decoder path (WCODEC_CPU).
+  std::printf("cpu: %s\ndecoder path: %s\n", wcodec::cpu_model().c_str(), wcodec::cpu_path_name());
+  if (!wcodec::cpu_path_note().empty()) std::fprintf(stderr, "wcodec: %s\n", wcodec::cpu_path_note().c_str());
   for (const auto& f : files) {
     std::vector<uint8_t> data;
     if (!read_all(f, &data)) return fail(Status::IOError("cannot read " + f));
@@ -493,7 +497,11 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
     std::printf("\n%s  (%s, %zu tensors)\n", fs::path(f).filename().c_str(), human(static_cast<double>(data.size())).c_str(),
                 rep.tensors.size());
     std::printf("  %-11s %12s %8s %14s %14s\n", "codec", "size", "ratio", "enc MB/s/core", "dec MB/s/core");
-    nlohmann::json jf = {{"file", f}, {"size", data.size()}, {"order0", o0}};
+    nlohmann::json jf = {{"file", f},
+                         {"size", data.size()},
+                         {"order0", o0},
+                         {"cpu", wcodec::cpu_model()},
+                         {"cpu_path", wcodec::cpu_path_name()}};
     for (auto& r : rows) {
       std::printf("  %-11s %12llu %8.4f %14.1f %14.1f\n", r.codec.c_str(), static_cast<unsigned long long>(r.size),
                   static_cast<double>(r.size) / static_cast<double>(data.size()), mb / r.enc_s, mb / r.dec_s);
@@ -690,7 +698,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("wcodec ") + WCODEC_VERSION +
                                         " (container format " + std::to_string(wcodec::kVersionMajor) + "." +
                                         std::to_string(wcodec::kVersionMinor) + "; CUDA decoder: " +
-                                        (WCODEC_HAVE_CUDA ? "built" : "not built") + ")");
+                                        (WCODEC_HAVE_CUDA ? "built" : "not built") + ")\ncpu: " +
+                                        wcodec::cpu_model() + "\ndecoder path: " + wcodec::cpu_path_name() +
+                                        (wcodec::cpu_path_note().empty() ? "" : " (" + wcodec::cpu_path_note() + ")"));
   app.require_subcommand(1);
 
   std::string in, out;

@@ -41,7 +41,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PACKAGES=(
   g++-aarch64-linux-gnu qemu-user-static
   libzstd-dev:arm64 liblz4-dev:arm64 libxxhash-dev:arm64 libssl-dev:arm64
-  zlib1g-dev:arm64 libgtest-dev:arm64 libstdc++6:arm64
+  zlib1g-dev:arm64 libgtest-dev:arm64 libstdc++6:arm64 libhwy-dev:arm64
 )
 build_dir=build-aarch64
 

@@ -1,33 +1,23 @@
 // codec/common/simd_env.cpp — see simd_env.h.
 #include "simd_env.h"
 
-#include <cstdlib>
+#include "wcodec/cpu.h"
 
 namespace wcodec {
 
 bool simd_disabled_by_env() {
-  static const bool off = [] {
-    const char* e = std::getenv("WCODEC_NO_SIMD");
-    return e && *e && *e != '0';
-  }();
+  static const bool off = cpu_path_choice().forced && cpu_path() == CpuPath::kScalar;
   return off;
 }
 
 bool simd_enabled() {
-  static const bool on = [] {
-    if (simd_disabled_by_env()) return false;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2");
-#else
-    return false;  // the vector code is AVX-512 (x86-64 only)
-#endif
-  }();
+  static const bool on = cpu_path() == CpuPath::kAvx512;
   return on;
 }
 
-bool vector_decoder_available() { return simd_enabled(); }
+bool vector_decoder_available() {
+  static const bool on = cpu_path() == CpuPath::kAvx512 || cpu_path() == CpuPath::kAvx2;
+  return on;
+}
 
 }  // namespace wcodec

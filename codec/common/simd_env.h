@@ -1,21 +1,21 @@
-// codec/common/simd_env.h — whether the vector code paths may run: the
-// WCODEC_NO_SIMD switch and the AVX-512 features the vector decoders and
-// the vector rANS encoder need. Both answers are computed once.
+// codec/common/simd_env.h — whether the vector code paths may run, from the
+// process's decoder path (include/wcodec/cpu.h: the CPU, WCODEC_CPU and its
+// alias WCODEC_NO_SIMD=1). The answers are computed once.
 //
 // Thread-safety: safe from any thread (function-local statics).
 #pragma once
 
 namespace wcodec {
 
-// Whether WCODEC_NO_SIMD (set, non-empty and not "0") turns every vector
-// path off: the AVX-512 decoders and rANS encoder, the encoder's AVX2 row
-// loops. Read once.
+// Whether the scalar path was forced (WCODEC_CPU=scalar or WCODEC_NO_SIMD
+// set, non-empty and not "0"): every vector path off, the AVX-512 and AVX2
+// decoders, the AVX-512 rANS encoder, the encoder's AVX2 row loops.
 bool simd_disabled_by_env();
-// Whether the vector decoders run on this CPU (AVX-512 with BW, VL, DQ,
-// VBMI and VBMI2, and not turned off by WCODEC_NO_SIMD).
+// Whether a vector decoder path (avx512 or avx2) is in use: the model
+// tables are then built in their flattened vector form.
 bool vector_decoder_available();
-// The same without the name of the decoders: AVX-512 with BW, VL, DQ, VBMI
-// and VBMI2, and WCODEC_NO_SIMD not set (the vector rANS encoder's check).
+// Whether the avx512 path is in use (AVX-512 with BW, VL, DQ, VBMI and
+// VBMI2): the AVX-512 decoders' and the vector rANS encoder's check.
 bool simd_enabled();
 
 }  // namespace wcodec

@@ -20,6 +20,7 @@
 #include "staging.h"
 #include "fs_util.h"
 #include "wcodecfs/fs_log.h"
+#include "wcodec/cpu.h"
 
 #ifndef WCODECFS_VERSION
 #define WCODECFS_VERSION "unknown"
@@ -881,7 +882,8 @@ std::string Filesystem::stats_json() const {
                  {"bytes", Stats::get(s.bytes_decoded)},
                  {"seconds", static_cast<double>(Stats::get(s.decode_ns)) * 1e-9},
                  {"errors", Stats::get(s.decode_errors)},
-                 {"table_bytes", wcodec::vector_table_bytes()}};
+                 {"table_bytes", wcodec::vector_table_bytes()},
+                 {"cpu_path", wcodec::cpu_path_name()}};
   j["readahead"] = {{"chunks", Stats::get(s.readahead_chunks)},
                     {"hits", Stats::get(s.readahead_hits)},
                     {"max_window", readahead_cap_}};

@@ -1,0 +1,146 @@
+// codec/common/cpu.cpp — the decoder paths (include/wcodec/cpu.h): CPU
+// feature checks, the WCODEC_CPU / WCODEC_NO_SIMD environment variables, the
+// CPU model name.
+// Thread-safety: the process's answers are function-local statics, computed
+// once; resolve_cpu_path is pure.
+#include "wcodec/cpu.h"
+
+#include <hwy/targets.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace wcodec {
+
+const char* cpu_path_name(CpuPath p) {
+  switch (p) {
+    case CpuPath::kScalar: return "scalar";
+    case CpuPath::kAvx2: return "avx2";
+    case CpuPath::kAvx512: return "avx512";
+    case CpuPath::kNeon: return "neon";
+  }
+  return "scalar";
+}
+
+bool parse_cpu_path(const char* s, CpuPath* out) {
+  if (!s) return false;
+  std::string v;
+  for (const char* c = s; *c; ++c) v += static_cast<char>(std::tolower(static_cast<unsigned char>(*c)));
+  static const struct {
+    const char* name;
+    CpuPath p;
+  } kNames[] = {{"scalar", CpuPath::kScalar}, {"avx2", CpuPath::kAvx2}, {"avx512", CpuPath::kAvx512},
+                {"neon", CpuPath::kNeon}};
+  for (const auto& n : kNames)
+    if (v == n.name) {
+      *out = n.p;
+      return true;
+    }
+  return false;
+}
+
+bool cpu_path_supported(CpuPath p) {
+  switch (p) {
+    case CpuPath::kScalar: return true;
+    case CpuPath::kAvx2: {
+#if defined(__x86_64__)
+      // The Highway AVX2 target (AVX2, BMI2, FMA, F16C) as Highway checks it.
+      static const bool ok = (hwy::SupportedTargets() & HWY_AVX2) != 0;
+      return ok;
+#else
+      return false;
+#endif
+    }
+    case CpuPath::kAvx512: {
+#if defined(__x86_64__)
+      static const bool ok = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2");
+      }();
+      return ok;
+#else
+      return false;
+#endif
+    }
+    case CpuPath::kNeon: return false;  // reserved: no NEON decoder yet
+  }
+  return false;
+}
+
+CpuPath cpu_path_best() {
+  if (cpu_path_supported(CpuPath::kAvx512)) return CpuPath::kAvx512;
+  if (cpu_path_supported(CpuPath::kAvx2)) return CpuPath::kAvx2;
+  return CpuPath::kScalar;
+}
+
+CpuPathChoice resolve_cpu_path(const char* cpu, const char* no_simd) {
+  CpuPathChoice c{cpu_path_best(), cpu_path_best(), false, {}};
+  if (no_simd && *no_simd && std::strcmp(no_simd, "0") != 0) {
+    c.effective = c.requested = CpuPath::kScalar;
+    c.forced = true;
+    return c;
+  }
+  if (!cpu || !*cpu) return c;
+  std::string v;
+  for (const char* s = cpu; *s; ++s) v += static_cast<char>(std::tolower(static_cast<unsigned char>(*s)));
+  if (v == "auto") return c;
+  CpuPath p;
+  if (!parse_cpu_path(cpu, &p)) {
+    c.note = std::string("WCODEC_CPU=") + cpu + " is not a decoder path (scalar, avx2, avx512, auto); using " +
+             cpu_path_name(c.effective);
+    return c;
+  }
+  c.requested = p;
+  c.forced = true;
+  if (cpu_path_supported(p)) {
+    c.effective = p;
+  } else {
+    // The best path below the requested one that this CPU runs.
+    c.effective = p == CpuPath::kAvx512 && cpu_path_supported(CpuPath::kAvx2) ? CpuPath::kAvx2 : CpuPath::kScalar;
+    c.note = std::string("WCODEC_CPU=") + cpu + ": this CPU or build cannot run the " + cpu_path_name(p) +
+             " decoders; using " + cpu_path_name(c.effective);
+  }
+  return c;
+}
+
+const CpuPathChoice& cpu_path_choice() {
+  static const CpuPathChoice c = resolve_cpu_path(std::getenv("WCODEC_CPU"), std::getenv("WCODEC_NO_SIMD"));
+  return c;
+}
+
+const std::string& cpu_model() {
+  static const std::string m = [] {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.compare(0, 10, "model name") != 0) continue;
+      const size_t colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      size_t b = colon + 1;
+      while (b < line.size() && line[b] == ' ') ++b;
+      if (b < line.size()) return line.substr(b);
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned r[12] = {};
+    if (__get_cpuid_max(0x80000000u, nullptr) >= 0x80000004u) {
+      for (unsigned i = 0; i < 3; ++i) __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+      std::string s(reinterpret_cast<const char*>(r), 48);
+      s = s.c_str();
+      const size_t b = s.find_first_not_of(' ');
+      if (b != std::string::npos) return s.substr(b);
+    }
+#endif
+    return std::string("unknown");
+  }();
+  return m;
+}
+
+}  // namespace wcodec

@@ -1,0 +1,24 @@
+// codec/decompress/chunk_decode_hwy.h — the decoders of the avx2 decoder
+// path (include/wcodec/cpu.h), written with Google Highway
+// (chunk_decode_hwy_*.cpp).
+//
+// Thread-safety: pure functions over their arguments and the caller's
+// scratch.
+#pragma once
+
+#include <cstdint>
+
+#include "chunk_decode.h"
+
+namespace wcodec {
+
+// decode_float_chunk_simd's contract with the AVX2 instance of the Highway
+// decoder: 1 decoded (the same bytes as decode_float_chunk), 0 malformed,
+// -1 not handled here (not x86, or a model configuration it does not
+// decode). The caller checks that the CPU runs the avx2 path. lm: scratch
+// of simd_lane_major_bytes(cv) bytes (the exponent and sign/mantissa
+// grids).
+int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                           const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm, bool tail);
+
+}  // namespace wcodec

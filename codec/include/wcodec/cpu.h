@@ -1,0 +1,53 @@
+// codec/include/wcodec/cpu.h — the decoder paths: which vector decoders a
+// process uses (scalar reference, AVX2, AVX-512; NEON reserved), chosen once
+// from the CPU and the WCODEC_CPU environment variable, and the CPU's model
+// name, so that tools can print what a measurement ran on.
+//
+// WCODEC_CPU=scalar|avx2|avx512|auto forces a path (case-insensitive);
+// WCODEC_NO_SIMD=1 (set, non-empty, not "0") is an alias of
+// WCODEC_CPU=scalar and wins over WCODEC_CPU. A forced path this CPU cannot
+// run, or an unknown value, falls back to the best path the CPU runs; the
+// codec never prints: cpu_path_note() says why the effective path differs
+// from the requested one, for the tool to warn.
+// Thread-safety: everything is computed once (function-local statics) and
+// safe from any thread.
+#pragma once
+
+#include <string>
+
+namespace wcodec {
+
+enum class CpuPath { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kNeon = 3 };
+
+// "scalar", "avx2", "avx512", "neon".
+const char* cpu_path_name(CpuPath p);
+// Parses a path name (case-insensitive; "auto" and "" are not paths).
+bool parse_cpu_path(const char* s, CpuPath* out);
+// Whether this build and CPU can run path p (kNeon: never yet).
+bool cpu_path_supported(CpuPath p);
+// The best path this CPU runs.
+CpuPath cpu_path_best();
+
+// How the environment resolves to a path; pure, for tests. cpu: the value
+// of WCODEC_CPU (null: unset), no_simd: the value of WCODEC_NO_SIMD.
+struct CpuPathChoice {
+  CpuPath effective;
+  CpuPath requested;  // = effective when nothing (valid) was requested
+  bool forced;        // a valid path was requested
+  std::string note;   // empty, or why effective != requested / the value was ignored
+};
+CpuPathChoice resolve_cpu_path(const char* cpu, const char* no_simd);
+
+// The process's choice (from the environment, read once).
+const CpuPathChoice& cpu_path_choice();
+// The effective decoder path.
+inline CpuPath cpu_path() { return cpu_path_choice().effective; }
+inline const char* cpu_path_name() { return cpu_path_name(cpu_path()); }
+// The note of cpu_path_choice() (empty when the request was honoured).
+inline const std::string& cpu_path_note() { return cpu_path_choice().note; }
+
+// The CPU's model name (/proc/cpuinfo "model name", else the cpuid brand
+// string, else "unknown").
+const std::string& cpu_model();
+
+}  // namespace wcodec

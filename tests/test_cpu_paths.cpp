@@ -1,0 +1,260 @@
+// tests/test_cpu_paths.cpp — the decoder paths (include/wcodec/cpu.h):
+// WCODEC_CPU parsing and fallback, and every path this CPU runs (scalar,
+// avx2 = the Highway decoders, avx512) decoding exactly like the reference:
+// chunk by chunk on the real model files (also on damaged streams: the same
+// accept / reject on every path), and whole files through the wcodec tool
+// forced onto each path (SHA-256 of the decoded file = the original's).
+// Thread-safety: single-threaded test code.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bytes.h"
+#include "chunk_decode_hwy.h"
+#include "chunk_decode_simd.h"
+#include "chunk_model.h"
+#include "tensor_encode.h"
+#include "tensor_model.h"
+#include "testutil.h"
+#include "wcodec/container.h"
+#include "wcodec/cpu.h"
+#include "wcodec/safetensors.h"
+
+namespace {
+
+using namespace wcodec;
+namespace fs = std::filesystem;
+
+// ------------------------------------------------------------ WCODEC_CPU
+
+TEST(CpuPaths, ParseNames) {
+  CpuPath p;
+  EXPECT_TRUE(parse_cpu_path("scalar", &p) && p == CpuPath::kScalar);
+  EXPECT_TRUE(parse_cpu_path("AVX2", &p) && p == CpuPath::kAvx2);
+  EXPECT_TRUE(parse_cpu_path("avx512", &p) && p == CpuPath::kAvx512);
+  EXPECT_TRUE(parse_cpu_path("neon", &p) && p == CpuPath::kNeon);
+  EXPECT_FALSE(parse_cpu_path("sse2", &p));
+  EXPECT_FALSE(parse_cpu_path("", &p));
+  EXPECT_FALSE(parse_cpu_path(nullptr, &p));
+  for (CpuPath q : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kNeon}) {
+    ASSERT_TRUE(parse_cpu_path(cpu_path_name(q), &p));
+    EXPECT_EQ(p, q);
+  }
+}
+
+TEST(CpuPaths, Resolve) {
+  const CpuPath best = cpu_path_best();
+  EXPECT_TRUE(cpu_path_supported(CpuPath::kScalar));
+  EXPECT_TRUE(cpu_path_supported(best));
+  // Unset, empty, "auto": the best path, nothing to say.
+  for (const char* v : {static_cast<const char*>(nullptr), "", "auto", "AUTO"}) {
+    const CpuPathChoice c = resolve_cpu_path(v, nullptr);
+    EXPECT_EQ(c.effective, best);
+    EXPECT_FALSE(c.forced);
+    EXPECT_TRUE(c.note.empty()) << c.note;
+  }
+  // Unknown value: ignored (the best path), with a note for the tool.
+  {
+    const CpuPathChoice c = resolve_cpu_path("sse9", nullptr);
+    EXPECT_EQ(c.effective, best);
+    EXPECT_FALSE(c.forced);
+    EXPECT_NE(c.note.find("sse9"), std::string::npos) << c.note;
+  }
+  // Scalar always runs; WCODEC_NO_SIMD=1 is its alias and wins.
+  EXPECT_EQ(resolve_cpu_path("scalar", nullptr).effective, CpuPath::kScalar);
+  EXPECT_EQ(resolve_cpu_path("avx512", "1").effective, CpuPath::kScalar);
+  EXPECT_EQ(resolve_cpu_path(nullptr, "1").effective, CpuPath::kScalar);
+  EXPECT_EQ(resolve_cpu_path(nullptr, "0").effective, best);
+  // A path the CPU runs is honoured; one it cannot falls back, with a note.
+  for (CpuPath p : {CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kNeon}) {
+    const CpuPathChoice c = resolve_cpu_path(cpu_path_name(p), nullptr);
+    EXPECT_EQ(c.requested, p);
+    EXPECT_TRUE(c.forced);
+    if (cpu_path_supported(p)) {
+      EXPECT_EQ(c.effective, p);
+      EXPECT_TRUE(c.note.empty());
+    } else {
+      EXPECT_TRUE(cpu_path_supported(c.effective));
+      EXPECT_NE(c.effective, p);
+      EXPECT_FALSE(c.note.empty());
+    }
+  }
+  EXPECT_FALSE(cpu_model().empty());
+}
+
+// ------------------------------------------------------------ chunks
+
+struct Parsed {
+  const uint8_t* rans = nullptr;
+  uint32_t rans_len = 0;
+  const uint8_t* raw = nullptr;
+  size_t raw_len = 0;
+  bool tail = false;
+};
+
+bool parse_payload(const TensorGeometry& g, uint64_t index, const std::vector<uint8_t>& p, Parsed* out) {
+  uint64_t row0, col0, h, w;
+  g.chunk_rect(index, &row0, &col0, &h, &w);
+  ByteReader r(p.data(), p.size());
+  const uint8_t flags = r.u8();
+  if (flags & 1) r.take(2 * ((h + kTile - 1) / kTile) * ((w + kTile - 1) / kTile));
+  out->tail = (flags & 2) != 0;
+  out->rans_len = r.u32();
+  out->rans = r.take(out->rans_len);
+  out->raw = r.cur();
+  out->raw_len = r.remaining();
+  return r.ok();
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr uint64_t kMaxTensor = 1u << 20;
+#else
+constexpr uint64_t kMaxTensor = 8u << 20;
+#endif
+
+struct Counts {
+  int chunks = 0;   // float chunks the AVX2 decoder decoded
+  int damaged = 0;  // damaged streams compared
+  int rejected = 0;
+};
+
+// Reference, AVX2 (Highway) and, where the process runs it, AVX-512 on
+// one float chunk and on damaged copies of its stream.
+void compare_float_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& ps, uint64_t xxh3,
+                         uint64_t decoded_size, const std::string& what, Counts* k) {
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  std::vector<uint16_t> e(n);
+  std::vector<uint8_t> sm(n), lm(simd_lane_major_bytes(cv));
+  std::vector<uint8_t> ref(decoded_size, 0x11), hw(decoded_size, 0x22), v5(decoded_size, 0x33);
+  ASSERT_TRUE(decode_float_chunk(mv, cv, ps.rans, ps.rans_len, ps.raw, ps.raw_len, ref.data(), e.data(), sm.data(),
+                                 ps.tail))
+      << what;
+  ASSERT_EQ(chunk_hash(ref.data(), ref.size()), xxh3) << what;
+  const int h = decode_float_chunk_hwy(mv, cv, ps.rans, ps.rans_len, ps.raw, ps.raw_len, hw.data(), lm.data(),
+                                       ps.tail);
+  if (h < 0) return;
+  ASSERT_EQ(h, 1) << what << ": the AVX2 decoder rejected a valid chunk";
+  ASSERT_EQ(ref, hw) << what << ": the AVX2 decoder differs from the reference";
+  ++k->chunks;
+  const bool avx512 = cpu_path() == CpuPath::kAvx512;
+  // Damage: one byte flipped in the lane states, early, middle and last
+  // words; a truncated stream (shorter by 2 and by 64 bytes).
+  const uint32_t L = ps.rans_len;
+  const uint32_t spots[] = {3, 4 * kLanes + 1, L / 3, L / 2, L - 3};
+  for (int v = 0; v < 7; ++v) {
+    std::vector<uint8_t> bad(ps.rans, ps.rans + L);
+    uint32_t len = L;
+    if (v < 5) {
+      bad[spots[v] % L] ^= static_cast<uint8_t>(0x5a + v);
+    } else {
+      const uint32_t cut = v == 5 ? 2 : 64;
+      if (len < 4 * kLanes + cut) continue;
+      len -= cut;
+    }
+    const bool r_ok = decode_float_chunk(mv, cv, bad.data(), len, ps.raw, ps.raw_len, ref.data(), e.data(),
+                                         sm.data(), ps.tail);
+    const int h_ok = decode_float_chunk_hwy(mv, cv, bad.data(), len, ps.raw, ps.raw_len, hw.data(), lm.data(),
+                                            ps.tail);
+    EXPECT_EQ(r_ok ? 1 : 0, h_ok) << what << " damage " << v << ": AVX2 and reference disagree";
+    if (r_ok && h_ok == 1) EXPECT_EQ(ref, hw) << what << " damage " << v;
+    if (avx512) {
+      const int s_ok = decode_float_chunk_simd(mv, cv, bad.data(), len, ps.raw, ps.raw_len, v5.data(), lm.data(),
+                                               ps.tail);
+      if (s_ok >= 0) EXPECT_EQ(r_ok ? 1 : 0, s_ok) << what << " damage " << v << ": AVX-512 and reference disagree";
+    }
+    ++k->damaged;
+    k->rejected += !r_ok;
+  }
+}
+
+TEST(CpuPaths, Avx2FloatEqualsReferenceOnRealFiles) {
+  if (!cpu_path_supported(CpuPath::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2: the avx2 path is not compared";
+  Counts k;
+  for (const auto& p : wctest::data_safetensors_files()) {
+    const auto f = wctest::read_file(p);
+    auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
+    ASSERT_TRUE(hd.ok()) << hd.status().ToString();
+    for (const auto& t : hd->tensors) {
+      if (t.nbytes() > kMaxTensor) continue;
+      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, EncodeOptions{});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      const EncodedTensor& et = *r;
+      if (et.model.kind != ModelKind::kFloat) continue;
+      std::shared_ptr<const TensorModel::VectorTables> hold;
+      const ModelView mv = et.model.view(&hold);
+      for (uint64_t i = 0; i < et.chunks.size(); ++i) {
+        const auto& c = et.chunks[i];
+        if (c.method != ChunkMethod::kModel) continue;
+        Parsed ps;
+        ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
+        uint64_t row0, col0, h, w;
+        et.geom.chunk_rect(i, &row0, &col0, &h, &w);
+        const ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                           static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+        compare_float_chunk(mv, cv, ps, c.xxh3, c.decoded_size,
+                            p.filename().string() + ": " + t.name + " chunk " + std::to_string(i), &k);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+  if (!vector_decoder_available()) GTEST_SKIP() << "scalar path forced: no vector tables, nothing compared";
+  EXPECT_GT(k.chunks, 50);
+  EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
+}
+
+// ------------------------------------------------------------ whole files
+
+std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+
+TEST(CpuPaths, ToolReportsPath) {
+  std::string out;
+  ASSERT_EQ(wctest::run_command("WCODEC_CPU=scalar " + std::string(WCODEC_TOOL) + " --version", &out), 0) << out;
+  EXPECT_NE(out.find("decoder path: scalar"), std::string::npos) << out;
+  ASSERT_EQ(wctest::run_command("WCODEC_CPU=bogus " + std::string(WCODEC_TOOL) + " --version", &out), 0) << out;
+  EXPECT_NE(out.find(std::string("decoder path: ") + cpu_path_name(cpu_path_best())), std::string::npos) << out;
+  EXPECT_NE(out.find("bogus"), std::string::npos) << out;
+  for (CpuPath p : {CpuPath::kAvx2, CpuPath::kAvx512}) {
+    ASSERT_EQ(wctest::run_command(std::string("WCODEC_CPU=") + cpu_path_name(p) + " " + WCODEC_TOOL + " --version",
+                                  &out),
+              0)
+        << out;
+    const CpuPath eff = resolve_cpu_path(cpu_path_name(p), nullptr).effective;
+    EXPECT_NE(out.find(std::string("decoder path: ") + cpu_path_name(eff)), std::string::npos) << out;
+  }
+}
+
+// Every real file decoded by the tool on every path this CPU runs equals
+// the original.
+TEST(CpuPaths, EveryPathDecodesRealFiles) {
+  wctest::ScratchDir dir;
+  int files = 0;
+  for (const auto& p : wctest::data_safetensors_files()) {
+#if defined(__SANITIZE_ADDRESS__)
+    if (fs::file_size(p) > (2u << 20)) continue;
+#endif
+    const auto orig = wctest::read_file(p);
+    const std::string want = wctest::sha256_hex(orig);
+    const fs::path enc = dir / (p.stem().string() + ".wcodec");
+    std::string out;
+    ASSERT_EQ(wctest::run_command(std::string(WCODEC_TOOL) + " encode -q " + q(p) + " " + q(enc) + " 2>&1", &out), 0)
+        << out;
+    for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+      if (!cpu_path_supported(path)) continue;
+      const fs::path dec = dir / (p.stem().string() + "." + cpu_path_name(path) + ".out");
+      ASSERT_EQ(wctest::run_command(std::string("WCODEC_CPU=") + cpu_path_name(path) + " " + WCODEC_TOOL +
+                                        " decode " + q(enc) + " " + q(dec) + " 2>&1",
+                                    &out),
+                0)
+          << p << " on " << cpu_path_name(path) << ": " << out;
+      EXPECT_EQ(wctest::sha256_hex(wctest::read_file(dec)), want) << p << " on " << cpu_path_name(path);
+      fs::remove(dec);
+    }
+    fs::remove(enc);
+    ++files;
+  }
+  if (files == 0) GTEST_SKIP() << "no model files in " << wctest::data_dir();
+}
+
+}  // namespace
