@@ -158,11 +158,15 @@ void compare_float_chunk(const ModelView& mv, const ChunkView& cv, const Parsed&
     const int h_ok = decode_float_chunk_hwy(mv, cv, bad.data(), len, ps.raw, ps.raw_len, hw.data(), lm.data(),
                                             ps.tail);
     EXPECT_EQ(r_ok ? 1 : 0, h_ok) << what << " damage " << v << ": AVX2 and reference disagree";
-    if (r_ok && h_ok == 1) EXPECT_EQ(ref, hw) << what << " damage " << v;
+    if (r_ok && h_ok == 1) {
+      EXPECT_EQ(ref, hw) << what << " damage " << v;
+    }
     if (avx512) {
       const int s_ok = decode_float_chunk_simd(mv, cv, bad.data(), len, ps.raw, ps.raw_len, v5.data(), lm.data(),
                                                ps.tail);
-      if (s_ok >= 0) EXPECT_EQ(r_ok ? 1 : 0, s_ok) << what << " damage " << v << ": AVX-512 and reference disagree";
+      if (s_ok >= 0) {
+        EXPECT_EQ(r_ok ? 1 : 0, s_ok) << what << " damage " << v << ": AVX-512 and reference disagree";
+      }
     }
     ++k->damaged;
     k->rejected += !r_ok;
@@ -206,7 +210,13 @@ TEST(CpuPaths, Avx2FloatEqualsReferenceOnRealFiles) {
 
 // ------------------------------------------------------------ whole files
 
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+// The path quoted for the shell (no quote characters in test paths).
+std::string q(const fs::path& p) {
+  std::string out = "'";
+  out += p.string();
+  out += '\'';
+  return out;
+}
 
 TEST(CpuPaths, ToolReportsPath) {
   std::string out;
