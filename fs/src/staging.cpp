@@ -387,46 +387,22 @@ Result<Entry> Staging::getattr(NodeId id) {
 Result<std::vector<DirEntry>> Staging::readdir(NodeId id) {
   WCFS_ASSIGN_OR_RETURN(std::shared_ptr<Node> n, get_dir(id));
   const std::string rel = rel_path(*n);
-  int fd = ::openat(n->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return from_errno(errno, "staging: open directory " + rel);
-  DIR* dir = ::fdopendir(fd);
-  if (!dir) {
-    const int err = errno;
-    ::close(fd);
-    return from_errno(err, "staging: open directory " + rel);
-  }
+  WCFS_ASSIGN_OR_RETURN(const StoreDir listing,
+                        StoreDir::list(n->dirfd, join(kStagingAreaName, rel),
+                                       [](const std::string& name) { return is_queue_internal_name(name); }));
   std::vector<DirEntry> out;
   out.push_back({".", S_IFDIR, static_cast<uint64_t>(n->st.st_ino)});
   out.push_back({"..", S_IFDIR, 0});
   std::vector<DirEntry> encoded;
   std::unordered_set<std::string> plain;
-  for (;;) {
-    errno = 0;
-    struct dirent* d = ::readdir(dir);
-    if (!d) {
-      if (errno != 0) {
-        const int err = errno;
-        ::closedir(dir);
-        return from_errno(err, "staging: read directory " + rel);
-      }
-      break;
-    }
-    std::string name = d->d_name;
-    if (name == "." || name == ".." || is_queue_internal_name(name)) continue;
-    mode_t type = dtype_to_mode(d->d_type);
-    if (type == 0) {
-      struct stat st;
-      if (::fstatat(::dirfd(dir), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-      type = st.st_mode & S_IFMT;
-    }
-    if (const std::string p = presented_name_of(name); !p.empty()) {
-      if (type == S_IFREG) encoded.push_back({p, S_IFREG, static_cast<uint64_t>(d->d_ino)});
+  for (const StoreEntry& e : listing.entries()) {
+    if (const std::string p = presented_name_of(e.name); !p.empty()) {
+      if (e.type == S_IFREG) encoded.push_back({p, S_IFREG, e.ino});
       continue;
     }
-    plain.insert(name);
-    out.push_back({std::move(name), type, static_cast<uint64_t>(d->d_ino)});
+    plain.insert(e.name);
+    out.push_back({e.name, e.type, e.ino});
   }
-  ::closedir(dir);
   for (DirEntry& e : encoded)
     if (!plain.count(e.name)) out.push_back(std::move(e));  // the plain file wins (mid-swap)
   return out;
