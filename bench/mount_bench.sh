@@ -17,6 +17,13 @@
 #   - bytes decoded per byte read when a reader loads one tensor (the
 #     largest and a small one) from the virtual file, from the mount's
 #     /.wcodecfs/stats counters.
+#   - the same cold sequential read through squashfuse_ll over a squashfs
+#     image of FILE (zstd level 19, 1 MiB blocks; Debian squashfuse,
+#     squashfs-tools), the nearest existing way to serve a compressed model
+#     file read-only, and the cold wcodec read once per decoder path named in
+#     CPU_PATHS (default "auto"; e.g. CPU_PATHS="avx512 avx2 scalar": the
+#     daemon runs with WCODEC_CPU set, and the row names the path its stats
+#     report), each as a multiple of squashfuse_ll's figure.
 # Cold rows drop the kernel page cache (echo 3 > /proc/sys/vm/drop_caches)
 # when permitted (root); otherwise they say "page cache not dropped".
 # Needs root or fusermount3 rights, python3.
@@ -30,6 +37,7 @@ WCODECFS=${WCODECFS:-$BUILD/wcodecfs}
 FILE=${1:-$root/../shared/data/isnet-medium.f16.safetensors}
 RANDOM_READS=${RANDOM_READS:-64}
 MOUNT_OPTS=${MOUNT_OPTS:-}   # extra -o options for wcodecfs, e.g. kernel_readahead=4M
+CPU_PATHS=${CPU_PATHS:-auto} # decoder paths for the cold rows (WCODEC_CPU values)
 
 for b in "$WCODEC" "$WCODECFS"; do
     [ -x "$b" ] || { echo "mount_bench: $b not found (build first, or set BUILD=)" >&2; exit 1; }
@@ -81,7 +89,8 @@ drop_caches || true
 note=""
 [ "$can_drop" = 1 ] || note=" (page cache not dropped)"
 
-mount_store() { "$WCODECFS" "$store" "$mnt" ${MOUNT_OPTS:+-o "$MOUNT_OPTS"}; }
+cpu_path=auto   # WCODEC_CPU of the daemon mount_store starts
+mount_store() { WCODEC_CPU=$cpu_path "$WCODECFS" "$store" "$mnt" ${MOUNT_OPTS:+-o "$MOUNT_OPTS"}; }
 unmount_store() {
     timeout 20 fusermount3 -u "$mnt"
     for _ in $(seq 100); do pgrep -f -x "$WCODECFS $store $mnt" >/dev/null || return 0; sleep 0.05; done
@@ -146,9 +155,35 @@ passthrough=$(median_of cold seq_read "$mnt/plain-copy.bin")
 row "sequential, plain file through the mount, cold" "$passthrough" \
     "$(python3 -c "print(f'{100 * $passthrough / $host:.0f}% of the plain file')"); passthrough: the reference below"
 of_passthrough() { python3 -c "print(f'{100 * $1 / $passthrough:.0f}% of passthrough')"; }
-mbps=$(median_of remount_cold seq_read "$mnt/$name.safetensors")
-row "sequential, wcodec through the mount, chunk cache cold" "$mbps" \
-    "$(of_passthrough "$mbps"); $(python3 -c "print(f'decoded {$(decoded_bytes)/$size:.2f} B/B, {$(stat_field '["decode"]["seconds"]'):.2f} s in decode')")"
+unmount_store
+
+# squashfuse_ll over a zstd-19, 1 MiB-block squashfs image of the same file.
+squash=""
+if command -v mksquashfs >/dev/null && command -v squashfuse_ll >/dev/null; then
+    mkdir -p "$work/sqsrc" "$work/sqmnt"
+    ln "$FILE" "$work/sqsrc/$name.safetensors" 2>/dev/null || cp "$FILE" "$work/sqsrc/$name.safetensors"
+    mksquashfs "$work/sqsrc" "$work/image.sqfs" -comp zstd -Xcompression-level 19 -b 1M -noappend -quiet >/dev/null
+    rm -rf "$work/sqsrc"
+    squashfuse_ll "$work/image.sqfs" "$work/sqmnt"
+    squash=$(median_of cold seq_read "$work/sqmnt/$name.safetensors")
+    timeout 20 fusermount3 -u "$work/sqmnt" || true
+    row "sequential, squashfuse_ll (zstd -19, 1 MiB blocks), cold" "$squash" \
+        "image $(python3 -c "print(f'{100 * $(stat -c %s "$work/image.sqfs") / $size:.1f}% of the file')"); $(of_passthrough "$squash")"
+else
+    row "sequential, squashfuse_ll: not installed (apt-get install squashfuse squashfs-tools)" "" ""
+fi
+of_squash() { [ -n "$squash" ] && python3 -c "print(f'{$1 / $squash:.2f}x squashfuse_ll')" || echo "-"; }
+
+for cpu_path in $CPU_PATHS; do
+    mount_store
+    mbps=$(median_of remount_cold seq_read "$mnt/$name.safetensors")
+    ran=$(stat_field '["decode"]["cpu_path"]')
+    row "sequential, wcodec through the mount, chunk cache cold, $ran path" "$mbps" \
+        "$(of_squash "$mbps"); $(of_passthrough "$mbps"); $(python3 -c "print(f'decoded {$(decoded_bytes)/$size:.2f} B/B, {$(stat_field '["decode"]["seconds"]'):.2f} s in decode')")"
+    unmount_store
+done
+cpu_path=auto
+mount_store
 mbps=$(median_of cold seq_read "$mnt/$name.safetensors")
 row "sequential, wcodec through the mount, chunk cache warm" "$mbps" \
     "$(of_passthrough "$mbps"); $( [ "$can_drop" = 1 ] && echo "kernel page cache dropped" || echo "page cache not dropped")"
@@ -264,7 +299,7 @@ row "daemon peak RSS, cache_size=$budget, whole file + 8 random readers" "" \
 # --- table ---------------------------------------------------------------------
 echo
 echo "wcodecfs mount benchmark: $(basename "$FILE") ($(python3 -c "print(f'{$size/1e6:.1f}')") MB; stored $(python3 -c "print(f'{$stored/1e6:.1f} MB = {100*$stored/$size:.1f}%')"))"
-echo "$(nproc) CPUs, default decoder threads (CPUs + 1) and cache${MOUNT_OPTS:+, -o $MOUNT_OPTS}; median of $REPEAT runs; MB = 10^6 bytes; B/B = bytes decoded per byte read"
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); $(nproc) CPUs, default decoder threads (CPUs + 1) and cache${MOUNT_OPTS:+, -o $MOUNT_OPTS}; median of $REPEAT runs; MB = 10^6 bytes; B/B = bytes decoded per byte read"
 printf '| %-64s | %9s | %-30s |\n' "read" "MB/s" "notes"
 printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..66})" "$(printf -- '-%.0s' {1..11})" "$(printf -- '-%.0s' {1..32})"
 for r in "${rows[@]}"; do echo "$r"; done
