@@ -15,6 +15,7 @@
 
 extern "C" int fuzz_container_one(const uint8_t* data, size_t size);
 extern "C" int fuzz_encode_one(const uint8_t* data, size_t size);
+extern "C" int fuzz_gguf_one(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -52,6 +53,8 @@ TEST(FuzzReplay, PayloadFlipsOfEverySeed) {
     }
   }
 }
+
+TEST(FuzzReplay, GgufCorpusParsesOrFailsCleanly) { replay(WCODEC_FUZZ_GGUF_CORPUS, fuzz_gguf_one); }
 
 TEST(FuzzReplay, EncoderCorpusRoundTrips) { replay(WCODEC_FUZZ_ENCODE_CORPUS, fuzz_encode_one); }
 
