@@ -16,6 +16,7 @@
 extern "C" int fuzz_container_one(const uint8_t* data, size_t size);
 extern "C" int fuzz_encode_one(const uint8_t* data, size_t size);
 extern "C" int fuzz_gguf_one(const uint8_t* data, size_t size);
+extern "C" int fuzz_packed_ternary_one(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -55,6 +56,10 @@ TEST(FuzzReplay, PayloadFlipsOfEverySeed) {
 }
 
 TEST(FuzzReplay, GgufCorpusParsesOrFailsCleanly) { replay(WCODEC_FUZZ_GGUF_CORPUS, fuzz_gguf_one); }
+
+TEST(FuzzReplay, PackedTernaryCorpusPacksBackOrFailsCleanly) {
+  replay(WCODEC_FUZZ_TERNARY_CORPUS, fuzz_packed_ternary_one);
+}
 
 TEST(FuzzReplay, EncoderCorpusRoundTrips) { replay(WCODEC_FUZZ_ENCODE_CORPUS, fuzz_encode_one); }
 
