@@ -213,7 +213,8 @@ TEST(Gguf, TypeTable) {
   EXPECT_EQ(ggml_type_info(kGgmlTypeTQ2_0)->type_size, 66u);
   EXPECT_EQ(ggml_type_info(kGgmlTypeTQ1_0)->type_size, 54u);
   EXPECT_EQ(ggml_type_info(kGgmlTypeBF16)->block, 1u);
-  for (uint32_t removed : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 40u, 1000u}) EXPECT_EQ(ggml_type_info(removed), nullptr);
+  EXPECT_EQ(ggml_type_info(42)->type_size, 18u);  // Q2_0
+  for (uint32_t removed : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 43u, 1000u}) EXPECT_EQ(ggml_type_info(removed), nullptr);
   int64_t ne[4] = {512, 3, 1, 1};
   uint64_t nb = 0;
   ASSERT_TRUE(ggml_tensor_nbytes(kGgmlTypeQ8_0, ne, 2, "x", &nb).ok());
@@ -368,7 +369,7 @@ TEST(GgufRefused, TensorInfos) {
   expect_refused(one("w", {8, -2}, 0, 0), {"'w'", "ne[1] = -2"});
   expect_refused(one("w", {1ll << 32, 1ll << 31}, 0, 0), {"'w'", "2^63"});
   expect_refused(one("w", {8}, 4, 0), {"'w'", "ggml type 4"});
-  expect_refused(one("w", {8}, 40, 0), {"'w'", "ggml type 40"});
+  expect_refused(one("w", {8}, 43, 0), {"'w'", "ggml type 43"});
   expect_refused(one("w", {48}, kGgmlTypeQ4_0, 0), {"'w'", "ne[0] = 48", "Q4_0", "32"});
   expect_refused(one("w", {8}, 0, 32), {"'w'", "offset 32", "expected 0"});
   {

@@ -37,6 +37,7 @@ constexpr GgmlTypeInfo kGgmlTypes[] = {
     {"I16", 1, 2},        {"I32", 1, 4},      {"I64", 1, 8},       {"F64", 1, 8},      {"IQ1_M", 256, 56},
     {"BF16", 1, 2},       kNoType,            kNoType,             kNoType,            {"TQ1_0", 256, 54},
     {"TQ2_0", 256, 66},   kNoType,            kNoType,             kNoType,            {"MXFP4", 32, 17},
+    {"NVFP4", 64, 36},    {"Q1_0", 128, 18},  {"Q2_0", 64, 18},
 };
 constexpr uint32_t kGgmlTypeCount = static_cast<uint32_t>(std::size(kGgmlTypes));
 
@@ -268,7 +269,7 @@ Status ggml_tensor_nbytes(uint32_t type, const int64_t* ne_in, uint32_t n_dims, 
   const GgmlTypeInfo* ti = ggml_type_info(type);
   if (!ti)
     return Status::Corruption(what + ": ggml type " + std::to_string(type) +
-                              " is unknown or removed (known: 0..3, 6..30, 34, 35, 39)");
+                              " is unknown or removed (known: 0..3, 6..30, 34, 35, 39..42)");
   // llama.cpp: the element count must stay below INT64_MAX, dimension by
   // dimension.
   const bool empty = ne[0] == 0 || ne[1] == 0 || ne[2] == 0 || ne[3] == 0;

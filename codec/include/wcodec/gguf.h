@@ -91,8 +91,9 @@ struct GgufKv {
   GgufValue value;
 };
 
-// ggml tensor types (enum ggml_type). Removed types (4, 5, 31..33, 36..38)
-// and values past the table are unknown.
+// ggml tensor types (enum ggml_type, as of the llama.cpp vendored by
+// llama-cpp-python 0.3.36). Removed types (4, 5, 31..33, 36..38) and values
+// past the table (43 on) are unknown.
 struct GgmlTypeInfo {
   const char* name;    // "Q4_K"
   uint32_t block;      // elements per block
