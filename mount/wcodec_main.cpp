@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -26,6 +27,7 @@
 
 #include "wcodec/container.h"
 #include "wcodec/cpu.h"
+#include "wcodec/gguf.h"
 #include "wcodecfs/encode_queue.h"
 #include "wcodecfs/fs_log.h"
 #if WCODEC_HAVE_CUDA
@@ -312,11 +314,110 @@ int cmd_verify(const std::vector<std::string>& files, bool full) {
 
 std::string shape_str(const std::vector<uint64_t>& s) {
   std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) o += (i ? "," : "") + std::to_string(s[i]);
-  return o + "]";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) o += ',';
+    o += std::to_string(s[i]);
+  }
+  o += ']';
+  return o;
+}
+
+std::string fmt_g(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+// A GGUF value in a few words: scalars as themselves, strings quoted (cut
+// at 60 bytes), arrays as their length and type with the first elements.
+std::string gguf_value_str(const wcodec::GgufValue& v) {
+  auto elem = [&](uint64_t i) -> std::string {
+    if (v.type == wcodec::GgufType::kString) {
+      std::string o(1, '"');
+      for (size_t k = 0; k < v.strings[i].size() && k < 60; ++k) {
+        const char c = v.strings[i][k];
+        o.push_back(static_cast<unsigned char>(c) < 0x20 ? '?' : c);
+      }
+      o.append(v.strings[i].size() > 60 ? "...\"" : "\"");
+      return o;
+    }
+    const uint8_t* b = v.bytes.data() + i * wcodec::gguf_type_size(v.type);
+    auto get = [&](auto t) {
+      decltype(t) x;
+      std::memcpy(&x, b, sizeof x);
+      return x;
+    };
+    switch (v.type) {
+      case wcodec::GgufType::kU8: return std::to_string(get(uint8_t{}));
+      case wcodec::GgufType::kI8: return std::to_string(get(int8_t{}));
+      case wcodec::GgufType::kU16: return std::to_string(get(uint16_t{}));
+      case wcodec::GgufType::kI16: return std::to_string(get(int16_t{}));
+      case wcodec::GgufType::kU32: return std::to_string(get(uint32_t{}));
+      case wcodec::GgufType::kI32: return std::to_string(get(int32_t{}));
+      case wcodec::GgufType::kU64: return std::to_string(get(uint64_t{}));
+      case wcodec::GgufType::kI64: return std::to_string(get(int64_t{}));
+      case wcodec::GgufType::kF32: return fmt_g(get(float{}));
+      case wcodec::GgufType::kF64: return fmt_g(get(double{}));
+      case wcodec::GgufType::kBool: return b[0] ? "true" : "false";
+      default: return "?";
+    }
+  };
+  if (!v.is_array) return elem(0);
+  std::string o = "[" + std::to_string(v.count()) + " x " + wcodec::gguf_type_name(v.type) + "]";
+  for (uint64_t i = 0; i < v.count() && i < 3; ++i) o += (i ? ", " : " ") + elem(i);
+  if (v.count() > 3) o += ", ...";
+  return o;
+}
+
+// inspect of a GGUF file: its header (wcodec/gguf.h), pairs and tensors.
+int cmd_inspect_gguf(const std::string& file, bool json) {
+  auto r = wcodec::read_gguf_file(file);
+  if (!r.ok()) return fail(r.status());
+  const wcodec::GgufFile& f = *r;
+  nlohmann::json j;
+  j["file"] = file;
+  j["format"] = "gguf";
+  j["version"] = f.version;
+  j["alignment"] = f.alignment;
+  j["data_offset"] = f.data_offset;
+  j["data_size"] = f.data_size;
+  if (!json)
+    std::printf("%s: GGUF v%u, %zu pairs, %zu tensors, alignment %u, data at %llu (%llu bytes)\n", file.c_str(),
+                f.version, f.kv.size(), f.tensors.size(), f.alignment, static_cast<unsigned long long>(f.data_offset),
+                static_cast<unsigned long long>(f.data_size));
+  for (const auto& p : f.kv) {
+    const std::string type = std::string(p.value.is_array ? "arr" : wcodec::gguf_type_name(p.value.type));
+    if (json)
+      j["kv"].push_back({{"key", p.key}, {"type", type}, {"count", p.value.count()}, {"value", gguf_value_str(p.value)}});
+    else
+      std::printf("  %-40s %-4s %s\n", p.key.c_str(), type.c_str(), gguf_value_str(p.value).c_str());
+  }
+  if (!json) std::printf("%-40s %-8s %-24s %12s %12s\n", "tensor", "type", "ne", "offset", "bytes");
+  for (const auto& t : f.tensors) {
+    std::vector<uint64_t> ne;
+    for (uint32_t d = 0; d < t.n_dims; ++d) ne.push_back(static_cast<uint64_t>(t.ne[d]));
+    const char* type = wcodec::ggml_type_info(t.type)->name;
+    if (json)
+      j["tensors"].push_back({{"name", t.name}, {"type", type}, {"ne", ne}, {"offset", t.offset}, {"bytes", t.nbytes}});
+    else
+      std::printf("%-40s %-8s %-24s %12llu %12llu\n", t.name.c_str(), type, shape_str(ne).c_str(),
+                  static_cast<unsigned long long>(t.offset), static_cast<unsigned long long>(t.nbytes));
+  }
+  if (json) std::printf("%s\n", j.dump(2).c_str());
+  return 0;
+}
+
+bool starts_with_gguf_magic(const std::string& file) {
+  char m[4] = {};
+  FILE* fp = std::fopen(file.c_str(), "rb");
+  if (!fp) return false;
+  const size_t n = std::fread(m, 1, 4, fp);
+  std::fclose(fp);
+  return n == 4 && std::memcmp(m, "GGUF", 4) == 0;
 }
 
 int cmd_inspect(const std::string& file, bool json) {
+  if (starts_with_gguf_magic(file)) return cmd_inspect_gguf(file, json);
   auto r = wcodec::Reader::open(file);
   if (!r.ok()) return fail(r.status());
   const auto& rd = **r;
@@ -730,8 +831,8 @@ int main(int argc, char** argv) {
   ver->add_option("FILES", files, ".wcodec files")->required();
   ver->add_flag("--full", full, "decode everything and compare SHA-256 of the original");
 
-  auto* ins = app.add_subcommand("inspect", "Per-tensor table of a .wcodec file");
-  ins->add_option("FILE", in, ".wcodec file")->required();
+  auto* ins = app.add_subcommand("inspect", "Per-tensor table of a .wcodec file (or the header of a .gguf file)");
+  ins->add_option("FILE", in, ".wcodec or .gguf file")->required();
   ins->add_flag("--json", json, "JSON output");
 
   bool quick = false;

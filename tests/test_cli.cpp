@@ -5,6 +5,8 @@
 // Thread-safety: single-threaded test code.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -147,6 +149,32 @@ TEST(Cli, InspectTableNamesEveryTensor) {
   // One line per tensor plus the summary and the column headings.
   const auto lines = std::count(r.out.begin(), r.out.end(), '\n');
   EXPECT_GE(lines, static_cast<long>(names.size()) + 2) << r.out;
+}
+
+// inspect of a GGUF file: the header's pairs and tensors; a malformed one
+// exits 1 naming the field and the value.
+TEST(Cli, InspectGguf) {
+  const fs::path gguf = wctest::data_dir() / "stories260K.f32.gguf";
+  ToolRun r = wcodec_run("inspect " + q(gguf));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("GGUF v3, 11 pairs, 47 tensors"), std::string::npos) << r.out.substr(0, 400);
+  EXPECT_NE(r.out.find("\"llama\""), std::string::npos);
+  EXPECT_NE(r.out.find("blk.4.ffn_down.weight"), std::string::npos);
+  r = wcodec_run("inspect --json " + q(gguf));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out.substr(0, 400);
+  EXPECT_EQ(j["tensors"].size(), 47u);
+  EXPECT_EQ(j["kv"].size(), 11u);
+  EXPECT_EQ(j["tensors"][0]["type"], "F32");
+  wctest::ScratchDir dir;
+  auto bytes = wctest::read_file(gguf);
+  bytes[4] = 7;  // version 7
+  const fs::path bad = dir / "bad.gguf";
+  { std::ofstream(bad, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size()); }
+  r = wcodec_run("inspect " + q(bad));
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("version 7 (allowed 2, 3)"), std::string::npos) << r.out;
 }
 
 TEST(Cli, InspectJson) {
