@@ -837,8 +837,8 @@ int main(int argc, char** argv) {
 
   bool quick = false;
   std::string json_out;
-  auto* ben = app.add_subcommand("bench", "Compare wcodec with zstd and lz4 on .safetensors files");
-  ben->add_option("FILES", files, ".safetensors files")->required();
+  auto* ben = app.add_subcommand("bench", "Compare wcodec with zstd and lz4 on .safetensors and .gguf files");
+  ben->add_option("FILES", files, ".safetensors or .gguf files")->required();
   ben->add_flag("--quick", quick, "one repetition");
   ben->add_option("--json", json_out, "also write results as JSON to this file");
   double synthetic_gb = 4;

@@ -436,6 +436,45 @@ Result<GgufFile> read_gguf_file(const std::string& path) {
   }
 }
 
+SafetensorsHeader gguf_tensor_layout(const GgufFile& f, uint64_t file_size) {
+  SafetensorsHeader h;
+  h.header_len = f.data_offset;
+  h.data_start = f.data_offset;
+  h.data_len = file_size - f.data_offset;
+  for (const GgufTensor& t : f.tensors) {
+    TensorInfo ti;
+    ti.name = t.name;
+    ti.begin = t.offset;
+    ti.end = t.offset + t.nbytes;
+    DType dt = DType::kU8;
+    bool plain = true;
+    switch (t.type) {
+      case kGgmlTypeF32: dt = DType::kF32; break;
+      case kGgmlTypeF16: dt = DType::kF16; break;
+      case kGgmlTypeBF16: dt = DType::kBF16; break;
+      case 24: dt = DType::kI8; break;
+      case 25: dt = DType::kI16; break;
+      case 26: dt = DType::kI32; break;
+      case 27: dt = DType::kI64; break;
+      case 28: dt = DType::kF64; break;
+      default: plain = false;
+    }
+    ti.dtype = dt;
+    if (plain) {
+      for (uint32_t d = t.n_dims; d-- > 0;) ti.shape.push_back(static_cast<uint64_t>(t.ne[d]));
+    } else {
+      const GgmlTypeInfo* info = ggml_type_info(t.type);
+      const uint64_t row = static_cast<uint64_t>(t.ne[0]) / info->block * info->type_size;
+      const uint64_t rows = static_cast<uint64_t>(t.ne[1]) * static_cast<uint64_t>(t.ne[2]) *
+                            static_cast<uint64_t>(t.ne[3]);
+      if (t.n_dims > 1) ti.shape.push_back(rows);
+      ti.shape.push_back(t.n_dims > 1 ? row : t.nbytes);
+    }
+    h.tensors.push_back(std::move(ti));
+  }
+  return h;
+}
+
 namespace {
 void put(std::vector<uint8_t>& o, const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);

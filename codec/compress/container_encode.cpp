@@ -5,6 +5,7 @@
 // Thread-safety: the encode functions are re-entrant; each call owns its
 // threads and joins them before it returns.
 #include "wcodec/encode.h"
+#include "wcodec/gguf.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -260,7 +261,13 @@ static void drop_unpaid_models(const std::vector<size_t>& idx, const std::functi
 }
 
 Status add_order0_entropy(const uint8_t* data, size_t size, EncodeReport* report) {
-  WC_ASSIGN_OR_RETURN(SafetensorsHeader hdr, parse_safetensors_header(data, size, size, "order-0 statistics"));
+  SafetensorsHeader hdr;
+  if (size >= 4 && std::memcmp(data, "GGUF", 4) == 0) {
+    WC_ASSIGN_OR_RETURN(GgufFile g, parse_gguf(data, size, size, "order-0 statistics"));
+    hdr = gguf_tensor_layout(g, size);
+  } else {
+    WC_ASSIGN_OR_RETURN(hdr, parse_safetensors_header(data, size, size, "order-0 statistics"));
+  }
   if (hdr.tensors.size() != report->tensors.size())
     return Status::Invalid("order-0 statistics: the report has " + std::to_string(report->tensors.size()) +
                            " tensors, the file " + std::to_string(hdr.tensors.size()));
@@ -427,17 +434,57 @@ void encode_job(const EncodeInput& in, const SafetensorsHeader& hdr, size_t i, c
 Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg, const std::string& what,
                    EncodeSink& sink, EncodeReport* report) {
   const auto t0 = std::chrono::steady_clock::now();
-  // The header: 8 bytes of length, then the JSON (read as far as the parser
-  // looks before it rejects an oversized one).
   std::vector<uint8_t> hbuf;
   const uint8_t* hp = nullptr;
   uint64_t hlen = std::min<uint64_t>(size, 8);
   WC_RETURN_IF_ERROR(in.get(0, hlen, &hbuf, &hp));
-  if (hlen == 8) {
-    hlen = std::min<uint64_t>(size, 8 + std::min<uint64_t>(load_u64le(hp), kMaxSafetensorsHeader));
-    WC_RETURN_IF_ERROR(in.get(0, hlen, &hbuf, &hp));
+  // A GGUF source (§4.9): its header up to the data section is kept
+  // verbatim, its tensors are encoded as gguf_tensor_layout lays them out,
+  // and the padding between them must be zeros (the reader serves zeros
+  // there).
+  const bool gguf = hlen >= 4 && std::memcmp(hp, "GGUF", 4) == 0;
+  SafetensorsHeader hdr;
+  if (gguf) {
+    hlen = std::min<uint64_t>(size, uint64_t{1} << 20);
+    for (;;) {
+      WC_RETURN_IF_ERROR(in.get(0, hlen, &hbuf, &hp));
+      auto g = parse_gguf(hp, static_cast<size_t>(hlen), size, what);
+      if (g.ok()) {
+        hdr = gguf_tensor_layout(*g, size);
+        break;
+      }
+      if (g.status().code() != Code::kOutOfRange || hlen == size) return g.status();
+      hlen = std::min<uint64_t>(size, hlen * 4);
+    }
+    // Gaps: between tensors, and from the last one's end to the end of the file.
+    std::vector<uint8_t> gbuf;
+    const uint8_t* gp = nullptr;
+    uint64_t pos = hdr.data_start;
+    for (size_t i = 0; i <= hdr.tensors.size(); ++i) {
+      const uint64_t to = i < hdr.tensors.size() ? hdr.data_start + hdr.tensors[i].begin : size;
+      for (uint64_t at = pos; at < to;) {
+        const uint64_t n = std::min<uint64_t>(to - at, uint64_t{1} << 20);
+        WC_RETURN_IF_ERROR(in.get(at, n, &gbuf, &gp));
+        for (uint64_t k = 0; k < n; ++k)
+          if (gp[k] != 0)
+            return Status::NotSupported(what + ": byte " + std::to_string(at + k) + " (0x" +
+                                        "0123456789abcdef"[gp[k] >> 4] + "0123456789abcdef"[gp[k] & 15] +
+                                        ") outside every tensor is not zero (GGUF padding that is not zero is not "
+                                        "stored; the file stays as it is)");
+        at += n;
+      }
+      if (i < hdr.tensors.size()) pos = hdr.data_start + hdr.tensors[i].end;
+    }
+    WC_RETURN_IF_ERROR(in.get(0, hdr.data_start, &hbuf, &hp));
+  } else {
+    // The header: 8 bytes of length, then the JSON (read as far as the
+    // parser looks before it rejects an oversized one).
+    if (hlen == 8) {
+      hlen = std::min<uint64_t>(size, 8 + std::min<uint64_t>(load_u64le(hp), kMaxSafetensorsHeader));
+      WC_RETURN_IF_ERROR(in.get(0, hlen, &hbuf, &hp));
+    }
+    WC_ASSIGN_OR_RETURN(hdr, parse_safetensors_header(hp, static_cast<size_t>(hlen), size, what));
   }
-  WC_ASSIGN_OR_RETURN(SafetensorsHeader hdr, parse_safetensors_header(hp, static_cast<size_t>(hlen), size, what));
   const std::vector<uint8_t> orig_header(hp, hp + hdr.data_start);
   std::vector<uint8_t>().swap(hbuf);
   if (cfg.chunk_bytes < 4096 || cfg.chunk_bytes > kMaxChunkDecoded)
@@ -515,16 +562,27 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   if (!sha_ctx || EVP_DigestInit_ex(sha_ctx.get(), EVP_sha256(), nullptr) != 1)
     return Status::Internal(what + ": cannot start a SHA-256 digest");
   EVP_DigestUpdate(sha_ctx.get(), orig_header.data(), orig_header.size());
+  // Original bytes digested so far; gaps (GGUF padding, checked zero above)
+  // are digested as zeros.
+  uint64_t digested = orig_header.size();
+  auto digest_zeros_to = [&](uint64_t to) {
+    static const uint8_t zeros[4096] = {};
+    while (digested < to) {
+      const uint64_t n = std::min<uint64_t>(sizeof zeros, to - digested);
+      EVP_DigestUpdate(sha_ctx.get(), zeros, n);
+      digested += n;
+    }
+  };
   // The minor version is the lowest the file needs: 2.1 when a model uses
   // the column-phase ternary contexts, 2.2 when one uses the kernel
   // contexts, 2.3 when a float model codes joint symbols (so older readers
   // read the rest). It is known once every tensor is encoded: the metadata
   // goes out with minor 0 and is written again (same length) if it is not 0.
-  uint16_t minor = 0;
+  uint16_t minor = gguf ? 4 : 0;
   auto meta_json = [&] {
     nlohmann::json meta = {{"format", "wcodec"},
                            {"version", std::to_string(cfg.format_major) + "." + std::to_string(minor)},
-                           {"source_format", "safetensors"},
+                           {"source_format", gguf ? "gguf" : "safetensors"},
                            {"encoder", std::string("wcodec ") + WCODEC_VERSION},
                            {"tensors", nt},
                            {"chunk_bytes", cfg.chunk_bytes}};
@@ -602,7 +660,9 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
     if (!early[i])
       drop_unpaid_models(
           {i}, [&](size_t) -> EncodedTensor& { return job.enc; }, [&](size_t) { return job.bytes; }, opt, coding);
+    digest_zeros_to(hdr.data_start + hdr.tensors[i].begin);
     EVP_DigestUpdate(sha_ctx.get(), job.bytes, hdr.tensors[i].nbytes());
+    digested = hdr.data_start + hdr.tensors[i].end;
     crcs[i] = job.crc;
     if (job.enc.has_model && job.enc.model.kind == ModelKind::kInt && job.enc.model.ip.nbr_mode >= 2)
       minor = std::max<uint16_t>(minor, job.enc.model.ip.nbr_mode == 2 ? 1 : 2);
@@ -625,6 +685,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
       cv.notify_all();
     }
   }
+  digest_zeros_to(size);
   WC_RETURN_IF_ERROR(out.pad_to(kAlign));
   const uint64_t index_off = out.pos;
   uint32_t index_crc = 0;
@@ -669,7 +730,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
     b[5] = cfg.format_major >> 8;
     b[6] = minor & 0xff;
     b[7] = minor >> 8;
-    h.put_u32_at(8, 0);  // flags
+    h.put_u32_at(8, gguf ? kFlagGgufSource : 0);  // flags
     h.put_u32_at(12, static_cast<uint32_t>(meta_s.size()));
     h.put_u64_at(16, size);
     h.put_u64_at(24, hdr.data_start);

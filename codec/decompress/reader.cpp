@@ -5,6 +5,8 @@
 // Thread-safety: see wcodec/reader.h.
 #include "wcodec/reader.h"
 
+#include "wcodec/gguf.h"
+
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
@@ -122,7 +124,8 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
   rd->table_coding_ = vmaj == 1 ? kTablesGamma : kTablesCompact;
   if (load_u32le(hb + 124) != crc32_of(hb, 124)) return Status::Corruption(P + ": header CRC32 mismatch");
   const uint32_t flags = load_u32le(hb + 8);
-  if (flags != 0) return corrupt("header flags", flags, "0 (reserved bits must be zero)");
+  if (flags & ~kFlagGgufSource) return corrupt("header flags", flags, "0 or 1 (bits 1..31 are reserved)");
+  rd->gguf_ = (flags & kFlagGgufSource) != 0;
   for (int i = 84; i < 124; ++i)
     if (hb[i]) return corrupt("reserved header byte " + std::to_string(i), hb[i], "0");
   const uint32_t meta_len = load_u32le(hb + 12);
@@ -164,11 +167,24 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
     if (ZSTD_isError(zr) || zr != raw_index) return Status::Corruption(P + ": index does not decompress");
   }
   rd->orig_header_.assign(ix.begin(), ix.begin() + static_cast<std::ptrdiff_t>(orig_hdr_len));
-  if (8 + load_u64le(rd->orig_header_.data()) != orig_hdr_len)
-    return corrupt("original header length", orig_hdr_len,
-                   "8 + the stored safetensors header's length field (" +
-                       std::to_string(load_u64le(rd->orig_header_.data())) + ")");
-  {
+  if (rd->gguf_) {
+    // A GGUF source (§4.9): the stored header is the GGUF file's bytes up
+    // to its data section, which must parse as exactly that.
+    auto g = parse_gguf(rd->orig_header_.data(), rd->orig_header_.size(), rd->original_size_,
+                        P + " (stored GGUF header)");
+    if (!g.ok())
+      return g.status().code() == Code::kOutOfRange
+                 ? Status::Corruption(P + ": stored GGUF header is cut short (" + g.status().message() + ")")
+                 : g.status();
+    if (g->data_offset != orig_hdr_len)
+      return corrupt("original header length", orig_hdr_len,
+                     "the stored GGUF header's data offset (" + std::to_string(g->data_offset) + ")");
+    rd->header_ = gguf_tensor_layout(*g, rd->original_size_);
+  } else {
+    if (8 + load_u64le(rd->orig_header_.data()) != orig_hdr_len)
+      return corrupt("original header length", orig_hdr_len,
+                     "8 + the stored safetensors header's length field (" +
+                         std::to_string(load_u64le(rd->orig_header_.data())) + ")");
     auto h = parse_safetensors_header(rd->orig_header_.data(), rd->orig_header_.size(), rd->original_size_,
                                       P + " (stored safetensors header)");
     if (!h.ok()) return h.status();
@@ -179,7 +195,7 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
   ByteReader r(ix.data() + orig_hdr_len, ix.size() - orig_hdr_len);
   const uint64_t nt = r.u64();
   if (!r.ok() || nt != rd->header_.tensors.size())
-    return corrupt("tensor count", nt, std::to_string(rd->header_.tensors.size()) + " (from the safetensors header)");
+    return corrupt("tensor count", nt, std::to_string(rd->header_.tensors.size()) + " (from the stored header)");
   const uint64_t data_start = rd->header_.data_start;
   for (uint64_t i = 0; i < nt; ++i) {
     auto t = std::make_unique<Tensor>();
@@ -206,7 +222,7 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
     t->own_model = model_kind == 1;
     if (t->info.name != ref.name || t->info.dtype != ref.dtype || t->info.shape != ref.shape ||
         t->info.begin != ref.begin || t->info.end != ref.end)
-      return Status::Corruption(W + ": index record does not match the stored safetensors header");
+      return Status::Corruption(W + ": index record does not match the stored header");
     const TensorGeometry& g = t->geom;
     const uint64_t nbytes = ref.nbytes();
     const uint32_t eb = g.elem_bits;
@@ -579,6 +595,14 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
     const ChunkEntry& e = all_chunks_[gi];
     const uint64_t cs = e.decoded_offset, ce = cs + e.decoded_size;
     if (ce <= offset) continue;
+    if (cs > offset) {
+      // Padding between tensors (GGUF sources): zeros.
+      const uint64_t z = std::min(end, cs) - offset;
+      std::memset(out, 0, z);
+      out += z;
+      offset += z;
+      if (offset >= end) break;
+    }
     const uint64_t a = offset, b = std::min(end, ce);
     if (auto it = std::find(ahead.begin(), ahead.end(), gi); it != ahead.end()) {
       ahead.erase(it);
@@ -643,6 +667,11 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
     out += b - a;
     offset = b;
   }
+  if (offset < end && gguf_) {
+    // After the last tensor (GGUF sources: its padding): zeros.
+    std::memset(out, 0, end - offset);
+    offset = end;
+  }
   if (offset != end) return Status::Internal(path_ + ": chunks do not cover the requested range");
   return Status::OK();
 }
@@ -667,6 +696,17 @@ Status Reader::verify(bool full) const {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
   EVP_DigestUpdate(ctx, orig_header_.data(), orig_header_.size());
+  // Original bytes digested so far; the gaps between tensors (the padding of
+  // GGUF sources) and after the last one are zeros.
+  uint64_t digested = orig_header_.size();
+  auto digest_zeros_to = [&](uint64_t to) {
+    static const uint8_t zeros[4096] = {};
+    while (digested < to) {
+      const uint64_t n = std::min<uint64_t>(sizeof zeros, to - digested);
+      EVP_DigestUpdate(ctx, zeros, n);
+      digested += n;
+    }
+  };
   // Chunks in file order, in groups where they decode together (a group
   // may span tensors of one shape); each tensor's CRC32 is checked when its
   // last chunk is in.
@@ -706,7 +746,9 @@ Status Reader::verify(bool full) const {
       const size_t gi = idx[i], ti = chunk_tensor_[gi];
       const uint64_t sz = all_chunks_[gi].decoded_size;
       crc[ti] = crc32_of(outs[i], sz, crc[ti]);
+      digest_zeros_to(all_chunks_[gi].decoded_offset);
       EVP_DigestUpdate(ctx, outs[i], sz);
+      digested = all_chunks_[gi].decoded_offset + sz;
       if (gi + 1 == all_chunks_.size() || chunk_tensor_[gi + 1] != ti) {
         check_done(ti);
         next_tensor = ti + 1;
@@ -715,6 +757,7 @@ Status Reader::verify(bool full) const {
     g += static_cast<size_t>(n);
   }
   for (; next_tensor < tensors_.size() && st.ok(); ++next_tensor) check_done(next_tensor);
+  digest_zeros_to(original_size_);
   std::array<uint8_t, 32> md{};
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx, md.data(), &len);

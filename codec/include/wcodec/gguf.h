@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wcodec/safetensors.h"
 #include "wcodec/status.h"
 
 namespace wcodec {
@@ -154,5 +155,15 @@ Result<GgufFile> read_gguf_file(const std::string& path);
 // general.alignment pair's value when there is one. Rejects (naming the
 // field) anything parse_gguf would reject.
 Result<std::vector<uint8_t>> write_gguf_header(const GgufFile& f);
+
+// The tensors of a GGUF file as the .wcodec container stores them (a
+// container of a GGUF source, docs/wcodec-format.md §4.9): data_start = the
+// data section's offset, every tensor at its GGUF offset (so the padding
+// between tensors is a gap of zeros), in file order. F32, F16, BF16, F64 and
+// the integer types keep their element type with the shape reversed (ne[0]
+// last); block-quantized types become U8 [rows, bytes per row] (rows =
+// ne[1]·ne[2]·ne[3]; [bytes per row] for one row), so that a row of blocks
+// is a row of the grid.
+SafetensorsHeader gguf_tensor_layout(const GgufFile& f, uint64_t file_size);
 
 }  // namespace wcodec

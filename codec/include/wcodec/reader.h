@@ -66,7 +66,12 @@ class Reader {
   uint64_t file_size() const { return file_size_; }
   const std::array<uint8_t, 32>& original_sha256() const { return sha256_; }
   const std::string& metadata_json() const { return meta_json_; }
+  // The original's tensors. For a GGUF source (source_is_gguf()) their
+  // layout as gguf_tensor_layout (wcodec/gguf.h) gives it: gaps of zeros
+  // between tensors, quantized types as U8 rows.
   const SafetensorsHeader& header() const { return header_; }
+  // Whether the original is a GGUF file (header flag bit 0, format 2.4).
+  bool source_is_gguf() const { return gguf_; }
   size_t num_tensors() const;
   // Summary of tensor i (from the index; no decoding).
   TensorSummary tensor_summary(size_t i) const;
@@ -143,12 +148,13 @@ class Reader {
   int fd_ = -1;
   const uint8_t* mem_ = nullptr;  // in-memory container (open_memory), else null
   int table_coding_ = 0;  // TableCoding of the model records (header flags)
+  bool gguf_ = false;     // the original is a GGUF file (kFlagGgufSource)
   uint64_t file_size_ = 0;
   uint64_t original_size_ = 0;
   std::array<uint8_t, 32> sha256_{};
   uint32_t file_crc_ = 0;
   std::string meta_json_;
-  std::vector<uint8_t> orig_header_;  // safetensors 8 + N bytes
+  std::vector<uint8_t> orig_header_;  // safetensors 8 + N bytes; GGUF: through the data section's start
   SafetensorsHeader header_;
   std::vector<std::unique_ptr<Tensor>> tensors_;
   std::vector<ChunkEntry> all_chunks_;

@@ -34,8 +34,13 @@ class WcodecChunkSource final : public ChunkSource {
   // contiguous from data_start() to original_size(), each non-empty and at
   // most wcodec::kMaxChunkDecoded bytes. `name` is the store-relative path
   // used in messages instead of the path the reader was opened with.
+  // `packed`: stream positions are the chunks' running sum from 0 (the
+  // tensors back to back, without the gaps a GGUF source has between them:
+  // the GGUF kind maps each tensor's range onto it); otherwise chunks must
+  // be contiguous from data_start() to original_size() and positions are
+  // offsets in the original.
   static Result<std::shared_ptr<WcodecChunkSource>> make(std::shared_ptr<const wcodec::Reader> reader,
-                                                         std::string name, uint64_t id = 0);
+                                                         std::string name, uint64_t id = 0, bool packed = false);
 
   size_t num_chunks() const override { return offsets_.size() - 1; }
   uint64_t chunk_offset(size_t i) const override { return offsets_[i]; }
@@ -49,7 +54,9 @@ class WcodecChunkSource final : public ChunkSource {
   bool pairable(size_t a, size_t b) const override { return reader_->pairable(a, b); }
   int group_size(size_t avail) const override;
   void decode_group(const size_t* idx, uint8_t* const* outs, int n, Status* sts) const override;
-  const wcodec::Reader* device_container() const override { return reader_.get(); }
+  // Packed streams stay on the CPU decoders (the GPU batch decoder places
+  // chunks by their offsets in the original).
+  const wcodec::Reader* device_container() const override { return packed_ ? nullptr : reader_.get(); }
 
   const wcodec::Reader& reader() const { return *reader_; }
 
@@ -64,6 +71,7 @@ class WcodecChunkSource final : public ChunkSource {
   std::string name_;
   // offsets_[i] = stream offset of chunk i; offsets_.back() = stream end.
   std::vector<uint64_t> offsets_;
+  bool packed_ = false;
 };
 
 class WcodecStagingCodec final : public StagingCodec {

@@ -1,5 +1,6 @@
 // fs/src/kinds/kind_registry.cpp — the store kinds a mount uses, in order of
 // precedence (wcodecfs/store_kind.h). A new kind adds one line here.
+#include "wcodecfs/gguf_kind.h"
 #include "wcodecfs/store_kind.h"
 #include "wcodecfs/wcodec_kind.h"
 
@@ -8,6 +9,7 @@ namespace wcodecfs {
 StoreKinds default_kinds() {
   return {
       std::make_shared<WcodecKind>(),
+      std::make_shared<GgufKind>(),
   };
 }
 

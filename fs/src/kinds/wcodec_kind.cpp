@@ -29,20 +29,25 @@ Result<std::shared_ptr<const wcodec::Reader>> open_container(int fd, const std::
 // ------------------------------------------------------------- chunk source
 
 Result<std::shared_ptr<WcodecChunkSource>> WcodecChunkSource::make(std::shared_ptr<const wcodec::Reader> reader,
-                                                                   std::string name, uint64_t id) {
+                                                                   std::string name, uint64_t id, bool packed) {
   const wcodec::Reader& rd = *reader;
-  const uint64_t begin = rd.data_start();
-  const uint64_t end = rd.original_size();
+  const uint64_t begin = packed ? 0 : rd.data_start();
+  uint64_t end = rd.original_size();
+  if (packed) {
+    end = 0;
+    for (size_t i = 0; i < rd.num_chunks(); ++i) end += rd.chunk(i).decoded_size;
+  }
   if (begin > end)
     return Status::Corruption(name + ": data start " + std::to_string(begin) + " beyond original size " +
                               std::to_string(end));
   std::shared_ptr<WcodecChunkSource> src(new WcodecChunkSource(std::move(reader), std::move(name), id));
+  src->packed_ = packed;
   const size_t n = rd.num_chunks();
   src->offsets_.reserve(n + 1);
   uint64_t pos = begin;
   for (size_t i = 0; i < n; ++i) {
     const wcodec::ChunkEntry& e = rd.chunk(i);
-    if (e.decoded_offset != pos || e.decoded_size == 0 || e.decoded_size > wcodec::kMaxChunkDecoded ||
+    if ((!packed && e.decoded_offset != pos) || e.decoded_size == 0 || e.decoded_size > wcodec::kMaxChunkDecoded ||
         e.decoded_size > end - pos)
       return Status::Corruption(src->name_ + ": chunk " + std::to_string(i) + " covers [" +
                                 std::to_string(e.decoded_offset) + ", +" + std::to_string(e.decoded_size) +
@@ -113,6 +118,8 @@ Result<std::shared_ptr<const VirtualFile>> WcodecKind::build(const StoreDir& dir
                             std::to_string(ctx.inputs().size()));
   const StoredInput& in = ctx.inputs().front();
   WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const wcodec::Reader> reader, open_container(in.file->fd(), in.path));
+  if (reader->source_is_gguf())
+    return Status::Corruption(in.path + ": a container of a GGUF file (it is presented when named X.gguf.wcodec)");
   const uint64_t data_start = reader->data_start();
   const uint64_t size = reader->original_size();
   if (data_start > size || data_start > wcodec::kMaxSafetensorsHeader + 8)
