@@ -399,6 +399,8 @@ Result<DeviceBuffer> decode_file_to_device(const Reader& reader, GpuDecoder& dec
   const uint64_t base = reader.data_start();
   const uint64_t total = reader.original_size() - base;
   WC_ASSIGN_OR_RETURN(DeviceBuffer out, DeviceBuffer::allocate(total));
+  // A GGUF source's padding between tensors is no chunk's: zeros (docs/wcodec-format.md §4.9).
+  if (reader.source_is_gguf() && total) WGPU_CHECK(cudaMemset(out.get(), 0, total), "clear device memory");
   // Batches of consecutive chunks; each chunk is decoded straight to its
   // place (its offset in the original file minus data_start). While the GPU
   // decodes one batch, the next is planned and staged.
