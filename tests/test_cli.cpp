@@ -177,6 +177,25 @@ TEST(Cli, InspectGguf) {
   EXPECT_NE(r.out.find("version 7 (allowed 2, 3)"), std::string::npos) << r.out;
 }
 
+// encode / verify / decode of a GGUF file: X.gguf -> X.gguf.wcodec and back,
+// byte for byte; bench takes GGUF files too.
+TEST(Cli, GgufEncodeDecodeRoundTrip) {
+  wctest::ScratchDir dir;
+  const fs::path gguf = wctest::data_dir() / "stories260K.f32.gguf";
+  const fs::path enc = dir / "s.gguf.wcodec", dec = dir / "s.gguf";
+  ToolRun r = wcodec_run("encode -q " + q(gguf) + " " + q(enc));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = wcodec_run("verify --full " + q(enc));
+  EXPECT_EQ(r.rc, 0) << r.out;
+  r = wcodec_run("decode " + q(enc) + " " + q(dec));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(wctest::read_file(dec), wctest::read_file(gguf));
+  EXPECT_LT(fs::file_size(enc), fs::file_size(gguf) * 9 / 10);
+  r = wcodec_run("bench --quick " + q(gguf));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("zstd -19"), std::string::npos) << r.out;
+}
+
 TEST(Cli, InspectJson) {
   wctest::ScratchDir dir;
   const fs::path enc = dir / "m.wcodec";

@@ -861,7 +861,7 @@ TEST(fs_core, HostileNamesAndStoredFiles) {
   wctest::write_file(scratch / "empty.wcodec", {});
   sfs::create_directory(scratch / "dir.wcodec");
   fstest::write_text(scratch / ".wcodec", "only an extension\n");
-  fstest::write_text(scratch / "a.gguf.wcodec", "for a future adapter\n");
+  fstest::write_text(scratch / "a.gguf.wcodec", "not a container\n");
   sfs::create_symlink("trunc.wcodec", scratch / "link.wcodec");
   // A valid container under a name with a newline, a tab and invalid UTF-8.
   const std::string odd = std::string("we\nird\t\xff\xfe name");
@@ -873,9 +873,10 @@ TEST(fs_core, HostileNamesAndStoredFiles) {
   std::set<std::string> names;
   for (const auto& d : *r) names.insert(d.name);
   for (const char* n : {"junk.safetensors", "trunc.safetensors", "empty.safetensors", "dir.wcodec", ".wcodec",
-                        "a.gguf.wcodec", "link.wcodec"})
+                        "a.gguf", "link.wcodec"})
     EXPECT_EQ(names.count(n), 1u) << n;
-  for (const char* n : {"junk.safetensors", "trunc.safetensors", "empty.safetensors"}) {
+  EXPECT_EQ(names.count("a.gguf.wcodec"), 0u) << "the GGUF kind's input is hidden";
+  for (const char* n : {"junk.safetensors", "trunc.safetensors", "empty.safetensors", "a.gguf"}) {
     auto e = fs->lookup(Filesystem::kRootId, n);
     EXPECT_FALSE(e.ok()) << n;
     EXPECT_EQ(e.status().code(), Code::kCorruption) << n << ": " << e.status().ToString();
@@ -888,7 +889,6 @@ TEST(fs_core, HostileNamesAndStoredFiles) {
   }
   EXPECT_TRUE(fs->lookup(Filesystem::kRootId, "dir.wcodec").ok());
   EXPECT_TRUE(fs->lookup(Filesystem::kRootId, ".wcodec").ok());
-  EXPECT_TRUE(fs->lookup(Filesystem::kRootId, "a.gguf.wcodec").ok());
   EXPECT_TRUE(S_ISLNK(fs->lookup(Filesystem::kRootId, "link.wcodec")->attr.st_mode));
   EXPECT_EQ(fs->lookup(Filesystem::kRootId, "link.safetensors").status().code(), Code::kNotFound)
       << "a symlinked container is not followed";

@@ -173,9 +173,9 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
     auto g = parse_gguf(rd->orig_header_.data(), rd->orig_header_.size(), rd->original_size_,
                         P + " (stored GGUF header)");
     if (!g.ok())
-      return g.status().code() == Code::kOutOfRange
-                 ? Status::Corruption(P + ": stored GGUF header is cut short (" + g.status().message() + ")")
-                 : g.status();
+      return Status::Corruption(P + ": header flags = 1 (a GGUF source), but the stored header is not a valid GGUF "
+                                    "header: " +
+                                g.status().message());
     if (g->data_offset != orig_hdr_len)
       return corrupt("original header length", orig_hdr_len,
                      "the stored GGUF header's data offset (" + std::to_string(g->data_offset) + ")");
