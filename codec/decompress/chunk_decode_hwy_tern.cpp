@@ -1,0 +1,392 @@
+// codec/decompress/chunk_decode_hwy_tern.cpp — the ternary chunk decoder of
+// the avx2 decoder path (include/wcodec/cpu.h): int model sub 3 (2-bit
+// codes), written with Google Highway so that one source serves AVX2 now
+// and NEON later.
+//
+// Why: without VBMI2 a ternary chunk took the scalar reference decoder
+// (decode_int_residuals + int_finish_chunk in chunk_decode.h), about 14 MB/s.
+//
+// Scope: models whose tables code only the tokens 0, 1, 2 (values 0, -1,
+// +1; ModelView::tern3 holds each context's two slot bounds), chunks
+// without a tile map whose 32 lanes have the same rectangle, and every
+// context form ternary models use: nbr_mode 0 with one activity class,
+// nbr_mode 1 (off_b or not), nbr_mode 2 (column phase) and nbr_mode 3
+// (kernel contexts, any activity classes: a context's activity class is a
+// function of its two sign digits, so the tables are re-indexed by
+// 9 x scale class + the digits), each with any scale classes. Anything else
+// is declined (-1) and decoded by the reference.
+//
+// Method (the reference's order exactly): the 32 lanes' states are
+// kLanes / N vectors processed in lane order, one step (one element of
+// every lane) at a time. A token is found by comparing the slot with its
+// context's two bounds (one gather of tern3); a lane that renormalizes
+// takes the stream word at the stream position plus the count of
+// renormalizing lanes below it (a prefix-count table indexes a table
+// lookup of the next N words: vpexpandd emulated). Each step's codes (the
+// sign digit q: 0, +1 -> 1, -1 -> 2, which is also the 2-bit code) are
+// kept lane-major (step t, lane l at lm[t * 32 + l]), so the left, upper
+// and periodic neighbours of all lanes are plain vector loads a fixed
+// number of steps back. The packed output is built in the lanes too: each
+// lane gathers up to 16 codes of its row in a 32-bit word and ORs it into
+// the zeroed output at its bit position. Every read is bounded: the
+// stream's last words are read from a zero-padded copy; a stream that runs
+// short or ends with words left, or a lane that does not end in its
+// initial state, is rejected (0), as the reference rejects it.
+//
+// Static dispatch: foreach_target.h compiles the body once per enabled
+// Highway target; the avx2 path calls the AVX2 instance explicitly (it is
+// chosen by cpu_path(), not by Highway's best target).
+// Thread-safety: pure functions over their arguments and the caller's
+// scratch.
+#include <cstdint>
+#include <cstring>
+
+// Only the targets a path uses (and the baseline, which foreach_target
+// always compiles): x86 AVX2, Arm NEON.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS \
+  (HWY_AVX3 | HWY_AVX3_DL | HWY_SSSE3 | HWY_SSE4 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "chunk_decode_hwy_tern.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "chunk_decode_hwy.h"
+
+#ifndef WCODEC_HWY_TERN_ONCE
+#define WCODEC_HWY_TERN_ONCE
+namespace wcodec {
+namespace hwy_tern {
+
+// kPrefix[m][i]: the number of set bits of m below bit i (i < 8): the
+// index of lane i's word among the next words when m renormalizes.
+struct PrefixTable {
+  alignas(32) int32_t v[256][8];
+  constexpr PrefixTable() : v() {
+    for (int m = 0; m < 256; ++m) {
+      int c = 0;
+      for (int i = 0; i < 8; ++i) {
+        v[m][i] = c;
+        c += (m >> i) & 1;
+      }
+    }
+  }
+};
+inline constexpr PrefixTable kPrefix{};
+
+// The word stream: word i at p + 2 * (i - off); near the end the remaining
+// words are copied into pad (zeros after them), so that a step's reads (up
+// to 32 + 8 words past pos) stay in bounds.
+struct Words {
+  const uint8_t* src;  // word 0 of the stream
+  const uint8_t* p;
+  uint32_t off, n, pos;
+  bool in_pad;
+  alignas(32) uint8_t pad[256];
+};
+inline void words_open(Words* w, const uint8_t* rans, uint32_t rans_len) {
+  w->src = rans + 4 * kLanes;
+  w->p = w->src;
+  w->off = 0;
+  w->n = (rans_len - 4 * kLanes) / 2;
+  w->pos = 0;
+  w->in_pad = false;
+}
+// Before a step (at most 32 words). False: the stream ran short.
+inline bool words_ready(Words* w) {
+  if (w->in_pad) return w->pos <= w->n;
+  if (uint64_t{w->pos} + 48 <= w->n) return true;
+  if (w->pos > w->n) return false;
+  std::memset(w->pad, 0, sizeof w->pad);
+  std::memcpy(w->pad, w->src + 2 * uint64_t{w->pos}, 2 * uint64_t{w->n - w->pos});
+  w->p = w->pad;
+  w->off = w->pos;
+  w->in_pad = true;
+  return true;
+}
+
+// What the step loop needs of the model and the chunk (same-rectangle
+// lanes: W columns x rows each).
+struct TernSetup {
+  uint32_t W, rows, w;
+  uint32_t oa, ob, period;
+  const uint32_t* tab;  // context -> s1 | s2 << 16
+  bool use_rc, use_cc;
+  const uint8_t* rc;    // row classes from the chunk's first row
+  const uint8_t* ccl;   // lane-major column classes [j * 32 + l] (use_cc)
+  int32_t scb[64];      // scale value rc + cc -> context base of its class
+  uint32_t r0[kLanes];  // lane rectangle's first row
+  uint64_t base[kLanes];  // chunk raster position of the lane's first element
+  // Periodic per-lane columns (period steps, [jj * 32 + l]): nbr_mode 2:
+  // 9 x column phase; nbr_mode 3: -1 where the kernel has a left (pa) / an
+  // upper (pb) neighbour, else 0.
+  alignas(32) int32_t pa[64 * kLanes];
+  alignas(32) int32_t pb[64 * kLanes];
+  alignas(32) uint32_t tab3[16 * 9];  // nbr_mode 3: re-indexed tables
+};
+
+}  // namespace hwy_tern
+}  // namespace wcodec
+#endif  // WCODEC_HWY_TERN_ONCE
+
+HWY_BEFORE_NAMESPACE();
+namespace wcodec {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using hwy_tern::TernSetup;
+using hwy_tern::Words;
+
+template <class V>
+HWY_INLINE V Times3(V v) {
+  return hn::Add(v, hn::Add(v, v));
+}
+
+// Codes of a lane-major step (N lanes from p) as int32.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadCodes(D d, const uint8_t* p) {
+  const hn::Rebind<uint8_t, D> d8;
+  return hn::PromoteTo(d, hn::LoadU(d8, p));
+}
+
+// Decodes every lane's codes into lm (lane-major) and ORs the packed codes
+// into out (zeroed, out_len bytes). MODE: nbr_mode; SCALE: ns > 1.
+template <int MODE, bool SCALE>
+bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8_t* lm, uint8_t* out,
+               uint64_t out_len) {
+  const hn::ScalableTag<int32_t> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const hn::Rebind<uint16_t, decltype(d)> d16;
+  const hn::Rebind<uint8_t, decltype(d)> d8;
+  constexpr size_t N = hn::MaxLanes(d);
+  static_assert(N <= 8 && kLanes % N == 0, "lane vectors of at most 8 lanes");
+  constexpr size_t V = kLanes / N;
+  using VI = hn::Vec<decltype(d)>;
+  using VU = hn::Vec<decltype(du)>;
+
+  Words ws;
+  hwy_tern::words_open(&ws, rans, rans_len);
+  VU X[V];
+  for (size_t v = 0; v < V; ++v) {
+    HWY_ALIGN uint32_t x0[N];
+    for (size_t i = 0; i < N; ++i) x0[i] = load_elem(rans + 4 * (v * N + i), 4);
+    X[v] = hn::Load(du, x0);
+  }
+  const uint32_t W = s.W, oa = s.oa, ob = s.ob, period = s.period;
+  const int32_t* tab = reinterpret_cast<const int32_t*>(s.tab);
+  const VU m4095 = hn::Set(du, 4095u), m1fff = hn::Set(du, 0x1FFFu), mffff = hn::Set(du, 0xFFFFu);
+  const VU v4096 = hn::Set(du, 4096u);
+  const VI one = hn::Set(d, 1), two = hn::Set(d, 2);
+  HWY_ALIGN int32_t rowpart[kLanes] = {};
+  HWY_ALIGN uint32_t acc_out[kLanes];
+  for (uint32_t r = 0; r < s.rows; ++r) {
+    VI D1[V], D2[V], ACC[V], RP[V];
+    for (size_t v = 0; v < V; ++v) D1[v] = D2[v] = ACC[v] = hn::Zero(d);
+    if constexpr (SCALE) {
+      if (s.use_rc)
+        for (uint32_t l = 0; l < kLanes; ++l) rowpart[l] = s.rc[s.r0[l] + r];
+      for (size_t v = 0; v < V; ++v) RP[v] = hn::Load(d, rowpart + v * N);
+    }
+    const uint64_t t0 = uint64_t{r} * W;
+    uint32_t jj = 0;  // column phase index (nbr_modes 2, 3)
+    for (uint32_t j = 0; j < W; ++j) {
+      if (HWY_UNLIKELY(!hwy_tern::words_ready(&ws))) return false;
+      const uint64_t t = t0 + j;
+      uint8_t* row = lm + t * kLanes;
+      const bool ha = j >= oa;
+      for (size_t v = 0; v < V; ++v) {
+        VI ctx;
+        if constexpr (MODE == 0) {
+          ctx = D1[v];
+        } else if constexpr (MODE == 1) {
+          VI k = hn::Add(Times3(D1[v]), D2[v]);
+          k = Times3(k);
+          if (ha) k = hn::Add(k, LoadCodes(d, row + v * N - uint64_t{oa} * kLanes));
+          k = Times3(k);
+          if (r) k = hn::Add(k, LoadCodes(d, row + v * N - uint64_t{W} * kLanes));
+          if (ob) {
+            k = Times3(k);
+            if (j >= ob) k = hn::Add(k, LoadCodes(d, row + v * N - uint64_t{ob} * kLanes));
+          }
+          ctx = k;
+        } else if constexpr (MODE == 2) {
+          ctx = hn::Add(hn::Load(d, s.pa + jj * kLanes + v * N), Times3(D1[v]));
+          if (ha) ctx = hn::Add(ctx, LoadCodes(d, row + v * N - uint64_t{oa} * kLanes));
+        } else {
+          ctx = Times3(hn::And(D1[v], hn::Load(d, s.pa + jj * kLanes + v * N)));
+          if (ha)
+            ctx = hn::Add(ctx, hn::And(LoadCodes(d, row + v * N - uint64_t{oa} * kLanes),
+                                       hn::Load(d, s.pb + jj * kLanes + v * N)));
+        }
+        if constexpr (SCALE) {
+          VI sv = RP[v];
+          if (s.use_cc) sv = hn::Add(sv, LoadCodes(d, s.ccl + uint64_t{j} * kLanes + v * N));
+          ctx = hn::Add(ctx, hn::GatherIndex(d, s.scb, sv));
+        }
+        const VU e = hn::BitCast(du, hn::GatherIndex(d, tab, ctx));
+        const VU s1 = hn::And(e, mffff), s2 = hn::ShiftRight<16>(e);
+        const VU x = X[v];
+        const VU slot = hn::And(x, m4095);
+        // Bounds and slots are below 2^14: signed compares.
+        const auto ge1 = hn::Not(hn::Lt(hn::BitCast(d, slot), hn::BitCast(d, s1)));
+        const auto ge2 = hn::Not(hn::Lt(hn::BitCast(d, slot), hn::BitCast(d, s2)));
+        const auto g1 = hn::RebindMask(du, ge1), g2 = hn::RebindMask(du, ge2);
+        // An unused table (s1 = s2 = 0x2000) decodes token 0 with frequency
+        // 0 and start 0, as the reference does with its all-zero table.
+        const VU f = hn::IfThenElse(g2, hn::Sub(v4096, s2), hn::IfThenElse(g1, hn::Sub(s2, s1), hn::And(s1, m1fff)));
+        const VU st = hn::IfThenElse(g2, s2, hn::IfThenElseZero(g1, s1));
+        const VU nx = hn::Add((f * hn::ShiftRight<12>(x)), hn::Sub(slot, st));
+        const auto need = hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(du));
+        uint8_t bits[8] = {};
+        hn::StoreMaskBits(du, need, bits);
+        const VU words = hn::PromoteTo(
+            du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(ws.p + 2 * uint64_t{ws.pos - ws.off})));
+        const VU wv = hn::TableLookupLanes(words, hn::IndicesFromVec(du, hn::Load(d, hwy_tern::kPrefix.v[bits[0]])));
+        X[v] = hn::IfThenElse(need, hn::Or(hn::ShiftLeft<16>(nx), wv), nx);
+        ws.pos += static_cast<uint32_t>(__builtin_popcount(bits[0]));
+        // token 0 -> code 0, token 1 (-1) -> code 2, token 2 (+1) -> code 1
+        const VI code = hn::Sub(hn::IfThenElseZero(ge1, two), hn::IfThenElseZero(ge2, one));
+        hn::StoreU(hn::DemoteTo(d8, code), d8, row + v * N);
+        ACC[v] = hn::Or(ACC[v], hn::ShiftLeftSame(code, static_cast<int>(2 * (j & 15))));
+        if constexpr (MODE == 1) D2[v] = D1[v];
+        D1[v] = code;
+      }
+      if constexpr (MODE >= 2) jj = jj + 1 == period ? 0 : jj + 1;
+      if ((j & 15) == 15 || j + 1 == W) {
+        // Each lane's codes j0..j of row r into the output.
+        for (size_t v = 0; v < V; ++v) {
+          hn::Store(hn::BitCast(du, ACC[v]), du, acc_out + v * N);
+          ACC[v] = hn::Zero(d);
+        }
+        const uint64_t rel = uint64_t{r} * s.w + (j & ~15u);
+        for (uint32_t l = 0; l < kLanes; ++l) {
+          const uint64_t p = s.base[l] + rel;
+          const uint64_t byte = p >> 2;
+          const uint64_t val = uint64_t{acc_out[l]} << (2 * (p & 3));
+          if (HWY_LIKELY(byte + 8 <= out_len)) {
+            uint64_t cur;
+            std::memcpy(&cur, out + byte, 8);
+            cur |= val;
+            std::memcpy(out + byte, &cur, 8);
+          } else {
+            for (uint64_t i = 0; byte + i < out_len; ++i) out[byte + i] |= static_cast<uint8_t>(val >> (8 * i));
+          }
+        }
+      }
+    }
+  }
+  if (ws.pos != ws.n) return false;
+  for (size_t v = 0; v < V; ++v)
+    if (!hn::AllTrue(du, hn::Eq(X[v], hn::Set(du, kRansL)))) return false;
+  return true;
+}
+
+bool TernDecode(int mode, bool scale, const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8_t* lm,
+                uint8_t* out, uint64_t out_len) {
+  switch (mode * 2 + (scale ? 1 : 0)) {
+    case 0: return TernLanes<0, false>(s, rans, rans_len, lm, out, out_len);
+    case 1: return TernLanes<0, true>(s, rans, rans_len, lm, out, out_len);
+    case 2: return TernLanes<1, false>(s, rans, rans_len, lm, out, out_len);
+    case 3: return TernLanes<1, true>(s, rans, rans_len, lm, out, out_len);
+    case 4: return TernLanes<2, false>(s, rans, rans_len, lm, out, out_len);
+    case 5: return TernLanes<2, true>(s, rans, rans_len, lm, out, out_len);
+    case 6: return TernLanes<3, false>(s, rans, rans_len, lm, out, out_len);
+    default: return TernLanes<3, true>(s, rans, rans_len, lm, out, out_len);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace wcodec
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace wcodec {
+
+int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
+                          uint32_t rans_len, uint8_t* out, uint8_t* lm) {
+#if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX2)
+  const IntParams& p = m.ip;
+  if (m.kind != ModelKind::kInt || p.sub != kIntTernary || tile_map || !m.tern3 || !m.luts) return -1;
+  if (p.nbr_mode > 3 || (p.nbr_mode == 0 && p.nb != 1)) return -1;
+  if (p.ns < 1 || p.ns > 16 || m.n0 < int_nctx(p)) return -1;
+  if ((p.use_rc && !m.rc) || (p.use_cc && !m.cc)) return -1;
+  if (p.nbr_mode >= 2 && (p.period < 2 || p.period > 64)) return -1;
+  if (p.nbr_mode == 3 && (p.off_a < 1 || p.nb < 1 || p.nb > 8)) return -1;
+  if ((p.nbr_mode == 1 || p.nbr_mode == 2) && p.off_a < 3) return -1;
+  const uint64_t nel = uint64_t{cv.h} * cv.w;
+  if (nel == 0 || nel >= (1ull << 31) || cv.w % 4) return -1;
+  // Same-rectangle lanes only.
+  hwy_tern::TernSetup s;
+  LaneCursor cur[kLanes];
+  init_cursors(cv.h, cv.w, cur);
+  for (uint32_t l = 0; l < kLanes; ++l)
+    if (cur[l].n == 0 || cur[l].n != cur[0].n || cur[l].rect.w != cur[0].rect.w) return -1;
+  if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
+  s.W = cur[0].rect.w;
+  s.rows = cur[0].rect.h;
+  s.w = cv.w;
+  s.oa = p.nbr_mode == 0 ? 0 : p.off_a;
+  s.ob = p.nbr_mode == 1 ? p.off_b : 0;
+  s.period = p.nbr_mode >= 2 ? p.period : 1;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    s.r0[l] = cur[l].rect.r0;
+    s.base[l] = uint64_t{cur[l].rect.r0} * cv.w + cur[l].rect.c0;
+  }
+  const bool scale = p.ns > 1;
+  s.use_rc = scale && p.use_rc;
+  s.use_cc = scale && p.use_cc;
+  s.rc = s.use_rc ? m.rc + cv.row0 : nullptr;
+  s.ccl = nullptr;
+  const uint64_t steps = uint64_t{s.rows} * s.W;
+  if (s.use_cc) {
+    // After the codes (lm holds 4 bytes per element; the codes use 1).
+    uint8_t* ccl = lm + steps * kLanes;
+    for (uint32_t j = 0; j < s.W; ++j)
+      for (uint32_t l = 0; l < kLanes; ++l) ccl[j * kLanes + l] = m.cc[cv.col0 + cur[l].rect.c0 + j];
+    s.ccl = ccl;
+  }
+  // Context base of each scale class.
+  const uint32_t per_class = p.nbr_mode == 0   ? 3u
+                             : p.nbr_mode == 1 ? (p.off_b ? 243u : 81u)
+                             : p.nbr_mode == 2 ? 9u * p.period
+                                               : 9u;
+  for (uint32_t sv = 0; sv < 64; ++sv) s.scb[sv] = static_cast<int32_t>(per_class * m.luts->scale[sv]);
+  s.tab = m.tern3;
+  if (p.nbr_mode >= 2) {
+    uint32_t kp[kLanes];
+    for (uint32_t l = 0; l < kLanes; ++l) kp[l] = (cv.col0 + cur[l].rect.c0) % p.period;
+    for (uint32_t jj = 0; jj < p.period; ++jj)
+      for (uint32_t l = 0; l < kLanes; ++l) {
+        const uint32_t k = (kp[l] + jj) % p.period;
+        if (p.nbr_mode == 2) {
+          s.pa[jj * kLanes + l] = static_cast<int32_t>(9 * k);
+        } else {
+          const uint32_t nb = int_kernel_nbrs(p, k);
+          s.pa[jj * kLanes + l] = nb & 1 ? -1 : 0;
+          s.pb[jj * kLanes + l] = nb & 2 ? -1 : 0;
+        }
+      }
+  }
+  if (p.nbr_mode == 3) {
+    // Context 9 x (nb x sc + act) + 3 q(Lk) + q(Uk), act a function of the
+    // digits (|Lk| + |Uk|) -> index 9 x sc + 3 q(Lk) + q(Uk).
+    for (uint32_t sc = 0; sc < p.ns; ++sc)
+      for (uint32_t ql = 0; ql < 3; ++ql)
+        for (uint32_t qu = 0; qu < 3; ++qu) {
+          const uint32_t a = (ql != 0) + (qu != 0);
+          s.tab3[9 * sc + 3 * ql + qu] = m.tern3[9 * (p.nb * sc + m.luts->act[a]) + 3 * ql + qu];
+        }
+    s.tab = s.tab3;
+  }
+  const uint64_t out_len = nel / 4;
+  std::memset(out, 0, out_len);
+  return N_AVX2::TernDecode(p.nbr_mode, scale, s, rans, rans_len, lm, out, out_len) ? 1 : 0;
+#else
+  (void)m, (void)cv, (void)tile_map, (void)rans, (void)rans_len, (void)out, (void)lm;
+  return -1;
+#endif
+}
+
+}  // namespace wcodec
+#endif  // HWY_ONCE
