@@ -208,6 +208,103 @@ TEST(CpuPaths, Avx2FloatEqualsReferenceOnRealFiles) {
   EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
 }
 
+// Reference and the AVX2 (Highway) ternary decoder on one ternary chunk
+// and on damaged copies of its stream: the same bytes, the same accept /
+// reject.
+void compare_tern_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& ps, const uint8_t* map, uint64_t xxh3,
+                        uint64_t decoded_size, const std::string& what, Counts* k) {
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  std::vector<int32_t> res(n), tile(kTile * kTile);
+  std::vector<uint8_t> lm(simd_lane_major_bytes(cv));
+  std::vector<uint8_t> ref(decoded_size, 0x11), hw(decoded_size, 0x22);
+  ASSERT_TRUE(decode_int_residuals(mv, cv, ps.rans, ps.rans_len, res.data()) &&
+              int_finish_chunk(mv, cv, map, ref.data(), res.data(), tile.data()))
+      << what;
+  ASSERT_EQ(chunk_hash(ref.data(), ref.size()), xxh3) << what;
+  const int h = decode_tern_chunk_hwy(mv, cv, map, ps.rans, ps.rans_len, hw.data(), lm.data());
+  if (h < 0) return;
+  ASSERT_EQ(h, 1) << what << ": the AVX2 decoder rejected a valid chunk";
+  ASSERT_EQ(ref, hw) << what << ": the AVX2 decoder differs from the reference";
+  ++k->chunks;
+  // Damage: one byte flipped in the lane states, early, middle and last
+  // words; a truncated stream (shorter by 2 and by 64 bytes); an odd
+  // length; the lane states alone.
+  const uint32_t L = ps.rans_len;
+  const uint32_t spots[] = {3, 4 * kLanes + 1, L / 3, L / 2, L - 3, 4 * kLanes + 7, L - 1};
+  for (int v = 0; v < 11; ++v) {
+    std::vector<uint8_t> bad(ps.rans, ps.rans + L);
+    uint32_t len = L;
+    if (v < 7) {
+      bad[spots[v] % L] ^= static_cast<uint8_t>(0x5a + v);
+    } else if (v < 9) {
+      const uint32_t cut = v == 7 ? 2 : 64;
+      if (len < 4 * kLanes + cut) continue;
+      len -= cut;
+    } else if (v == 9) {
+      len -= 1;
+    } else {
+      len = 4 * kLanes;
+    }
+    const bool r_ok = decode_int_residuals(mv, cv, bad.data(), len, res.data()) &&
+                      int_finish_chunk(mv, cv, map, ref.data(), res.data(), tile.data());
+    const int h_ok = decode_tern_chunk_hwy(mv, cv, map, bad.data(), len, hw.data(), lm.data());
+    EXPECT_EQ(r_ok ? 1 : 0, h_ok) << what << " damage " << v << ": AVX2 and reference disagree";
+    if (r_ok && h_ok == 1) {
+      EXPECT_EQ(ref, hw) << what << " damage " << v;
+    }
+    ++k->damaged;
+    k->rejected += !r_ok;
+  }
+}
+
+TEST(CpuPaths, Avx2TernaryEqualsReferenceOnRealFiles) {
+  if (!cpu_path_supported(CpuPath::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2: the avx2 path is not compared";
+  Counts k;
+  int modes = 0;  // bit m: a chunk of nbr_mode m decoded
+  bool scaled = false;
+  for (const auto& p : wctest::data_safetensors_files()) {
+    if (p.filename().string().find("ternary") == std::string::npos) continue;
+    const auto f = wctest::read_file(p);
+    auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
+    ASSERT_TRUE(hd.ok()) << hd.status().ToString();
+    for (const auto& t : hd->tensors) {
+      if (t.nbytes() > kMaxTensor) continue;
+      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, EncodeOptions{});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      const EncodedTensor& et = *r;
+      if (et.model.kind != ModelKind::kInt || et.model.ip.sub != kIntTernary) continue;
+      std::shared_ptr<const TensorModel::VectorTables> hold;
+      const ModelView mv = et.model.view(&hold);
+      for (uint64_t i = 0; i < et.chunks.size(); ++i) {
+        const auto& c = et.chunks[i];
+        if (c.method != ChunkMethod::kModel) continue;
+        Parsed ps;
+        ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
+        const uint8_t* map = (c.payload[0] & 1) ? c.payload.data() + 1 : nullptr;
+        uint64_t row0, col0, h, w;
+        et.geom.chunk_rect(i, &row0, &col0, &h, &w);
+        const ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                           static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+        const int before = k.chunks;
+        compare_tern_chunk(mv, cv, ps, map, c.xxh3, c.decoded_size,
+                           p.filename().string() + ": " + t.name + " chunk " + std::to_string(i), &k);
+        if (HasFatalFailure()) return;
+        if (k.chunks > before) {
+          modes |= 1 << mv.ip.nbr_mode;
+          scaled |= mv.ip.ns > 1;
+        }
+      }
+    }
+  }
+  if (k.chunks == 0 && modes == 0) GTEST_SKIP() << "no ternary model chunks in " << wctest::data_dir();
+  EXPECT_GT(k.chunks, 50);
+  // isnet-medium.rtn-ternary: column-phase, kernel and sign-neighbour
+  // contexts, some with scale classes.
+  EXPECT_EQ(modes & 0xE, 0xE) << "nbr_modes decoded: " << modes;
+  EXPECT_TRUE(scaled);
+  EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
+}
+
 // ------------------------------------------------------------ whole files
 
 // The path quoted for the shell (no quote characters in test paths).
