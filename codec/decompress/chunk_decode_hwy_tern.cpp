@@ -177,7 +177,7 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
   const int32_t* tab = reinterpret_cast<const int32_t*>(s.tab);
   const VU m4095 = hn::Set(du, 4095u), m1fff = hn::Set(du, 0x1FFFu), mffff = hn::Set(du, 0xFFFFu);
   const VU v4096 = hn::Set(du, 4096u);
-  const VI one = hn::Set(d, 1), two = hn::Set(d, 2);
+  const VI one = hn::Set(d, 1);
   HWY_ALIGN int32_t rowpart[kLanes] = {};
   HWY_ALIGN uint32_t acc_out[kLanes];
   for (uint32_t r = 0; r < s.rows; ++r) {
@@ -192,9 +192,13 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
     uint32_t jj = 0;  // column phase index (nbr_modes 2, 3)
     for (uint32_t j = 0; j < W; ++j) {
       if (HWY_UNLIKELY(!hwy_tern::words_ready(&ws))) return false;
+      const uint8_t* wp = ws.p + 2 * uint64_t{ws.pos - ws.off};
       const uint64_t t = t0 + j;
       uint8_t* row = lm + t * kLanes;
       const bool ha = j >= oa;
+      // Phase 1: contexts and table entries of every vector.
+      VU E[V];
+#pragma GCC unroll 8
       for (size_t v = 0; v < V; ++v) {
         VI ctx;
         if constexpr (MODE == 0) {
@@ -224,34 +228,53 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
           if (s.use_cc) sv = hn::Add(sv, LoadCodes(d, s.ccl + uint64_t{j} * kLanes + v * N));
           ctx = hn::Add(ctx, hn::GatherIndex(d, s.scb, sv));
         }
-        const VU e = hn::BitCast(du, hn::GatherIndex(d, tab, ctx));
+        E[v] = hn::BitCast(du, hn::GatherIndex(d, tab, ctx));
+      }
+      // Phase 2: tokens and next states. lt1: token 0 (slot < s1); lt2:
+      // token 0 or 1 (slot < s2). Bounds and slots are below 2^14: signed
+      // compares.
+      VU NX[V];
+      VI CODE[V];
+#pragma GCC unroll 8
+      for (size_t v = 0; v < V; ++v) {
+        const VU e = E[v];
         const VU s1 = hn::And(e, mffff), s2 = hn::ShiftRight<16>(e);
         const VU x = X[v];
         const VU slot = hn::And(x, m4095);
-        // Bounds and slots are below 2^14: signed compares.
-        const auto ge1 = hn::Not(hn::Lt(hn::BitCast(d, slot), hn::BitCast(d, s1)));
-        const auto ge2 = hn::Not(hn::Lt(hn::BitCast(d, slot), hn::BitCast(d, s2)));
-        const auto g1 = hn::RebindMask(du, ge1), g2 = hn::RebindMask(du, ge2);
+        const auto lt1 = hn::Lt(hn::BitCast(d, slot), hn::BitCast(d, s1));
+        const auto lt2 = hn::Lt(hn::BitCast(d, slot), hn::BitCast(d, s2));
+        const auto l1 = hn::RebindMask(du, lt1), l2 = hn::RebindMask(du, lt2);
         // An unused table (s1 = s2 = 0x2000) decodes token 0 with frequency
         // 0 and start 0, as the reference does with its all-zero table.
-        const VU f = hn::IfThenElse(g2, hn::Sub(v4096, s2), hn::IfThenElse(g1, hn::Sub(s2, s1), hn::And(s1, m1fff)));
-        const VU st = hn::IfThenElse(g2, s2, hn::IfThenElseZero(g1, s1));
-        const VU nx = hn::Add((f * hn::ShiftRight<12>(x)), hn::Sub(slot, st));
+        const VU f = hn::IfThenElse(l1, hn::And(s1, m1fff), hn::IfThenElse(l2, hn::Sub(s2, s1), hn::Sub(v4096, s2)));
+        const VU st = hn::IfThenElseZero(hn::Not(l1), hn::IfThenElse(l2, s1, s2));
+        NX[v] = hn::Add((f * hn::ShiftRight<12>(x)), hn::Sub(slot, st));
+        // token 0 -> code 0, token 1 (-1) -> code 2, token 2 (+1) -> code 1:
+        // 1 + 2 lt1 - lt2 with the masks as 0 / -1.
+        const VI m1 = hn::VecFromMask(d, lt1), m2 = hn::VecFromMask(d, lt2);
+        CODE[v] = hn::Sub(hn::Add(one, hn::Add(m1, m1)), m2);
+      }
+      // Phase 3: renormalization in lane order.
+#pragma GCC unroll 8
+      for (size_t v = 0; v < V; ++v) {
+        const VU nx = NX[v];
         const auto need = hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(du));
         uint8_t bits[8] = {};
         hn::StoreMaskBits(du, need, bits);
-        const VU words = hn::PromoteTo(
-            du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(ws.p + 2 * uint64_t{ws.pos - ws.off})));
+        const VU words = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(wp)));
         const VU wv = hn::TableLookupLanes(words, hn::IndicesFromVec(du, hn::Load(d, hwy_tern::kPrefix.v[bits[0]])));
         X[v] = hn::IfThenElse(need, hn::Or(hn::ShiftLeft<16>(nx), wv), nx);
-        ws.pos += static_cast<uint32_t>(__builtin_popcount(bits[0]));
-        // token 0 -> code 0, token 1 (-1) -> code 2, token 2 (+1) -> code 1
-        const VI code = hn::Sub(hn::IfThenElseZero(ge1, two), hn::IfThenElseZero(ge2, one));
+        wp += 2 * __builtin_popcount(bits[0]);
+      }
+#pragma GCC unroll 8
+      for (size_t v = 0; v < V; ++v) {
+        const VI code = CODE[v];
         hn::StoreU(hn::DemoteTo(d8, code), d8, row + v * N);
         ACC[v] = hn::Or(ACC[v], hn::ShiftLeftSame(code, static_cast<int>(2 * (j & 15))));
         if constexpr (MODE == 1) D2[v] = D1[v];
         D1[v] = code;
       }
+      ws.pos = static_cast<uint32_t>((wp - ws.p) / 2) + ws.off;
       if constexpr (MODE >= 2) jj = jj + 1 == period ? 0 : jj + 1;
       if ((j & 15) == 15 || j + 1 == W) {
         // Each lane's codes j0..j of row r into the output.
