@@ -38,6 +38,7 @@
 // chosen by cpu_path(), not by Highway's best target).
 // Thread-safety: pure functions over their arguments and the caller's
 // scratch.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -54,6 +55,7 @@
 #include <hwy/highway.h>
 
 #include "chunk_decode_hwy.h"
+#include "chunk_decode_simd.h"
 
 #ifndef WCODEC_HWY_TERN_ONCE
 #define WCODEC_HWY_TERN_ONCE
@@ -125,6 +127,12 @@ struct TernSetup {
   alignas(32) int32_t pa[64 * kLanes];
   alignas(32) int32_t pb[64 * kLanes];
   alignas(32) uint32_t tab3[16 * 9];  // nbr_mode 3: re-indexed tables
+  // One scale class, and nbr_mode 0 or 3 or every lane at the same column
+  // phase (nbr_mode 2): the contexts of a step are 9 entries (from
+  // tab + 9 x lut_phase[jj] in nbr_mode 2), looked up in registers.
+  bool lut;
+  uint8_t lut_phase[64];
+  uint64_t ring;  // steps of codes kept (a power of two)
 };
 
 }  // namespace hwy_tern
@@ -143,22 +151,21 @@ HWY_INLINE V Times3(V v) {
   return hn::Add(v, hn::Add(v, v));
 }
 
-// Codes of a lane-major step (N lanes from p) as int32.
+// Bytes (N lanes from p) as int32.
 template <class D>
-HWY_INLINE hn::Vec<D> LoadCodes(D d, const uint8_t* p) {
+HWY_INLINE hn::Vec<D> LoadBytes(D d, const uint8_t* p) {
   const hn::Rebind<uint8_t, D> d8;
   return hn::PromoteTo(d, hn::LoadU(d8, p));
 }
 
 // Decodes every lane's codes into lm (lane-major) and ORs the packed codes
 // into out (zeroed, out_len bytes). MODE: nbr_mode; SCALE: ns > 1.
-template <int MODE, bool SCALE>
+template <int MODE, bool SCALE, bool LUT>
 bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8_t* lm, uint8_t* out,
                uint64_t out_len) {
   const hn::ScalableTag<int32_t> d;
   const hn::RebindToUnsigned<decltype(d)> du;
   const hn::Rebind<uint16_t, decltype(d)> d16;
-  const hn::Rebind<uint8_t, decltype(d)> d8;
   constexpr size_t N = hn::MaxLanes(d);
   static_assert(N <= 8 && kLanes % N == 0, "lane vectors of at most 8 lanes");
   constexpr size_t V = kLanes / N;
@@ -178,6 +185,10 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
   const VU m4095 = hn::Set(du, 4095u), m1fff = hn::Set(du, 0x1FFFu), mffff = hn::Set(du, 0xFFFFu);
   const VU v4096 = hn::Set(du, 4096u);
   const VI one = hn::Set(d, 1);
+  [[maybe_unused]] const VI v7 = hn::Set(d, 7), v8 = hn::Set(d, 8);
+  // The codes of the last s.ring steps, int32 (step t at t & rmask).
+  int32_t* ring = reinterpret_cast<int32_t*>(lm);
+  const uint64_t rmask = s.ring - 1;
   HWY_ALIGN int32_t rowpart[kLanes] = {};
   HWY_ALIGN uint32_t acc_out[kLanes];
   for (uint32_t r = 0; r < s.rows; ++r) {
@@ -194,8 +205,15 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
       if (HWY_UNLIKELY(!hwy_tern::words_ready(&ws))) return false;
       const uint8_t* wp = ws.p + 2 * uint64_t{ws.pos - ws.off};
       const uint64_t t = t0 + j;
-      uint8_t* row = lm + t * kLanes;
+      int32_t* row = ring + (t & rmask) * kLanes;
+      auto back = [&](uint32_t k, size_t v) { return hn::LoadU(d, ring + ((t - k) & rmask) * kLanes + v * N); };
       const bool ha = j >= oa;
+      [[maybe_unused]] VU T8, T9;
+      if constexpr (LUT) {
+        const uint32_t* tp = s.tab + (MODE == 2 ? 9 * s.lut_phase[jj] : 0);
+        T8 = hn::LoadU(du, tp);
+        T9 = hn::Set(du, tp[8]);
+      }
       // Phase 1: contexts and table entries of every vector.
       VU E[V];
 #pragma GCC unroll 8
@@ -206,29 +224,36 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
         } else if constexpr (MODE == 1) {
           VI k = hn::Add(Times3(D1[v]), D2[v]);
           k = Times3(k);
-          if (ha) k = hn::Add(k, LoadCodes(d, row + v * N - uint64_t{oa} * kLanes));
+          if (ha) k = hn::Add(k, back(oa, v));
           k = Times3(k);
-          if (r) k = hn::Add(k, LoadCodes(d, row + v * N - uint64_t{W} * kLanes));
+          if (r) k = hn::Add(k, back(W, v));
           if (ob) {
             k = Times3(k);
-            if (j >= ob) k = hn::Add(k, LoadCodes(d, row + v * N - uint64_t{ob} * kLanes));
+            if (j >= ob) k = hn::Add(k, back(ob, v));
           }
           ctx = k;
         } else if constexpr (MODE == 2) {
-          ctx = hn::Add(hn::Load(d, s.pa + jj * kLanes + v * N), Times3(D1[v]));
-          if (ha) ctx = hn::Add(ctx, LoadCodes(d, row + v * N - uint64_t{oa} * kLanes));
+          ctx = Times3(D1[v]);
+          if constexpr (!LUT) ctx = hn::Add(ctx, hn::Load(d, s.pa + jj * kLanes + v * N));
+          if (ha) ctx = hn::Add(ctx, back(oa, v));
         } else {
           ctx = Times3(hn::And(D1[v], hn::Load(d, s.pa + jj * kLanes + v * N)));
           if (ha)
-            ctx = hn::Add(ctx, hn::And(LoadCodes(d, row + v * N - uint64_t{oa} * kLanes),
+            ctx = hn::Add(ctx, hn::And(back(oa, v),
                                        hn::Load(d, s.pb + jj * kLanes + v * N)));
         }
         if constexpr (SCALE) {
           VI sv = RP[v];
-          if (s.use_cc) sv = hn::Add(sv, LoadCodes(d, s.ccl + uint64_t{j} * kLanes + v * N));
+          if (s.use_cc) sv = hn::Add(sv, LoadBytes(d, s.ccl + uint64_t{j} * kLanes + v * N));
           ctx = hn::Add(ctx, hn::GatherIndex(d, s.scb, sv));
         }
-        E[v] = hn::BitCast(du, hn::GatherIndex(d, tab, ctx));
+        if constexpr (LUT) {
+          // ctx 0..8: entries 0..7 by a lane permutation, entry 8 by a blend.
+          E[v] = hn::IfThenElse(hn::RebindMask(du, hn::Eq(ctx, v8)), T9,
+                                hn::TableLookupLanes(T8, hn::IndicesFromVec(du, hn::And(ctx, v7))));
+        } else {
+          E[v] = hn::BitCast(du, hn::GatherIndex(d, tab, ctx));
+        }
       }
       // Phase 2: tokens and next states. lt1: token 0 (slot < s1); lt2:
       // token 0 or 1 (slot < s2). Bounds and slots are below 2^14: signed
@@ -269,7 +294,7 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
 #pragma GCC unroll 8
       for (size_t v = 0; v < V; ++v) {
         const VI code = CODE[v];
-        hn::StoreU(hn::DemoteTo(d8, code), d8, row + v * N);
+        hn::StoreU(code, d, row + v * N);
         ACC[v] = hn::Or(ACC[v], hn::ShiftLeftSame(code, static_cast<int>(2 * (j & 15))));
         if constexpr (MODE == 1) D2[v] = D1[v];
         D1[v] = code;
@@ -305,17 +330,25 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
   return true;
 }
 
-bool TernDecode(int mode, bool scale, const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8_t* lm,
-                uint8_t* out, uint64_t out_len) {
+bool TernDecode(int mode, bool scale, bool lut, const TernSetup& s, const uint8_t* rans, uint32_t rans_len,
+                uint8_t* lm, uint8_t* out, uint64_t out_len) {
+  // The register lookup needs 8 lanes a vector.
+  lut = lut && hn::MaxLanes(hn::ScalableTag<int32_t>()) == 8;
   switch (mode * 2 + (scale ? 1 : 0)) {
-    case 0: return TernLanes<0, false>(s, rans, rans_len, lm, out, out_len);
-    case 1: return TernLanes<0, true>(s, rans, rans_len, lm, out, out_len);
-    case 2: return TernLanes<1, false>(s, rans, rans_len, lm, out, out_len);
-    case 3: return TernLanes<1, true>(s, rans, rans_len, lm, out, out_len);
-    case 4: return TernLanes<2, false>(s, rans, rans_len, lm, out, out_len);
-    case 5: return TernLanes<2, true>(s, rans, rans_len, lm, out, out_len);
-    case 6: return TernLanes<3, false>(s, rans, rans_len, lm, out, out_len);
-    default: return TernLanes<3, true>(s, rans, rans_len, lm, out, out_len);
+    case 0:
+      return lut ? TernLanes<0, false, true>(s, rans, rans_len, lm, out, out_len)
+                 : TernLanes<0, false, false>(s, rans, rans_len, lm, out, out_len);
+    case 1: return TernLanes<0, true, false>(s, rans, rans_len, lm, out, out_len);
+    case 2: return TernLanes<1, false, false>(s, rans, rans_len, lm, out, out_len);
+    case 3: return TernLanes<1, true, false>(s, rans, rans_len, lm, out, out_len);
+    case 4:
+      return lut ? TernLanes<2, false, true>(s, rans, rans_len, lm, out, out_len)
+                 : TernLanes<2, false, false>(s, rans, rans_len, lm, out, out_len);
+    case 5: return TernLanes<2, true, false>(s, rans, rans_len, lm, out, out_len);
+    case 6:
+      return lut ? TernLanes<3, false, true>(s, rans, rans_len, lm, out, out_len)
+                 : TernLanes<3, false, false>(s, rans, rans_len, lm, out, out_len);
+    default: return TernLanes<3, true, false>(s, rans, rans_len, lm, out, out_len);
   }
 }
 
@@ -362,9 +395,18 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
   s.rc = s.use_rc ? m.rc + cv.row0 : nullptr;
   s.ccl = nullptr;
   const uint64_t steps = uint64_t{s.rows} * s.W;
+  // The codes of the steps the contexts look back at (up to W, off_a,
+  // off_b), int32 in a ring of a power of two steps, or of every step when
+  // that is as many (lm holds 4 bytes per element).
+  {
+    const uint32_t back = p.nbr_mode == 1 ? std::max<uint32_t>(s.W, std::max<uint32_t>(s.oa, s.ob)) : s.oa;
+    uint64_t ring = 64;
+    while (ring < uint64_t{back} + 1) ring *= 2;
+    s.ring = ring < steps ? ring : uint64_t{1} << 62;  // no wrap: every step kept
+  }
   if (s.use_cc) {
-    // After the codes (lm holds 4 bytes per element; the codes use 1).
-    uint8_t* ccl = lm + steps * kLanes;
+    // After the codes.
+    uint8_t* ccl = lm + std::min<uint64_t>(s.ring, steps) * kLanes * 4;
     for (uint32_t j = 0; j < s.W; ++j)
       for (uint32_t l = 0; l < kLanes; ++l) ccl[j * kLanes + l] = m.cc[cv.col0 + cur[l].rect.c0 + j];
     s.ccl = ccl;
@@ -391,6 +433,19 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
         }
       }
   }
+  s.lut = !scale && (p.nbr_mode == 0 || p.nbr_mode == 3);
+  if (p.nbr_mode == 0 && !scale) {
+    // 3 contexts, read as 9.
+    for (uint32_t i = 0; i < 16; ++i) s.tab3[i] = i < 3 ? m.tern3[i] : 0;
+    s.tab = s.tab3;
+  }
+  if (p.nbr_mode == 2 && !scale) {
+    uint32_t kp0 = (cv.col0 + cur[0].rect.c0) % p.period;
+    bool same = true;
+    for (uint32_t l = 1; l < kLanes; ++l) same &= (cv.col0 + cur[l].rect.c0) % p.period == kp0;
+    s.lut = same;
+    for (uint32_t jj = 0; jj < p.period; ++jj) s.lut_phase[jj] = static_cast<uint8_t>((kp0 + jj) % p.period);
+  }
   if (p.nbr_mode == 3) {
     // Context 9 x (nb x sc + act) + 3 q(Lk) + q(Uk), act a function of the
     // digits (|Lk| + |Uk|) -> index 9 x sc + 3 q(Lk) + q(Uk).
@@ -404,7 +459,7 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
   }
   const uint64_t out_len = nel / 4;
   std::memset(out, 0, out_len);
-  return N_AVX2::TernDecode(p.nbr_mode, scale, s, rans, rans_len, lm, out, out_len) ? 1 : 0;
+  return N_AVX2::TernDecode(p.nbr_mode, scale, s.lut, s, rans, rans_len, lm, out, out_len) ? 1 : 0;
 #else
   (void)m, (void)cv, (void)tile_map, (void)rans, (void)rans_len, (void)out, (void)lm;
   return -1;
