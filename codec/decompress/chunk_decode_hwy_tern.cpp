@@ -133,6 +133,7 @@ struct TernSetup {
   bool lut;
   uint8_t lut_phase[64];
   uint64_t ring;  // steps of codes kept (a power of two)
+  bool aligned;   // every lane's first element starts a byte (W and base[] multiples of 4)
 };
 
 }  // namespace hwy_tern
@@ -308,6 +309,18 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
           ACC[v] = hn::Zero(d);
         }
         const uint64_t rel = uint64_t{r} * s.w + (j & ~15u);
+        if (s.aligned) {
+          // Every lane's run starts on a byte: whole bytes, each written once.
+          uint8_t* o = out + rel / 4;
+          const uint32_t nb = ((j & 15) + 1) / 4;
+          if (HWY_LIKELY(nb == 4)) {
+            for (uint32_t l = 0; l < kLanes; ++l) std::memcpy(o + s.base[l] / 4, acc_out + l, 4);
+          } else {
+            for (uint32_t l = 0; l < kLanes; ++l)
+              for (uint32_t i = 0; i < nb; ++i) o[s.base[l] / 4 + i] = static_cast<uint8_t>(acc_out[l] >> (8 * i));
+          }
+          continue;
+        }
         for (uint32_t l = 0; l < kLanes; ++l) {
           const uint64_t p = s.base[l] + rel;
           const uint64_t byte = p >> 2;
@@ -458,7 +471,9 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
     s.tab = s.tab3;
   }
   const uint64_t out_len = nel / 4;
-  std::memset(out, 0, out_len);
+  s.aligned = s.W % 4 == 0;
+  for (uint32_t l = 0; l < kLanes; ++l) s.aligned &= s.base[l] % 4 == 0;
+  if (!s.aligned) std::memset(out, 0, out_len);  // the lanes OR their codes in
   return N_AVX2::TernDecode(p.nbr_mode, scale, s.lut, s, rans, rans_len, lm, out, out_len) ? 1 : 0;
 #else
   (void)m, (void)cv, (void)tile_map, (void)rans, (void)rans_len, (void)out, (void)lm;
