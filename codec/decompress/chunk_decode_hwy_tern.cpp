@@ -126,7 +126,10 @@ struct TernSetup {
   // upper (pb) neighbour, else 0.
   alignas(32) int32_t pa[64 * kLanes];
   alignas(32) int32_t pb[64 * kLanes];
-  alignas(32) uint32_t tab3[16 * 9];  // nbr_mode 3: re-indexed tables
+  // Re-indexed tables: nbr_mode 3: 9 per scale class; nbr_mode 0 with
+  // activity classes: 32 per scale class (act0).
+  alignas(32) uint32_t tab3[16 * 32];
+  bool act0;
   // One scale class, and nbr_mode 0 or 3 or every lane at the same column
   // phase (nbr_mode 2): the contexts of a step are 9 entries (from
   // tab + 9 x lut_phase[jj] in nbr_mode 2), looked up in registers.
@@ -222,6 +225,19 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
         VI ctx;
         if constexpr (MODE == 0) {
           ctx = D1[v];
+          if (s.act0) {
+            // Activity 2|L1| + |T| + |L2| + |La| from the digits' non-zero
+            // flags (q + 1) >> 1: index q(L1) + 3 (nzT + 2 nzL2 + 4 nzLa),
+            // or 24 + nzT in a row's first column.
+            VI nz = r ? hn::ShiftRight<1>(hn::Add(back(W, v), one)) : hn::Zero(d);
+            if (j) {
+              nz = hn::Add(nz, hn::ShiftLeft<1>(hn::ShiftRight<1>(hn::Add(D2[v], one))));
+              if (oa && ha) nz = hn::Add(nz, hn::ShiftLeft<2>(hn::ShiftRight<1>(hn::Add(back(oa, v), one))));
+              ctx = hn::Add(ctx, Times3(nz));
+            } else {
+              ctx = hn::Add(nz, hn::Set(d, 24));
+            }
+          }
         } else if constexpr (MODE == 1) {
           VI k = hn::Add(Times3(D1[v]), D2[v]);
           k = Times3(k);
@@ -297,7 +313,7 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
         const VI code = CODE[v];
         hn::StoreU(code, d, row + v * N);
         ACC[v] = hn::Or(ACC[v], hn::ShiftLeftSame(code, static_cast<int>(2 * (j & 15))));
-        if constexpr (MODE == 1) D2[v] = D1[v];
+        if constexpr (MODE <= 1) D2[v] = D1[v];
         D1[v] = code;
       }
       ws.pos = static_cast<uint32_t>((wp - ws.p) / 2) + ws.off;
@@ -377,7 +393,7 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
 #if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX2)
   const IntParams& p = m.ip;
   if (m.kind != ModelKind::kInt || p.sub != kIntTernary || tile_map || !m.tern3 || !m.luts) return -1;
-  if (p.nbr_mode > 3 || (p.nbr_mode == 0 && p.nb != 1)) return -1;
+  if (p.nbr_mode > 3 || p.nb < 1 || p.nb > 8) return -1;
   if (p.ns < 1 || p.ns > 16 || m.n0 < int_nctx(p)) return -1;
   if ((p.use_rc && !m.rc) || (p.use_cc && !m.cc)) return -1;
   if (p.nbr_mode >= 2 && (p.period < 2 || p.period > 64)) return -1;
@@ -395,7 +411,7 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
   s.W = cur[0].rect.w;
   s.rows = cur[0].rect.h;
   s.w = cv.w;
-  s.oa = p.nbr_mode == 0 ? 0 : p.off_a;
+  s.oa = p.nbr_mode == 0 && p.nb == 1 ? 0 : p.off_a;  // one activity class: no La
   s.ob = p.nbr_mode == 1 ? p.off_b : 0;
   s.period = p.nbr_mode >= 2 ? p.period : 1;
   for (uint32_t l = 0; l < kLanes; ++l) {
@@ -412,7 +428,7 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
   // off_b), int32 in a ring of a power of two steps, or of every step when
   // that is as many (lm holds 4 bytes per element).
   {
-    const uint32_t back = p.nbr_mode == 1 ? std::max<uint32_t>(s.W, std::max<uint32_t>(s.oa, s.ob)) : s.oa;
+    const uint32_t back = p.nbr_mode <= 1 ? std::max<uint32_t>(s.W, std::max<uint32_t>(s.oa, s.ob)) : s.oa;
     uint64_t ring = 64;
     while (ring < uint64_t{back} + 1) ring *= 2;
     s.ring = ring < steps ? ring : uint64_t{1} << 62;  // no wrap: every step kept
@@ -425,7 +441,8 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
     s.ccl = ccl;
   }
   // Context base of each scale class.
-  const uint32_t per_class = p.nbr_mode == 0   ? 3u
+  s.act0 = p.nbr_mode == 0 && p.nb > 1;
+  const uint32_t per_class = p.nbr_mode == 0   ? (s.act0 ? 32u : 3u)
                              : p.nbr_mode == 1 ? (p.off_b ? 243u : 81u)
                              : p.nbr_mode == 2 ? 9u * p.period
                                                : 9u;
@@ -446,7 +463,23 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
         }
       }
   }
-  s.lut = !scale && (p.nbr_mode == 0 || p.nbr_mode == 3);
+  s.lut = !scale && ((p.nbr_mode == 0 && !s.act0) || p.nbr_mode == 3);
+  if (s.act0) {
+    // Context 3 x (nb x sc + act) + q(L1), the activity a function of the
+    // digits' non-zero flags (and of the first column: a = 3 |T| there).
+    for (uint32_t sc = 0; sc < p.ns; ++sc)
+      for (uint32_t i = 0; i < 32; ++i) {
+        uint32_t a = 0, ql = 0;
+        if (i < 24) {
+          ql = i % 3;
+          a = 2 * (ql != 0) + ((i / 3) & 1) + ((i / 6) & 1) + ((i / 12) & 1);
+        } else {
+          a = 3 * ((i - 24) & 1);
+        }
+        s.tab3[32 * sc + i] = i < 26 ? m.tern3[3 * (p.nb * sc + m.luts->act[a]) + ql] : 0;
+      }
+    s.tab = s.tab3;
+  }
   if (p.nbr_mode == 0 && !scale) {
     // 3 contexts, read as 9.
     for (uint32_t i = 0; i < 16; ++i) s.tab3[i] = i < 3 ? m.tern3[i] : 0;
