@@ -9,29 +9,36 @@
 // Scope: models whose tables code only the tokens 0, 1, 2 (values 0, -1,
 // +1; ModelView::tern3 holds each context's two slot bounds), chunks
 // without a tile map whose 32 lanes have the same rectangle, and every
-// context form ternary models use: nbr_mode 0 with one activity class,
-// nbr_mode 1 (off_b or not), nbr_mode 2 (column phase) and nbr_mode 3
-// (kernel contexts, any activity classes: a context's activity class is a
-// function of its two sign digits, so the tables are re-indexed by
-// 9 x scale class + the digits), each with any scale classes. Anything else
-// is declined (-1) and decoded by the reference.
+// context form ternary models use: nbr_mode 0 (activity classes: with
+// ternary neighbours the activity is a function of the neighbours'
+// non-zero flags, so the tables are re-indexed by those flags and the left
+// digit), nbr_mode 1 (off_b or not), nbr_mode 2 (column phase) and
+// nbr_mode 3 (kernel contexts: re-indexed by 9 x scale class + the two
+// digits), each with any scale classes. Anything else is declined (-1) and
+// decoded by the reference.
 //
 // Method (the reference's order exactly): the 32 lanes' states are
 // kLanes / N vectors processed in lane order, one step (one element of
-// every lane) at a time. A token is found by comparing the slot with its
-// context's two bounds (one gather of tern3); a lane that renormalizes
-// takes the stream word at the stream position plus the count of
-// renormalizing lanes below it (a prefix-count table indexes a table
-// lookup of the next N words: vpexpandd emulated). Each step's codes (the
-// sign digit q: 0, +1 -> 1, -1 -> 2, which is also the 2-bit code) are
-// kept lane-major (step t, lane l at lm[t * 32 + l]), so the left, upper
-// and periodic neighbours of all lanes are plain vector loads a fixed
-// number of steps back. The packed output is built in the lanes too: each
-// lane gathers up to 16 codes of its row in a 32-bit word and ORs it into
-// the zeroed output at its bit position. Every read is bounded: the
-// stream's last words are read from a zero-padded copy; a stream that runs
-// short or ends with words left, or a lane that does not end in its
-// initial state, is rejected (0), as the reference rejects it.
+// every lane) at a time, in phases: the contexts and table entries of all
+// vectors, then their tokens and next states, then renormalization in lane
+// order. A token is found by comparing the slot with its context's two
+// bounds; the entries come from one gather of the table, or, when a step's
+// contexts are 9 entries of one table (one scale class; nbr_mode 0 or 3, or
+// nbr_mode 2 with every lane at the same column phase), from registers (a
+// lane permutation plus a blend). A lane that renormalizes takes the
+// stream word at the stream position plus the count of renormalizing lanes
+// below it: a prefix-count table indexes a lane permutation of the next N
+// words (vpexpandd emulated). Each step's codes (the sign digit q: 0,
+// +1 -> 1, -1 -> 2, which is also the 2-bit code) are kept as int32 in a
+// ring of steps (step t, lane l at (t mod ring) * 32 + l), so the left,
+// upper and periodic neighbours of all lanes are plain vector loads a fixed
+// number of steps back. The packed output is built in the lanes: each lane
+// gathers up to 16 codes of its row in a 32-bit word and stores it at its
+// byte (lanes that start on a byte), or ORs it into the zeroed output at
+// its bit position. Every read is bounded: the stream's last words are read
+// from a zero-padded copy; a stream that runs short or ends with words
+// left, or a lane that does not end in its initial state, is rejected (0),
+// as the reference rejects it.
 //
 // Static dispatch: foreach_target.h compiles the body once per enabled
 // Highway target; the avx2 path calls the AVX2 instance explicitly (it is
