@@ -7,7 +7,11 @@
 // Thread-safety: single-threaded test code.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -206,6 +210,179 @@ TEST(CpuPaths, Avx2FloatEqualsReferenceOnRealFiles) {
   if (!vector_decoder_available()) GTEST_SKIP() << "scalar path forced: no vector tables, nothing compared";
   EXPECT_GT(k.chunks, 50);
   EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
+}
+
+// Reference and the AVX2 (Highway) ternary decoder on one ternary chunk
+// and on damaged copies of its stream: the same bytes, the same accept /
+// reject.
+void compare_tern_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& ps, const uint8_t* map, uint64_t xxh3,
+                        uint64_t decoded_size, const std::string& what, Counts* k) {
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  std::vector<int32_t> res(n), tile(kTile * kTile);
+  std::vector<uint8_t> lm(simd_lane_major_bytes(cv));
+  std::vector<uint8_t> ref(decoded_size, 0x11), hw(decoded_size, 0x22);
+  ASSERT_TRUE(decode_int_residuals(mv, cv, ps.rans, ps.rans_len, res.data()) &&
+              int_finish_chunk(mv, cv, map, ref.data(), res.data(), tile.data()))
+      << what;
+  ASSERT_EQ(chunk_hash(ref.data(), ref.size()), xxh3) << what;
+  const int h = decode_tern_chunk_hwy(mv, cv, map, ps.rans, ps.rans_len, hw.data(), lm.data());
+  if (h < 0) return;
+  ASSERT_EQ(h, 1) << what << ": the AVX2 decoder rejected a valid chunk";
+  ASSERT_EQ(ref, hw) << what << ": the AVX2 decoder differs from the reference";
+  ++k->chunks;
+  // Damage: one byte flipped in the lane states, early, middle and last
+  // words; a truncated stream (shorter by 2 and by 64 bytes); an odd
+  // length; the lane states alone.
+  const uint32_t L = ps.rans_len;
+  const uint32_t spots[] = {3, 4 * kLanes + 1, L / 3, L / 2, L - 3, 4 * kLanes + 7, L - 1};
+  for (int v = 0; v < 11; ++v) {
+    std::vector<uint8_t> bad(ps.rans, ps.rans + L);
+    uint32_t len = L;
+    if (v < 7) {
+      bad[spots[v] % L] ^= static_cast<uint8_t>(0x5a + v);
+    } else if (v < 9) {
+      const uint32_t cut = v == 7 ? 2 : 64;
+      if (len < 4 * kLanes + cut) continue;
+      len -= cut;
+    } else if (v == 9) {
+      len -= 1;
+    } else {
+      len = 4 * kLanes;
+    }
+    const bool r_ok = decode_int_residuals(mv, cv, bad.data(), len, res.data()) &&
+                      int_finish_chunk(mv, cv, map, ref.data(), res.data(), tile.data());
+    const int h_ok = decode_tern_chunk_hwy(mv, cv, map, bad.data(), len, hw.data(), lm.data());
+    EXPECT_EQ(r_ok ? 1 : 0, h_ok) << what << " damage " << v << ": AVX2 and reference disagree";
+    if (r_ok && h_ok == 1) {
+      EXPECT_EQ(ref, hw) << what << " damage " << v;
+    }
+    ++k->damaged;
+    k->rejected += !r_ok;
+  }
+}
+
+TEST(CpuPaths, Avx2TernaryEqualsReferenceOnRealFiles) {
+  if (!cpu_path_supported(CpuPath::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2: the avx2 path is not compared";
+  Counts k;
+  int modes = 0;  // bit m: a chunk of nbr_mode m decoded
+  bool scaled = false;
+  for (const auto& p : wctest::data_safetensors_files()) {
+    if (p.filename().string().find("ternary") == std::string::npos) continue;
+    const auto f = wctest::read_file(p);
+    auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
+    ASSERT_TRUE(hd.ok()) << hd.status().ToString();
+    for (const auto& t : hd->tensors) {
+      if (t.nbytes() > kMaxTensor) continue;
+      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, EncodeOptions{});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      const EncodedTensor& et = *r;
+      if (et.model.kind != ModelKind::kInt || et.model.ip.sub != kIntTernary) continue;
+      std::shared_ptr<const TensorModel::VectorTables> hold;
+      const ModelView mv = et.model.view(&hold);
+      for (uint64_t i = 0; i < et.chunks.size(); ++i) {
+        const auto& c = et.chunks[i];
+        if (c.method != ChunkMethod::kModel) continue;
+        Parsed ps;
+        ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
+        const uint8_t* map = (c.payload[0] & 1) ? c.payload.data() + 1 : nullptr;
+        uint64_t row0, col0, h, w;
+        et.geom.chunk_rect(i, &row0, &col0, &h, &w);
+        const ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                           static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+        const int before = k.chunks;
+        compare_tern_chunk(mv, cv, ps, map, c.xxh3, c.decoded_size,
+                           p.filename().string() + ": " + t.name + " chunk " + std::to_string(i), &k);
+        if (HasFatalFailure()) return;
+        if (k.chunks > before) {
+          modes |= 1 << mv.ip.nbr_mode;
+          scaled |= mv.ip.ns > 1;
+        }
+      }
+    }
+  }
+  if (k.chunks == 0 && modes == 0) GTEST_SKIP() << "no ternary model chunks in " << wctest::data_dir();
+  EXPECT_GT(k.chunks, 50);
+  // isnet-medium.rtn-ternary: column-phase, kernel and sign-neighbour
+  // contexts, some with scale classes.
+  EXPECT_EQ(modes & 0xE, 0xE) << "nbr_modes decoded: " << modes;
+  EXPECT_TRUE(scaled);
+  EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
+}
+
+// Synthetic ternary tensors for the context forms the real files lack:
+// i.i.d. codes and codes whose density follows the row and the column
+// (scale classes), with format 2.0 models (nbr_modes 0, 1) and with 2.1+
+// models; conv-like rows (3x3 kernels flattened) for the periodic forms;
+// narrow shapes whose lanes do not start on a byte.
+TEST(CpuPaths, Avx2TernaryEqualsReferenceOnSyntheticTensors) {
+  if (!cpu_path_supported(CpuPath::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2: the avx2 path is not compared";
+  std::mt19937 rng(3);
+  std::normal_distribution<double> gauss(0.0, 1.0);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  Counts k;
+  std::set<int> forms;  // 16 x nbr_mode + (ns > 1) + 2 (nb > 1)
+  const uint64_t shapes[][2] = {{96, 576}, {64, 36}, {40, 1000}, {7, 4096}};
+  for (int gen = 0; gen < 3; ++gen)
+    for (const auto& shape : shapes)
+      for (bool f21 : {false, true}) {
+        const uint64_t rows = shape[0], cols = shape[1];
+        std::vector<uint8_t> bytes(rows * cols / 4, 0);
+        std::vector<double> rs(rows), cs(cols);
+        for (auto& v : rs) v = 0.3 + 2.5 * uni(rng);
+        for (auto& v : cs) v = 0.3 + 2.5 * uni(rng);
+        for (uint64_t r = 0; r < rows; ++r)
+          for (uint64_t c = 0; c < cols; ++c) {
+            double w = gauss(rng);
+            if (gen == 1) w *= rs[r] * cs[c];
+            if (gen == 2) w *= c % 9 == 4 ? 2.0 : (c % 3 == 1 ? 1.5 : 0.7);
+            const unsigned code = std::fabs(w) < 0.6 ? 0 : (w > 0 ? 1 : 2);
+            bytes[(r * cols + c) / 4] |= static_cast<uint8_t>(code << (2 * (c % 4)));
+          }
+        TensorInfo t;
+        t.name = "synthetic_packed";
+        t.dtype = DType::kU8;
+        t.shape = {rows, cols / 4};
+        t.begin = 0;
+        t.end = bytes.size();
+        EncodeOptions opt;
+        opt.chunk_bytes = 4096;
+        opt.format_2_1 = f21;
+        auto r = encode_tensor(t, bytes.data(), AuxInput{}, opt);
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        const EncodedTensor& et = *r;
+        if (et.model.kind != ModelKind::kInt || et.model.ip.sub != kIntTernary) continue;
+        std::shared_ptr<const TensorModel::VectorTables> hold;
+        const ModelView mv = et.model.view(&hold);
+        for (uint64_t i = 0; i < et.chunks.size(); ++i) {
+          const auto& c = et.chunks[i];
+          if (c.method != ChunkMethod::kModel) continue;
+          Parsed ps;
+          ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
+          const uint8_t* map = (c.payload[0] & 1) ? c.payload.data() + 1 : nullptr;
+          uint64_t row0, col0, h, w;
+          et.geom.chunk_rect(i, &row0, &col0, &h, &w);
+          const ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                             static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+          const int before = k.chunks;
+          compare_tern_chunk(mv, cv, ps, map, c.xxh3, c.decoded_size,
+                             "gen " + std::to_string(gen) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                                 " " + et.model.describe() + " chunk " + std::to_string(i),
+                             &k);
+          if (HasFatalFailure()) return;
+          if (k.chunks > before) forms.insert(16 * mv.ip.nbr_mode + (mv.ip.ns > 1) + 2 * (mv.ip.nb > 1));
+        }
+      }
+  std::string seen;
+  for (int f : forms) seen += " " + std::to_string(f);
+  EXPECT_GT(k.chunks, 10);
+  // Activity contexts (nbr_mode 0) with one and with several activity
+  // classes, with scale classes; column-phase contexts (2).
+  EXPECT_TRUE(forms.count(1)) << seen;
+  EXPECT_TRUE(forms.count(3)) << seen;
+  EXPECT_TRUE(forms.count(32) || forms.count(33)) << seen;
+  EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
+  std::printf("ternary forms decoded (16 x nbr_mode + scaled):%s; %d chunks, %d damaged copies\n", seen.c_str(),
+              k.chunks, k.damaged);
 }
 
 // ------------------------------------------------------------ whole files

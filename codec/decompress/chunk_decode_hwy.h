@@ -1,6 +1,6 @@
 // codec/decompress/chunk_decode_hwy.h — the decoders of the avx2 decoder
 // path (include/wcodec/cpu.h), written with Google Highway
-// (chunk_decode_hwy_*.cpp).
+// (chunk_decode_hwy_*.cpp: float chunks, ternary chunks).
 //
 // Thread-safety: pure functions over their arguments and the caller's
 // scratch.
@@ -20,5 +20,16 @@ namespace wcodec {
 // grids).
 int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                            const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm, bool tail);
+
+// decode_int_chunk_simd's contract for ternary chunks (int model sub 3)
+// with the AVX2 instance of the Highway ternary decoder
+// (chunk_decode_hwy_tern.cpp): 1 decoded (the same bytes as
+// decode_int_residuals + int_finish_chunk), 0 malformed, -1 not handled
+// here (not x86, not ternary, a tile map, a table that codes a token other
+// than 0..2, lanes of different rectangles, or a context form it does not
+// decode). The caller checks that the CPU runs the avx2 path. lm: scratch
+// of simd_lane_major_bytes(cv) bytes.
+int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
+                          uint32_t rans_len, uint8_t* out, uint8_t* lm);
 
 }  // namespace wcodec
