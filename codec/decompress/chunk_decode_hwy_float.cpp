@@ -705,6 +705,7 @@ void lane_major_to_raster16(const uint16_t* lm, uint32_t h, uint32_t w, uint32_t
       const uint32_t len = W - j0 < 8 ? W - j0 : 8;
       const uint64_t t0 = uint64_t{r} * W + j0;
       const uint64_t off = uint64_t{r} * w + j0;
+#pragma GCC unroll 2
       for (uint32_t half = 0; half < 2; ++half) {
         hn::Vec<decltype(d)> v[8];
         for (int j = 0; j < 8; ++j) v[j] = hn::LoadU(d, lm + (t0 + j) * kLanes + 16 * half);
@@ -722,9 +723,11 @@ void lane_major_to_raster16(const uint16_t* lm, uint32_t h, uint32_t w, uint32_t
           b[4 * q + 2] = hn::InterleaveLower(d32, a1, a3);  // lanes 4, 5
           b[4 * q + 3] = hn::InterleaveUpper(d32, a1, a3);  // lanes 6, 7
         }
+#pragma GCC unroll 8
         for (int i = 0; i < 8; ++i) {
           const auto lo = hn::BitCast(d64, b[i / 2]), hi = hn::BitCast(d64, b[4 + i / 2]);
           const auto c = hn::BitCast(d, (i & 1) ? hn::InterleaveUpper(d64, lo, hi) : hn::InterleaveLower(d64, lo, hi));
+#pragma GCC unroll 2
           for (int blk = 0; blk < 2; ++blk) {
             const uint32_t l = 16 * half + 8 * blk + i;
             const auto x = blk ? hn::UpperHalf(dh, c) : hn::LowerHalf(dh, c);
@@ -744,22 +747,46 @@ void lane_major_to_raster16(const uint16_t* lm, uint32_t h, uint32_t w, uint32_t
 }
 
 // ORs the raw mantissa bits (rawb bits each, field i at bit i * rawb of
-// raw) into the low bits of the n 16-bit elements at out. Reads 4 bytes at
-// the byte of each field (float_raw_ok bounds them).
-void or_raw16(uint16_t* out, uint64_t n, const uint8_t* raw, uint32_t rawb) {
+// raw, raw_len readable bytes) into the low bits of the n 16-bit elements
+// at out. 8 fields start at a whole byte: up to 15 bits each they lie in
+// the 16 bytes from there, which a byte shuffle spreads to the fields'
+// 32-bit lanes and a variable shift aligns; wider fields by 4-byte gathers
+// at each field's byte; the last fields as the reference reads them
+// (float_raw_ok bounds all reads).
+void or_raw16(uint16_t* out, uint64_t n, const uint8_t* raw, uint64_t raw_len, uint32_t rawb) {
   if (!rawb) return;
   uint64_t i = 0;
+  const DI di;
+  const DU du;
+  const hn::Rebind<uint16_t, DI> d16;
+  const VU mask = hn::Set(du, (1u << rawb) - 1u);
   if (rawb == 8) {
-    const hn::Full256<uint16_t> d16;
+    const hn::Full256<uint16_t> d16x16;
     const hn::Full128<uint8_t> d8;
     for (; i + 16 <= n; i += 16)
-      hn::StoreU(hn::Or(hn::LoadU(d16, out + i), hn::PromoteTo(d16, hn::LoadU(d8, raw + i))), d16, out + i);
+      hn::StoreU(hn::Or(hn::LoadU(d16x16, out + i), hn::PromoteTo(d16x16, hn::LoadU(d8, raw + i))), d16x16, out + i);
+  } else if (rawb <= 15) {
+    const hn::Repartition<uint8_t, DU> d8;
+    HWY_ALIGN uint8_t idx[4 * kN];
+    HWY_ALIGN uint32_t sh[kN];
+    for (uint32_t j = 0; j < kN; ++j) {
+      const uint32_t bit = j * rawb;
+      sh[j] = bit & 7;
+      for (uint32_t q = 0; q < 4; ++q) {
+        const uint32_t b = (bit >> 3) + q;
+        idx[4 * j + q] = static_cast<uint8_t>(b < 16 ? b : 0x80);
+      }
+    }
+    const auto vidx = hn::Load(d8, idx);
+    const VU vsh = hn::Load(du, sh);
+    for (; i + kN <= n && i / 8 * rawb + 16 <= raw_len; i += kN) {
+      const auto src = hn::LoadDup128(d8, raw + i / 8 * rawb);
+      const VU v = hn::BitCast(du, hn::TableLookupBytesOr0(src, vidx));
+      const VU lo = hn::And(hn::Shr(v, vsh), mask);
+      hn::StoreU(hn::Or(hn::LoadU(d16, out + i), hn::DemoteTo(d16, hn::BitCast(di, lo))), d16, out + i);
+    }
   } else {
-    const DI di;
-    const DU du;
-    const hn::Rebind<uint16_t, DI> d16;
     const VI jr = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(rawb)));
-    const VU mask = hn::Set(du, (1u << rawb) - 1u);
     for (; i + kN <= n; i += kN) {
       const uint64_t b0 = i * rawb;
       const VI bitpos = hn::Add(jr, hn::Set(di, static_cast<int32_t>(b0 & 7)));
@@ -775,7 +802,7 @@ void or_raw16(uint16_t* out, uint64_t n, const uint8_t* raw, uint32_t rawb) {
 // A chunk's elements from its lane-major buffer: raster order, then the raw
 // bits (x_tail: the lanes' tail words of a raw tail chunk).
 void fast_finish16(const FloatParams& p, const ChunkView& cv, uint32_t W, uint32_t rows, const uint16_t* lm,
-                   const uint8_t* raw, bool tail, const uint32_t* x_tail, uint8_t* out) {
+                   const uint8_t* raw, uint64_t raw_len, bool tail, const uint32_t* x_tail, uint8_t* out) {
   uint16_t* o = reinterpret_cast<uint16_t*>(out);
   lane_major_to_raster16(lm, cv.h, cv.w, W, rows, o);
   const uint32_t rawb = float_raw_bits(p);
@@ -784,11 +811,11 @@ void fast_finish16(const FloatParams& p, const ChunkView& cv, uint32_t W, uint32
   if (tail) {
     uint8_t buf[kRawTailBuf];
     uint64_t ns = 0, bit0 = 0;
-    float_raw_tail(p, n, raw, x_tail, buf, &ns, &bit0);
-    or_raw16(o, ns, raw, rawb);
-    or_raw16(o + ns, n - ns, buf, rawb);
+    const uint32_t blen = float_raw_tail(p, n, raw, x_tail, buf, &ns, &bit0);
+    or_raw16(o, ns, raw, raw_len, rawb);
+    or_raw16(o + ns, n - ns, buf, blen, rawb);
   } else {
-    or_raw16(o, n, raw, rawb);
+    or_raw16(o, n, raw, raw_len, rawb);
   }
 }
 
@@ -809,7 +836,8 @@ bool same_rect_geom(const ChunkView& cv, uint32_t* W, uint32_t* rows) {
 // decode_float_chunk_hwy's contract; -1: not this loop).
 template <int NC>
 int FastChunks16(const ModelView* ms, const ChunkView& cv, const uint8_t* const* rans, const uint32_t* rans_len,
-                 const uint8_t* const* raw, const bool* tail, uint8_t* const* lm, uint8_t* const* out) {
+                 const uint8_t* const* raw, const uint64_t* raw_len, const bool* tail, uint8_t* const* lm,
+                 uint8_t* const* out) {
   uint32_t W, rows;
   if (!same_rect_geom(cv, &W, &rows)) return -1;
   FastConsts c[NC];
@@ -823,7 +851,227 @@ int FastChunks16(const ModelView* ms, const ChunkView& cv, const uint8_t* const*
   }
   const int r = fast_lanes_for<NC>(c, ms[0].fp, rans, rans_len, W, rows, lms, xts);
   if (r != 1) return r;
-  for (int n = 0; n < NC; ++n) fast_finish16(ms[n].fp, cv, W, rows, lms[n], raw[n], tail[n], xts[n], out[n]);
+  for (int n = 0; n < NC; ++n) fast_finish16(ms[n].fp, cv, W, rows, lms[n], raw[n], raw_len[n], tail[n], xts[n], out[n]);
+  return 1;
+}
+
+// ---------------------------------------------------------------- ragged lanes
+// Lanes of unequal rectangles (widths wa or wa + 1, row counts that may
+// differ; 16-bit floats): the same lane-major buffer and vectors, with the
+// geometry per lane: a lane is active while t is below its element count
+// (inactive lanes keep their state and take no words), has a left
+// neighbour past its row's first column (J, its column) and a top one from
+// its second row on (t >= its width), which lies wa or wa + 1 steps back.
+struct RaggedLanes {
+  VI J[kNV], Wv[kNV], Nv[kNV];
+  hn::Mask<DI> wide[kNV];
+};
+
+// The exponent context from masks: hl (left), ht (top) per lane.
+template <int EM>
+HWY_INLINE VI exp_ctx_masked(const FastConsts& c, VI le, VI tv, hn::Mask<DI> hl, hn::Mask<DI> ht) {
+  const DI di;
+  if constexpr (EM == 0) {
+    return hn::Zero(di);
+  } else {
+    const auto both = hn::And(hl, ht);
+    const auto any = hn::Or(hl, ht);
+    VI ctx;
+    if constexpr (EM == 1) {
+      ctx = clamp_lo_hi(hn::IfThenElse(hl, le, tv), c.elo, c.ne - 1);
+    } else if constexpr (EM == 3) {
+      ctx = clamp_lo_hi(hn::IfThenElse(ht, tv, le), c.elo, c.ne - 1);
+    } else if constexpr (EM == 2) {
+      const VI one = clamp_lo_hi(hn::IfThenElse(hl, le, tv), c.elo, c.ne - 1);
+      const VI q = clamp_lo_hi(hn::ShiftRight<1>(hn::Add(hn::Add(le, tv), hn::Set(di, 1))), c.elo, c.ne - 1);
+      const auto far = hn::Gt(hn::Abs(hn::Sub(le, tv)), hn::Set(di, 1));
+      ctx = hn::IfThenElse(both, hn::Add(q, hn::IfThenElseZero(far, hn::Set(di, c.ne))), one);
+    } else {  // EM == 4
+      const int32_t J = kJointClasses;
+      const VI ql = clamp_lo_hi(le, c.elo, J - 1), qt = clamp_lo_hi(tv, c.elo, J - 1);
+      const VI cb = hn::Add(hn::Add(hn::Mul(ql, hn::Set(di, J)), qt), hn::Set(di, 1));
+      const VI cl = hn::Add(ql, hn::Set(di, 1 + J * J));
+      const VI ct = hn::Add(qt, hn::Set(di, 1 + J * J + J));
+      ctx = hn::IfThenElse(both, cb, hn::IfThenElse(hl, cl, ct));
+    }
+    return hn::IfThenElseZero(any, ctx);
+  }
+}
+
+// Renormalization of the active lanes (act) in lane order.
+HWY_INLINE void renorm_active32(VU* X, const hn::Mask<DU>* act, hwy_detail::StepWords& w) {
+  const DU du;
+  const hn::Rebind<uint16_t, DU> d16;
+  const hn::Rebind<uint8_t, DU> d8;
+  uint32_t pos = w.pos;
+  for (size_t k = 0; k < kNV; ++k) {
+    const auto need = hn::And(act[k], hn::Eq(hn::ShiftRight<16>(X[k]), hn::Zero(du)));
+    uint8_t bits[8] = {};
+    hn::StoreMaskBits(du, need, bits);
+    const unsigned m = bits[0];
+    const VU words = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(w.p + 2 * uint64_t{pos})));
+    const auto idx = hn::IndicesFromVec(du, hn::PromoteTo(du, hn::LoadU(d8, hwy_detail::kExpand.v[m])));
+    X[k] = hn::IfThenElse(need, hn::Or(hn::ShiftLeft<16>(X[k]), hn::TableLookupLanes(words, idx)), X[k]);
+    pos += static_cast<uint32_t>(hwy::PopCount(m));
+  }
+  w.pos = pos;
+}
+
+// The symbols of a chunk with ragged lanes (steps: the largest lane's
+// element count; wa: the narrowest width) into lm. 1 / 0 as fast_lanes.
+template <int EM, bool SMC>
+HWY_NOINLINE int ragged_lanes(const FastConsts& c, const uint8_t* rans, uint32_t rans_len, RaggedLanes& g,
+                              uint32_t steps, uint32_t wa, bool any_wide, uint16_t* lm, uint32_t* x_tail) {
+  const DU du;
+  const DI di;
+  hwy_detail::StepWords w;
+  hwy_detail::step_words_open(&w, rans, rans_len);
+  FastState s;
+  for (size_t k = 0; k < kNV; ++k) {
+    s.X[k] = hn::LoadU(du, reinterpret_cast<const uint32_t*>(rans + 4 * kN * k));
+    s.LE[k] = s.LS[k] = hn::Zero(di);
+  }
+  for (uint32_t t = 0; t < steps; ++t) {
+    if (HWY_UNLIKELY(w.pos + hwy_detail::kStepRead > w.n) && !hwy_detail::step_words_tail(&w)) return 0;
+    const VI vt = hn::Set(di, static_cast<int32_t>(t));
+    hn::Mask<DI> act[kNV], hl[kNV];
+    hn::Mask<DU> actu[kNV];
+    VU e[kNV];
+    for (size_t k = 0; k < kNV; ++k) {
+      act[k] = hn::Lt(vt, g.Nv[k]);
+      actu[k] = hn::RebindMask(du, act[k]);
+      hl[k] = hn::Gt(g.J[k], hn::Zero(di));
+      VI ctx;
+      if constexpr (EM == 5) {
+        const VI q = clamp_lo_hi(s.LE[k], c.elo, c.ne - 1);
+        ctx = hn::IfThenElseZero(hl[k], hn::Add(hn::Add(hn::Add(q, q), s.LS[k]), hn::Set(di, 1)));
+      } else {
+        const auto ht = hn::Gt(hn::Add(vt, hn::Set(di, 1)), g.Wv[k]);  // t >= the lane's width
+        VI tv = hn::Zero(di);
+        if (EM != 0 && t >= wa) {
+          tv = load_exps(lm, t - wa, k, c);
+          if (any_wide && t > wa) tv = hn::IfThenElse(g.wide[k], load_exps(lm, t - wa - 1, k, c), tv);
+        }
+        ctx = exp_ctx_masked<EM>(c, s.LE[k], tv, hl[k], ht);
+      }
+      e[k] = gather_slot(c.se, slot_of(ctx, s.X[k]));
+    }
+    VI ee[kNV];
+    for (size_t k = 0; k < kNV; ++k) {
+      s.X[k] = hn::IfThenElse(actu[k], rans_advance(s.X[k], e[k]), s.X[k]);
+      ee[k] = hn::BitCast(di, hn::And(e[k], hn::Set(du, 0xFFu)));
+    }
+    renorm_active32(s.X, actu, w);
+    VI hi[kNV];
+    if constexpr (EM == 5) {
+      for (size_t k = 0; k < kNV; ++k) {
+        hi[k] = hn::ShiftLeftSame(ee[k], c.rawb);
+        s.LE[k] = hn::And(hn::ShiftRightSame(ee[k], c.k), hn::Set(di, (1 << c.eb) - 1));
+        s.LS[k] = hn::ShiftRightSame(ee[k], c.eb + c.k);
+      }
+    } else {
+      for (size_t k = 0; k < kNV; ++k) {
+        VI ctx = hn::Zero(di);
+        if constexpr (SMC) {
+          ctx = clamp_lo_hi(ee[k], c.mlo, c.nm - 1);
+          if (c.sign_ctx) ctx = hn::Add(hn::Mul(ctx, hn::Set(di, 3)), hn::IfThenElseZero(hl[k], s.LS[k]));
+        }
+        e[k] = gather_slot(c.ss, slot_of(ctx, s.X[k]));
+      }
+      for (size_t k = 0; k < kNV; ++k) {
+        s.X[k] = hn::IfThenElse(actu[k], rans_advance(s.X[k], e[k]), s.X[k]);
+        const VI sm = hn::BitCast(di, hn::And(e[k], hn::Set(du, 0xFFu)));
+        const VI sign = hn::ShiftRightSame(sm, c.k);
+        hi[k] = hn::Or(hn::Or(hn::ShiftLeftSame(sign, c.eb + c.mb), hn::ShiftLeftSame(ee[k], c.mb)),
+                       hn::ShiftLeftSame(hn::And(sm, hn::Set(di, (1 << c.k) - 1)), c.rawb));
+        s.LE[k] = ee[k];
+        if constexpr (SMC) s.LS[k] = hn::Add(sign, hn::Set(di, 1));
+      }
+      renorm_active32(s.X, actu, w);
+    }
+    store_row(lm, t, hi);
+    for (size_t k = 0; k < kNV; ++k) {
+      const VI j1 = hn::Add(g.J[k], hn::Set(di, 1));
+      g.J[k] = hn::IfThenElseZero(hn::Ne(j1, g.Wv[k]), j1);
+    }
+  }
+  const VU vL = hn::Set(du, kRansL);
+  if (w.pos != w.n) return 0;
+  const VU lim = hn::Set(du, x_tail ? 0xFFFFu : 0u);
+  for (size_t k = 0; k < kNV; ++k) {
+    const VU d = hn::Sub(s.X[k], vL);
+    if (!hn::AllTrue(du, hn::Eq(hn::Min(d, lim), d))) return 0;
+    if (x_tail) hn::StoreU(d, du, x_tail + k * kN);
+  }
+  return 1;
+}
+
+// A ragged chunk of 16-bit floats (decode_float_chunk_hwy's contract).
+int RaggedChunk16(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                  const uint8_t* raw, uint64_t raw_len, bool tail, uint8_t* lm8, uint8_t* out) {
+  const DI di;
+  const FloatParams& p = m.fp;
+  HWY_ALIGN int32_t jw[kLanes], jn[kLanes], jwide[kLanes];
+  LaneRect rc[kLanes];
+  uint32_t steps = 0, wa = ~0u;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    rc[l] = lane_rect(cv.h, cv.w, l);
+    const uint32_t n = rc[l].w * rc[l].h;
+    if (n && rc[l].w < wa) wa = rc[l].w;
+    steps = n > steps ? n : steps;
+  }
+  if (!steps) return -1;
+  bool any_wide = false;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const uint32_t n = rc[l].w * rc[l].h;
+    if (n && rc[l].w != wa && rc[l].w != wa + 1) return -1;
+    jw[l] = static_cast<int32_t>(n ? rc[l].w : 1);
+    jn[l] = static_cast<int32_t>(n);
+    jwide[l] = n && rc[l].w != wa ? -1 : 0;
+    any_wide |= jwide[l] != 0;
+  }
+  RaggedLanes g;
+  for (size_t k = 0; k < kNV; ++k) {
+    g.J[k] = hn::Zero(di);
+    g.Wv[k] = hn::Load(di, jw + k * kN);
+    g.Nv[k] = hn::Load(di, jn + k * kN);
+    g.wide[k] = hn::Ne(hn::Load(di, jwide + k * kN), hn::Zero(di));
+  }
+  const FastConsts c = fast_consts(m);
+  uint16_t* lm = reinterpret_cast<uint16_t*>(lm8);
+  uint32_t xt[kLanes];
+  uint32_t* x_tail = tail ? xt : nullptr;
+  int r = -1;
+  const bool smc = float_sm_contexts(p);
+  if (float_joint(p)) r = ragged_lanes<5, false>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
+#define WCODEC_RAGGED(EMv, S) \
+  else if (p.emode == EMv && smc == S) r = ragged_lanes<EMv, S>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
+  WCODEC_RAGGED(0, false) WCODEC_RAGGED(1, false) WCODEC_RAGGED(2, false) WCODEC_RAGGED(3, false)
+  WCODEC_RAGGED(4, false) WCODEC_RAGGED(0, true) WCODEC_RAGGED(1, true) WCODEC_RAGGED(2, true)
+  WCODEC_RAGGED(3, true) WCODEC_RAGGED(4, true)
+#undef WCODEC_RAGGED
+  if (r != 1) return r;
+  // Raster order: each lane's elements, row by row.
+  uint16_t* o = reinterpret_cast<uint16_t*>(out);
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const uint16_t* src = lm + l;
+    for (uint32_t rr = 0; rr < rc[l].h; ++rr) {
+      uint16_t* dst = o + uint64_t{rc[l].r0 + rr} * cv.w + rc[l].c0;
+      for (uint32_t j = 0; j < rc[l].w; ++j, src += kLanes) dst[j] = *src;
+    }
+  }
+  const uint32_t rawb = float_raw_bits(p);
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (!rawb) return 1;
+  if (tail) {
+    uint8_t buf[kRawTailBuf];
+    uint64_t ns = 0, bit0 = 0;
+    const uint32_t blen = float_raw_tail(p, n, raw, x_tail, buf, &ns, &bit0);
+    or_raw16(o, ns, raw, raw_len, rawb);
+    or_raw16(o + ns, n - ns, buf, blen, rawb);
+  } else {
+    or_raw16(o, n, raw, raw_len, rawb);
+  }
   return 1;
 }
 #endif  // HWY_TARGET == HWY_AVX2
@@ -850,8 +1098,10 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
   if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
 #if defined(WCODEC_HWY_FAST_AVX2)
   if (p.elem_bytes == 2) {
-    const int r = N_AVX2::FastChunks16<1>(&m, cv, &rans, &rans_len, &raw, &tail, &lm, &out);
+    const int r = N_AVX2::FastChunks16<1>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out);
     if (r >= 0) return r;
+    const int q = N_AVX2::RaggedChunk16(m, cv, rans, rans_len, raw, raw_len, tail, lm, out);
+    if (q >= 0) return q;
   }
 #endif
   // Grids in the lane-major scratch (simd_lane_major_bytes >= 4n + 64).
@@ -895,18 +1145,20 @@ int decode_float_group_hwy(const ModelView* ms, const ChunkView& cv, const Group
   const uint8_t* rans[3];
   uint32_t rans_len[3];
   const uint8_t* raw[3];
+  uint64_t raw_len[3];
   bool tail[3];
   uint8_t *lm[3], *out[3];
   for (int i = 0; i < n; ++i) {
     rans[i] = s[i].rans;
     rans_len[i] = s[i].rans_len;
     raw[i] = s[i].raw;
+    raw_len[i] = s[i].raw_len;
     tail[i] = s[i].tail;
     lm[i] = s[i].lm;
     out[i] = s[i].out;
   }
-  return n == 2 ? N_AVX2::FastChunks16<2>(ms, cv, rans, rans_len, raw, tail, lm, out)
-                : N_AVX2::FastChunks16<3>(ms, cv, rans, rans_len, raw, tail, lm, out);
+  return n == 2 ? N_AVX2::FastChunks16<2>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out)
+                : N_AVX2::FastChunks16<3>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out);
 #else
   (void)ms, (void)cv, (void)s, (void)n;
   return -1;
