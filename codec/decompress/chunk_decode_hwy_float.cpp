@@ -518,24 +518,38 @@ HWY_INLINE VI exp_ctx(const FastConsts& c, VI le, VI tv) {
   }
 }
 
-// Stores a step's 32 elements (32-bit lanes) as 16-bit words at row t.
-HWY_INLINE void store_row(uint16_t* lm, uint32_t t, const VI* hi) {
-  const hn::Rebind<uint16_t, DI> d16;
-  for (size_t k = 0; k < kNV; ++k) hn::StoreU(hn::DemoteTo(d16, hi[k]), d16, lm + uint64_t{t} * kLanes + k * kN);
+// Stores a step's 32 elements (32-bit lanes) as T (16- or 32-bit words) at
+// row t.
+template <class T>
+HWY_INLINE void store_row(T* lm, uint32_t t, const VI* hi) {
+  for (size_t k = 0; k < kNV; ++k) {
+    if constexpr (sizeof(T) == 2) {
+      const hn::Rebind<uint16_t, DI> d16;
+      hn::StoreU(hn::DemoteTo(d16, hi[k]), d16, lm + uint64_t{t} * kLanes + k * kN);
+    } else {
+      hn::StoreU(hn::BitCast(DU(), hi[k]), DU(), lm + uint64_t{t} * kLanes + k * kN);
+    }
+  }
 }
 
 // The exponents of row t (32-bit lanes, vector k).
-HWY_INLINE VI load_exps(const uint16_t* lm, uint64_t t, size_t k, const FastConsts& c) {
+template <class T>
+HWY_INLINE VI load_exps(const T* lm, uint64_t t, size_t k, const FastConsts& c) {
   const DI di;
-  const hn::Rebind<uint16_t, DI> d16;
-  const VI v = hn::BitCast(di, hn::PromoteTo(DU(), hn::LoadU(d16, lm + t * kLanes + k * kN)));
+  VI v;
+  if constexpr (sizeof(T) == 2) {
+    const hn::Rebind<uint16_t, DI> d16;
+    v = hn::BitCast(di, hn::PromoteTo(DU(), hn::LoadU(d16, lm + t * kLanes + k * kN)));
+  } else {
+    v = hn::BitCast(di, hn::LoadU(DU(), lm + t * kLanes + k * kN));
+  }
   return hn::And(hn::ShiftRightSame(v, c.mb), hn::Set(di, (1 << c.eb) - 1));
 }
 
 // One step (two symbols per element) of NC chunks.
-template <int NC, int EM, bool SMC, bool HT, bool HL>
+template <int NC, int EM, bool SMC, bool HT, bool HL, class T>
 HWY_INLINE bool fast_step(const FastConsts* c, FastState* s, uint32_t t, uint32_t W, hwy_detail::StepWords* w,
-                          uint16_t* const* lm) {
+                          T* const* lm) {
   const DU du;
   const DI di;
   for (int n = 0; n < NC; ++n)
@@ -561,8 +575,8 @@ HWY_INLINE bool fast_step(const FastConsts* c, FastState* s, uint32_t t, uint32_
       VI ctx = hn::Zero(di);
       if constexpr (SMC) {
         ctx = clamp_lo_hi(ee[n][k], c[n].mlo, c[n].nm - 1);
-        if (c[n].sign_ctx && HL) ctx = hn::Add(hn::Mul(ctx, hn::Set(di, 3)), s[n].LS[k]);
-        else if (c[n].sign_ctx) ctx = hn::Mul(ctx, hn::Set(di, 3));
+        if (c[n].sign_ctx && HL) ctx = hn::Add(hn::Add(hn::ShiftLeft<1>(ctx), ctx), s[n].LS[k]);
+        else if (c[n].sign_ctx) ctx = hn::Add(hn::ShiftLeft<1>(ctx), ctx);
       }
       e[n][k] = gather_slot(c[n].ss, slot_of(ctx, s[n].X[k]));
     }
@@ -585,9 +599,9 @@ HWY_INLINE bool fast_step(const FastConsts* c, FastState* s, uint32_t t, uint32_
 }
 
 // One step of joint symbols (emode 5) of NC chunks.
-template <int NC, bool HL>
+template <int NC, bool HL, class T>
 HWY_INLINE bool joint_step(const FastConsts* c, FastState* s, uint32_t t, hwy_detail::StepWords* w,
-                           uint16_t* const* lm) {
+                           T* const* lm) {
   const DU du;
   const DI di;
   for (int n = 0; n < NC; ++n)
@@ -621,9 +635,9 @@ HWY_INLINE bool joint_step(const FastConsts* c, FastState* s, uint32_t t, hwy_de
 // The symbols of NC same-rectangle chunks (rows x W steps) into their
 // lane-major buffers; x_tail[n]: null, or the lanes' tail words. 1 all
 // decoded, 0 a stream is malformed.
-template <int NC, int EM, bool SMC>
+template <int NC, int EM, bool SMC, class T>
 HWY_NOINLINE int fast_lanes(const FastConsts* c, const uint8_t* const* rans, const uint32_t* rans_len, uint32_t W,
-                            uint32_t rows, uint16_t* const* lm, uint32_t* const* x_tail) {
+                            uint32_t rows, T* const* lm, uint32_t* const* x_tail) {
   const DU du;
   const DI di;
   hwy_detail::StepWords w[NC];
@@ -665,13 +679,13 @@ HWY_NOINLINE int fast_lanes(const FastConsts* c, const uint8_t* const* rans, con
   return 1;
 }
 
-template <int NC>
+template <int NC, class T>
 int fast_lanes_for(const FastConsts* c, const FloatParams& p, const uint8_t* const* rans, const uint32_t* rans_len,
-                   uint32_t W, uint32_t rows, uint16_t* const* lm, uint32_t* const* x_tail) {
-  if (float_joint(p)) return fast_lanes<NC, 5, false>(c, rans, rans_len, W, rows, lm, x_tail);
+                   uint32_t W, uint32_t rows, T* const* lm, uint32_t* const* x_tail) {
+  if (float_joint(p)) return fast_lanes<NC, 5, false, T>(c, rans, rans_len, W, rows, lm, x_tail);
   const bool smc = float_sm_contexts(p);
 #define WCODEC_FAST(EMv, S) \
-  if (p.emode == EMv && smc == S) return fast_lanes<NC, EMv, S>(c, rans, rans_len, W, rows, lm, x_tail);
+  if (p.emode == EMv && smc == S) return fast_lanes<NC, EMv, S, T>(c, rans, rans_len, W, rows, lm, x_tail);
   WCODEC_FAST(0, false) WCODEC_FAST(1, false) WCODEC_FAST(2, false) WCODEC_FAST(3, false) WCODEC_FAST(4, false)
   WCODEC_FAST(0, true) WCODEC_FAST(1, true) WCODEC_FAST(2, true) WCODEC_FAST(3, true) WCODEC_FAST(4, true)
 #undef WCODEC_FAST
@@ -746,6 +760,61 @@ void lane_major_to_raster16(const uint16_t* lm, uint32_t h, uint32_t w, uint32_t
   }
 }
 
+// The same for 32-bit elements: blocks of 8 steps x 8 lanes (one vector
+// per step) transposed in three stages, a lane's 8 elements one 32-byte
+// store.
+void lane_major_to_raster32(const uint32_t* lm, uint32_t h, uint32_t w, uint32_t W, uint32_t rows, uint32_t* out) {
+  const hn::Full256<uint32_t> d;
+  const hn::Full256<uint64_t> d64;
+  uint64_t base[kLanes];
+  bool edge[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const LaneRect rc = lane_rect(h, w, l);
+    base[l] = uint64_t{rc.r0} * w + rc.c0;
+    edge[l] = rc.c0 + rc.w == w;
+  }
+  const uint32_t last = (W - 1) / 8 * 8;
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t j0 = last + 8; j0 >= 8;) {
+      j0 -= 8;
+      const uint32_t len = W - j0 < 8 ? W - j0 : 8;
+      const uint64_t t0 = uint64_t{r} * W + j0;
+      const uint64_t off = uint64_t{r} * w + j0;
+#pragma GCC unroll 4
+      for (uint32_t q = 0; q < kLanes / 8; ++q) {
+        hn::Vec<decltype(d)> v[8], a[8];
+        for (int j = 0; j < 8; ++j) v[j] = hn::LoadU(d, lm + (t0 + j) * kLanes + 8 * q);
+        for (int j = 0; j < 4; ++j) {
+          a[2 * j] = hn::InterleaveLower(d, v[2 * j], v[2 * j + 1]);      // lanes 0, 1 | 4, 5
+          a[2 * j + 1] = hn::InterleaveUpper(d, v[2 * j], v[2 * j + 1]);  // lanes 2, 3 | 6, 7
+        }
+        hn::Vec<decltype(d)> b[8];
+        for (int g = 0; g < 2; ++g) {  // steps 4g .. 4g + 3
+          const auto a0 = hn::BitCast(d64, a[4 * g]), a1 = hn::BitCast(d64, a[4 * g + 1]);
+          const auto a2 = hn::BitCast(d64, a[4 * g + 2]), a3 = hn::BitCast(d64, a[4 * g + 3]);
+          b[4 * g] = hn::BitCast(d, hn::InterleaveLower(d64, a0, a2));      // lane 0 | 4
+          b[4 * g + 1] = hn::BitCast(d, hn::InterleaveUpper(d64, a0, a2));  // lane 1 | 5
+          b[4 * g + 2] = hn::BitCast(d, hn::InterleaveLower(d64, a1, a3));  // lane 2 | 6
+          b[4 * g + 3] = hn::BitCast(d, hn::InterleaveUpper(d64, a1, a3));  // lane 3 | 7
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          const auto x = i < 4 ? hn::ConcatLowerLower(d, b[4 + i], b[i]) : hn::ConcatUpperUpper(d, b[i], b[i - 4]);
+          const uint32_t l = 8 * q + static_cast<uint32_t>(i);
+          uint32_t* dst = out + base[l] + off;
+          if (len == 8 || !edge[l]) {
+            hn::StoreU(x, d, dst);
+          } else {
+            HWY_ALIGN uint32_t tmp[8];
+            hn::Store(x, d, tmp);
+            std::memcpy(dst, tmp, 4 * len);
+          }
+        }
+      }
+    }
+  }
+}
+
 // ORs the raw mantissa bits (rawb bits each, field i at bit i * rawb of
 // raw, raw_len readable bytes) into the low bits of the n 16-bit elements
 // at out. 8 fields start at a whole byte: up to 15 bits each they lie in
@@ -753,18 +822,30 @@ void lane_major_to_raster16(const uint16_t* lm, uint32_t h, uint32_t w, uint32_t
 // 32-bit lanes and a variable shift aligns; wider fields by 4-byte gathers
 // at each field's byte; the last fields as the reference reads them
 // (float_raw_ok bounds all reads).
-void or_raw16(uint16_t* out, uint64_t n, const uint8_t* raw, uint64_t raw_len, uint32_t rawb) {
+// out[0, kN) |= lo (fields below 2^16 for 16-bit T).
+template <class T>
+HWY_INLINE void or_store(T* out, VU lo) {
+  if constexpr (sizeof(T) == 2) {
+    const hn::Rebind<uint16_t, DI> d16;
+    hn::StoreU(hn::Or(hn::LoadU(d16, out), hn::DemoteTo(d16, hn::BitCast(DI(), lo))), d16, out);
+  } else {
+    hn::StoreU(hn::Or(hn::LoadU(DU(), out), lo), DU(), out);
+  }
+}
+
+template <class T>
+void or_raw(T* out, uint64_t n, const uint8_t* raw, uint64_t raw_len, uint32_t rawb) {
   if (!rawb) return;
   uint64_t i = 0;
   const DI di;
   const DU du;
-  const hn::Rebind<uint16_t, DI> d16;
   const VU mask = hn::Set(du, (1u << rawb) - 1u);
-  if (rawb == 8) {
+  if (sizeof(T) == 2 && rawb == 8) {
     const hn::Full256<uint16_t> d16x16;
     const hn::Full128<uint8_t> d8;
     for (; i + 16 <= n; i += 16)
-      hn::StoreU(hn::Or(hn::LoadU(d16x16, out + i), hn::PromoteTo(d16x16, hn::LoadU(d8, raw + i))), d16x16, out + i);
+      hn::StoreU(hn::Or(hn::LoadU(d16x16, reinterpret_cast<uint16_t*>(out) + i), hn::PromoteTo(d16x16, hn::LoadU(d8, raw + i))),
+                 d16x16, reinterpret_cast<uint16_t*>(out) + i);
   } else if (rawb <= 15) {
     const hn::Repartition<uint8_t, DU> d8;
     HWY_ALIGN uint8_t idx[4 * kN];
@@ -783,7 +864,7 @@ void or_raw16(uint16_t* out, uint64_t n, const uint8_t* raw, uint64_t raw_len, u
       const auto src = hn::LoadDup128(d8, raw + i / 8 * rawb);
       const VU v = hn::BitCast(du, hn::TableLookupBytesOr0(src, vidx));
       const VU lo = hn::And(hn::Shr(v, vsh), mask);
-      hn::StoreU(hn::Or(hn::LoadU(d16, out + i), hn::DemoteTo(d16, hn::BitCast(di, lo))), d16, out + i);
+      or_store(out + i, lo);
     }
   } else {
     const VI jr = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(rawb)));
@@ -793,18 +874,20 @@ void or_raw16(uint16_t* out, uint64_t n, const uint8_t* raw, uint64_t raw_len, u
       const VU word = hn::BitCast(du, hn::GatherOffset(di, reinterpret_cast<const int32_t*>(raw + (b0 >> 3)),
                                                        hn::ShiftRight<3>(bitpos)));
       const VU lo = hn::And(hn::Shr(word, hn::BitCast(du, hn::And(bitpos, hn::Set(di, 7)))), mask);
-      hn::StoreU(hn::Or(hn::LoadU(d16, out + i), hn::DemoteTo(d16, hn::BitCast(di, lo))), d16, out + i);
+      or_store(out + i, lo);
     }
   }
-  for (; i < n; ++i) out[i] = static_cast<uint16_t>(out[i] | get_bits(raw, i * rawb, rawb));
+  for (; i < n; ++i) out[i] = static_cast<T>(out[i] | get_bits(raw, i * rawb, rawb));
 }
 
 // A chunk's elements from its lane-major buffer: raster order, then the raw
 // bits (x_tail: the lanes' tail words of a raw tail chunk).
-void fast_finish16(const FloatParams& p, const ChunkView& cv, uint32_t W, uint32_t rows, const uint16_t* lm,
-                   const uint8_t* raw, uint64_t raw_len, bool tail, const uint32_t* x_tail, uint8_t* out) {
-  uint16_t* o = reinterpret_cast<uint16_t*>(out);
-  lane_major_to_raster16(lm, cv.h, cv.w, W, rows, o);
+template <class T>
+void fast_finish(const FloatParams& p, const ChunkView& cv, uint32_t W, uint32_t rows, const T* lm, const uint8_t* raw,
+                 uint64_t raw_len, bool tail, const uint32_t* x_tail, uint8_t* out) {
+  T* o = reinterpret_cast<T*>(out);
+  if constexpr (sizeof(T) == 2) lane_major_to_raster16(lm, cv.h, cv.w, W, rows, o);
+  else lane_major_to_raster32(lm, cv.h, cv.w, W, rows, o);
   const uint32_t rawb = float_raw_bits(p);
   const uint64_t n = uint64_t{cv.h} * cv.w;
   if (!rawb) return;
@@ -812,10 +895,10 @@ void fast_finish16(const FloatParams& p, const ChunkView& cv, uint32_t W, uint32
     uint8_t buf[kRawTailBuf];
     uint64_t ns = 0, bit0 = 0;
     const uint32_t blen = float_raw_tail(p, n, raw, x_tail, buf, &ns, &bit0);
-    or_raw16(o, ns, raw, raw_len, rawb);
-    or_raw16(o + ns, n - ns, buf, blen, rawb);
+    or_raw(o, ns, raw, raw_len, rawb);
+    or_raw(o + ns, n - ns, buf, blen, rawb);
   } else {
-    or_raw16(o, n, raw, raw_len, rawb);
+    or_raw(o, n, raw, raw_len, rawb);
   }
 }
 
@@ -834,24 +917,24 @@ bool same_rect_geom(const ChunkView& cv, uint32_t* W, uint32_t* rows) {
 
 // NC same-rectangle chunks of 16-bit floats (decode_float_group_hwy's and
 // decode_float_chunk_hwy's contract; -1: not this loop).
-template <int NC>
-int FastChunks16(const ModelView* ms, const ChunkView& cv, const uint8_t* const* rans, const uint32_t* rans_len,
+template <int NC, class T>
+int FastChunks(const ModelView* ms, const ChunkView& cv, const uint8_t* const* rans, const uint32_t* rans_len,
                  const uint8_t* const* raw, const uint64_t* raw_len, const bool* tail, uint8_t* const* lm,
                  uint8_t* const* out) {
   uint32_t W, rows;
   if (!same_rect_geom(cv, &W, &rows)) return -1;
   FastConsts c[NC];
-  uint16_t* lms[NC];
+  T* lms[NC];
   uint32_t xt[NC][kLanes];
   uint32_t* xts[NC];
   for (int n = 0; n < NC; ++n) {
     c[n] = fast_consts(ms[n]);
-    lms[n] = reinterpret_cast<uint16_t*>(lm[n]);
+    lms[n] = reinterpret_cast<T*>(lm[n]);
     xts[n] = tail[n] ? xt[n] : nullptr;
   }
-  const int r = fast_lanes_for<NC>(c, ms[0].fp, rans, rans_len, W, rows, lms, xts);
+  const int r = fast_lanes_for<NC, T>(c, ms[0].fp, rans, rans_len, W, rows, lms, xts);
   if (r != 1) return r;
-  for (int n = 0; n < NC; ++n) fast_finish16(ms[n].fp, cv, W, rows, lms[n], raw[n], raw_len[n], tail[n], xts[n], out[n]);
+  for (int n = 0; n < NC; ++n) fast_finish<T>(ms[n].fp, cv, W, rows, lms[n], raw[n], raw_len[n], tail[n], xts[n], out[n]);
   return 1;
 }
 
@@ -919,9 +1002,9 @@ HWY_INLINE void renorm_active32(VU* X, const hn::Mask<DU>* act, hwy_detail::Step
 
 // The symbols of a chunk with ragged lanes (steps: the largest lane's
 // element count; wa: the narrowest width) into lm. 1 / 0 as fast_lanes.
-template <int EM, bool SMC>
+template <int EM, bool SMC, class T>
 HWY_NOINLINE int ragged_lanes(const FastConsts& c, const uint8_t* rans, uint32_t rans_len, RaggedLanes& g,
-                              uint32_t steps, uint32_t wa, bool any_wide, uint16_t* lm, uint32_t* x_tail) {
+                              uint32_t steps, uint32_t wa, bool any_wide, T* lm, uint32_t* x_tail) {
   const DU du;
   const DI di;
   hwy_detail::StepWords w;
@@ -974,7 +1057,7 @@ HWY_NOINLINE int ragged_lanes(const FastConsts& c, const uint8_t* rans, uint32_t
         VI ctx = hn::Zero(di);
         if constexpr (SMC) {
           ctx = clamp_lo_hi(ee[k], c.mlo, c.nm - 1);
-          if (c.sign_ctx) ctx = hn::Add(hn::Mul(ctx, hn::Set(di, 3)), hn::IfThenElseZero(hl[k], s.LS[k]));
+          if (c.sign_ctx) ctx = hn::Add(hn::Add(hn::ShiftLeft<1>(ctx), ctx), hn::IfThenElseZero(hl[k], s.LS[k]));
         }
         e[k] = gather_slot(c.ss, slot_of(ctx, s.X[k]));
       }
@@ -1007,7 +1090,8 @@ HWY_NOINLINE int ragged_lanes(const FastConsts& c, const uint8_t* rans, uint32_t
 }
 
 // A ragged chunk of 16-bit floats (decode_float_chunk_hwy's contract).
-int RaggedChunk16(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+template <class T>
+int RaggedChunk(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                   const uint8_t* raw, uint64_t raw_len, bool tail, uint8_t* lm8, uint8_t* out) {
   const DI di;
   const FloatParams& p = m.fp;
@@ -1038,25 +1122,25 @@ int RaggedChunk16(const ModelView& m, const ChunkView& cv, const uint8_t* rans, 
     g.wide[k] = hn::Ne(hn::Load(di, jwide + k * kN), hn::Zero(di));
   }
   const FastConsts c = fast_consts(m);
-  uint16_t* lm = reinterpret_cast<uint16_t*>(lm8);
+  T* lm = reinterpret_cast<T*>(lm8);
   uint32_t xt[kLanes];
   uint32_t* x_tail = tail ? xt : nullptr;
   int r = -1;
   const bool smc = float_sm_contexts(p);
-  if (float_joint(p)) r = ragged_lanes<5, false>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
+  if (float_joint(p)) r = ragged_lanes<5, false, T>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
 #define WCODEC_RAGGED(EMv, S) \
-  else if (p.emode == EMv && smc == S) r = ragged_lanes<EMv, S>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
+  else if (p.emode == EMv && smc == S) r = ragged_lanes<EMv, S, T>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
   WCODEC_RAGGED(0, false) WCODEC_RAGGED(1, false) WCODEC_RAGGED(2, false) WCODEC_RAGGED(3, false)
   WCODEC_RAGGED(4, false) WCODEC_RAGGED(0, true) WCODEC_RAGGED(1, true) WCODEC_RAGGED(2, true)
   WCODEC_RAGGED(3, true) WCODEC_RAGGED(4, true)
 #undef WCODEC_RAGGED
   if (r != 1) return r;
   // Raster order: each lane's elements, row by row.
-  uint16_t* o = reinterpret_cast<uint16_t*>(out);
+  T* o = reinterpret_cast<T*>(out);
   for (uint32_t l = 0; l < kLanes; ++l) {
-    const uint16_t* src = lm + l;
+    const T* src = lm + l;
     for (uint32_t rr = 0; rr < rc[l].h; ++rr) {
-      uint16_t* dst = o + uint64_t{rc[l].r0 + rr} * cv.w + rc[l].c0;
+      T* dst = o + uint64_t{rc[l].r0 + rr} * cv.w + rc[l].c0;
       for (uint32_t j = 0; j < rc[l].w; ++j, src += kLanes) dst[j] = *src;
     }
   }
@@ -1067,10 +1151,10 @@ int RaggedChunk16(const ModelView& m, const ChunkView& cv, const uint8_t* rans, 
     uint8_t buf[kRawTailBuf];
     uint64_t ns = 0, bit0 = 0;
     const uint32_t blen = float_raw_tail(p, n, raw, x_tail, buf, &ns, &bit0);
-    or_raw16(o, ns, raw, raw_len, rawb);
-    or_raw16(o + ns, n - ns, buf, blen, rawb);
+    or_raw(o, ns, raw, raw_len, rawb);
+    or_raw(o + ns, n - ns, buf, blen, rawb);
   } else {
-    or_raw16(o, n, raw, raw_len, rawb);
+    or_raw(o, n, raw, raw_len, rawb);
   }
   return 1;
 }
@@ -1098,9 +1182,14 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
   if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
 #if defined(WCODEC_HWY_FAST_AVX2)
   if (p.elem_bytes == 2) {
-    const int r = N_AVX2::FastChunks16<1>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out);
+    const int r = N_AVX2::FastChunks<1, uint16_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out);
     if (r >= 0) return r;
-    const int q = N_AVX2::RaggedChunk16(m, cv, rans, rans_len, raw, raw_len, tail, lm, out);
+    const int q = N_AVX2::RaggedChunk<uint16_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out);
+    if (q >= 0) return q;
+  } else if (p.elem_bytes == 4) {
+    const int r = N_AVX2::FastChunks<1, uint32_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out);
+    if (r >= 0) return r;
+    const int q = N_AVX2::RaggedChunk<uint32_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out);
     if (q >= 0) return q;
   }
 #endif
@@ -1157,8 +1246,8 @@ int decode_float_group_hwy(const ModelView* ms, const ChunkView& cv, const Group
     lm[i] = s[i].lm;
     out[i] = s[i].out;
   }
-  return n == 2 ? N_AVX2::FastChunks16<2>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out)
-                : N_AVX2::FastChunks16<3>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out);
+  return n == 2 ? N_AVX2::FastChunks<2, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out)
+                : N_AVX2::FastChunks<3, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out);
 #else
   (void)ms, (void)cv, (void)s, (void)n;
   return -1;
