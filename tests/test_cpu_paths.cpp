@@ -118,6 +118,7 @@ struct Counts {
   int chunks = 0;   // float chunks the AVX2 decoder decoded
   int same = 0;     // of them, 16-bit floats whose lanes share one rectangle
   int ragged = 0;   // 16-bit floats whose lanes differ in size
+  int f32 = 0;      // 4-byte floats
   int tails = 0;    // raw tail chunks
   int damaged = 0;  // damaged streams compared
   int rejected = 0;
@@ -142,6 +143,7 @@ void compare_float_chunk(const ModelView& mv, const ChunkView& cv, const Parsed&
   ASSERT_EQ(ref, hw) << what << ": the AVX2 decoder differs from the reference";
   ++k->chunks;
   k->tails += ps.tail;
+  k->f32 += mv.fp.elem_bytes == 4;
   if (mv.fp.elem_bytes == 2) {
     bool same = true;
     for (uint32_t l = 1; l < kLanes; ++l) {
@@ -219,6 +221,7 @@ TEST(CpuPaths, Avx2FloatEqualsReferenceOnRealFiles) {
   EXPECT_GT(k.chunks, 50);
   EXPECT_GT(k.same, 20) << "same-rectangle 16-bit chunks (the lane-major loop)";
   EXPECT_GT(k.ragged, 5) << "16-bit chunks with ragged lanes";
+  EXPECT_GT(k.f32, 5) << "4-byte float chunks";
   EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
 }
 

@@ -4,22 +4,32 @@
 //
 // Why: the AVX-512 decoders (chunk_decode_simd*.cpp) need VBMI2; without
 // them a float chunk took the scalar reference decoder (chunk_decode.h).
-// This decoder keeps the reference's structure and order exactly: the 32
-// lanes' states, cursors and left neighbours live in lane arrays processed
-// as vectors of Lanes(d) lanes (8 on AVX2), one symbol slot at a time;
-// contexts are computed in vectors (the top exponent by a gather from the
-// exponent grid), the rANS step by one gather of the flattened slot tables
-// (ModelView::slot_all / slot1_all), and renormalization hands consecutive
-// stream words to the lanes that need one in lane order: vector by vector,
-// each lane's word index is the stream position plus the count of
-// renormalizing lanes below it in its vector (a 256-entry prefix-count
-// table: the expand of vpexpandd, emulated) and the words are gathered. The
-// grids (exponents, sign/mantissa symbols) are then assembled with the raw
-// bits by the reference code. Every read is bounded: the stream's last
-// words are read from a zero-padded copy, the grids carry padding for the
-// 4-byte gathers, a stream that runs short or ends with words left, or a
-// lane that does not end in its initial state, is rejected (0), as the
-// reference rejects it.
+//
+// Method (2- and 4-byte floats; the layout of chunk_decode_simd.cpp): the
+// 32 lanes' states are 4 vectors of 8 lanes, unrolled; each step's 32
+// elements (their bits but the raw mantissa bits) are one row of a
+// lane-major buffer, so a lane's left neighbour stays in registers and its
+// top one is a plain load W steps back (W or W + 1 for ragged lanes); the
+// only gathers are the table lookups (ModelView::slot_all / slot1_all:
+// packed 32-bit slot entries, symbol | freq - 1 | bias). Renormalization
+// hands the next stream words to the lanes that need one in lane order:
+// per vector, the 8 words at the cursor permuted by a 256-entry table of
+// each mask's prefix counts (the expand of vpexpandd). Joint symbols (emode
+// 5) take one lookup per element. Same-rectangle chunks of one geometry
+// and model family decode 2 or 3 at a time (decode_float_group_hwy, phase
+// by phase, so that their lookups overlap). A pass then transposes blocks
+// of 8 steps x 8 lanes into raster order, and one ORs in the raw bits (a
+// byte shuffle per 8 fields up to 15 bits, else 4-byte gathers).
+//
+// Other chunks (1-byte floats) keep the first form of this decoder: lane
+// arrays processed as vectors, contexts with a gather of the exponent grid,
+// word indices from a prefix-count table and a gather, the grids assembled
+// by the reference code.
+//
+// Every read is bounded: the stream's last words are read from a
+// zero-padded copy, the buffers carry padding for the loads past their end,
+// a stream that runs short or ends with words left, or a lane that does not
+// end in its initial state, is rejected (0), as the reference rejects it.
 //
 // Static dispatch: foreach_target.h compiles the body once per enabled
 // Highway target; the avx2 path calls the AVX2 instance explicitly (it is
