@@ -237,7 +237,9 @@ TEST(CpuPaths, Avx2FloatGroupsEqualReference) {
     auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
     ASSERT_TRUE(hd.ok()) << hd.status().ToString();
     for (const auto& t : hd->tensors) {
-      if (t.nbytes() > kMaxTensor) continue;
+      // Tensors of several chunks (larger than kMaxTensor under the
+      // sanitizers); enough groups once 16 are compared.
+      if (t.nbytes() > (8u << 20) || groups >= 16) continue;
       auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, EncodeOptions{});
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       const EncodedTensor& et = *r;
