@@ -120,6 +120,10 @@ constexpr uint64_t kMaxTensor = 8u << 20;
 
 struct Counts {
   int chunks = 0;   // float chunks the AVX2 decoder decoded
+  int same = 0;     // of them, 16-bit floats whose lanes share one rectangle
+  int ragged = 0;   // 16-bit floats whose lanes differ in size
+  int f32 = 0;      // 4-byte floats
+  int tails = 0;    // raw tail chunks
   int damaged = 0;  // damaged streams compared
   int rejected = 0;
 };
@@ -142,6 +146,16 @@ void compare_float_chunk(const ModelView& mv, const ChunkView& cv, const Parsed&
   ASSERT_EQ(h, 1) << what << ": the AVX2 decoder rejected a valid chunk";
   ASSERT_EQ(ref, hw) << what << ": the AVX2 decoder differs from the reference";
   ++k->chunks;
+  k->tails += ps.tail;
+  k->f32 += mv.fp.elem_bytes == 4;
+  if (mv.fp.elem_bytes == 2) {
+    bool same = true;
+    for (uint32_t l = 1; l < kLanes; ++l) {
+      const LaneRect a = lane_rect(cv.h, cv.w, 0), b = lane_rect(cv.h, cv.w, l);
+      same &= a.w == b.w && a.h == b.h;
+    }
+    (same ? k->same : k->ragged) += 1;
+  }
   const bool avx512 = cpu_path() == CpuPath::kAvx512;
   // Damage: one byte flipped in the lane states, early, middle and last
   // words; a truncated stream (shorter by 2 and by 64 bytes).
@@ -209,7 +223,102 @@ TEST(CpuPaths, Avx2FloatEqualsReferenceOnRealFiles) {
   }
   if (!vector_decoder_available()) GTEST_SKIP() << "scalar path forced: no vector tables, nothing compared";
   EXPECT_GT(k.chunks, 50);
+  EXPECT_GT(k.same, 20) << "same-rectangle 16-bit chunks (the lane-major loop)";
+  EXPECT_GT(k.ragged, 5) << "16-bit chunks with ragged lanes";
+  EXPECT_GT(k.f32, 5) << "4-byte float chunks";
   EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
+}
+
+// Groups of 2 and 3 chunks of one 16-bit float tensor and geometry through
+// decode_group_simd on the avx2 path (decode_float_group_hwy): the same
+// bytes as the reference, and, with one stream of the group damaged, 0
+// exactly when the reference rejects that chunk.
+TEST(CpuPaths, Avx2FloatGroupsEqualReference) {
+  if (!cpu_path_supported(CpuPath::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2: the avx2 path is not compared";
+  int groups = 0, damaged = 0, rejected = 0;
+  for (const auto& p : wctest::data_safetensors_files()) {
+    const auto f = wctest::read_file(p);
+    auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
+    ASSERT_TRUE(hd.ok()) << hd.status().ToString();
+    for (const auto& t : hd->tensors) {
+      // Tensors of several chunks (larger than kMaxTensor under the
+      // sanitizers); enough groups once 16 are compared.
+      if (t.nbytes() > (8u << 20) || groups >= 16) continue;
+      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, EncodeOptions{});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      const EncodedTensor& et = *r;
+      if (et.model.kind != ModelKind::kFloat || et.model.fp.elem_bytes != 2) continue;
+      std::shared_ptr<const TensorModel::VectorTables> hold;
+      const ModelView mv = et.model.view(&hold);
+      if (!mv.slot_all) continue;
+      for (uint64_t i0 = 0; i0 + 1 < et.chunks.size(); i0 += 3) {
+        const int n = i0 + 2 < et.chunks.size() && (i0 / 3) % 2 == 0 ? 3 : 2;
+        Parsed ps[3];
+        ChunkView cv[3];
+        bool ok = true;
+        for (int j = 0; j < n && ok; ++j) {
+          const auto& c = et.chunks[i0 + j];
+          ok = c.method == ChunkMethod::kModel && parse_payload(et.geom, i0 + j, c.payload, &ps[j]);
+          uint64_t row0, col0, h, w;
+          et.geom.chunk_rect(i0 + j, &row0, &col0, &h, &w);
+          cv[j] = ChunkView{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                            static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+          ok = ok && cv[j].h == cv[0].h && cv[j].w == cv[0].w;
+        }
+        if (!ok) continue;
+        const uint64_t nel = uint64_t{cv[0].h} * cv[0].w;
+        const std::string what = p.filename().string() + ": " + t.name + " chunks " + std::to_string(i0) + "+" +
+                                 std::to_string(n);
+        // The reference's bytes (and verdicts, for the damaged streams).
+        std::vector<uint16_t> e(nel);
+        std::vector<uint8_t> sm(nel);
+        std::vector<uint8_t> ref[3], out[3], lm[3];
+        const ModelView ms[3] = {mv, mv, mv};
+        for (int v = -1; v < 3; ++v) {  // -1: intact; else damage: a flipped word, a cut of 2 bytes, of 64
+          std::vector<uint8_t> bad(ps[1].rans, ps[1].rans + ps[1].rans_len);
+          uint32_t bad_len = ps[1].rans_len;
+          if (v == 0) bad[bad_len / 2] ^= 0x5a;
+          if (v >= 1) {
+            const uint32_t cut = v == 1 ? 2 : 64;
+            if (bad_len < 4 * kLanes + cut) continue;
+            bad_len -= cut;
+          }
+          GroupSide side[3];
+          bool ref_ok = true;
+          for (int j = 0; j < n; ++j) {
+            const uint8_t* rs = j == 1 ? bad.data() : ps[j].rans;
+            const uint32_t rl = j == 1 ? bad_len : ps[j].rans_len;
+            ref[j].assign(2 * nel, 0x11);
+            out[j].assign(2 * nel, 0x22);
+            lm[j].assign(simd_lane_major_bytes(cv[0]), 0);
+            ref_ok &= decode_float_chunk(mv, cv[j], rs, rl, ps[j].raw, ps[j].raw_len, ref[j].data(), e.data(),
+                                         sm.data(), ps[j].tail);
+            side[j] = GroupSide{nullptr, rs, rl, ps[j].raw, ps[j].raw_len, ps[j].tail, out[j].data(), lm[j].data(),
+                                cv[j].col0, cv[j].row0};
+          }
+          if (v < 0) {
+            ASSERT_TRUE(ref_ok) << what;
+          }
+          const int g = decode_float_group_hwy(ms, cv[0], side, n);
+          if (g < 0) break;  // not a loop this decoder groups
+          EXPECT_EQ(ref_ok ? 1 : 0, g) << what << " damage " << v;
+          if (ref_ok && g == 1) {
+            for (int j = 0; j < n; ++j) EXPECT_EQ(ref[j], out[j]) << what << " chunk " << j << " damage " << v;
+          }
+          if (v < 0) {
+            ++groups;
+          } else {
+            ++damaged;
+            rejected += !ref_ok;
+          }
+        }
+        if (HasFailure()) return;
+      }
+    }
+  }
+  if (!vector_decoder_available()) GTEST_SKIP() << "scalar path forced: no vector tables, nothing compared";
+  EXPECT_GT(groups, 10);
+  EXPECT_GT(rejected, damaged / 2) << "the damage should mostly be detected";
 }
 
 // Reference and the AVX2 (Highway) ternary decoder on one ternary chunk

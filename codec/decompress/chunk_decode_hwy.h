@@ -32,4 +32,12 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
 int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, uint8_t* lm);
 
+// decode_group_simd's contract (chunk_decode_simd.h) on the avx2 path: n
+// (2 or 3) chunks of 16-bit float models that share a step loop and of one
+// same-rectangle geometry, decoded together by the AVX2 instance. 1 all
+// decoded, 0 a stream is malformed (decode each alone to learn which), -1
+// not handled here (the caller decodes each alone).
+struct GroupSide;
+int decode_float_group_hwy(const ModelView* models, const ChunkView& cv, const GroupSide* sides, int n);
+
 }  // namespace wcodec

@@ -4,22 +4,32 @@
 //
 // Why: the AVX-512 decoders (chunk_decode_simd*.cpp) need VBMI2; without
 // them a float chunk took the scalar reference decoder (chunk_decode.h).
-// This decoder keeps the reference's structure and order exactly: the 32
-// lanes' states, cursors and left neighbours live in lane arrays processed
-// as vectors of Lanes(d) lanes (8 on AVX2), one symbol slot at a time;
-// contexts are computed in vectors (the top exponent by a gather from the
-// exponent grid), the rANS step by one gather of the flattened slot tables
-// (ModelView::slot_all / slot1_all), and renormalization hands consecutive
-// stream words to the lanes that need one in lane order: vector by vector,
-// each lane's word index is the stream position plus the count of
-// renormalizing lanes below it in its vector (a 256-entry prefix-count
-// table: the expand of vpexpandd, emulated) and the words are gathered. The
-// grids (exponents, sign/mantissa symbols) are then assembled with the raw
-// bits by the reference code. Every read is bounded: the stream's last
-// words are read from a zero-padded copy, the grids carry padding for the
-// 4-byte gathers, a stream that runs short or ends with words left, or a
-// lane that does not end in its initial state, is rejected (0), as the
-// reference rejects it.
+//
+// Method (2- and 4-byte floats; the layout of chunk_decode_simd.cpp): the
+// 32 lanes' states are 4 vectors of 8 lanes, unrolled; each step's 32
+// elements (their bits but the raw mantissa bits) are one row of a
+// lane-major buffer, so a lane's left neighbour stays in registers and its
+// top one is a plain load W steps back (W or W + 1 for ragged lanes); the
+// only gathers are the table lookups (ModelView::slot_all / slot1_all:
+// packed 32-bit slot entries, symbol | freq - 1 | bias). Renormalization
+// hands the next stream words to the lanes that need one in lane order:
+// per vector, the 8 words at the cursor permuted by a 256-entry table of
+// each mask's prefix counts (the expand of vpexpandd). Joint symbols (emode
+// 5) take one lookup per element. Same-rectangle chunks of one geometry
+// and model family decode 2 or 3 at a time (decode_float_group_hwy, phase
+// by phase, so that their lookups overlap). A pass then transposes blocks
+// of 8 steps x 8 lanes into raster order, and one ORs in the raw bits (a
+// byte shuffle per 8 fields up to 15 bits, else 4-byte gathers).
+//
+// Other chunks (1-byte floats) keep the first form of this decoder: lane
+// arrays processed as vectors, contexts with a gather of the exponent grid,
+// word indices from a prefix-count table and a gather, the grids assembled
+// by the reference code.
+//
+// Every read is bounded: the stream's last words are read from a
+// zero-padded copy, the buffers carry padding for the loads past their end,
+// a stream that runs short or ends with words left, or a lane that does not
+// end in its initial state, is rejected (0), as the reference rejects it.
 //
 // Static dispatch: foreach_target.h compiles the body once per enabled
 // Highway target; the avx2 path calls the AVX2 instance explicitly (it is
@@ -43,6 +53,7 @@
 #include <hwy/highway.h>
 
 #include "chunk_decode_hwy.h"
+#include "chunk_decode_simd.h"
 
 #ifndef WCODEC_HWY_FLOAT_ONCE
 #define WCODEC_HWY_FLOAT_ONCE
@@ -62,6 +73,56 @@ struct PrefixTable {
   }
 };
 inline constexpr PrefixTable kPrefix{};
+
+// Same-rectangle loop (FastSymbols): kExpand[m][i] is the index of the word
+// lane i of a vector takes when the lanes of mask m renormalize (the count
+// of set bits of m below bit i), the lane permutation that emulates
+// vpexpandd.
+struct ExpandTable {
+  alignas(8) uint8_t v[256][8];
+  constexpr ExpandTable() : v() {
+    for (int m = 0; m < 256; ++m) {
+      int c = 0;
+      for (int i = 0; i < 8; ++i) {
+        v[m][i] = static_cast<uint8_t>(c);
+        c += (m >> i) & 1;
+      }
+    }
+  }
+};
+inline constexpr ExpandTable kExpand{};
+
+// The word stream of the same-rectangle loop. A step takes at most 64
+// words (two renormalizations of 32 lanes) and each renormalizing vector
+// reads 8 words at the cursor, so while pos + kStepRead <= n a step reads in
+// bounds; before the last steps the remaining words move to the zeroed pad
+// (a stream that runs short then decodes zeros and fails the final checks).
+inline constexpr uint32_t kStepRead = 64 + 8;
+struct StepWords {
+  const uint8_t* p;  // word 0 of the current base
+  uint32_t n, pos;   // words at p; next word
+  bool in_pad;
+  alignas(32) uint8_t pad[4 * kStepRead + 32];
+};
+inline void step_words_open(StepWords* w, const uint8_t* rans, uint32_t rans_len) {
+  w->p = rans + 4 * kLanes;
+  w->n = (rans_len - 4 * kLanes) / 2;
+  w->pos = 0;
+  w->in_pad = false;
+}
+// Before a step with pos + kStepRead > n. False: the stream ran short.
+inline bool step_words_tail(StepWords* w) {
+  if (w->pos > w->n) return false;
+  if (!w->in_pad) {
+    std::memset(w->pad, 0, sizeof w->pad);
+    std::memcpy(w->pad, w->p + 2 * uint64_t{w->pos}, 2 * uint64_t{w->n - w->pos});
+    w->p = w->pad;
+    w->n -= w->pos;
+    w->pos = 0;
+    w->in_pad = true;
+  }
+  return true;
+}
 
 // The word stream: word i at p + 2 * (i - off); near the end the remaining
 // words are copied into pad (zeros after them), so that a vector's reads
@@ -354,11 +415,769 @@ void AssembleFloats(const FloatParams& p, uint64_t n, const uint8_t* raw, const 
   float_assemble_range(p, i, n, raw, 0, e_grid, sm_grid, out);
 }
 
+
+// ---------------------------------------------------------------- same-rectangle loop
+// When all 32 lanes have the same rectangle (W columns x rows; every lane
+// active at every step, the geometry scalar: row t / W, column t % W of
+// every lane), the lanes decode into a lane-major buffer, each step's 32
+// elements (their bits but the raw mantissa bits) one contiguous row of
+// 16-bit words: the left neighbour stays in registers, the top one is a
+// plain load W steps back. The states are kNV vectors of kN lanes (4 x 8 on
+// AVX2), unrolled; renormalization hands each vector its words with one
+// lane permutation (kExpand) of the next 8 words. NC chunks of one geometry
+// (a group) step together, phase by phase, so that their gathers overlap.
+// A pass then transposes blocks of 8 steps x 8 lanes into the raster
+// order, and one ORs in the raw bits.
+#if HWY_TARGET == HWY_AVX2
+#define WCODEC_HWY_FAST 1
+using DU = hn::ScalableTag<uint32_t>;
+using DI = hn::RebindToSigned<DU>;
+using VU = hn::Vec<DU>;
+using VI = hn::Vec<DI>;
+constexpr size_t kN = hn::MaxLanes(DU());
+constexpr size_t kNV = kLanes / kN;
+static_assert(kN == 8 && kNV == 4, "the expand table serves 8-lane vectors");
+
+struct FastConsts {
+  const uint32_t *se, *ss;  // packed slot entries: exponents (joint symbols), sign / mantissa
+  int32_t elo, ne, mlo, nm, eb, mb, k, rawb;
+  bool sign_ctx;
+};
+
+struct FastState {
+  VU X[kNV];
+  VI LE[kNV];  // left exponent
+  VI LS[kNV];  // left sign + 1 (joint: the left sign)
+};
+
+HWY_INLINE FastConsts fast_consts(const ModelView& m) {
+  const FloatParams& p = m.fp;
+  return FastConsts{m.slot_all, m.slot1_all, p.elo, p.ne, p.mlo, p.nm, p.eb, p.mb, p.k,
+                    static_cast<int32_t>(float_raw_bits(p)), p.sign_ctx != 0};
+}
+
+HWY_INLINE VI clamp_lo_hi(VI v, int32_t lo, int32_t hi) {
+  const DI di;
+  return hn::Min(hn::Max(hn::Sub(v, hn::Set(di, lo)), hn::Zero(di)), hn::Set(di, hi));
+}
+
+// Slot index ctx * 4096 + (x & 4095).
+HWY_INLINE VI slot_of(VI ctx, VU x) {
+  const DU du;
+  const DI di;
+  return hn::BitCast(di, hn::Or(hn::ShiftLeft<12>(hn::BitCast(du, ctx)), hn::And(x, hn::Set(du, 4095u))));
+}
+
+HWY_INLINE VU gather_slot(const uint32_t* slots, VI idx) { return hn::GatherIndex(DU(), slots, idx); }
+
+// The state update from packed slot entries (before renormalization).
+HWY_INLINE VU rans_advance(VU x, VU e) {
+  const DU du;
+  const VU freq = hn::Add(hn::And(hn::ShiftRight<8>(e), hn::Set(du, 4095u)), hn::Set(du, 1u));
+  return hn::Add(hn::Mul(freq, hn::ShiftRight<12>(x)), hn::ShiftRight<20>(e));
+}
+
+// Renormalization of all 32 lanes in lane order.
+HWY_INLINE void renorm_all32(VU* X, hwy_detail::StepWords& w) {
+  const DU du;
+  const hn::Rebind<uint16_t, DU> d16;
+  const hn::Rebind<uint8_t, DU> d8;
+  uint32_t pos = w.pos;
+  for (size_t k = 0; k < kNV; ++k) {
+    const auto need = hn::Eq(hn::ShiftRight<16>(X[k]), hn::Zero(du));
+    uint8_t bits[8] = {};
+    hn::StoreMaskBits(du, need, bits);
+    const unsigned m = bits[0];
+    const VU words = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(w.p + 2 * uint64_t{pos})));
+    const auto idx = hn::IndicesFromVec(du, hn::PromoteTo(du, hn::LoadU(d8, hwy_detail::kExpand.v[m])));
+    X[k] = hn::IfThenElse(need, hn::Or(hn::ShiftLeft<16>(X[k]), hn::TableLookupLanes(words, idx)), X[k]);
+    pos += static_cast<uint32_t>(hwy::PopCount(m));
+  }
+  w.pos = pos;
+}
+
+// The exponent context of a same-rectangle step (HL: the lanes have a
+// left neighbour, HT: a top one) from the left (le) and top (tv) exponents.
+template <int EM, bool HT, bool HL>
+HWY_INLINE VI exp_ctx(const FastConsts& c, VI le, VI tv) {
+  const DI di;
+  if constexpr (EM == 0 || (!HT && !HL)) {
+    return hn::Zero(di);
+  } else if constexpr (EM == 1) {
+    return clamp_lo_hi(HL ? le : tv, c.elo, c.ne - 1);
+  } else if constexpr (EM == 3) {
+    return clamp_lo_hi(HT ? tv : le, c.elo, c.ne - 1);
+  } else if constexpr (EM == 2) {
+    if constexpr (HL && HT) {
+      const VI q = clamp_lo_hi(hn::ShiftRight<1>(hn::Add(hn::Add(le, tv), hn::Set(di, 1))), c.elo, c.ne - 1);
+      const auto far = hn::Gt(hn::Abs(hn::Sub(le, tv)), hn::Set(di, 1));
+      return hn::Add(q, hn::IfThenElseZero(far, hn::Set(di, c.ne)));
+    } else {
+      return clamp_lo_hi(HL ? le : tv, c.elo, c.ne - 1);
+    }
+  } else {  // EM == 4: joint classes
+    const int32_t J = kJointClasses;
+    if constexpr (HL && HT) {
+      const VI ql = clamp_lo_hi(le, c.elo, J - 1), qt = clamp_lo_hi(tv, c.elo, J - 1);
+      return hn::Add(hn::Add(hn::Mul(ql, hn::Set(di, J)), qt), hn::Set(di, 1));
+    } else if constexpr (HL) {
+      return hn::Add(clamp_lo_hi(le, c.elo, J - 1), hn::Set(di, 1 + J * J));
+    } else {
+      return hn::Add(clamp_lo_hi(tv, c.elo, J - 1), hn::Set(di, 1 + J * J + J));
+    }
+  }
+}
+
+// Stores a step's 32 elements (32-bit lanes) as T (16- or 32-bit words) at
+// row t.
+template <class T>
+HWY_INLINE void store_row(T* lm, uint32_t t, const VI* hi) {
+  for (size_t k = 0; k < kNV; ++k) {
+    if constexpr (sizeof(T) == 2) {
+      const hn::Rebind<uint16_t, DI> d16;
+      hn::StoreU(hn::DemoteTo(d16, hi[k]), d16, lm + uint64_t{t} * kLanes + k * kN);
+    } else {
+      hn::StoreU(hn::BitCast(DU(), hi[k]), DU(), lm + uint64_t{t} * kLanes + k * kN);
+    }
+  }
+}
+
+// The exponents of row t (32-bit lanes, vector k).
+template <class T>
+HWY_INLINE VI load_exps(const T* lm, uint64_t t, size_t k, const FastConsts& c) {
+  const DI di;
+  VI v;
+  if constexpr (sizeof(T) == 2) {
+    const hn::Rebind<uint16_t, DI> d16;
+    v = hn::BitCast(di, hn::PromoteTo(DU(), hn::LoadU(d16, lm + t * kLanes + k * kN)));
+  } else {
+    v = hn::BitCast(di, hn::LoadU(DU(), lm + t * kLanes + k * kN));
+  }
+  return hn::And(hn::ShiftRightSame(v, c.mb), hn::Set(di, (1 << c.eb) - 1));
+}
+
+// One step (two symbols per element) of NC chunks.
+template <int NC, int EM, bool SMC, bool HT, bool HL, class T>
+HWY_INLINE bool fast_step(const FastConsts* c, FastState* s, uint32_t t, uint32_t W, hwy_detail::StepWords* w,
+                          T* const* lm) {
+  const DU du;
+  const DI di;
+  for (int n = 0; n < NC; ++n)
+    if (HWY_UNLIKELY(w[n].pos + hwy_detail::kStepRead > w[n].n) && !hwy_detail::step_words_tail(&w[n])) return false;
+  VU e[NC][kNV];
+  for (int n = 0; n < NC; ++n) {
+    for (size_t k = 0; k < kNV; ++k) {
+      VI tv = hn::Zero(di);
+      if constexpr (EM != 0 && HT) tv = load_exps(lm[n], uint64_t{t} - W, k, c[n]);
+      e[n][k] = gather_slot(c[n].se, slot_of(exp_ctx<EM, HT, HL>(c[n], s[n].LE[k], tv), s[n].X[k]));
+    }
+  }
+  VI ee[NC][kNV];
+  for (int n = 0; n < NC; ++n) {
+    for (size_t k = 0; k < kNV; ++k) {
+      s[n].X[k] = rans_advance(s[n].X[k], e[n][k]);
+      ee[n][k] = hn::BitCast(di, hn::And(e[n][k], hn::Set(du, 0xFFu)));
+    }
+    renorm_all32(s[n].X, w[n]);
+  }
+  for (int n = 0; n < NC; ++n) {
+    for (size_t k = 0; k < kNV; ++k) {
+      VI ctx = hn::Zero(di);
+      if constexpr (SMC) {
+        ctx = clamp_lo_hi(ee[n][k], c[n].mlo, c[n].nm - 1);
+        if (c[n].sign_ctx && HL) ctx = hn::Add(hn::Add(hn::ShiftLeft<1>(ctx), ctx), s[n].LS[k]);
+        else if (c[n].sign_ctx) ctx = hn::Add(hn::ShiftLeft<1>(ctx), ctx);
+      }
+      e[n][k] = gather_slot(c[n].ss, slot_of(ctx, s[n].X[k]));
+    }
+  }
+  for (int n = 0; n < NC; ++n) {
+    VI hi[kNV];
+    for (size_t k = 0; k < kNV; ++k) {
+      s[n].X[k] = rans_advance(s[n].X[k], e[n][k]);
+      const VI sm = hn::BitCast(di, hn::And(e[n][k], hn::Set(du, 0xFFu)));
+      const VI sign = hn::ShiftRightSame(sm, c[n].k);
+      hi[k] = hn::Or(hn::Or(hn::ShiftLeftSame(sign, c[n].eb + c[n].mb), hn::ShiftLeftSame(ee[n][k], c[n].mb)),
+                     hn::ShiftLeftSame(hn::And(sm, hn::Set(di, (1 << c[n].k) - 1)), c[n].rawb));
+      s[n].LE[k] = ee[n][k];
+      if constexpr (SMC) s[n].LS[k] = hn::Add(sign, hn::Set(di, 1));
+    }
+    renorm_all32(s[n].X, w[n]);
+    store_row(lm[n], t, hi);
+  }
+  return true;
+}
+
+// One step of joint symbols (emode 5) of NC chunks.
+template <int NC, bool HL, class T>
+HWY_INLINE bool joint_step(const FastConsts* c, FastState* s, uint32_t t, hwy_detail::StepWords* w,
+                           T* const* lm) {
+  const DU du;
+  const DI di;
+  for (int n = 0; n < NC; ++n)
+    if (HWY_UNLIKELY(w[n].pos + hwy_detail::kStepRead > w[n].n) && !hwy_detail::step_words_tail(&w[n])) return false;
+  VU e[NC][kNV];
+  for (int n = 0; n < NC; ++n) {
+    for (size_t k = 0; k < kNV; ++k) {
+      VI ctx = hn::Zero(di);
+      if constexpr (HL) {
+        const VI q = clamp_lo_hi(s[n].LE[k], c[n].elo, c[n].ne - 1);
+        ctx = hn::Add(hn::Add(hn::Add(q, q), s[n].LS[k]), hn::Set(di, 1));
+      }
+      e[n][k] = gather_slot(c[n].se, slot_of(ctx, s[n].X[k]));
+    }
+  }
+  for (int n = 0; n < NC; ++n) {
+    VI hi[kNV];
+    for (size_t k = 0; k < kNV; ++k) {
+      s[n].X[k] = rans_advance(s[n].X[k], e[n][k]);
+      const VI J = hn::BitCast(di, hn::And(e[n][k], hn::Set(du, 0xFFu)));
+      hi[k] = hn::ShiftLeftSame(J, c[n].rawb);
+      s[n].LE[k] = hn::And(hn::ShiftRightSame(J, c[n].k), hn::Set(di, (1 << c[n].eb) - 1));
+      s[n].LS[k] = hn::ShiftRightSame(J, c[n].eb + c[n].k);
+    }
+    renorm_all32(s[n].X, w[n]);
+    store_row(lm[n], t, hi);
+  }
+  return true;
+}
+
+// The symbols of NC same-rectangle chunks (rows x W steps) into their
+// lane-major buffers; x_tail[n]: null, or the lanes' tail words. 1 all
+// decoded, 0 a stream is malformed.
+template <int NC, int EM, bool SMC, class T>
+HWY_NOINLINE int fast_lanes(const FastConsts* c, const uint8_t* const* rans, const uint32_t* rans_len, uint32_t W,
+                            uint32_t rows, T* const* lm, uint32_t* const* x_tail) {
+  const DU du;
+  const DI di;
+  hwy_detail::StepWords w[NC];
+  FastState s[NC];
+  for (int n = 0; n < NC; ++n) {
+    hwy_detail::step_words_open(&w[n], rans[n], rans_len[n]);
+    for (size_t k = 0; k < kNV; ++k) {
+      s[n].X[k] = hn::LoadU(du, reinterpret_cast<const uint32_t*>(rans[n] + 4 * kN * k));
+      s[n].LE[k] = s[n].LS[k] = hn::Zero(di);
+    }
+  }
+  for (uint32_t r = 0; r < rows; ++r) {
+    const uint32_t t0 = r * W;
+    if constexpr (EM == 5) {
+      if (!joint_step<NC, false>(c, s, t0, w, lm)) return 0;
+      for (uint32_t j = 1; j < W; ++j)
+        if (!joint_step<NC, true>(c, s, t0 + j, w, lm)) return 0;
+    } else if (r == 0) {
+      if (!fast_step<NC, EM, SMC, false, false>(c, s, t0, W, w, lm)) return 0;
+      for (uint32_t j = 1; j < W; ++j)
+        if (!fast_step<NC, EM, SMC, false, true>(c, s, t0 + j, W, w, lm)) return 0;
+    } else {
+      if (!fast_step<NC, EM, SMC, true, false>(c, s, t0, W, w, lm)) return 0;
+      for (uint32_t j = 1; j < W; ++j)
+        if (!fast_step<NC, EM, SMC, true, true>(c, s, t0 + j, W, w, lm)) return 0;
+    }
+  }
+  const VU vL = hn::Set(du, kRansL);
+  for (int n = 0; n < NC; ++n) {
+    if (w[n].pos != w[n].n) return 0;
+    const VU lim = hn::Set(du, x_tail[n] ? 0xFFFFu : 0u);
+    for (size_t k = 0; k < kNV; ++k) {
+      // x - kRansL <= lim, unsigned (x < kRansL wraps above lim).
+      const VU d = hn::Sub(s[n].X[k], vL);
+      if (!hn::AllTrue(du, hn::Eq(hn::Min(d, lim), d))) return 0;
+      if (x_tail[n]) hn::StoreU(d, du, x_tail[n] + k * kN);
+    }
+  }
+  return 1;
+}
+
+template <int NC, class T>
+int fast_lanes_for(const FastConsts* c, const FloatParams& p, const uint8_t* const* rans, const uint32_t* rans_len,
+                   uint32_t W, uint32_t rows, T* const* lm, uint32_t* const* x_tail) {
+  if (float_joint(p)) return fast_lanes<NC, 5, false, T>(c, rans, rans_len, W, rows, lm, x_tail);
+  const bool smc = float_sm_contexts(p);
+#define WCODEC_FAST(EMv, S) \
+  if (p.emode == EMv && smc == S) return fast_lanes<NC, EMv, S, T>(c, rans, rans_len, W, rows, lm, x_tail);
+  WCODEC_FAST(0, false) WCODEC_FAST(1, false) WCODEC_FAST(2, false) WCODEC_FAST(3, false) WCODEC_FAST(4, false)
+  WCODEC_FAST(0, true) WCODEC_FAST(1, true) WCODEC_FAST(2, true) WCODEC_FAST(3, true) WCODEC_FAST(4, true)
+#undef WCODEC_FAST
+  return -1;
+}
+
+// Lane-major 16-bit elements -> the chunk's raster order (h x w, lanes of
+// W x rows). Blocks of 8 steps of a lane row: each 128-bit block of 8
+// lanes is transposed (three interleave stages) so that a lane's 8
+// elements are one 16-byte store. A lane row's blocks go from the last to
+// the first: a short last block is stored whole, its excess landing on the
+// next lane's first columns, which that lane's first block (stored later)
+// overwrites; lanes at the chunk's right edge store short blocks exactly.
+// lm must be readable for 8 steps past the last.
+void lane_major_to_raster16(const uint16_t* lm, uint32_t h, uint32_t w, uint32_t W, uint32_t rows, uint16_t* out) {
+  const hn::Full256<uint16_t> d;
+  const hn::Full256<uint32_t> d32;
+  const hn::Full256<uint64_t> d64;
+  const hn::Full128<uint16_t> dh;
+  uint64_t base[kLanes];
+  bool edge[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const LaneRect rc = lane_rect(h, w, l);
+    base[l] = uint64_t{rc.r0} * w + rc.c0;
+    edge[l] = rc.c0 + rc.w == w;
+  }
+  const uint32_t last = (W - 1) / 8 * 8;
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t j0 = last + 8; j0 >= 8;) {
+      j0 -= 8;
+      const uint32_t len = W - j0 < 8 ? W - j0 : 8;
+      const uint64_t t0 = uint64_t{r} * W + j0;
+      const uint64_t off = uint64_t{r} * w + j0;
+#pragma GCC unroll 2
+      for (uint32_t half = 0; half < 2; ++half) {
+        hn::Vec<decltype(d)> v[8];
+        for (int j = 0; j < 8; ++j) v[j] = hn::LoadU(d, lm + (t0 + j) * kLanes + 16 * half);
+        hn::Vec<decltype(d)> a[8];
+        for (int j = 0; j < 4; ++j) {
+          a[2 * j] = hn::InterleaveLower(d, v[2 * j], v[2 * j + 1]);
+          a[2 * j + 1] = hn::InterleaveUpper(d, v[2 * j], v[2 * j + 1]);
+        }
+        hn::Vec<decltype(d32)> b[8];
+        for (int q = 0; q < 2; ++q) {  // steps 4q .. 4q + 3
+          const auto a0 = hn::BitCast(d32, a[4 * q]), a1 = hn::BitCast(d32, a[4 * q + 1]);
+          const auto a2 = hn::BitCast(d32, a[4 * q + 2]), a3 = hn::BitCast(d32, a[4 * q + 3]);
+          b[4 * q] = hn::InterleaveLower(d32, a0, a2);      // lanes 0, 1
+          b[4 * q + 1] = hn::InterleaveUpper(d32, a0, a2);  // lanes 2, 3
+          b[4 * q + 2] = hn::InterleaveLower(d32, a1, a3);  // lanes 4, 5
+          b[4 * q + 3] = hn::InterleaveUpper(d32, a1, a3);  // lanes 6, 7
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          const auto lo = hn::BitCast(d64, b[i / 2]), hi = hn::BitCast(d64, b[4 + i / 2]);
+          const auto c = hn::BitCast(d, (i & 1) ? hn::InterleaveUpper(d64, lo, hi) : hn::InterleaveLower(d64, lo, hi));
+#pragma GCC unroll 2
+          for (int blk = 0; blk < 2; ++blk) {
+            const uint32_t l = 16 * half + 8 * blk + i;
+            const auto x = blk ? hn::UpperHalf(dh, c) : hn::LowerHalf(dh, c);
+            uint16_t* dst = out + base[l] + off;
+            if (len == 8 || !edge[l]) {
+              hn::StoreU(x, dh, dst);
+            } else {
+              HWY_ALIGN uint16_t tmp[8];
+              hn::Store(x, dh, tmp);
+              std::memcpy(dst, tmp, 2 * len);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The same for 32-bit elements: blocks of 8 steps x 8 lanes (one vector
+// per step) transposed in three stages, a lane's 8 elements one 32-byte
+// store.
+void lane_major_to_raster32(const uint32_t* lm, uint32_t h, uint32_t w, uint32_t W, uint32_t rows, uint32_t* out) {
+  const hn::Full256<uint32_t> d;
+  const hn::Full256<uint64_t> d64;
+  uint64_t base[kLanes];
+  bool edge[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const LaneRect rc = lane_rect(h, w, l);
+    base[l] = uint64_t{rc.r0} * w + rc.c0;
+    edge[l] = rc.c0 + rc.w == w;
+  }
+  const uint32_t last = (W - 1) / 8 * 8;
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t j0 = last + 8; j0 >= 8;) {
+      j0 -= 8;
+      const uint32_t len = W - j0 < 8 ? W - j0 : 8;
+      const uint64_t t0 = uint64_t{r} * W + j0;
+      const uint64_t off = uint64_t{r} * w + j0;
+#pragma GCC unroll 4
+      for (uint32_t q = 0; q < kLanes / 8; ++q) {
+        hn::Vec<decltype(d)> v[8], a[8];
+        for (int j = 0; j < 8; ++j) v[j] = hn::LoadU(d, lm + (t0 + j) * kLanes + 8 * q);
+        for (int j = 0; j < 4; ++j) {
+          a[2 * j] = hn::InterleaveLower(d, v[2 * j], v[2 * j + 1]);      // lanes 0, 1 | 4, 5
+          a[2 * j + 1] = hn::InterleaveUpper(d, v[2 * j], v[2 * j + 1]);  // lanes 2, 3 | 6, 7
+        }
+        hn::Vec<decltype(d)> b[8];
+        for (int g = 0; g < 2; ++g) {  // steps 4g .. 4g + 3
+          const auto a0 = hn::BitCast(d64, a[4 * g]), a1 = hn::BitCast(d64, a[4 * g + 1]);
+          const auto a2 = hn::BitCast(d64, a[4 * g + 2]), a3 = hn::BitCast(d64, a[4 * g + 3]);
+          b[4 * g] = hn::BitCast(d, hn::InterleaveLower(d64, a0, a2));      // lane 0 | 4
+          b[4 * g + 1] = hn::BitCast(d, hn::InterleaveUpper(d64, a0, a2));  // lane 1 | 5
+          b[4 * g + 2] = hn::BitCast(d, hn::InterleaveLower(d64, a1, a3));  // lane 2 | 6
+          b[4 * g + 3] = hn::BitCast(d, hn::InterleaveUpper(d64, a1, a3));  // lane 3 | 7
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          const auto x = i < 4 ? hn::ConcatLowerLower(d, b[4 + i], b[i]) : hn::ConcatUpperUpper(d, b[i], b[i - 4]);
+          const uint32_t l = 8 * q + static_cast<uint32_t>(i);
+          uint32_t* dst = out + base[l] + off;
+          if (len == 8 || !edge[l]) {
+            hn::StoreU(x, d, dst);
+          } else {
+            HWY_ALIGN uint32_t tmp[8];
+            hn::Store(x, d, tmp);
+            std::memcpy(dst, tmp, 4 * len);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ORs the raw mantissa bits (rawb bits each, field i at bit i * rawb of
+// raw, raw_len readable bytes) into the low bits of the n 16-bit elements
+// at out. 8 fields start at a whole byte: up to 15 bits each they lie in
+// the 16 bytes from there, which a byte shuffle spreads to the fields'
+// 32-bit lanes and a variable shift aligns; wider fields by 4-byte gathers
+// at each field's byte; the last fields as the reference reads them
+// (float_raw_ok bounds all reads).
+// out[0, kN) |= lo (fields below 2^16 for 16-bit T).
+template <class T>
+HWY_INLINE void or_store(T* out, VU lo) {
+  if constexpr (sizeof(T) == 2) {
+    const hn::Rebind<uint16_t, DI> d16;
+    hn::StoreU(hn::Or(hn::LoadU(d16, out), hn::DemoteTo(d16, hn::BitCast(DI(), lo))), d16, out);
+  } else {
+    hn::StoreU(hn::Or(hn::LoadU(DU(), out), lo), DU(), out);
+  }
+}
+
+template <class T>
+void or_raw(T* out, uint64_t n, const uint8_t* raw, uint64_t raw_len, uint32_t rawb) {
+  if (!rawb) return;
+  uint64_t i = 0;
+  const DI di;
+  const DU du;
+  const VU mask = hn::Set(du, (1u << rawb) - 1u);
+  if (sizeof(T) == 2 && rawb == 8) {
+    const hn::Full256<uint16_t> d16x16;
+    const hn::Full128<uint8_t> d8;
+    for (; i + 16 <= n; i += 16)
+      hn::StoreU(hn::Or(hn::LoadU(d16x16, reinterpret_cast<uint16_t*>(out) + i), hn::PromoteTo(d16x16, hn::LoadU(d8, raw + i))),
+                 d16x16, reinterpret_cast<uint16_t*>(out) + i);
+  } else if (rawb <= 15) {
+    const hn::Repartition<uint8_t, DU> d8;
+    HWY_ALIGN uint8_t idx[4 * kN];
+    HWY_ALIGN uint32_t sh[kN];
+    for (uint32_t j = 0; j < kN; ++j) {
+      const uint32_t bit = j * rawb;
+      sh[j] = bit & 7;
+      for (uint32_t q = 0; q < 4; ++q) {
+        const uint32_t b = (bit >> 3) + q;
+        idx[4 * j + q] = static_cast<uint8_t>(b < 16 ? b : 0x80);
+      }
+    }
+    const auto vidx = hn::Load(d8, idx);
+    const VU vsh = hn::Load(du, sh);
+    for (; i + kN <= n && i / 8 * rawb + 16 <= raw_len; i += kN) {
+      const auto src = hn::LoadDup128(d8, raw + i / 8 * rawb);
+      const VU v = hn::BitCast(du, hn::TableLookupBytesOr0(src, vidx));
+      const VU lo = hn::And(hn::Shr(v, vsh), mask);
+      or_store(out + i, lo);
+    }
+  } else {
+    const VI jr = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(rawb)));
+    for (; i + kN <= n; i += kN) {
+      const uint64_t b0 = i * rawb;
+      const VI bitpos = hn::Add(jr, hn::Set(di, static_cast<int32_t>(b0 & 7)));
+      const VU word = hn::BitCast(du, hn::GatherOffset(di, reinterpret_cast<const int32_t*>(raw + (b0 >> 3)),
+                                                       hn::ShiftRight<3>(bitpos)));
+      const VU lo = hn::And(hn::Shr(word, hn::BitCast(du, hn::And(bitpos, hn::Set(di, 7)))), mask);
+      or_store(out + i, lo);
+    }
+  }
+  for (; i < n; ++i) out[i] = static_cast<T>(out[i] | get_bits(raw, i * rawb, rawb));
+}
+
+// A chunk's elements from its lane-major buffer: raster order, then the raw
+// bits (x_tail: the lanes' tail words of a raw tail chunk).
+template <class T>
+void fast_finish(const FloatParams& p, const ChunkView& cv, uint32_t W, uint32_t rows, const T* lm, const uint8_t* raw,
+                 uint64_t raw_len, bool tail, const uint32_t* x_tail, uint8_t* out) {
+  T* o = reinterpret_cast<T*>(out);
+  if constexpr (sizeof(T) == 2) lane_major_to_raster16(lm, cv.h, cv.w, W, rows, o);
+  else lane_major_to_raster32(lm, cv.h, cv.w, W, rows, o);
+  const uint32_t rawb = float_raw_bits(p);
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (!rawb) return;
+  if (tail) {
+    uint8_t buf[kRawTailBuf];
+    uint64_t ns = 0, bit0 = 0;
+    const uint32_t blen = float_raw_tail(p, n, raw, x_tail, buf, &ns, &bit0);
+    or_raw(o, ns, raw, raw_len, rawb);
+    or_raw(o + ns, n - ns, buf, blen, rawb);
+  } else {
+    or_raw(o, n, raw, raw_len, rawb);
+  }
+}
+
+// Whether the chunk's lanes share one rectangle; its size.
+bool same_rect_geom(const ChunkView& cv, uint32_t* W, uint32_t* rows) {
+  const LaneRect r0 = lane_rect(cv.h, cv.w, 0);
+  for (uint32_t l = 1; l < kLanes; ++l) {
+    const LaneRect r = lane_rect(cv.h, cv.w, l);
+    if (r.w != r0.w || r.h != r0.h) return false;
+  }
+  if (!r0.w || !r0.h) return false;
+  *W = r0.w;
+  *rows = r0.h;
+  return true;
+}
+
+// NC same-rectangle chunks of 16-bit floats (decode_float_group_hwy's and
+// decode_float_chunk_hwy's contract; -1: not this loop).
+template <int NC, class T>
+int FastChunks(const ModelView* ms, const ChunkView& cv, const uint8_t* const* rans, const uint32_t* rans_len,
+                 const uint8_t* const* raw, const uint64_t* raw_len, const bool* tail, uint8_t* const* lm,
+                 uint8_t* const* out) {
+  uint32_t W, rows;
+  if (!same_rect_geom(cv, &W, &rows)) return -1;
+  FastConsts c[NC];
+  T* lms[NC];
+  uint32_t xt[NC][kLanes];
+  uint32_t* xts[NC];
+  for (int n = 0; n < NC; ++n) {
+    c[n] = fast_consts(ms[n]);
+    lms[n] = reinterpret_cast<T*>(lm[n]);
+    xts[n] = tail[n] ? xt[n] : nullptr;
+  }
+  const int r = fast_lanes_for<NC, T>(c, ms[0].fp, rans, rans_len, W, rows, lms, xts);
+  if (r != 1) return r;
+  for (int n = 0; n < NC; ++n) fast_finish<T>(ms[n].fp, cv, W, rows, lms[n], raw[n], raw_len[n], tail[n], xts[n], out[n]);
+  return 1;
+}
+
+// ---------------------------------------------------------------- ragged lanes
+// Lanes of unequal rectangles (widths wa or wa + 1, row counts that may
+// differ; 16-bit floats): the same lane-major buffer and vectors, with the
+// geometry per lane: a lane is active while t is below its element count
+// (inactive lanes keep their state and take no words), has a left
+// neighbour past its row's first column (J, its column) and a top one from
+// its second row on (t >= its width), which lies wa or wa + 1 steps back.
+struct RaggedLanes {
+  VI J[kNV], Wv[kNV], Nv[kNV];
+  hn::Mask<DI> wide[kNV];
+};
+
+// The exponent context from masks: hl (left), ht (top) per lane.
+template <int EM>
+HWY_INLINE VI exp_ctx_masked(const FastConsts& c, VI le, VI tv, hn::Mask<DI> hl, hn::Mask<DI> ht) {
+  const DI di;
+  if constexpr (EM == 0) {
+    return hn::Zero(di);
+  } else {
+    const auto both = hn::And(hl, ht);
+    const auto any = hn::Or(hl, ht);
+    VI ctx;
+    if constexpr (EM == 1) {
+      ctx = clamp_lo_hi(hn::IfThenElse(hl, le, tv), c.elo, c.ne - 1);
+    } else if constexpr (EM == 3) {
+      ctx = clamp_lo_hi(hn::IfThenElse(ht, tv, le), c.elo, c.ne - 1);
+    } else if constexpr (EM == 2) {
+      const VI one = clamp_lo_hi(hn::IfThenElse(hl, le, tv), c.elo, c.ne - 1);
+      const VI q = clamp_lo_hi(hn::ShiftRight<1>(hn::Add(hn::Add(le, tv), hn::Set(di, 1))), c.elo, c.ne - 1);
+      const auto far = hn::Gt(hn::Abs(hn::Sub(le, tv)), hn::Set(di, 1));
+      ctx = hn::IfThenElse(both, hn::Add(q, hn::IfThenElseZero(far, hn::Set(di, c.ne))), one);
+    } else {  // EM == 4
+      const int32_t J = kJointClasses;
+      const VI ql = clamp_lo_hi(le, c.elo, J - 1), qt = clamp_lo_hi(tv, c.elo, J - 1);
+      const VI cb = hn::Add(hn::Add(hn::Mul(ql, hn::Set(di, J)), qt), hn::Set(di, 1));
+      const VI cl = hn::Add(ql, hn::Set(di, 1 + J * J));
+      const VI ct = hn::Add(qt, hn::Set(di, 1 + J * J + J));
+      ctx = hn::IfThenElse(both, cb, hn::IfThenElse(hl, cl, ct));
+    }
+    return hn::IfThenElseZero(any, ctx);
+  }
+}
+
+// Renormalization of the active lanes (act) in lane order.
+HWY_INLINE void renorm_active32(VU* X, const hn::Mask<DU>* act, hwy_detail::StepWords& w) {
+  const DU du;
+  const hn::Rebind<uint16_t, DU> d16;
+  const hn::Rebind<uint8_t, DU> d8;
+  uint32_t pos = w.pos;
+  for (size_t k = 0; k < kNV; ++k) {
+    const auto need = hn::And(act[k], hn::Eq(hn::ShiftRight<16>(X[k]), hn::Zero(du)));
+    uint8_t bits[8] = {};
+    hn::StoreMaskBits(du, need, bits);
+    const unsigned m = bits[0];
+    const VU words = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(w.p + 2 * uint64_t{pos})));
+    const auto idx = hn::IndicesFromVec(du, hn::PromoteTo(du, hn::LoadU(d8, hwy_detail::kExpand.v[m])));
+    X[k] = hn::IfThenElse(need, hn::Or(hn::ShiftLeft<16>(X[k]), hn::TableLookupLanes(words, idx)), X[k]);
+    pos += static_cast<uint32_t>(hwy::PopCount(m));
+  }
+  w.pos = pos;
+}
+
+// The symbols of a chunk with ragged lanes (steps: the largest lane's
+// element count; wa: the narrowest width) into lm. 1 / 0 as fast_lanes.
+template <int EM, bool SMC, class T>
+HWY_NOINLINE int ragged_lanes(const FastConsts& c, const uint8_t* rans, uint32_t rans_len, RaggedLanes& g,
+                              uint32_t steps, uint32_t wa, bool any_wide, T* lm, uint32_t* x_tail) {
+  const DU du;
+  const DI di;
+  hwy_detail::StepWords w;
+  hwy_detail::step_words_open(&w, rans, rans_len);
+  FastState s;
+  for (size_t k = 0; k < kNV; ++k) {
+    s.X[k] = hn::LoadU(du, reinterpret_cast<const uint32_t*>(rans + 4 * kN * k));
+    s.LE[k] = s.LS[k] = hn::Zero(di);
+  }
+  for (uint32_t t = 0; t < steps; ++t) {
+    if (HWY_UNLIKELY(w.pos + hwy_detail::kStepRead > w.n) && !hwy_detail::step_words_tail(&w)) return 0;
+    const VI vt = hn::Set(di, static_cast<int32_t>(t));
+    hn::Mask<DI> act[kNV], hl[kNV];
+    hn::Mask<DU> actu[kNV];
+    VU e[kNV];
+    for (size_t k = 0; k < kNV; ++k) {
+      act[k] = hn::Lt(vt, g.Nv[k]);
+      actu[k] = hn::RebindMask(du, act[k]);
+      hl[k] = hn::Gt(g.J[k], hn::Zero(di));
+      VI ctx;
+      if constexpr (EM == 5) {
+        const VI q = clamp_lo_hi(s.LE[k], c.elo, c.ne - 1);
+        ctx = hn::IfThenElseZero(hl[k], hn::Add(hn::Add(hn::Add(q, q), s.LS[k]), hn::Set(di, 1)));
+      } else {
+        const auto ht = hn::Gt(hn::Add(vt, hn::Set(di, 1)), g.Wv[k]);  // t >= the lane's width
+        VI tv = hn::Zero(di);
+        if (EM != 0 && t >= wa) {
+          tv = load_exps(lm, t - wa, k, c);
+          if (any_wide && t > wa) tv = hn::IfThenElse(g.wide[k], load_exps(lm, t - wa - 1, k, c), tv);
+        }
+        ctx = exp_ctx_masked<EM>(c, s.LE[k], tv, hl[k], ht);
+      }
+      e[k] = gather_slot(c.se, slot_of(ctx, s.X[k]));
+    }
+    VI ee[kNV];
+    for (size_t k = 0; k < kNV; ++k) {
+      s.X[k] = hn::IfThenElse(actu[k], rans_advance(s.X[k], e[k]), s.X[k]);
+      ee[k] = hn::BitCast(di, hn::And(e[k], hn::Set(du, 0xFFu)));
+    }
+    renorm_active32(s.X, actu, w);
+    VI hi[kNV];
+    if constexpr (EM == 5) {
+      for (size_t k = 0; k < kNV; ++k) {
+        hi[k] = hn::ShiftLeftSame(ee[k], c.rawb);
+        s.LE[k] = hn::And(hn::ShiftRightSame(ee[k], c.k), hn::Set(di, (1 << c.eb) - 1));
+        s.LS[k] = hn::ShiftRightSame(ee[k], c.eb + c.k);
+      }
+    } else {
+      for (size_t k = 0; k < kNV; ++k) {
+        VI ctx = hn::Zero(di);
+        if constexpr (SMC) {
+          ctx = clamp_lo_hi(ee[k], c.mlo, c.nm - 1);
+          if (c.sign_ctx) ctx = hn::Add(hn::Add(hn::ShiftLeft<1>(ctx), ctx), hn::IfThenElseZero(hl[k], s.LS[k]));
+        }
+        e[k] = gather_slot(c.ss, slot_of(ctx, s.X[k]));
+      }
+      for (size_t k = 0; k < kNV; ++k) {
+        s.X[k] = hn::IfThenElse(actu[k], rans_advance(s.X[k], e[k]), s.X[k]);
+        const VI sm = hn::BitCast(di, hn::And(e[k], hn::Set(du, 0xFFu)));
+        const VI sign = hn::ShiftRightSame(sm, c.k);
+        hi[k] = hn::Or(hn::Or(hn::ShiftLeftSame(sign, c.eb + c.mb), hn::ShiftLeftSame(ee[k], c.mb)),
+                       hn::ShiftLeftSame(hn::And(sm, hn::Set(di, (1 << c.k) - 1)), c.rawb));
+        s.LE[k] = ee[k];
+        if constexpr (SMC) s.LS[k] = hn::Add(sign, hn::Set(di, 1));
+      }
+      renorm_active32(s.X, actu, w);
+    }
+    store_row(lm, t, hi);
+    for (size_t k = 0; k < kNV; ++k) {
+      const VI j1 = hn::Add(g.J[k], hn::Set(di, 1));
+      g.J[k] = hn::IfThenElseZero(hn::Ne(j1, g.Wv[k]), j1);
+    }
+  }
+  const VU vL = hn::Set(du, kRansL);
+  if (w.pos != w.n) return 0;
+  const VU lim = hn::Set(du, x_tail ? 0xFFFFu : 0u);
+  for (size_t k = 0; k < kNV; ++k) {
+    const VU d = hn::Sub(s.X[k], vL);
+    if (!hn::AllTrue(du, hn::Eq(hn::Min(d, lim), d))) return 0;
+    if (x_tail) hn::StoreU(d, du, x_tail + k * kN);
+  }
+  return 1;
+}
+
+// A ragged chunk of 16-bit floats (decode_float_chunk_hwy's contract).
+template <class T>
+int RaggedChunk(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                  const uint8_t* raw, uint64_t raw_len, bool tail, uint8_t* lm8, uint8_t* out) {
+  const DI di;
+  const FloatParams& p = m.fp;
+  HWY_ALIGN int32_t jw[kLanes], jn[kLanes], jwide[kLanes];
+  LaneRect rc[kLanes];
+  uint32_t steps = 0, wa = ~0u;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    rc[l] = lane_rect(cv.h, cv.w, l);
+    const uint32_t n = rc[l].w * rc[l].h;
+    if (n && rc[l].w < wa) wa = rc[l].w;
+    steps = n > steps ? n : steps;
+  }
+  if (!steps) return -1;
+  bool any_wide = false;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const uint32_t n = rc[l].w * rc[l].h;
+    if (n && rc[l].w != wa && rc[l].w != wa + 1) return -1;
+    jw[l] = static_cast<int32_t>(n ? rc[l].w : 1);
+    jn[l] = static_cast<int32_t>(n);
+    jwide[l] = n && rc[l].w != wa ? -1 : 0;
+    any_wide |= jwide[l] != 0;
+  }
+  RaggedLanes g;
+  for (size_t k = 0; k < kNV; ++k) {
+    g.J[k] = hn::Zero(di);
+    g.Wv[k] = hn::Load(di, jw + k * kN);
+    g.Nv[k] = hn::Load(di, jn + k * kN);
+    g.wide[k] = hn::Ne(hn::Load(di, jwide + k * kN), hn::Zero(di));
+  }
+  const FastConsts c = fast_consts(m);
+  T* lm = reinterpret_cast<T*>(lm8);
+  uint32_t xt[kLanes];
+  uint32_t* x_tail = tail ? xt : nullptr;
+  int r = -1;
+  const bool smc = float_sm_contexts(p);
+  if (float_joint(p)) r = ragged_lanes<5, false, T>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
+#define WCODEC_RAGGED(EMv, S) \
+  else if (p.emode == EMv && smc == S) r = ragged_lanes<EMv, S, T>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
+  WCODEC_RAGGED(0, false) WCODEC_RAGGED(1, false) WCODEC_RAGGED(2, false) WCODEC_RAGGED(3, false)
+  WCODEC_RAGGED(4, false) WCODEC_RAGGED(0, true) WCODEC_RAGGED(1, true) WCODEC_RAGGED(2, true)
+  WCODEC_RAGGED(3, true) WCODEC_RAGGED(4, true)
+#undef WCODEC_RAGGED
+  if (r != 1) return r;
+  // Raster order: each lane's elements, row by row.
+  T* o = reinterpret_cast<T*>(out);
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const T* src = lm + l;
+    for (uint32_t rr = 0; rr < rc[l].h; ++rr) {
+      T* dst = o + uint64_t{rc[l].r0 + rr} * cv.w + rc[l].c0;
+      for (uint32_t j = 0; j < rc[l].w; ++j, src += kLanes) dst[j] = *src;
+    }
+  }
+  const uint32_t rawb = float_raw_bits(p);
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (!rawb) return 1;
+  if (tail) {
+    uint8_t buf[kRawTailBuf];
+    uint64_t ns = 0, bit0 = 0;
+    const uint32_t blen = float_raw_tail(p, n, raw, x_tail, buf, &ns, &bit0);
+    or_raw(o, ns, raw, raw_len, rawb);
+    or_raw(o + ns, n - ns, buf, blen, rawb);
+  } else {
+    or_raw(o, n, raw, raw_len, rawb);
+  }
+  return 1;
+}
+#endif  // HWY_TARGET == HWY_AVX2
+
 }  // namespace HWY_NAMESPACE
 }  // namespace wcodec
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX2)
+#define WCODEC_HWY_FAST_AVX2 1
+#endif
 namespace wcodec {
 
 int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
@@ -371,6 +1190,19 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
   if (n >= (1ull << 29)) return -1;
   if (!float_raw_ok(p, n, raw_len, tail)) return 0;
   if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
+#if defined(WCODEC_HWY_FAST_AVX2)
+  if (p.elem_bytes == 2) {
+    const int r = N_AVX2::FastChunks<1, uint16_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out);
+    if (r >= 0) return r;
+    const int q = N_AVX2::RaggedChunk<uint16_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out);
+    if (q >= 0) return q;
+  } else if (p.elem_bytes == 4) {
+    const int r = N_AVX2::FastChunks<1, uint32_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out);
+    if (r >= 0) return r;
+    const int q = N_AVX2::RaggedChunk<uint32_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out);
+    if (q >= 0) return q;
+  }
+#endif
   // Grids in the lane-major scratch (simd_lane_major_bytes >= 4n + 64).
   uint16_t* e_grid = reinterpret_cast<uint16_t*>(lm);
   uint8_t* sm_grid = lm + 2 * n + 8;
@@ -389,6 +1221,45 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
   return 1;
 #else
   (void)m, (void)cv, (void)rans, (void)rans_len, (void)raw, (void)raw_len, (void)out, (void)lm, (void)tail;
+  return -1;
+#endif
+}
+
+int decode_float_group_hwy(const ModelView* ms, const ChunkView& cv, const GroupSide* s, int n) {
+#if defined(WCODEC_HWY_FAST_AVX2)
+  if (n < 2 || n > 3) return -1;
+  const uint64_t nel = uint64_t{cv.h} * cv.w;
+  if (nel >= (1ull << 29)) return -1;
+  for (int i = 0; i < n; ++i) {
+    const ModelView& m = ms[i];
+    const FloatParams& p = m.fp;
+    if (m.kind != ModelKind::kFloat || !m.slot_all || (!m.slot1_all && !float_joint(p)) || p.elem_bytes != 2 ||
+        p.eb > 8 || p.k > 7 || float_raw_bits(p) > 24 || float_e_nsym(p) > 256 ||
+        !float_loop_compatible(ms[0].fp, p))
+      return -1;
+  }
+  for (int i = 0; i < n; ++i)
+    if (!float_raw_ok(ms[i].fp, nel, s[i].raw_len, s[i].tail) || s[i].rans_len < 4 * kLanes || (s[i].rans_len & 1))
+      return 0;
+  const uint8_t* rans[3];
+  uint32_t rans_len[3];
+  const uint8_t* raw[3];
+  uint64_t raw_len[3];
+  bool tail[3];
+  uint8_t *lm[3], *out[3];
+  for (int i = 0; i < n; ++i) {
+    rans[i] = s[i].rans;
+    rans_len[i] = s[i].rans_len;
+    raw[i] = s[i].raw;
+    raw_len[i] = s[i].raw_len;
+    tail[i] = s[i].tail;
+    lm[i] = s[i].lm;
+    out[i] = s[i].out;
+  }
+  return n == 2 ? N_AVX2::FastChunks<2, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out)
+                : N_AVX2::FastChunks<3, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out);
+#else
+  (void)ms, (void)cv, (void)s, (void)n;
   return -1;
 #endif
 }

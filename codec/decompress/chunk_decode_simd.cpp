@@ -45,7 +45,9 @@
 #include <cstring>
 #include <type_traits>
 
+#include "chunk_decode_hwy.h"
 #include "simd_avx512_i.h"
+#include "wcodec/cpu.h"
 
 namespace wcodec {
 using namespace avx512;
@@ -58,12 +60,14 @@ size_t simd_lane_major_bytes(const ChunkView& cv) {
 }
 
 int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide* s, int n) {
-  if (!simd_enabled() || n < 2 || n > kMaxChunkGroup) return -1;
+  const bool avx2 = cpu_path() == CpuPath::kAvx2;  // float groups: the Highway decoder
+  if ((!simd_enabled() && !avx2) || n < 2 || n > kMaxChunkGroup) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
   const uint64_t nel = uint64_t{cv.h} * cv.w;
   const ModelView& m = ms[0];
   if (!m.slot_all) return -1;
   if (m.kind == ModelKind::kFloat) {
+    if (avx2) return decode_float_group_hwy(ms, cv, s, n);
     for (int i = 0; i < n; ++i) {
       const ModelView& mi = ms[i];
       if (mi.kind != ModelKind::kFloat || !mi.slot_all || (!mi.slot1_all && !float_joint(mi.fp)) || mi.fp.eb > 8 ||
@@ -81,6 +85,7 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
       default: return -1;
     }
   }
+  if (!simd_enabled()) return -1;
   for (int i = 1; i < n; ++i)
     if (ms[i].kind != ModelKind::kInt || !ms[i].luts || ms[i].zp) return -1;
   if (m.kind != ModelKind::kInt || !m.luts || m.zp) return -1;

@@ -27,6 +27,7 @@ int decode_tern_chunk_hwy(const ModelView&, const ChunkView&, const uint8_t*, co
                           uint8_t*) {
   return -1;
 }
+int decode_float_group_hwy(const ModelView*, const ChunkView&, const GroupSide*, int) { return -1; }
 
 int decode_group_simd(const ModelView*, const ChunkView&, const GroupSide*, int) { return -1; }
 
