@@ -39,6 +39,16 @@ static void encode_groups_scalar(const uint32_t* mask, const uint32_t* sf, size_
   *pos = w;
 }
 
+// The group pass of the process's path: AVX-512, Highway (avx2 path) or
+// scalar (all give the same states and words). *pos needs 16 words of room
+// below the last word written (the vector passes' stores).
+static void encode_groups(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* x, uint16_t** pos,
+                          bool vector) {
+  if (vector && rans_encode_groups_avx512(mask, sf, ngroups, x, pos)) return;
+  if (vector && rans_encode_groups_hwy(mask, sf, ngroups, x, pos)) return;
+  encode_groups_scalar(mask, sf, ngroups, x, pos);
+}
+
 static size_t append_stream(std::vector<uint8_t>& out, const uint32_t* x, const uint16_t* w, size_t nw) {
   const size_t before = out.size();
   out.resize(before + 4 * kLanes + 2 * nw);
@@ -78,8 +88,7 @@ void RansEncoder::flush_reverse() {
   if (n) {
     uint16_t* pos = words_.data() + rev_pos_;
     // Groups rev_next_ .. kRevBlock-1, the last (first given) first.
-    if (!rans_encode_groups_avx512(mask_.data() + rev_next_, sf_.data() + rev_next_ * kLanes, n, rev_x_, &pos))
-      encode_groups_scalar(mask_.data() + rev_next_, sf_.data() + rev_next_ * kLanes, n, rev_x_, &pos);
+    encode_groups(mask_.data() + rev_next_, sf_.data() + rev_next_ * kLanes, n, rev_x_, &pos, true);
     WC_CHECK(pos >= words_.data());
     rev_pos_ = static_cast<size_t>(pos - words_.data());
   }
@@ -93,8 +102,7 @@ void RansEncoder::put_full_groups_reverse(const uint32_t* sf, size_t n) {
   for (size_t end = n; end > 0;) {
     const size_t b = std::min(end, kRevBlock), start = end - b;
     WC_CHECK(pos - words_.data() >= static_cast<ptrdiff_t>(b * kLanes));
-    if (!rans_encode_groups_avx512(all.data(), sf + start * kLanes, b, rev_x_, &pos))
-      encode_groups_scalar(all.data(), sf + start * kLanes, b, rev_x_, &pos);
+    encode_groups(all.data(), sf + start * kLanes, b, rev_x_, &pos, true);
     end = start;
   }
   rev_pos_ = static_cast<size_t>(pos - words_.data());
@@ -112,8 +120,7 @@ size_t RansEncoder::finish(std::vector<uint8_t>& out, const uint32_t* init, bool
   std::vector<uint16_t> words(ngroups_ * kLanes + 16);
   uint16_t* const end = words.data() + words.size();
   uint16_t* pos = end;
-  if (!vector || !rans_encode_groups_avx512(mask_.data(), sf_.data(), ngroups_, x, &pos))
-    encode_groups_scalar(mask_.data(), sf_.data(), ngroups_, x, &pos);
+  encode_groups(mask_.data(), sf_.data(), ngroups_, x, &pos, vector);
   return append_stream(out, x, pos, static_cast<size_t>(end - pos));
 }
 
