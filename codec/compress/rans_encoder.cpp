@@ -16,11 +16,29 @@ void RansEncoder::grow() {
   sf_.resize(n * kLanes);
 }
 
+// Exact division by a frequency f in [1, 2^kMaxProbBits] without a divide
+// instruction: q = (x * M) >> 44 with M = ceil(2^44 / f). With M = 2^44 / f
+// + e (0 <= e < 1), x * M / 2^44 = x / f + x e / 2^44, and x e / 2^44 <
+// x / 2^44 <= 1 / f for x < 2^32 (x f < 2^44): the excess stays below the
+// distance 1 / f from x / f to the next integer above its floor.
+namespace {
+struct Reciprocals {
+  uint64_t m[(1u << kMaxProbBits) + 1];
+  Reciprocals() : m() {
+    for (uint64_t f = 1; f <= (1u << kMaxProbBits); ++f) m[f] = ((uint64_t{1} << 44) + f - 1) / f;
+  }
+};
+inline uint32_t div_freq(const Reciprocals& rcp, uint32_t x, uint32_t f) {
+  return static_cast<uint32_t>((static_cast<unsigned __int128>(x) * rcp.m[f]) >> 44);
+}
+}  // namespace
+
 // One group, lanes from high to low: a lane whose state would leave the
 // normalized range after coding emits its low word first, then the state
 // takes the symbol. Scalar form of rans_encode_groups_avx512.
 static void encode_groups_scalar(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* x,
                                  uint16_t** pos) {
+  static const Reciprocals rcp;
   uint16_t* w = *pos;
   for (size_t g = ngroups; g-- > 0;) {
     const uint32_t m = mask[g];
@@ -33,7 +51,8 @@ static void encode_groups_scalar(const uint32_t* mask, const uint32_t* sf, size_
         *--w = static_cast<uint16_t>(st);
         st >>= 16;
       }
-      x[l] = ((st / freq) << kMaxProbBits) + st % freq + start;
+      const uint32_t q = div_freq(rcp, st, freq);
+      x[l] = (q << kMaxProbBits) + (st - q * freq) + start;
     }
   }
   *pos = w;
