@@ -6,13 +6,16 @@
 #define WCODEC_INT_ROWS_AVX2 1  // the AVX2 row loops (x86-64 only)
 #endif
 
+#include <type_traits>
+
 #include "simd_env.h"
 
 namespace wcodec {
 
 namespace {
 
-inline uint32_t q(int32_t v) { return v > 0 ? 1u : (v < 0 ? 2u : 0u); }
+// Branch-free (signs of weights are unpredictable).
+inline uint32_t q(int32_t v) { return static_cast<uint32_t>(v > 0) | static_cast<uint32_t>(v < 0) << 1; }
 
 #ifdef WCODEC_INT_ROWS_AVX2
 bool avx2_enabled() {
@@ -191,31 +194,50 @@ bool int_row_keys(const uint32_t* ctx, const int32_t* v, uint32_t n, uint32_t es
   return row_keys_scalar(ctx, v, n, esc, nsym, keys);
 }
 
+// One loop per mode, the neighbours a row lacks read as zeros by masks
+// (branch-free bodies, vectorized by the compiler where they hold no table
+// lookup).
 void int_row_contexts_scalar(const IntRowArgs& a, uint32_t c_begin, uint32_t c_end, uint32_t* out) {
   const IntParams& p = *a.p;
   const IntLuts& L = *a.L;
   const int32_t* row = a.row;
   const uint32_t oa = p.off_a, ob = p.nbr_mode == 1 ? p.off_b : 0u;
-  for (uint32_t c = c_begin; c < c_end; ++c) {
-    const uint32_t sc = L.scale[a.rowpart + (a.ccs ? a.ccs[c] : 0u)];
-    const int32_t l1 = row[c - 1];
-    uint32_t ctx;
-    if (p.nbr_mode == 0) {
-      uint32_t act = 2 * iabs32(l1) + iabs32(row[c - 2]);
-      if (a.up) act += iabs32(a.up[c]);
-      if (oa) act += iabs32(row[c - oa]);
-      ctx = int_ctx_act(p, L, act, q(l1), sc);
-    } else if (p.nbr_mode == 1) {
-      uint32_t k = (q(l1) * 3u + q(row[c - 2])) * 3u + (oa ? q(row[c - oa]) : 0u);
-      k = k * 3u + (a.up ? q(a.up[c]) : 0u);
-      ctx = ob ? sc * 243u + k * 3u + q(row[c - ob]) : sc * 81u + k;
-    } else if (p.nbr_mode == 3) {
-      const uint32_t k = int_kernel_nbrs(p, a.kp[c]);
-      ctx = int_ctx_kernel(p, L, k & 1 ? l1 : 0, k & 2 ? row[c - oa] : 0, sc);
-    } else {
-      ctx = (sc * p.period + a.kp[c]) * 9u + q(l1) * 3u + (oa ? q(row[c - oa]) : 0u);
+  // The row above (the row itself, masked, where there is none) and the
+  // off_a neighbour (likewise where off_a is 0).
+  const int32_t* up = a.up ? a.up : row;
+  const uint32_t um = a.up ? ~0u : 0u, am = oa ? ~0u : 0u;
+  const int32_t* ra = row - oa;
+  const uint32_t sc_row = L.scale[a.rowpart];
+  auto sc_of = [&](uint32_t c) { return a.ccs ? L.scale[a.rowpart + a.ccs[c]] : sc_row; };
+  auto qm = [](int32_t v, uint32_t m) { return q(v) & m; };
+  if (p.nbr_mode == 0) {
+    const uint32_t nb = p.nb;
+    for (uint32_t c = c_begin; c < c_end; ++c) {
+      const int32_t l1 = row[c - 1];
+      const uint32_t act = 2 * iabs32(l1) + iabs32(row[c - 2]) + (iabs32(up[c]) & um) + (iabs32(ra[c]) & am);
+      out[c - c_begin] = (sc_of(c) * nb + L.act[act > 1023 ? 1023 : act]) * 3u + q(l1);  // int_ctx_act
     }
-    out[c - c_begin] = ctx;
+  } else if (p.nbr_mode == 1) {
+    auto loop = [&](auto has_ob, auto has_ccs) {
+      for (uint32_t c = c_begin; c < c_end; ++c) {
+        const uint32_t sc = has_ccs.value ? L.scale[a.rowpart + a.ccs[c]] : sc_row;
+        const uint32_t k = ((q(row[c - 1]) * 3u + q(row[c - 2])) * 3u + qm(ra[c], am)) * 3u + qm(up[c], um);
+        out[c - c_begin] = has_ob.value ? sc * 243u + k * 3u + q(row[c - ob]) : sc * 81u + k;
+      }
+    };
+    using T = std::true_type;
+    using F = std::false_type;
+    if (ob) a.ccs ? loop(T{}, T{}) : loop(T{}, F{});
+    else a.ccs ? loop(F{}, T{}) : loop(F{}, F{});
+  } else if (p.nbr_mode == 3) {
+    for (uint32_t c = c_begin; c < c_end; ++c) {
+      const uint32_t k = int_kernel_nbrs(p, a.kp[c]);
+      out[c - c_begin] = int_ctx_kernel(p, L, k & 1 ? row[c - 1] : 0, k & 2 ? ra[c] : 0, sc_of(c));
+    }
+  } else {
+    const uint32_t period = p.period;
+    for (uint32_t c = c_begin; c < c_end; ++c)
+      out[c - c_begin] = (sc_of(c) * period + a.kp[c]) * 9u + q(row[c - 1]) * 3u + qm(ra[c], am);
   }
 }
 

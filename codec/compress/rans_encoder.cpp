@@ -35,7 +35,8 @@ inline uint32_t div_freq(const Reciprocals& rcp, uint32_t x, uint32_t f) {
 
 // One group, lanes from high to low: a lane whose state would leave the
 // normalized range after coding emits its low word first, then the state
-// takes the symbol. Scalar form of rans_encode_groups_avx512.
+// takes the symbol. Scalar form of rans_encode_groups_avx512. Writes one
+// word below the last word kept.
 static void encode_groups_scalar(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* x,
                                  uint16_t** pos) {
   static const Reciprocals rcp;
@@ -47,10 +48,12 @@ static void encode_groups_scalar(const uint32_t* mask, const uint32_t* sf, size_
       if (!(m >> l & 1)) continue;
       const uint32_t freq = e[l] >> 16, start = e[l] & 0xFFFFu;
       uint32_t st = x[l];
-      if ((st >> (32 - kMaxProbBits)) >= freq) {
-        *--w = static_cast<uint16_t>(st);
-        st >>= 16;
-      }
+      // Branch-free (renormalization is unpredictable): the word is stored
+      // below the position whether or not it is kept.
+      const uint32_t need = (st >> (32 - kMaxProbBits)) >= freq;
+      w[-1] = static_cast<uint16_t>(st);
+      w -= need;
+      st >>= 16 * need;
       const uint32_t q = div_freq(rcp, st, freq);
       x[l] = (q << kMaxProbBits) + (st - q * freq) + start;
     }
