@@ -55,8 +55,16 @@ void int_values(const IntParams& p, const TensorGeometry& g, const uint8_t* data
         lut[b][k] = int_code_to_value(p.sub, (b >> (k * bits)) & ((1u << bits) - 1), p.center);
     const uint64_t nb = n / cpb;
     int32_t* out = v->data();
-    for (uint64_t i = 0; i < nb; ++i)
-      for (uint32_t k = 0; k < cpb; ++k) out[i * cpb + k] = lut[data[i]][k];
+    // A byte's codes as one copy of cpb values (cpb a constant).
+    auto expand = [&](auto k) {
+      constexpr uint32_t K = decltype(k)::value;
+      for (uint64_t i = 0; i < nb; ++i) std::memcpy(out + i * K, lut[data[i]], K * sizeof(int32_t));
+    };
+    if (cpb == 2) expand(std::integral_constant<uint32_t, 2>{});
+    else if (cpb == 4) expand(std::integral_constant<uint32_t, 4>{});
+    else
+      for (uint64_t i = 0; i < nb; ++i)
+        for (uint32_t k = 0; k < cpb; ++k) out[i * cpb + k] = lut[data[i]][k];
     i0 = nb * cpb;
   } else if (g.cols) {
     // Zero points per group of zgroup codes along a row (the code type
@@ -317,8 +325,8 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
     uint8_t ls, rcv, ccv;   // left sign class; row and column scale values
   };
   auto qv = [](int32_t v) { return static_cast<uint32_t>(v > 0) | static_cast<uint32_t>(v < 0) << 1; };
-  std::vector<Feat> feats;
-  feats.reserve(sampled);
+  RawVector<Feat> feats(sampled);  // every entry written below
+  size_t nfeat = 0;
   for (const auto& ch : sch) {
     const uint32_t h = static_cast<uint32_t>(ch.c.h), w = static_cast<uint32_t>(ch.c.w);
     for (uint32_t r = 0; r < h; r += static_cast<uint32_t>(row_step)) {
@@ -341,10 +349,11 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
         f.ls = static_cast<uint8_t>(qv(l));
         f.rcv = rcv;
         f.ccv = ccs[c];
-        feats.push_back(f);
+        feats[nfeat++] = f;
       }
     }
   }
+  WC_CHECK(nfeat == feats.size());
   // The activity distribution of the 3x3 kernel contexts (nbr_mode 3), over
   // the features: phases cycle with period 9, which the histogram pass above
   // (every third element) would not sample evenly.
