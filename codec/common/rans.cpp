@@ -278,18 +278,41 @@ FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTa
   // Bits of a candidate: the coding cost, summed in symbol order as
   // table_cost_bits does (the same doubles), plus the table's size (the
   // gaps, then every frequency but the last one's), in whole bits.
-  auto bits_of = [&](const uint32_t* f, uint32_t q) {
+  // The coding cost depends on the frequencies only: candidates whose
+  // frequencies equal the exact ones or the previous candidate's take
+  // that cost (the same double; the sum is the candidate pass's longest
+  // dependency chain).
+  auto cost_of = [&](const uint32_t* f) {
     double cost = 0;
     for (size_t i = 0; i < n; ++i)
       if (cnt[i] != 0.0) cost += cnt[i] * (exact.P - lg[f[i]]);
+    return cost;
+  };
+  auto size_of = [&](const uint32_t* f, uint32_t q) {
     uint64_t size = gap_bits;
     for (size_t i = 0; i + 1 < n; ++i) size += q == kQGamma ? gamma_len(f[i]) : compact_freq_len(f[i], q);
-    return cost + static_cast<double>(size);
+    return size;
   };
-  double best_bits = bits_of(fx.data(), 0);
+  const double cost_fx = cost_of(fx.data());
+  std::vector<uint32_t> prev_f;
+  double prev_cost = 0;
+  auto bits_of = [&](const std::vector<uint32_t>& f, uint32_t q) {
+    double cost;
+    if (f == fx) {
+      cost = cost_fx;
+    } else if (f == prev_f) {
+      cost = prev_cost;
+    } else {
+      cost = cost_of(f.data());
+      prev_f = f;
+      prev_cost = cost;
+    }
+    return cost + static_cast<double>(size_of(f.data(), q));
+  };
+  double best_bits = bits_of(fx, 0);
   uint32_t best_q = 0;
   {
-    const double bits = bits_of(fx.data(), kQGamma);
+    const double bits = bits_of(fx, kQGamma);
     if (bits < best_bits) {
       best_bits = bits;
       best_q = kQGamma;
@@ -335,7 +358,7 @@ FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTa
     }
     if (!ok) continue;
     f[n - 1] = static_cast<uint32_t>(target - sum);
-    const double bits = bits_of(f.data(), q);
+    const double bits = bits_of(f, q);
     if (bits < best_bits) {
       best_bits = bits;
       best_q = q;

@@ -207,8 +207,16 @@ const int32_t* residuals_of(const TensorGeometry& g, const IntGrid& vals, const 
 
 // The order-0 entropy of the codes' tokens, in bytes.
 double int_order0_bytes(const IntParams& p, const IntGrid& vals) {
-  std::vector<uint64_t> h(p.nsym, 0);
-  for (int32_t v : vals) h[make_token(p, v).tok]++;
+  // Four interleaved histograms: runs of one token (the zeros of ternary
+  // codes) would chain every count on the previous store.
+  const size_t ns = p.nsym;
+  std::vector<uint64_t> h4(4 * ns, 0), h(ns, 0);
+  const size_t n = vals.size();
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (size_t j = 0; j < 4; ++j) h4[j * ns + make_token(p, vals[i + j]).tok]++;
+  for (; i < n; ++i) h4[make_token(p, vals[i]).tok]++;
+  for (size_t t = 0; t < ns; ++t) h[t] = h4[t] + h4[ns + t] + h4[2 * ns + t] + h4[3 * ns + t];
   double slog = 0;
   for (uint64_t c : h) slog += clog2c(c);
   return (clog2c(vals.size()) - slog) / 8.0;
@@ -410,6 +418,17 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
       });
     }
   };
+  // Candidates with few (context, token) cells count into four interleaved
+  // copies (fcnt4, feature i into copy i % 4), then summed into fcnt: runs
+  // of one cell (ternary zeros among zeros) would chain every count on the
+  // previous store.
+  constexpr uint64_t kCopyCells = 4096;
+  std::vector<uint32_t> fcnt4;
+  auto sum_copies = [&](uint64_t cells) {
+    fcnt.resize(cells);
+    for (uint64_t k = 0; k < cells; ++k)
+      fcnt[k] = fcnt4[k] + fcnt4[cells + k] + fcnt4[2 * cells + k] + fcnt4[3 * cells + k];
+  };
   auto fcnt_bits = [&](uint32_t nctx, uint32_t nsym) {
     double bits = 0;
     for (uint32_t k = 0; k < nctx; ++k) bits += context_cost(fcnt.data() + uint64_t{k} * nsym, nsym, scale);
@@ -419,8 +438,16 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
     IntLuts L;
     build_int_luts(p, &L);
     const uint32_t nctx = int_nctx(p), nsym = nsym_used;
-    fcnt.assign(uint64_t{nctx} * nsym, 0);
-    each_ctx(p, L, [&](const Feat& f, uint32_t ctx) { fcnt[uint64_t{ctx} * nsym + f.tok]++; });
+    const uint64_t cells = uint64_t{nctx} * nsym;
+    if (cells <= kCopyCells) {
+      fcnt4.assign(4 * cells, 0);
+      size_t i = 0;
+      each_ctx(p, L, [&](const Feat& f, uint32_t ctx) { fcnt4[(i++ & 3) * cells + uint64_t{ctx} * nsym + f.tok]++; });
+      sum_copies(cells);
+    } else {
+      fcnt.assign(cells, 0);
+      each_ctx(p, L, [&](const Feat& f, uint32_t ctx) { fcnt[uint64_t{ctx} * nsym + f.tok]++; });
+    }
     return fcnt_bits(nctx, nsym);
   };
   // Candidates that differ from params `from` (one scale class) only in
@@ -439,11 +466,21 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
     IntLuts L;
     build_int_luts(p, &L);
     const uint32_t nctx = int_nctx(p), nsym = nsym_used, stride = nctx / p.ns * nsym;
-    fcnt.assign(uint64_t{nctx} * nsym, 0);
+    const uint64_t cells = uint64_t{nctx} * nsym;
     const uint32_t use_rc = p.use_rc ? 0xFFu : 0u, use_cc = p.use_cc ? 0xFFu : 0u;
-    for (size_t i = 0; i < feats.size(); ++i) {
-      const Feat& f = feats[i];
-      fcnt[L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)] * stride + keys[i]]++;
+    if (cells <= kCopyCells) {
+      fcnt4.assign(4 * cells, 0);
+      for (size_t i = 0; i < feats.size(); ++i) {
+        const Feat& f = feats[i];
+        fcnt4[(i & 3) * cells + L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)] * stride + keys[i]]++;
+      }
+      sum_copies(cells);
+    } else {
+      fcnt.assign(cells, 0);
+      for (size_t i = 0; i < feats.size(); ++i) {
+        const Feat& f = feats[i];
+        fcnt[L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)] * stride + keys[i]]++;
+      }
     }
     double bits = fcnt_bits(nctx, nsym);
     if (p.use_rc) bits += 5.0 * static_cast<double>(g.rows);
