@@ -44,6 +44,10 @@ FreqTable normalize_counts(const std::vector<uint64_t>& counts, uint32_t P) {
     t.freq[s] = static_cast<uint16_t>(std::min<uint32_t>(q, target));
     sum += t.freq[s];
   }
+  if (sum == target) {  // nothing to fix (the order below is not needed)
+    t.build_start();
+    return t;
+  }
   std::vector<size_t> order;
   for (size_t s = 0; s < counts.size(); ++s)
     if (counts[s]) order.push_back(s);
@@ -250,6 +254,18 @@ double table_size_bits(const FreqTable& t, TableCoding coding) {
   return bits + gamma_bits(total + 1) + (coding == kTablesCompact && total >= 2 ? 3 : 0);
 }
 
+// The coding cost of counts cnt under frequencies f (precision P), summed in
+// symbol order. Branch-free: a zero count adds +0.0 (every P - lg[f] is >= 0
+// and finite), which leaves the sum as it is. Not inlined: in the caller
+// the sum was kept in memory, a store and a load on its dependency chain.
+__attribute__((noinline)) static double coding_cost(const double* cnt, const uint32_t* f, size_t n, uint32_t P,
+                                                    const double* lg) {
+  const double p = P;
+  double cost = 0;
+  for (size_t i = 0; i < n; ++i) cost += cnt[i] * (p - lg[f[i]]);
+  return cost;
+}
+
 FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTable& exact) {
   FreqTable best = exact;
   best.q = 0;
@@ -282,12 +298,7 @@ FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTa
   // frequencies equal the exact ones or the previous candidate's take
   // that cost (the same double; the sum is the candidate pass's longest
   // dependency chain).
-  auto cost_of = [&](const uint32_t* f) {
-    double cost = 0;
-    for (size_t i = 0; i < n; ++i)
-      if (cnt[i] != 0.0) cost += cnt[i] * (exact.P - lg[f[i]]);
-    return cost;
-  };
+  auto cost_of = [&](const uint32_t* f) { return coding_cost(cnt.data(), f, n, exact.P, lg); };
   auto size_of = [&](const uint32_t* f, uint32_t q) {
     uint64_t size = gap_bits;
     for (size_t i = 0; i + 1 < n; ++i) size += q == kQGamma ? gamma_len(f[i]) : compact_freq_len(f[i], q);
