@@ -6,6 +6,7 @@
 #define WCODEC_INT_ROWS_AVX2 1  // the AVX2 row loops (x86-64 only)
 #endif
 
+#include <algorithm>
 #include <type_traits>
 
 #include "simd_env.h"
@@ -38,11 +39,27 @@ WC_AVX2 inline __m256i q8(__m256i v) {
 WC_AVX2 inline __m256i times3(__m256i v) { return _mm256_add_epi32(v, _mm256_add_epi32(v, v)); }
 WC_AVX2 inline __m256i load8(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-// Byte table lookups by 32-bit gathers (IntLuts is padded so that the
-// gather of its last byte stays inside the struct).
-WC_AVX2 inline __m256i lut8(const uint8_t* t, __m256i idx) {
-  return _mm256_and_si256(_mm256_i32gather_epi32(reinterpret_cast<const int*>(t), idx, 1), _mm256_set1_epi32(0xFF));
-}
+// The class tables of IntLuts (build_int_luts) as comparisons: entry a is
+// the number of thresholds <= a. (Gathers from the tables were over half of
+// this loop's time where gathers are slow.)
+struct Classes8 {
+  __m256i thr_less1[16];  // threshold - 1, as int32: a >= thr is a > thr - 1
+  uint32_t n = 0;
+  WC_AVX2 void init(const uint16_t* thr, uint32_t count) {
+    n = count;
+    for (uint32_t i = 0; i < n; ++i) thr_less1[i] = _mm256_set1_epi32(static_cast<int>(thr[i]) - 1);
+  }
+  WC_AVX2 void init(const uint8_t* thr, uint32_t count) {
+    n = count;
+    for (uint32_t i = 0; i < n; ++i) thr_less1[i] = _mm256_set1_epi32(static_cast<int>(thr[i]) - 1);
+  }
+  // a: values in [0, 2^31) (the table's index range, clamped by the caller).
+  WC_AVX2 __m256i of(__m256i a) const {
+    __m256i k = _mm256_setzero_si256();
+    for (uint32_t i = 0; i < n; ++i) k = _mm256_sub_epi32(k, _mm256_cmpgt_epi32(a, thr_less1[i]));
+    return k;
+  }
+};
 
 WC_AVX2 void row_contexts_avx2(const IntRowArgs& a, uint32_t c, uint32_t c_end, uint32_t* out) {
   const IntParams& p = *a.p;
@@ -57,12 +74,17 @@ WC_AVX2 void row_contexts_avx2(const IntRowArgs& a, uint32_t c, uint32_t c_end, 
   uint32_t nbrs[64] = {};
   if (p.nbr_mode == 3)
     for (uint32_t k = 0; k < p.period && k < 64; ++k) nbrs[k] = int_kernel_nbrs(p, k);
+  // Activity classes (L.act, indices clamped to 1023) and scale classes
+  // (L.scale) by comparisons.
+  Classes8 act_cls, scale_cls;
+  act_cls.init(p.thr, p.nb > 1 ? std::min<uint32_t>(p.nb - 1u, 7u) : 0u);
+  scale_cls.init(p.sthr, p.ns > 1 ? std::min<uint32_t>(p.ns - 1u, 15u) : 0u);
   const uint32_t c0 = c;
   for (; c + 8 <= c_end; c += 8) {
     const __m256i l1 = load8(row + c - 1);
     const __m256i la = oa ? load8(row + c - oa) : zero;
     const __m256i sc =
-        a.ccs ? lut8(L.scale, _mm256_add_epi32(rowpart, _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+        a.ccs ? scale_cls.of(_mm256_add_epi32(rowpart, _mm256_cvtepu8_epi32(_mm_loadl_epi64(
                                   reinterpret_cast<const __m128i*>(a.ccs + c)))))
               : sc_const;
     __m256i ctx;
@@ -72,7 +94,7 @@ WC_AVX2 void row_contexts_avx2(const IntRowArgs& a, uint32_t c, uint32_t c_end, 
       if (a.up) act = _mm256_add_epi32(act, _mm256_abs_epi32(load8(a.up + c)));
       act = _mm256_add_epi32(act, _mm256_abs_epi32(la));
       act = _mm256_min_epu32(act, _mm256_set1_epi32(1023));
-      const __m256i cls = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(p.nb)), lut8(L.act, act));
+      const __m256i cls = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(p.nb)), act_cls.of(act));
       ctx = _mm256_add_epi32(times3(cls), q8(l1));
     } else if (p.nbr_mode == 1) {
       __m256i k = _mm256_add_epi32(times3(q8(l1)), q8(load8(row + c - 2)));
@@ -92,7 +114,7 @@ WC_AVX2 void row_contexts_avx2(const IntRowArgs& a, uint32_t c, uint32_t c_end, 
       const __m256i uk = _mm256_and_si256(la, _mm256_cmpeq_epi32(_mm256_and_si256(f, two), two));
       const __m256i act =
           _mm256_min_epu32(_mm256_add_epi32(_mm256_abs_epi32(lk), _mm256_abs_epi32(uk)), _mm256_set1_epi32(1023));
-      const __m256i cls = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(p.nb)), lut8(L.act, act));
+      const __m256i cls = _mm256_add_epi32(_mm256_mullo_epi32(sc, _mm256_set1_epi32(p.nb)), act_cls.of(act));
       ctx = _mm256_add_epi32(times3(_mm256_add_epi32(times3(cls), q8(lk))), q8(uk));
     } else {
       const __m256i ph = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.kp + c));
