@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "simd_env.h"
 
@@ -71,9 +72,16 @@ WC_AVX2 void row_contexts_avx2(const IntRowArgs& a, uint32_t c, uint32_t c_end, 
   const __m256i sc_const = _mm256_set1_epi32(static_cast<int>(sc_row));
   const __m256i zero = _mm256_setzero_si256();
   const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2);
+  // nbr_mode 3: each column's kernel neighbours (int_kernel_nbrs of its
+  // phase), looked up before the loop (a gather was its slowest step).
   uint32_t nbrs[64] = {};
-  if (p.nbr_mode == 3)
+  thread_local std::vector<int32_t> kflags;
+  if (p.nbr_mode == 3) {
     for (uint32_t k = 0; k < p.period && k < 64; ++k) nbrs[k] = int_kernel_nbrs(p, k);
+    if (kflags.size() < c_end) kflags.resize(c_end);
+    for (uint32_t k = c; k < c_end; ++k)
+      kflags[k] = static_cast<int32_t>(a.kp[k] < 64 ? nbrs[a.kp[k]] : int_kernel_nbrs(p, a.kp[k]));
+  }
   // Activity classes (L.act, indices clamped to 1023) and scale classes
   // (L.scale) by comparisons.
   Classes8 act_cls, scale_cls;
@@ -108,8 +116,7 @@ WC_AVX2 void row_contexts_avx2(const IntRowArgs& a, uint32_t c, uint32_t c_end, 
       }
     } else if (p.nbr_mode == 3) {
       // Kernel neighbours: bit 0 / 1 of the phase's entry in nbrs.
-      const __m256i f = _mm256_i32gather_epi32(reinterpret_cast<const int*>(nbrs),
-                                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.kp + c)), 4);
+      const __m256i f = load8(kflags.data() + c);
       const __m256i lk = _mm256_and_si256(l1, _mm256_cmpeq_epi32(_mm256_and_si256(f, one), one));
       const __m256i uk = _mm256_and_si256(la, _mm256_cmpeq_epi32(_mm256_and_si256(f, two), two));
       const __m256i act =
