@@ -324,14 +324,22 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
   // period and scale classes: their contexts come from per-element features
   // computed once (the values int_ctx computes over the chunk as one
   // rectangle).
+  // 16 bytes (the candidates stream the list a dozen times; at 28 bytes a
+  // 2^17-element sample left the L2 cache): the magnitudes fit 16 bits as
+  // values are at most 255 in magnitude (8-bit codes less a center or zero
+  // point), and the column is kept modulo kColPeriods, which every column
+  // period of the candidates (9, 25) divides.
+  constexpr uint32_t kColPeriods = 225;
+  WC_CHECK(*max_abs <= 255);
   struct Feat {
-    uint32_t a0, la3, la9;  // activity without the extra neighbour; |L3|, |L9|
-    uint32_t a1;            // |L1|
-    uint32_t col;           // tensor column
+    uint16_t a0, la3, la9;  // activity without the extra neighbour; |L3|, |L9|
+    uint16_t a1;            // |L1|
     uint16_t tok;
     uint16_t q;             // sign classes q() of L1, L2, T, L3, L9, 2 bits each from bit 0
+    uint8_t col;            // tensor column % kColPeriods
     uint8_t ls, rcv, ccv;   // left sign class; row and column scale values
   };
+  static_assert(sizeof(Feat) == 16, "a compact feature");
   auto qv = [](int32_t v) { return static_cast<uint32_t>(v > 0) | static_cast<uint32_t>(v < 0) << 1; };
   RawVector<Feat> feats(sampled);  // every entry written below
   size_t nfeat = 0;
@@ -346,12 +354,12 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
         const int32_t l = hl ? row[c - 1] : 0, l2 = c > 1 ? row[c - 2] : 0;
         const int32_t t = ht ? row[static_cast<int64_t>(c) - static_cast<int64_t>(w)] : 0;
         Feat f;
-        f.a0 = 2 * iabs32(l) + iabs32(t) + iabs32(l2) + (!hl && ht ? 2 * iabs32(t) : 0u);
-        f.la3 = c >= 3 ? iabs32(row[c - 3]) : 0u;
-        f.la9 = c >= 9 ? iabs32(row[c - 9]) : 0u;
-        f.a1 = iabs32(l);
+        f.a0 = static_cast<uint16_t>(2 * iabs32(l) + iabs32(t) + iabs32(l2) + (!hl && ht ? 2 * iabs32(t) : 0u));
+        f.la3 = static_cast<uint16_t>(c >= 3 ? iabs32(row[c - 3]) : 0u);
+        f.la9 = static_cast<uint16_t>(c >= 9 ? iabs32(row[c - 9]) : 0u);
+        f.a1 = static_cast<uint16_t>(iabs32(l));
         f.tok = static_cast<uint16_t>(make_token(base, row[c]).tok);
-        f.col = static_cast<uint32_t>(ch.c.col0 + c);
+        f.col = static_cast<uint8_t>((ch.c.col0 + c) % kColPeriods);
         f.q = static_cast<uint16_t>(qv(l) | qv(l2) << 2 | qv(t) << 4 | (c >= 3 ? qv(row[c - 3]) : 0u) << 6 |
                                     (c >= 9 ? qv(row[c - 9]) : 0u) << 8);
         f.ls = static_cast<uint8_t>(qv(l));
@@ -403,7 +411,10 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
         return int_ctx_act(p, L, f.a0 + (oa == 3 ? f.la3 : (oa == 9 ? f.la9 : 0u)), f.ls, sc);
       });
     } else if (p.nbr_mode == 2) {
-      loop([&](const Feat& f, uint32_t sc) { return (sc * p.period + f.col % p.period) * 9u + q(f, 0) * 3u + q(f, 3); });
+      WC_CHECK(p.period > 0 && kColPeriods % p.period == 0);
+      uint8_t phase[kColPeriods];  // column % period from column % kColPeriods
+      for (uint32_t c = 0; c < kColPeriods; ++c) phase[c] = static_cast<uint8_t>(c % p.period);
+      loop([&](const Feat& f, uint32_t sc) { return (sc * p.period + phase[f.col]) * 9u + q(f, 0) * 3u + q(f, 3); });
     } else if (p.nbr_mode == 3) {  // 3x3 kernels: L1 and L3 inside the kernel
       loop([&](const Feat& f, uint32_t sc) {
         uint32_t k;
