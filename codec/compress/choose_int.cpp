@@ -343,6 +343,7 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
   auto qv = [](int32_t v) { return static_cast<uint32_t>(v > 0) | static_cast<uint32_t>(v < 0) << 1; };
   RawVector<Feat> feats(sampled);  // every entry written below
   size_t nfeat = 0;
+  uint32_t nsym_used = 1;  // tokens below it occur (see the candidates below)
   for (const auto& ch : sch) {
     const uint32_t h = static_cast<uint32_t>(ch.c.h), w = static_cast<uint32_t>(ch.c.w);
     for (uint32_t r = 0; r < h; r += static_cast<uint32_t>(row_step)) {
@@ -366,6 +367,7 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
         f.rcv = rcv;
         f.ccv = ccs[c];
         feats[nfeat++] = f;
+        nsym_used = std::max<uint32_t>(nsym_used, f.tok + 1u);
       }
     }
   }
@@ -395,8 +397,6 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
   // Counts per (context, token) cover the tokens that occur (ternary codes:
   // 3 of 26): the same costs (context_cost skips empty cells) from a
   // fraction of the cells.
-  uint32_t nsym_used = 1;
-  for (const Feat& f : feats) nsym_used = std::max<uint32_t>(nsym_used, f.tok + 1u);
   std::vector<uint32_t> fcnt;
   // use(f, ctx) for every feature under the params' context function (the
   // mode chosen outside the loop).
