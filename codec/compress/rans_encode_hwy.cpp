@@ -81,7 +81,8 @@ HWY_INLINE void EncodeGroupsN(D d, const uint32_t* mask, const uint32_t* sf, siz
   VU X[V];
   for (size_t h = 0; h < V; ++h) X[h] = hn::LoadU(d, xs + h * N);
   const VU one = hn::Set(d, 1u), lo16 = hn::Set(d, 0xFFFFu);
-  const auto half = hn::Set(df, 0.5f);
+  const auto half = hn::Set(df, 0.5f), magic = hn::Set(df, 12582912.0f);  // 1.5 * 2^23
+  const VU magic_bits = hn::Set(d, 0x4B400000u);
   const uint32_t all = (1u << N) - 1;
   uint16_t* w = *pos;
   // One vector of lanes: e its entries, act its coding lanes (full: all).
@@ -106,18 +107,21 @@ HWY_INLINE void EncodeGroupsN(D d, const uint32_t* mask, const uint32_t* sf, siz
     // signed conversion): x >> 1 < 2^31, freq / 2 exact; it is t less
     // (x & 1) / freq, within 1/8 (two roundings, relative 2^-24 each). For
     // freq >= 2 it lies in [t - 5/8, t + 1/8]; for freq 1 (x < 2^20) it is
-    // exact, t or t - 1. Its truncation is thus off by at most one, and one
-    // correction step makes the quotient exact.
+    // exact, t or t - 1. Rounded to the nearest integer (by adding 1.5 *
+    // 2^23: the sum's low mantissa bits are the integer) it is thus within
+    // one of floor(t), and one correction step makes the quotient exact.
     const auto fx = hn::ConvertTo(df, hn::BitCast(di, hn::ShiftRight<1>(x)));
     const auto ff = hn::Mul(hn::ConvertTo(df, hn::BitCast(di, freq)), half);
-    auto q = hn::BitCast(d, hn::ConvertTo(di, hn::Div(fx, ff)));
+    VU q = hn::Sub(hn::BitCast(d, hn::Add(hn::Div(fx, ff), magic)), magic_bits);
     auto r = hn::BitCast(di, hn::Sub(x, hn::Mul(q, freq)));  // in [-freq, 2 freq)
-    const auto neg = hn::RebindMask(d, hn::Lt(r, hn::Zero(di)));
-    q = hn::IfThenElse(neg, hn::Sub(q, one), q);
-    VU ru = hn::IfThenElse(neg, hn::Add(hn::BitCast(d, r), freq), hn::BitCast(d, r));
-    const auto high = hn::RebindMask(d, hn::Not(hn::Lt(hn::BitCast(di, ru), hn::BitCast(di, freq))));
-    q = hn::IfThenElse(high, hn::Add(q, one), q);
-    ru = hn::IfThenElse(high, hn::Sub(ru, freq), ru);
+    // Masks as 0 / -1 lanes: q - 1 and r + freq where r < 0, then q + 1 and
+    // r - freq where r >= freq.
+    const auto negv = hn::BitCast(d, hn::VecFromMask(di, hn::Lt(r, hn::Zero(di))));
+    q = hn::Add(q, negv);
+    VU ru = hn::Add(hn::BitCast(d, r), hn::And(negv, freq));
+    const auto highv = hn::BitCast(d, hn::VecFromMask(di, hn::Not(hn::Lt(hn::BitCast(di, ru), hn::BitCast(di, freq)))));
+    q = hn::Sub(q, highv);
+    ru = hn::Sub(ru, hn::And(highv, freq));
     const VU nx = hn::Add(hn::Add(hn::ShiftLeft<kMaxProbBits>(q), ru), hn::And(e, lo16));
     xv = full ? nx : hn::IfThenElse(act, nx, x);
   };
