@@ -44,6 +44,10 @@ FreqTable normalize_counts(const std::vector<uint64_t>& counts, uint32_t P) {
     t.freq[s] = static_cast<uint16_t>(std::min<uint32_t>(q, target));
     sum += t.freq[s];
   }
+  if (sum == target) {  // nothing to fix (the order below is not needed)
+    t.build_start();
+    return t;
+  }
   std::vector<size_t> order;
   for (size_t s = 0; s < counts.size(); ++s)
     if (counts[s]) order.push_back(s);
@@ -250,6 +254,18 @@ double table_size_bits(const FreqTable& t, TableCoding coding) {
   return bits + gamma_bits(total + 1) + (coding == kTablesCompact && total >= 2 ? 3 : 0);
 }
 
+// The coding cost of counts cnt under frequencies f (precision P), summed in
+// symbol order. Branch-free: a zero count adds +0.0 (every P - lg[f] is >= 0
+// and finite), which leaves the sum as it is. Not inlined: in the caller
+// the sum was kept in memory, a store and a load on its dependency chain.
+__attribute__((noinline)) static double coding_cost(const double* cnt, const uint32_t* f, size_t n, uint32_t P,
+                                                    const double* lg) {
+  const double p = P;
+  double cost = 0;
+  for (size_t i = 0; i < n; ++i) cost += cnt[i] * (p - lg[f[i]]);
+  return cost;
+}
+
 FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTable& exact) {
   FreqTable best = exact;
   best.q = 0;
@@ -278,18 +294,36 @@ FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTa
   // Bits of a candidate: the coding cost, summed in symbol order as
   // table_cost_bits does (the same doubles), plus the table's size (the
   // gaps, then every frequency but the last one's), in whole bits.
-  auto bits_of = [&](const uint32_t* f, uint32_t q) {
-    double cost = 0;
-    for (size_t i = 0; i < n; ++i)
-      if (cnt[i] != 0.0) cost += cnt[i] * (exact.P - lg[f[i]]);
+  // The coding cost depends on the frequencies only: candidates whose
+  // frequencies equal the exact ones or the previous candidate's take
+  // that cost (the same double; the sum is the candidate pass's longest
+  // dependency chain).
+  auto cost_of = [&](const uint32_t* f) { return coding_cost(cnt.data(), f, n, exact.P, lg); };
+  auto size_of = [&](const uint32_t* f, uint32_t q) {
     uint64_t size = gap_bits;
     for (size_t i = 0; i + 1 < n; ++i) size += q == kQGamma ? gamma_len(f[i]) : compact_freq_len(f[i], q);
-    return cost + static_cast<double>(size);
+    return size;
   };
-  double best_bits = bits_of(fx.data(), 0);
+  const double cost_fx = cost_of(fx.data());
+  std::vector<uint32_t> prev_f;
+  double prev_cost = 0;
+  auto bits_of = [&](const std::vector<uint32_t>& f, uint32_t q) {
+    double cost;
+    if (f == fx) {
+      cost = cost_fx;
+    } else if (f == prev_f) {
+      cost = prev_cost;
+    } else {
+      cost = cost_of(f.data());
+      prev_f = f;
+      prev_cost = cost;
+    }
+    return cost + static_cast<double>(size_of(f.data(), q));
+  };
+  double best_bits = bits_of(fx, 0);
   uint32_t best_q = 0;
   {
-    const double bits = bits_of(fx.data(), kQGamma);
+    const double bits = bits_of(fx, kQGamma);
     if (bits < best_bits) {
       best_bits = bits;
       best_q = kQGamma;
@@ -335,7 +369,7 @@ FreqTable choose_compact_table(const std::vector<uint64_t>& counts, const FreqTa
     }
     if (!ok) continue;
     f[n - 1] = static_cast<uint32_t>(target - sum);
-    const double bits = bits_of(f.data(), q);
+    const double bits = bits_of(f, q);
     if (bits < best_bits) {
       best_bits = bits;
       best_q = q;

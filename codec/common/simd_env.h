@@ -12,7 +12,8 @@ namespace wcodec {
 // decoders, the AVX-512 rANS encoder, the encoder's AVX2 row loops.
 bool simd_disabled_by_env();
 // Whether a vector decoder path (avx512 or avx2) is in use: the model
-// tables are then built in their flattened vector form.
+// tables are then built in their flattened vector form, and the rANS
+// encoder may take its Highway (AVX2) pass where the AVX-512 one is off.
 bool vector_decoder_available();
 // Whether the avx512 path is in use (AVX-512 with BW, VL, DQ, VBMI and
 // VBMI2): the AVX-512 decoders' and the vector rANS encoder's check.

@@ -55,9 +55,16 @@ struct FloatKeyCounts {
 
 template <uint32_t B>
 void count_float_exps(const FloatLayout& fl, const ChunkRef& c, FloatKeyCounts* k) {
-  const uint32_t mb = fl.mb, emask = (1u << fl.eb) - 1;
+  const uint32_t mb = fl.mb, emask = (1u << fl.eb) - 1, ne = emask + 1;
   const uint64_t n = c.h * c.w;
-  for (uint64_t i = 0; i < n; ++i) k->eh[(float_elem<B>(c.bytes, i) >> mb) & emask]++;
+  // Four interleaved histograms: runs of one exponent (most of a tensor's
+  // elements share a few) would chain every count on the previous store.
+  std::vector<uint64_t> h(4 * size_t{ne}, 0);
+  uint64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (uint32_t j = 0; j < 4; ++j) h[j * ne + ((float_elem<B>(c.bytes, i + j) >> mb) & emask)]++;
+  for (; i < n; ++i) h[(float_elem<B>(c.bytes, i) >> mb) & emask]++;
+  for (uint32_t e = 0; e < ne; ++e) k->eh[e] += h[e] + h[ne + e] + h[2 * ne + e] + h[3 * ne + e];
   k->elems += n;
 }
 
@@ -68,12 +75,13 @@ void count_float_keys(const FloatLayout& fl, uint32_t top_bits, const ChunkRef& 
   const int32_t* dense = k->dense.data();
   for (uint32_t r = 0; r < h; ++r) {
     int le = -1, ls = 0;
+    int32_t dl = -1;  // dense[le], -1 without a left neighbour
     for (uint32_t col = 0; col < w; ++col) {
       const uint64_t i = uint64_t{r} * w + col;
       const uint32_t v = float_elem<B>(c.bytes, i);
       const uint32_t e = (v >> mb) & emask;
       const int t = r > 0 ? static_cast<int>((float_elem<B>(c.bytes, i - w) >> mb) & emask) : -1;
-      const int32_t d = dense[e], dl = le < 0 ? -1 : dense[le], dt = t < 0 ? -1 : dense[t];
+      const int32_t d = dense[e], dt = t < 0 ? -1 : dense[t];
       int32_t& pk = k->pair_at[static_cast<size_t>(dl + 1) * (k->nu + 1) + static_cast<size_t>(dt + 1)];
       if (pk < 0) {
         pk = static_cast<int32_t>(k->pairs.size());
@@ -90,6 +98,7 @@ void count_float_keys(const FloatLayout& fl, uint32_t top_bits, const ChunkRef& 
       const uint32_t sign = v >> (eb + mb);
       k->sm_n[static_cast<size_t>(sk) * k->nsm + (((sign << mb) | (v & mmask)) >> drop)]++;
       le = static_cast<int>(e);
+      dl = d;
       ls = 1 + static_cast<int>(sign);
     }
   }

@@ -55,8 +55,16 @@ void int_values(const IntParams& p, const TensorGeometry& g, const uint8_t* data
         lut[b][k] = int_code_to_value(p.sub, (b >> (k * bits)) & ((1u << bits) - 1), p.center);
     const uint64_t nb = n / cpb;
     int32_t* out = v->data();
-    for (uint64_t i = 0; i < nb; ++i)
-      for (uint32_t k = 0; k < cpb; ++k) out[i * cpb + k] = lut[data[i]][k];
+    // A byte's codes as one copy of cpb values (cpb a constant).
+    auto expand = [&](auto k) {
+      constexpr uint32_t K = decltype(k)::value;
+      for (uint64_t i = 0; i < nb; ++i) std::memcpy(out + i * K, lut[data[i]], K * sizeof(int32_t));
+    };
+    if (cpb == 2) expand(std::integral_constant<uint32_t, 2>{});
+    else if (cpb == 4) expand(std::integral_constant<uint32_t, 4>{});
+    else
+      for (uint64_t i = 0; i < nb; ++i)
+        for (uint32_t k = 0; k < cpb; ++k) out[i * cpb + k] = lut[data[i]][k];
     i0 = nb * cpb;
   } else if (g.cols) {
     // Zero points per group of zgroup codes along a row (the code type
@@ -199,8 +207,16 @@ const int32_t* residuals_of(const TensorGeometry& g, const IntGrid& vals, const 
 
 // The order-0 entropy of the codes' tokens, in bytes.
 double int_order0_bytes(const IntParams& p, const IntGrid& vals) {
-  std::vector<uint64_t> h(p.nsym, 0);
-  for (int32_t v : vals) h[make_token(p, v).tok]++;
+  // Four interleaved histograms: runs of one token (the zeros of ternary
+  // codes) would chain every count on the previous store.
+  const size_t ns = p.nsym;
+  std::vector<uint64_t> h4(4 * ns, 0), h(ns, 0);
+  const size_t n = vals.size();
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (size_t j = 0; j < 4; ++j) h4[j * ns + make_token(p, vals[i + j]).tok]++;
+  for (; i < n; ++i) h4[make_token(p, vals[i]).tok]++;
+  for (size_t t = 0; t < ns; ++t) h[t] = h4[t] + h4[ns + t] + h4[2 * ns + t] + h4[3 * ns + t];
   double slog = 0;
   for (uint64_t c : h) slog += clog2c(c);
   return (clog2c(vals.size()) - slog) / 8.0;
@@ -308,17 +324,26 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
   // period and scale classes: their contexts come from per-element features
   // computed once (the values int_ctx computes over the chunk as one
   // rectangle).
+  // 16 bytes (the candidates stream the list a dozen times; at 28 bytes a
+  // 2^17-element sample left the L2 cache): the magnitudes fit 16 bits as
+  // values are at most 255 in magnitude (8-bit codes less a center or zero
+  // point), and the column is kept modulo kColPeriods, which every column
+  // period of the candidates (9, 25) divides.
+  constexpr uint32_t kColPeriods = 225;
+  WC_CHECK(*max_abs <= 255);
   struct Feat {
-    uint32_t a0, la3, la9;  // activity without the extra neighbour; |L3|, |L9|
-    uint32_t a1;            // |L1|
-    uint32_t col;           // tensor column
+    uint16_t a0, la3, la9;  // activity without the extra neighbour; |L3|, |L9|
+    uint16_t a1;            // |L1|
     uint16_t tok;
     uint16_t q;             // sign classes q() of L1, L2, T, L3, L9, 2 bits each from bit 0
+    uint8_t col;            // tensor column % kColPeriods
     uint8_t ls, rcv, ccv;   // left sign class; row and column scale values
   };
+  static_assert(sizeof(Feat) == 16, "a compact feature");
   auto qv = [](int32_t v) { return static_cast<uint32_t>(v > 0) | static_cast<uint32_t>(v < 0) << 1; };
-  std::vector<Feat> feats;
-  feats.reserve(sampled);
+  RawVector<Feat> feats(sampled);  // every entry written below
+  size_t nfeat = 0;
+  uint32_t nsym_used = 1;  // tokens below it occur (see the candidates below)
   for (const auto& ch : sch) {
     const uint32_t h = static_cast<uint32_t>(ch.c.h), w = static_cast<uint32_t>(ch.c.w);
     for (uint32_t r = 0; r < h; r += static_cast<uint32_t>(row_step)) {
@@ -330,21 +355,23 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
         const int32_t l = hl ? row[c - 1] : 0, l2 = c > 1 ? row[c - 2] : 0;
         const int32_t t = ht ? row[static_cast<int64_t>(c) - static_cast<int64_t>(w)] : 0;
         Feat f;
-        f.a0 = 2 * iabs32(l) + iabs32(t) + iabs32(l2) + (!hl && ht ? 2 * iabs32(t) : 0u);
-        f.la3 = c >= 3 ? iabs32(row[c - 3]) : 0u;
-        f.la9 = c >= 9 ? iabs32(row[c - 9]) : 0u;
-        f.a1 = iabs32(l);
+        f.a0 = static_cast<uint16_t>(2 * iabs32(l) + iabs32(t) + iabs32(l2) + (!hl && ht ? 2 * iabs32(t) : 0u));
+        f.la3 = static_cast<uint16_t>(c >= 3 ? iabs32(row[c - 3]) : 0u);
+        f.la9 = static_cast<uint16_t>(c >= 9 ? iabs32(row[c - 9]) : 0u);
+        f.a1 = static_cast<uint16_t>(iabs32(l));
         f.tok = static_cast<uint16_t>(make_token(base, row[c]).tok);
-        f.col = static_cast<uint32_t>(ch.c.col0 + c);
+        f.col = static_cast<uint8_t>((ch.c.col0 + c) % kColPeriods);
         f.q = static_cast<uint16_t>(qv(l) | qv(l2) << 2 | qv(t) << 4 | (c >= 3 ? qv(row[c - 3]) : 0u) << 6 |
                                     (c >= 9 ? qv(row[c - 9]) : 0u) << 8);
         f.ls = static_cast<uint8_t>(qv(l));
         f.rcv = rcv;
         f.ccv = ccs[c];
-        feats.push_back(f);
+        feats[nfeat++] = f;
+        nsym_used = std::max<uint32_t>(nsym_used, f.tok + 1u);
       }
     }
   }
+  WC_CHECK(nfeat == feats.size());
   // The activity distribution of the 3x3 kernel contexts (nbr_mode 3), over
   // the features: phases cycle with period 9, which the histogram pass above
   // (every third element) would not sample evenly.
@@ -370,8 +397,6 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
   // Counts per (context, token) cover the tokens that occur (ternary codes:
   // 3 of 26): the same costs (context_cost skips empty cells) from a
   // fraction of the cells.
-  uint32_t nsym_used = 1;
-  for (const Feat& f : feats) nsym_used = std::max<uint32_t>(nsym_used, f.tok + 1u);
   std::vector<uint32_t> fcnt;
   // use(f, ctx) for every feature under the params' context function (the
   // mode chosen outside the loop).
@@ -386,7 +411,10 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
         return int_ctx_act(p, L, f.a0 + (oa == 3 ? f.la3 : (oa == 9 ? f.la9 : 0u)), f.ls, sc);
       });
     } else if (p.nbr_mode == 2) {
-      loop([&](const Feat& f, uint32_t sc) { return (sc * p.period + f.col % p.period) * 9u + q(f, 0) * 3u + q(f, 3); });
+      WC_CHECK(p.period > 0 && kColPeriods % p.period == 0);
+      uint8_t phase[kColPeriods];  // column % period from column % kColPeriods
+      for (uint32_t c = 0; c < kColPeriods; ++c) phase[c] = static_cast<uint8_t>(c % p.period);
+      loop([&](const Feat& f, uint32_t sc) { return (sc * p.period + phase[f.col]) * 9u + q(f, 0) * 3u + q(f, 3); });
     } else if (p.nbr_mode == 3) {  // 3x3 kernels: L1 and L3 inside the kernel
       loop([&](const Feat& f, uint32_t sc) {
         uint32_t k;
@@ -401,6 +429,17 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
       });
     }
   };
+  // Candidates with few (context, token) cells count into four interleaved
+  // copies (fcnt4, feature i into copy i % 4), then summed into fcnt: runs
+  // of one cell (ternary zeros among zeros) would chain every count on the
+  // previous store.
+  constexpr uint64_t kCopyCells = 4096;
+  std::vector<uint32_t> fcnt4;
+  auto sum_copies = [&](uint64_t cells) {
+    fcnt.resize(cells);
+    for (uint64_t k = 0; k < cells; ++k)
+      fcnt[k] = fcnt4[k] + fcnt4[cells + k] + fcnt4[2 * cells + k] + fcnt4[3 * cells + k];
+  };
   auto fcnt_bits = [&](uint32_t nctx, uint32_t nsym) {
     double bits = 0;
     for (uint32_t k = 0; k < nctx; ++k) bits += context_cost(fcnt.data() + uint64_t{k} * nsym, nsym, scale);
@@ -410,8 +449,16 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
     IntLuts L;
     build_int_luts(p, &L);
     const uint32_t nctx = int_nctx(p), nsym = nsym_used;
-    fcnt.assign(uint64_t{nctx} * nsym, 0);
-    each_ctx(p, L, [&](const Feat& f, uint32_t ctx) { fcnt[uint64_t{ctx} * nsym + f.tok]++; });
+    const uint64_t cells = uint64_t{nctx} * nsym;
+    if (cells <= kCopyCells) {
+      fcnt4.assign(4 * cells, 0);
+      size_t i = 0;
+      each_ctx(p, L, [&](const Feat& f, uint32_t ctx) { fcnt4[(i++ & 3) * cells + uint64_t{ctx} * nsym + f.tok]++; });
+      sum_copies(cells);
+    } else {
+      fcnt.assign(cells, 0);
+      each_ctx(p, L, [&](const Feat& f, uint32_t ctx) { fcnt[uint64_t{ctx} * nsym + f.tok]++; });
+    }
     return fcnt_bits(nctx, nsym);
   };
   // Candidates that differ from params `from` (one scale class) only in
@@ -430,11 +477,21 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
     IntLuts L;
     build_int_luts(p, &L);
     const uint32_t nctx = int_nctx(p), nsym = nsym_used, stride = nctx / p.ns * nsym;
-    fcnt.assign(uint64_t{nctx} * nsym, 0);
+    const uint64_t cells = uint64_t{nctx} * nsym;
     const uint32_t use_rc = p.use_rc ? 0xFFu : 0u, use_cc = p.use_cc ? 0xFFu : 0u;
-    for (size_t i = 0; i < feats.size(); ++i) {
-      const Feat& f = feats[i];
-      fcnt[L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)] * stride + keys[i]]++;
+    if (cells <= kCopyCells) {
+      fcnt4.assign(4 * cells, 0);
+      for (size_t i = 0; i < feats.size(); ++i) {
+        const Feat& f = feats[i];
+        fcnt4[(i & 3) * cells + L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)] * stride + keys[i]]++;
+      }
+      sum_copies(cells);
+    } else {
+      fcnt.assign(cells, 0);
+      for (size_t i = 0; i < feats.size(); ++i) {
+        const Feat& f = feats[i];
+        fcnt[L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)] * stride + keys[i]]++;
+      }
     }
     double bits = fcnt_bits(nctx, nsym);
     if (p.use_rc) bits += 5.0 * static_cast<double>(g.rows);

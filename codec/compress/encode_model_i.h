@@ -338,8 +338,18 @@ inline void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint
     uint64_t off[kLanes + 1];
     lane_offsets(h, w, off);
     constexpr uint32_t kBlock = 64;
+    const uint16_t* src_l[kLanes];
+    for (uint32_t l = 0; l < kLanes; ++l) src_l[l] = cached + off[l];
     for (uint32_t t0 = 0; t0 < steps; t0 += kBlock) {
       const uint32_t t1 = std::min(steps, t0 + kBlock);
+      if (t1 <= nmin) {
+        // Every lane codes at these steps: sequential stores, each lane's
+        // keys read in order.
+        uint32_t* dst = sm.data() + size_t{t0} * kLanes;
+        for (uint32_t t = t0; t < t1; ++t, dst += kLanes)
+          for (uint32_t l = 0; l < kLanes; ++l) dst[l] = flat[src_l[l][t]];
+        continue;
+      }
       for (uint32_t l = 0; l < kLanes; ++l) {
         const uint16_t* src = cached + off[l];
         const uint32_t te = std::min(t1, n[l]);
@@ -443,10 +453,12 @@ inline double clog2c(uint64_t c) {
 
 // Estimated cost in bits of a context whose symbol counts total `total`
 // over `nz` used symbols with sum c log2 c = `slog`: data at empirical
-// entropy, scaled by `scale`, plus the table description.
-inline double context_cost_of(double total, size_t nz, double slog, double scale) {
+// entropy, scaled by `scale`, plus the table description. total log2 total
+// is clog2c(total) (the same double: the same product, from the table below
+// 4096).
+inline double context_cost_of(uint64_t total, size_t nz, double slog, double scale) {
   if (nz == 0) return 1;
-  const double ent = total * std::log2(total) - slog;
+  const double ent = clog2c(total) - slog;
   // table: ~ (gap + compact frequency) codes per used symbol
   return ent * scale + (static_cast<double>(nz) * 9.0 + 4);
 }
@@ -463,7 +475,7 @@ inline double context_cost(const T* c, size_t n, double scale) {
     ++nz;
     slog += clog2c(c[i]);
   }
-  return context_cost_of(static_cast<double>(total), nz, slog, scale);
+  return context_cost_of(total, nz, slog, scale);
 }
 
 // Symbol counts per (context, symbol) of a model's two table sets, each set
@@ -504,7 +516,10 @@ struct Stats {
 // The statistics walk_float's symbols give, counted in raster order straight
 // from the chunk's elements (counts do not depend on the order): an element
 // has a left (top) neighbour unless its column (row) starts a lane
-// rectangle (lane_rect).
+// rectangle (lane_rect). The contexts are float_e_ctx_lt's, float_sm_ctx's
+// and float_joint_ctx's, looked up in per-exponent class tables for the
+// elements with both neighbours (their class clamps are unpredictable
+// branches), computed by those functions at the lane rectangles' edges.
 template <uint32_t B>
 inline void count_float_b(const FloatParams& p, uint32_t h, uint32_t w, const uint8_t* bytes, Stats* st) {
   std::vector<uint8_t> col_start(w, 0), row_start(h, 0);
@@ -513,28 +528,68 @@ inline void count_float_b(const FloatParams& p, uint32_t h, uint32_t w, const ui
     if (rect.c0 < w) col_start[rect.c0] = 1;
     if (rect.r0 < h) row_start[rect.r0] = 1;
   }
-  auto exp_of = [&](uint64_t i) { return static_cast<int>(float_fields(p, float_elem<B>(bytes, i)).e); };
+  const uint32_t nes = 1u << p.eb, mb = p.mb, emask = nes - 1;
+  // cls[x]: the class of exponent x (or of the rounded mean of two, emode
+  // 2): clampi(x - elo, 0, classes - 1), kJointClasses classes in emode 4.
+  // smc[e * 3 + left sign class]: float_sm_ctx.
+  thread_local std::vector<uint32_t> cls, smc;
+  cls.resize(nes);
+  const int ncls = p.emode == 4 ? kJointClasses : p.ne;
+  for (uint32_t x = 0; x < nes; ++x) cls[x] = static_cast<uint32_t>(clampi(static_cast<int>(x) - p.elo, 0, ncls - 1));
+  uint64_t* const f0 = st->f0.data();
+  uint64_t* const f1 = st->f1.data();
+  const uint64_t ns0 = st->ns0, ns1 = st->ns1;
+  if (float_joint(p)) {
+    for (uint32_t r = 0; r < h; ++r) {
+      const uint64_t row = uint64_t{r} * w;
+      uint32_t left_ctx = 0;  // float_joint_ctx of the next element's left neighbour
+      for (uint32_t c = 0; c < w; ++c) {
+        const FloatFields f = float_fields(p, float_elem<B>(bytes, row + c));
+        f0[(col_start[c] ? 0u : left_ctx) * ns0 + float_joint_sym(p, f.e, f.sm)]++;
+        left_ctx = 1u + 2u * cls[f.e] + (f.sm >> p.k);
+      }
+    }
+    return;
+  }
+  smc.resize(size_t{nes} * 3);
+  for (uint32_t e = 0; e < nes; ++e)
+    for (int ls = 0; ls < 3; ++ls) smc[e * 3 + static_cast<uint32_t>(ls)] = float_sm_ctx(p, e, ls);
+  const uint32_t ne = p.ne;
+  // float_e_ctx_lt for l, t >= 0.
+  auto ectx_both = [&](uint32_t l, uint32_t t) -> uint32_t {
+    switch (p.emode) {
+      case 0: return 0;
+      case 1: return cls[l];
+      case 3: return cls[t];
+      case 4: return 1u + cls[l] * kJointClasses + cls[t];
+      default: {
+        const uint32_t act = static_cast<uint32_t>(l - t + 1) > 2u;  // |l - t| > 1
+        return act * ne + cls[(l + t + 1) >> 1];
+      }
+    }
+  };
   for (uint32_t r = 0; r < h; ++r) {
     const bool has_t = !row_start[r];
     const uint64_t row = uint64_t{r} * w;
     int left_e = -1;
-    uint32_t left_sm = 0;
+    uint32_t left_sign = 0;
     for (uint32_t c = 0; c < w; ++c) {
       const uint64_t i = row + c;
       const bool has_l = !col_start[c];
       const FloatFields f = float_fields(p, float_elem<B>(bytes, i));
-      const uint32_t e = f.e, sm = f.sm;
-      if (float_joint(p)) {
-        st->add(0, float_joint_ctx(p, has_l ? left_e : -1, left_sm >> p.k), float_joint_sym(p, e, sm));
-        left_e = static_cast<int>(e);
-        left_sm = sm;
-        continue;
+      const uint32_t e = f.e;
+      uint32_t ectx;
+      if (__builtin_expect(has_l && has_t, 1)) {
+        ectx = ectx_both(static_cast<uint32_t>(left_e), (float_elem<B>(bytes, i - w) >> mb) & emask);
+      } else {
+        ectx = p.emode == 0 ? 0u
+                            : float_e_ctx_lt(p, has_l ? left_e : -1,
+                                             has_t ? static_cast<int>((float_elem<B>(bytes, i - w) >> mb) & emask) : -1);
       }
-      const uint32_t ectx = p.emode == 0 ? 0u : float_e_ctx_lt(p, has_l ? left_e : -1, has_t ? exp_of(i - w) : -1);
-      st->add(0, ectx, e);
-      st->add(1, float_sm_ctx(p, e, has_l ? static_cast<int>(1 + (left_sm >> p.k)) : 0), sm);
+      f0[ectx * ns0 + e]++;
+      f1[smc[e * 3 + (has_l ? left_sign : 0u)] * ns1 + f.sm]++;
       left_e = static_cast<int>(e);
-      left_sm = sm;
+      left_sign = 1 + (f.sm >> p.k);
     }
   }
 }

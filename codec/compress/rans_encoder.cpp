@@ -16,11 +16,30 @@ void RansEncoder::grow() {
   sf_.resize(n * kLanes);
 }
 
+// Exact division by a frequency f in [1, 2^kMaxProbBits] without a divide
+// instruction: q = (x * M) >> 44 with M = ceil(2^44 / f). With M = 2^44 / f
+// + e (0 <= e < 1), x * M / 2^44 = x / f + x e / 2^44, and x e / 2^44 <
+// x / 2^44 <= 1 / f for x < 2^32 (x f < 2^44): the excess stays below the
+// distance 1 / f from x / f to the next integer above its floor.
+namespace {
+struct Reciprocals {
+  uint64_t m[(1u << kMaxProbBits) + 1];
+  Reciprocals() : m() {
+    for (uint64_t f = 1; f <= (1u << kMaxProbBits); ++f) m[f] = ((uint64_t{1} << 44) + f - 1) / f;
+  }
+};
+inline uint32_t div_freq(const Reciprocals& rcp, uint32_t x, uint32_t f) {
+  return static_cast<uint32_t>((static_cast<unsigned __int128>(x) * rcp.m[f]) >> 44);
+}
+}  // namespace
+
 // One group, lanes from high to low: a lane whose state would leave the
 // normalized range after coding emits its low word first, then the state
-// takes the symbol. Scalar form of rans_encode_groups_avx512.
+// takes the symbol. Scalar form of rans_encode_groups_avx512. Writes one
+// word below the last word kept.
 static void encode_groups_scalar(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* x,
                                  uint16_t** pos) {
+  static const Reciprocals rcp;
   uint16_t* w = *pos;
   for (size_t g = ngroups; g-- > 0;) {
     const uint32_t m = mask[g];
@@ -29,14 +48,27 @@ static void encode_groups_scalar(const uint32_t* mask, const uint32_t* sf, size_
       if (!(m >> l & 1)) continue;
       const uint32_t freq = e[l] >> 16, start = e[l] & 0xFFFFu;
       uint32_t st = x[l];
-      if ((st >> (32 - kMaxProbBits)) >= freq) {
-        *--w = static_cast<uint16_t>(st);
-        st >>= 16;
-      }
-      x[l] = ((st / freq) << kMaxProbBits) + st % freq + start;
+      // Branch-free (renormalization is unpredictable): the word is stored
+      // below the position whether or not it is kept.
+      const uint32_t need = (st >> (32 - kMaxProbBits)) >= freq;
+      w[-1] = static_cast<uint16_t>(st);
+      w -= need;
+      st >>= 16 * need;
+      const uint32_t q = div_freq(rcp, st, freq);
+      x[l] = (q << kMaxProbBits) + (st - q * freq) + start;
     }
   }
   *pos = w;
+}
+
+// The group pass of the process's path: AVX-512, Highway (avx2 path) or
+// scalar (all give the same states and words). *pos needs 16 words of room
+// below the last word written (the vector passes' stores).
+static void encode_groups(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* x, uint16_t** pos,
+                          bool vector) {
+  if (vector && rans_encode_groups_avx512(mask, sf, ngroups, x, pos)) return;
+  if (vector && rans_encode_groups_hwy(mask, sf, ngroups, x, pos)) return;
+  encode_groups_scalar(mask, sf, ngroups, x, pos);
 }
 
 static size_t append_stream(std::vector<uint8_t>& out, const uint32_t* x, const uint16_t* w, size_t nw) {
@@ -78,8 +110,7 @@ void RansEncoder::flush_reverse() {
   if (n) {
     uint16_t* pos = words_.data() + rev_pos_;
     // Groups rev_next_ .. kRevBlock-1, the last (first given) first.
-    if (!rans_encode_groups_avx512(mask_.data() + rev_next_, sf_.data() + rev_next_ * kLanes, n, rev_x_, &pos))
-      encode_groups_scalar(mask_.data() + rev_next_, sf_.data() + rev_next_ * kLanes, n, rev_x_, &pos);
+    encode_groups(mask_.data() + rev_next_, sf_.data() + rev_next_ * kLanes, n, rev_x_, &pos, true);
     WC_CHECK(pos >= words_.data());
     rev_pos_ = static_cast<size_t>(pos - words_.data());
   }
@@ -93,8 +124,7 @@ void RansEncoder::put_full_groups_reverse(const uint32_t* sf, size_t n) {
   for (size_t end = n; end > 0;) {
     const size_t b = std::min(end, kRevBlock), start = end - b;
     WC_CHECK(pos - words_.data() >= static_cast<ptrdiff_t>(b * kLanes));
-    if (!rans_encode_groups_avx512(all.data(), sf + start * kLanes, b, rev_x_, &pos))
-      encode_groups_scalar(all.data(), sf + start * kLanes, b, rev_x_, &pos);
+    encode_groups(all.data(), sf + start * kLanes, b, rev_x_, &pos, true);
     end = start;
   }
   rev_pos_ = static_cast<size_t>(pos - words_.data());
@@ -112,8 +142,7 @@ size_t RansEncoder::finish(std::vector<uint8_t>& out, const uint32_t* init, bool
   std::vector<uint16_t> words(ngroups_ * kLanes + 16);
   uint16_t* const end = words.data() + words.size();
   uint16_t* pos = end;
-  if (!vector || !rans_encode_groups_avx512(mask_.data(), sf_.data(), ngroups_, x, &pos))
-    encode_groups_scalar(mask_.data(), sf_.data(), ngroups_, x, &pos);
+  encode_groups(mask_.data(), sf_.data(), ngroups_, x, &pos, vector);
   return append_stream(out, x, pos, static_cast<size_t>(end - pos));
 }
 

@@ -95,5 +95,9 @@ class RansEncoder {
 // False (nothing done) where the CPU lacks AVX-512 or WCODEC_NO_SIMD is set.
 bool rans_encode_groups_avx512(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* x,
                                uint16_t** pos);
+// The same pass with Highway (rans_encode_hwy.cpp: AVX2), for the avx2
+// path. False (nothing done) where the avx2 path is not in use (scalar path,
+// or the avx512 path, which takes rans_encode_groups_avx512) or not built.
+bool rans_encode_groups_hwy(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* x, uint16_t** pos);
 
 }  // namespace wcodec
