@@ -23,6 +23,7 @@
 #include "tensor_decode.h"
 #include "tensor_encode.h"
 #include "testutil.h"
+#include "wcodec/cpu.h"
 #include "wcodec/container.h"
 #include "wcodec/safetensors.h"
 
@@ -30,16 +31,9 @@ namespace {
 
 using namespace wcodec;
 
-bool cpu_has_avx512() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  const char* off = std::getenv("WCODEC_NO_SIMD");
-  return !(off && *off && *off != '0') && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-#else
-  return false;  // the vector decoders are AVX-512 (x86-64 only)
-#endif
-}
+// Whether the AVX-512 decoders run: the avx512 decoder path is in use
+// (a CPU with AVX-512 on which WCODEC_CPU forces avx2 or scalar runs others).
+bool cpu_has_avx512() { return wcodec::cpu_path() == wcodec::CpuPath::kAvx512; }
 
 struct Parsed {
   const uint8_t* map = nullptr;
