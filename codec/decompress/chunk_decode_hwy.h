@@ -21,4 +21,16 @@ namespace wcodec {
 int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                            const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm, bool tail);
 
+// decode_int_chunk_simd's contract with the AVX2 instance of the Highway
+// int decoder (chunk_decode_hwy_int.cpp): int8, uint8 and 4-bit codes
+// without tile map, zero points or scale classes, activity (nbr_mode 0) or
+// kernel (nbr_mode 3) contexts with thresholds below 256, chunks whose 32
+// lanes share one rectangle size. 1 decoded (the same bytes as
+// decode_int_residuals + int_finish_chunk), 0 malformed, -1 not handled
+// here (not x86, ternary codes, or another configuration). The caller
+// checks that the CPU runs the avx2 path. lm: scratch of
+// simd_lane_major_bytes(cv) bytes.
+int decode_int_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
+                         uint32_t rans_len, uint8_t* out, uint8_t* lm);
+
 }  // namespace wcodec

@@ -16,7 +16,9 @@
 #include <cstring>
 #include <type_traits>
 
+#include "chunk_decode_hwy.h"
 #include "simd_avx512_i.h"
+#include "wcodec/cpu.h"
 
 namespace wcodec {
 using namespace avx512;
@@ -927,6 +929,11 @@ int pack_nibble_chunk(const ChunkView& cv, const LaneGeom& g, uint8_t* lm, uint8
 
 int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm) {
+  if (cpu_path() == CpuPath::kAvx2) {
+    // The Highway decoder of 8-bit and 4-bit codes (declines ternary ones).
+    const int r = decode_int_chunk_hwy(m, cv, tile_map, rans, rans_len, out, lm);
+    if (r >= 0) return r;
+  }
   if (!simd_enabled() || m.kind != ModelKind::kInt || m.ip.nbr_mode > 3 || !(m.slot_all || m.sym_small) || !m.luts)
     return -1;
   if ((m.ip.use_rc && !m.rc_pad) || (m.ip.use_cc && !m.cc_pad)) return -1;
