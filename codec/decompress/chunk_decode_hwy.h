@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "chunk_decode.h"
+#include "chunk_decode_simd.h"
 
 namespace wcodec {
 
@@ -32,5 +33,11 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
 // simd_lane_major_bytes(cv) bytes.
 int decode_int_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                          uint32_t rans_len, uint8_t* out, uint8_t* lm);
+// decode_group_simd's contract with the same decoder: n (2 or 3) chunks of
+// one rectangle size whose models share a step loop (int_loop_compatible)
+// decoded with their lanes' state chains interleaved. 1 all decoded, 0 a
+// stream is malformed (decode each alone to learn which), -1 not handled
+// here.
+int decode_int_group_hwy(const ModelView* models, const ChunkView& cv, const GroupSide* sides, int n);
 
 }  // namespace wcodec

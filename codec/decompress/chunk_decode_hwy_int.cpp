@@ -166,13 +166,35 @@ struct Consts {
   V8 esc, center;     // first escape token; the center of uint8 / 4-bit codes
   bool u8check;       // uint8: some plain token's value has no code
   const uint8_t* kmask;  // nbr_mode 3: per column j, 32 bytes left mask, 32 bytes upper mask
+  // Scale classes (ns > 1): the class of rc + cc (0..62) in four 16-byte
+  // tables, the context offset of one class (nb x 3; kernel contexts
+  // nb x 9), the lanes' rc by lane row (rc_rows, rows x 32 bytes; null
+  // without row classes) and cc by column (ccl, W x 32 bytes; zeros
+  // without column classes).
+  V8 stab[4];
+  uint32_t sc_mul;
+  const uint8_t *rc_rows, *ccl;
 };
 
 struct State {
   V32 X[kV];
   V8 A1[kB], A2[kB], LS[kB];  // |left|, |left 2|, left sign class (x 3 for kernel contexts)
   V8 bad[kB];
+  V8 RC[kB];  // scale classes: the lanes' rc in this lane row
 };
+
+// The scale classes of the 32 lanes at column j of the current lane row.
+HWY_INLINE V8 ScaleClass(const Consts& c, const State& s, size_t b, uint32_t j) {
+  const D8 d8;
+  const V8 sv = hn::Add(s.RC[b], hn::LoadU(d8, c.ccl + uint64_t{j} * 32 + b * kN8));
+  const V8 lo = hn::And(sv, hn::Set(d8, 15));
+  const V8 hi = hn::ShiftRight<4>(sv);
+  const V8 r01 = hn::IfThenElse(hn::Eq(hi, hn::Zero(d8)), hn::TableLookupBytes(c.stab[0], lo),
+                                hn::TableLookupBytes(c.stab[1], lo));
+  const V8 r23 = hn::IfThenElse(hn::Eq(hi, hn::Set(d8, 2)), hn::TableLookupBytes(c.stab[2], lo),
+                                hn::TableLookupBytes(c.stab[3], lo));
+  return hn::IfThenElse(hn::Lt(hi, hn::Set(d8, 2)), r01, r23);
+}
 
 // |value| of 32 lane-major codes.
 template <bool U8>
@@ -326,48 +348,14 @@ HWY_NOINLINE bool Escapes(const IntParams& p, State& s, uint32_t escm, const V8*
   return true;
 }
 
-// One step: the 32 lanes' contexts, tokens, renormalization and values;
-// the codes go to lane-major row t.
-template <bool U8, bool KERN, bool HT, bool HL, bool HA>
-HWY_INLINE bool Step(const IntParams& p, const Consts& c, State& s, uint32_t t, uint32_t j, Words& w, uint8_t* lm) {
-  const D32 d32;
+// The values of one step from its slot entries E: escapes resolved, the
+// codes stored at lane-major row t, the left neighbours advanced.
+template <bool U8, bool KERN>
+HWY_INLINE bool StepValues(const IntParams& p, const Consts& c, State& s, const V32* E, uint32_t t, Words& w,
+                           uint8_t* lm) {
   const D8 d8;
-  const hn::RebindToSigned<D32> di32;
-  if (HWY_UNLIKELY(w.pos + hwy_int_detail::kStepWords > w.n) && !hwy_int_detail::words_tail(&w)) return false;
-  HWY_ALIGN uint8_t ctxb[kLanes];
-  for (size_t b = 0; b < kB; ++b) hn::Store(StepCtx<U8, KERN, HT, HL, HA>(c, s, b, t, j, lm), d8, ctxb + b * kN8);
-  // The rANS step: slot entries, new states, renormalization in lane order.
-  const hn::Rebind<uint8_t, D32> d8q;
-  V32 E[kV];
-  M32 need[kV];
-  uint32_t needbits = 0;
-  for (size_t k = 0; k < kV; ++k) {
-    const V32 cx = hn::PromoteTo(d32, hn::LoadU(d8q, ctxb + k * kN32));
-    const V32 idx = hn::Or(hn::ShiftLeft<12>(cx), hn::And(s.X[k], hn::Set(d32, 4095u)));
-    E[k] = hn::BitCast(d32, hn::GatherIndex(di32, reinterpret_cast<const int32_t*>(c.slots), hn::BitCast(di32, idx)));
-    const V32 freq = hn::Add(hn::And(hn::ShiftRight<8>(E[k]), hn::Set(d32, 4095u)), hn::Set(d32, 1u));
-    const V32 nx = hn::Add(freq * hn::ShiftRight<12>(s.X[k]), hn::ShiftRight<20>(E[k]));
-    s.X[k] = nx;
-    need[k] = hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(d32));
-    uint8_t bits[8] = {};
-    hn::StoreMaskBits(d32, need[k], bits);
-    needbits |= static_cast<uint32_t>(bits[0]) << (k * kN32);
-  }
-  {
-    const hn::Rebind<uint16_t, D32> d16h;
-    const hn::Repartition<uint8_t, decltype(d16h)> d8h;
-    uint32_t pos = w.pos;
-    for (size_t k = 0; k < kV; ++k) {
-      const uint32_t mk = (needbits >> (k * kN32)) & ((1u << kN32) - 1);
-      const V32 words = hn::PromoteTo(d32, hn::BitCast(d16h, hn::LoadU(d8h, w.p + 2 * uint64_t{pos})));
-      const V32 wv = hn::TableLookupLanes(words, hn::SetTableIndices(d32, hwy_int_detail::kPrefix.v[mk]));
-      s.X[k] = hn::IfThenElse(need[k], hn::Or(hn::ShiftLeft<16>(s.X[k]), wv), s.X[k]);
-      pos += static_cast<uint32_t>(__builtin_popcount(mk));
-    }
-    w.pos = pos;
-  }
-  // Values: zz^-1(u) = (u >> 1) ^ -(u & 1); |value| = (u + 1) >> 1; sign
-  // class min(u, 1) + (u & 1).
+  // zz^-1(u) = (u >> 1) ^ -(u & 1); |value| = (u + 1) >> 1; sign class
+  // min(u, 1) + (u & 1).
   V8 tok[kB], V[kB], A1n[kB], LSn[kB];
   TokenBytes(E, tok);
   const V8 one = hn::Set(d8, 1);
@@ -390,7 +378,7 @@ HWY_INLINE bool Step(const IntParams& p, const Consts& c, State& s, uint32_t t, 
       if (c.u8check) {
         // A plain token's value without a uint8 code: value + center wraps.
         const V8 code = hn::Add(V[b], c.center);
-        const V8 over = hn::IfThenElse(hn::RebindMask(d8, hn::Eq(odd, one)), hn::SaturatedSub(code, c.center),
+        const V8 over = hn::IfThenElse(hn::Eq(odd, one), hn::SaturatedSub(code, c.center),
                                        hn::SaturatedSub(c.center, code));
         s.bad[b] = hn::Or(s.bad[b], hn::IfThenZeroElse(em, over));
       }
@@ -406,39 +394,110 @@ HWY_INLINE bool Step(const IntParams& p, const Consts& c, State& s, uint32_t t, 
   return true;
 }
 
-template <bool U8, bool KERN, bool HT>
-HWY_INLINE bool Row(const IntParams& p, const Consts& c, State& s, uint32_t r, Words& w, uint8_t* lm) {
+// One step of NC chunks decoded together (one geometry, models that share
+// the loop), phase by phase across the chunks so that their gathers are in
+// flight together: the 32 lanes' contexts, tokens, renormalization in lane
+// order and values of each; the codes go to lane-major row t.
+template <int NC, bool U8, bool KERN, bool SC, bool HT, bool HL, bool HA>
+HWY_INLINE bool Step(const IntParams* const* p, const Consts* c, State* s, uint32_t t, uint32_t j, Words* w,
+                     uint8_t* const* lm) {
+  const D32 d32;
   const D8 d8;
-  for (size_t b = 0; b < kB; ++b) s.A1[b] = s.A2[b] = s.LS[b] = hn::Zero(d8);
-  const uint32_t W = c.W, oa = c.oa, t0 = r * W;
-  if (!Step<U8, KERN, HT, false, false>(p, c, s, t0, 0, w, lm)) return false;
-  const uint32_t ja = oa ? (oa < W ? oa : W) : W;
-  for (uint32_t j = 1; j < ja; ++j)
-    if (!Step<U8, KERN, HT, true, false>(p, c, s, t0 + j, j, w, lm)) return false;
-  for (uint32_t j = ja; j < W; ++j)
-    if (!Step<U8, KERN, HT, true, true>(p, c, s, t0 + j, j, w, lm)) return false;
+  const hn::RebindToSigned<D32> di32;
+  for (int n = 0; n < NC; ++n)
+    if (HWY_UNLIKELY(w[n].pos + hwy_int_detail::kStepWords > w[n].n) && !hwy_int_detail::words_tail(&w[n]))
+      return false;
+  HWY_ALIGN uint8_t ctxb[NC][kLanes];
+  HWY_ALIGN uint8_t scb[NC][SC ? kLanes : 1];
+  for (int n = 0; n < NC; ++n)
+    for (size_t b = 0; b < kB; ++b) {
+      hn::Store(StepCtx<U8, KERN, HT, HL, HA>(c[n], s[n], b, t, j, lm[n]), d8, ctxb[n] + b * kN8);
+      if constexpr (SC) hn::Store(ScaleClass(c[n], s[n], b, j), d8, scb[n] + b * kN8);
+    }
+  // The rANS step: slot entries, new states, renormalization in lane order.
+  const hn::Rebind<uint8_t, D32> d8q;
+  V32 E[NC][kV];
+  for (int n = 0; n < NC; ++n)
+    for (size_t k = 0; k < kV; ++k) {
+      V32 cx = hn::PromoteTo(d32, hn::LoadU(d8q, ctxb[n] + k * kN32));
+      if constexpr (SC)
+        cx = hn::Add(cx, hn::PromoteTo(d32, hn::LoadU(d8q, scb[n] + k * kN32)) * hn::Set(d32, c[n].sc_mul));
+      const V32 idx = hn::Or(hn::ShiftLeft<12>(cx), hn::And(s[n].X[k], hn::Set(d32, 4095u)));
+      E[n][k] = hn::BitCast(
+          d32, hn::GatherIndex(di32, reinterpret_cast<const int32_t*>(c[n].slots), hn::BitCast(di32, idx)));
+    }
+  const hn::Rebind<uint16_t, D32> d16h;
+  const hn::Repartition<uint8_t, decltype(d16h)> d8h;
+  for (int n = 0; n < NC; ++n) {
+    M32 need[kV];
+    uint32_t needbits = 0;
+    for (size_t k = 0; k < kV; ++k) {
+      const V32 freq = hn::Add(hn::And(hn::ShiftRight<8>(E[n][k]), hn::Set(d32, 4095u)), hn::Set(d32, 1u));
+      const V32 nx = hn::Add(freq * hn::ShiftRight<12>(s[n].X[k]), hn::ShiftRight<20>(E[n][k]));
+      s[n].X[k] = nx;
+      need[k] = hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(d32));
+      uint8_t bits[8] = {};
+      hn::StoreMaskBits(d32, need[k], bits);
+      needbits |= static_cast<uint32_t>(bits[0]) << (k * kN32);
+    }
+    uint32_t pos = w[n].pos;
+    for (size_t k = 0; k < kV; ++k) {
+      const uint32_t mk = (needbits >> (k * kN32)) & ((1u << kN32) - 1);
+      const V32 words = hn::PromoteTo(d32, hn::BitCast(d16h, hn::LoadU(d8h, w[n].p + 2 * uint64_t{pos})));
+      const V32 wv = hn::TableLookupLanes(words, hn::SetTableIndices(d32, hwy_int_detail::kPrefix.v[mk]));
+      s[n].X[k] = hn::IfThenElse(need[k], hn::Or(hn::ShiftLeft<16>(s[n].X[k]), wv), s[n].X[k]);
+      pos += static_cast<uint32_t>(__builtin_popcount(mk));
+    }
+    w[n].pos = pos;
+  }
+  for (int n = 0; n < NC; ++n)
+    if (!StepValues<U8, KERN>(*p[n], c[n], s[n], E[n], t, w[n], lm[n])) return false;
   return true;
 }
 
-// The codes of a same-rectangle chunk into lane-major lm. 1 decoded, 0
-// malformed.
-template <bool U8, bool KERN>
-int Lanes(const IntParams& p, const Consts& c, const uint8_t* rans, uint32_t rans_len, uint32_t rows, uint8_t* lm) {
+template <int NC, bool U8, bool KERN, bool SC, bool HT>
+HWY_INLINE bool Row(const IntParams* const* p, const Consts* c, State* s, uint32_t r, Words* w, uint8_t* const* lm) {
+  const D8 d8;
+  for (int n = 0; n < NC; ++n)
+    for (size_t b = 0; b < kB; ++b) {
+      s[n].A1[b] = s[n].A2[b] = s[n].LS[b] = hn::Zero(d8);
+      if constexpr (SC)
+        s[n].RC[b] = c[n].rc_rows ? hn::LoadU(d8, c[n].rc_rows + uint64_t{r} * 32 + b * kN8) : hn::Zero(d8);
+    }
+  const uint32_t W = c[0].W, oa = c[0].oa, t0 = r * W;
+  if (!Step<NC, U8, KERN, SC, HT, false, false>(p, c, s, t0, 0, w, lm)) return false;
+  const uint32_t ja = oa ? (oa < W ? oa : W) : W;
+  for (uint32_t j = 1; j < ja; ++j)
+    if (!Step<NC, U8, KERN, SC, HT, true, false>(p, c, s, t0 + j, j, w, lm)) return false;
+  for (uint32_t j = ja; j < W; ++j)
+    if (!Step<NC, U8, KERN, SC, HT, true, true>(p, c, s, t0 + j, j, w, lm)) return false;
+  return true;
+}
+
+// The codes of NC same-rectangle chunks (rows lane rows each) into
+// lane-major lm[n]. 1 all decoded, 0 otherwise.
+template <int NC, bool U8, bool KERN, bool SC>
+HWY_NOINLINE int Lanes(const IntParams* const* p, const Consts* c, const uint8_t* const* rans,
+                       const uint32_t* rans_len, uint32_t rows, uint8_t* const* lm) {
   const D32 d32;
   const D8 d8;
-  Words w;
-  hwy_int_detail::words_open(&w, rans, rans_len);
-  State s;
-  for (size_t k = 0; k < kV; ++k) s.X[k] = hn::BitCast(d32, hn::LoadU(d8, rans + 4 * kN32 * k));
-  for (size_t b = 0; b < kB; ++b) s.bad[b] = hn::Zero(d8);
-  if (!Row<U8, KERN, false>(p, c, s, 0, w, lm)) return 0;
+  Words w[NC];
+  State s[NC];
+  for (int n = 0; n < NC; ++n) {
+    hwy_int_detail::words_open(&w[n], rans[n], rans_len[n]);
+    for (size_t k = 0; k < kV; ++k) s[n].X[k] = hn::BitCast(d32, hn::LoadU(d8, rans[n] + 4 * kN32 * k));
+    for (size_t b = 0; b < kB; ++b) s[n].bad[b] = hn::Zero(d8);
+  }
+  if (!Row<NC, U8, KERN, SC, false>(p, c, s, 0, w, lm)) return 0;
   for (uint32_t r = 1; r < rows; ++r)
-    if (!Row<U8, KERN, !KERN>(p, c, s, r, w, lm)) return 0;
-  if (w.pos != w.n) return 0;
-  for (size_t k = 0; k < kV; ++k)
-    if (!hn::AllTrue(d32, hn::Eq(s.X[k], hn::Set(d32, kRansL)))) return 0;
-  for (size_t b = 0; b < kB; ++b)
-    if (!hn::AllTrue(d8, hn::Eq(s.bad[b], hn::Zero(d8)))) return 0;
+    if (!Row<NC, U8, KERN, SC, !KERN>(p, c, s, r, w, lm)) return 0;
+  for (int n = 0; n < NC; ++n) {
+    if (w[n].pos != w[n].n) return 0;
+    for (size_t k = 0; k < kV; ++k)
+      if (!hn::AllTrue(d32, hn::Eq(s[n].X[k], hn::Set(d32, kRansL)))) return 0;
+    for (size_t b = 0; b < kB; ++b)
+      if (!hn::AllTrue(d8, hn::Eq(s[n].bad[b], hn::Zero(d8)))) return 0;
+  }
   return 1;
 }
 
@@ -534,66 +593,175 @@ bool PackNibbles(const uint8_t* codes, uint64_t n, uint8_t* out) {
   return (hi & 0xF0) == 0 && hn::AllTrue(d8, hn::Eq(hn::And(high, hn::Set(d8, 0xF0)), hn::Zero(d8)));
 }
 
-int DecodeInt(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
-              uint32_t rans_len, uint8_t* out, uint8_t* lm) {
+// Whether this decoder handles chunks of model m (geometry aside).
+bool ModelHandled(const ModelView& m) {
   const IntParams& p = m.ip;
-  if (m.kind != ModelKind::kInt || !m.slot_all || !m.luts || tile_map || m.zp) return -1;
-  if (p.sub != kIntI8 && p.sub != kIntU8 && p.sub != kIntNibble) return -1;
-  if ((p.nbr_mode != 0 && p.nbr_mode != 3) || p.ns != 1 || m.n0 < int_nctx(p) || p.esc > 238) return -1;
-  if (p.nbr_mode == 3 && (p.off_a == 0 || p.period == 0)) return -1;
+  if (m.kind != ModelKind::kInt || !m.slot_all || !m.luts || m.zp) return false;
+  if (p.sub != kIntI8 && p.sub != kIntU8 && p.sub != kIntNibble) return false;
+  if ((p.nbr_mode != 0 && p.nbr_mode != 3) || m.n0 < int_nctx(p) || p.esc > 238) return false;
+  if (p.ns > 1 && ((p.use_rc && !m.rc) || (p.use_cc && !m.cc))) return false;
+  if (p.nbr_mode == 3 && (p.off_a == 0 || p.period == 0)) return false;
   const uint32_t nthr = p.nb > 1 ? p.nb - 1u : 0u;
-  if (nthr > 7) return -1;
+  if (nthr > 7) return false;
   for (uint32_t i = 0; i < nthr; ++i)
-    if (p.thr[i] > 255) return -1;
-  const uint64_t n = uint64_t{cv.h} * cv.w;
-  if (n >= (1ull << 31) || (p.sub == kIntNibble && n % 2)) return -1;
-  Geom g;
-  if (!hwy_int_detail::same_rect(cv, &g)) return -1;
-  if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
+    if (p.thr[i] > 255) return false;
+  return true;
+}
+
+// Scratch bytes the decode of a chunk of model m needs in lm: the codes
+// and the transposition's 16 rows of padding, then the kernel masks and
+// the scale classes' side information.
+uint64_t ScratchBytes(const IntParams& p, const Geom& g) {
+  uint64_t b = (uint64_t{g.rows} * g.W + 16) * 32;
+  if (p.nbr_mode == 3) b += uint64_t{g.W} * 64;
+  if (p.ns > 1) b += uint64_t{g.W} * 32 + uint64_t{g.rows} * 32;
+  return b;
+}
+
+// The loop constants of a chunk of model m at tensor row row0, column
+// col0; kernel masks and scale side information go to lm after the codes.
+void SetConsts(const ModelView& m, const Geom& g, uint64_t row0, uint64_t col0, uint8_t* lm, Consts* c) {
   const D8 d8;
-  const bool u8 = p.sub != kIntI8;
-  const bool kern = p.nbr_mode == 3;
-  Consts c;
-  c.slots = m.slot_all;
-  c.W = g.W;
-  c.oa = p.off_a;
-  c.nthr = nthr;
-  for (uint32_t i = 0; i < 7; ++i) c.thr[i] = hn::Set(d8, static_cast<uint8_t>(i < nthr ? p.thr[i] : 0));
-  c.esc = hn::Set(d8, static_cast<uint8_t>(p.esc));
-  c.center = hn::Set(d8, p.center);
-  c.u8check = false;
+  const IntParams& p = m.ip;
+  const uint32_t nthr = p.nb > 1 ? p.nb - 1u : 0u;
+  c->slots = m.slot_all;
+  c->W = g.W;
+  c->oa = p.off_a;
+  c->nthr = nthr;
+  for (uint32_t i = 0; i < 7; ++i) c->thr[i] = hn::Set(d8, static_cast<uint8_t>(i < nthr ? p.thr[i] : 0));
+  c->esc = hn::Set(d8, static_cast<uint8_t>(p.esc));
+  c->center = hn::Set(d8, p.center);
+  c->u8check = false;
   if (p.sub == kIntU8)
     for (uint32_t u = 0; u < p.esc; ++u) {
       const int32_t v = tile::zz_decode(static_cast<int32_t>(u)) + p.center;
-      c.u8check |= v < 0 || v > 255;
+      c->u8check |= v < 0 || v > 255;
     }
-  const uint64_t steps = uint64_t{g.rows} * g.W;
-  c.kmask = nullptr;
-  if (kern) {
+  c->kmask = nullptr;
+  if (p.nbr_mode == 3) {
     // Per column j of the lane rows, which lanes have their left and their
     // upper kernel neighbour there, after the codes and the
     // transposition's 16 rows of padding.
-    uint8_t* km = lm + (steps + 16) * 32;
+    uint8_t* km = lm + (uint64_t{g.rows} * g.W + 16) * 32;
     for (uint32_t j = 0; j < g.W; ++j)
       for (uint32_t l = 0; l < kLanes; ++l) {
-        const uint32_t nb = int_kernel_nbrs(p, (cv.col0 + g.c0[l] + j) % p.period);
+        const uint32_t nb = int_kernel_nbrs(p, static_cast<uint32_t>((col0 + g.c0[l] + j) % p.period));
         km[j * 64 + l] = nb & 1 ? 0xFF : 0;
         km[j * 64 + 32 + l] = nb & 2 ? 0xFF : 0;
       }
-    c.kmask = km;
+    c->kmask = km;
   }
-  int r;
-  if (u8) r = kern ? Lanes<true, true>(p, c, rans, rans_len, g.rows, lm) : Lanes<true, false>(p, c, rans, rans_len, g.rows, lm);
-  else r = kern ? Lanes<false, true>(p, c, rans, rans_len, g.rows, lm) : Lanes<false, false>(p, c, rans, rans_len, g.rows, lm);
-  if (r != 1) return r;
+  c->rc_rows = c->ccl = nullptr;
+  c->sc_mul = 0;
+  if (p.ns > 1) {
+    uint8_t* side = lm + (uint64_t{g.rows} * g.W + 16) * 32 + (p.nbr_mode == 3 ? uint64_t{g.W} * 64 : 0);
+    HWY_ALIGN uint8_t tab[16];
+    for (int q = 0; q < 4; ++q) {
+      for (int i = 0; i < 16; ++i) tab[i] = m.luts->scale[16 * q + i];
+      c->stab[q] = hn::LoadDup128(d8, tab);
+    }
+    c->sc_mul = p.nb * (p.nbr_mode == 3 ? 9u : 3u);
+    uint8_t* ccl = side;
+    for (uint32_t j = 0; j < g.W; ++j)
+      for (uint32_t l = 0; l < kLanes; ++l)
+        ccl[j * 32 + l] = p.use_cc ? m.cc[col0 + g.c0[l] + j] : 0;
+    c->ccl = ccl;
+    if (p.use_rc) {
+      uint8_t* rcr = side + uint64_t{g.W} * 32;
+      for (uint32_t r = 0; r < g.rows; ++r)
+        for (uint32_t l = 0; l < kLanes; ++l) rcr[r * 32 + l] = m.rc[row0 + g.r0[l] + r];
+      c->rc_rows = rcr;
+    }
+  }
+}
+
+template <int NC>
+int LanesFor(const IntParams& p0, const IntParams* const* p, const Consts* c, const uint8_t* const* rans,
+             const uint32_t* rans_len, uint32_t rows, uint8_t* const* lm) {
+  const bool u8 = p0.sub != kIntI8, kern = p0.nbr_mode == 3;
+  if constexpr (NC == 1) {
+    if (p0.ns > 1) {
+      if (u8) {
+        return kern ? Lanes<1, true, true, true>(p, c, rans, rans_len, rows, lm)
+                    : Lanes<1, true, false, true>(p, c, rans, rans_len, rows, lm);
+      }
+      return kern ? Lanes<1, false, true, true>(p, c, rans, rans_len, rows, lm)
+                  : Lanes<1, false, false, true>(p, c, rans, rans_len, rows, lm);
+    }
+  }
+  if (u8) {
+    return kern ? Lanes<NC, true, true, false>(p, c, rans, rans_len, rows, lm)
+                : Lanes<NC, true, false, false>(p, c, rans, rans_len, rows, lm);
+  }
+  return kern ? Lanes<NC, false, true, false>(p, c, rans, rans_len, rows, lm)
+              : Lanes<NC, false, false, false>(p, c, rans, rans_len, rows, lm);
+}
+
+// The decoded lane-major codes of a chunk to its bytes. 1, or 0 for a
+// 4-bit code above 15.
+int Finish(const IntParams& p, const ChunkView& cv, const Geom& g, uint8_t* lm, uint8_t* out) {
   if (p.sub != kIntNibble) {
     ToRaster(lm, g, cv.w, out);
     return 1;
   }
   // 4-bit codes: raster bytes above the lane-major rows, then packed.
-  uint8_t* codes = lm + (((steps + 16) * 32 + 63) & ~uint64_t{63});
+  uint8_t* codes = lm + (((uint64_t{g.rows} * g.W + 16) * 32 + 63) & ~uint64_t{63});
   ToRaster(lm, g, cv.w, codes);
-  return PackNibbles(codes, n, out) ? 1 : 0;
+  return PackNibbles(codes, uint64_t{cv.h} * cv.w, out) ? 1 : 0;
+}
+
+bool GeomHandled(const IntParams& p, const ChunkView& cv, Geom* g) {
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (n >= (1ull << 31) || (p.sub == kIntNibble && n % 2)) return false;
+  return hwy_int_detail::same_rect(cv, g);
+}
+
+int DecodeInt(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
+              uint32_t rans_len, uint8_t* out, uint8_t* lm) {
+  Geom g;
+  if (tile_map || !ModelHandled(m) || !GeomHandled(m.ip, cv, &g)) return -1;
+  if (ScratchBytes(m.ip, g) > simd_lane_major_bytes(cv)) return -1;
+  if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
+  Consts c;
+  SetConsts(m, g, cv.row0, cv.col0, lm, &c);
+  const IntParams* ps[1] = {&m.ip};
+  uint8_t* const lms[1] = {lm};
+  const int r = LanesFor<1>(m.ip, ps, &c, &rans, &rans_len, g.rows, lms);
+  return r == 1 ? Finish(m.ip, cv, g, lm, out) : r;
+}
+
+int DecodeGroup(const ModelView* ms, const ChunkView& cv, const GroupSide* sd, int n) {
+  if (n < 2 || n > 3) return -1;
+  Geom g;
+  const IntParams& p0 = ms[0].ip;
+  if (!GeomHandled(p0, cv, &g)) return -1;
+  for (int i = 0; i < n; ++i) {
+    const IntParams& p = ms[i].ip;
+    if (!ModelHandled(ms[i]) || sd[i].map || p.sub != p0.sub || p.nbr_mode != p0.nbr_mode || p.off_a != p0.off_a ||
+        p.ns != 1)
+      return -1;
+  }
+  if (ScratchBytes(p0, g) > simd_lane_major_bytes(cv)) return -1;
+  for (int i = 0; i < n; ++i)
+    if (sd[i].rans_len < 4 * kLanes || (sd[i].rans_len & 1) || sd[i].raw_len) return 0;
+  Consts c[3];
+  const IntParams* ps[3];
+  const uint8_t* rans[3];
+  uint32_t rans_len[3];
+  uint8_t* lms[3];
+  for (int i = 0; i < n; ++i) {
+    SetConsts(ms[i], g, sd[i].row0, sd[i].col0, sd[i].lm, &c[i]);
+    ps[i] = &ms[i].ip;
+    rans[i] = sd[i].rans;
+    rans_len[i] = sd[i].rans_len;
+    lms[i] = sd[i].lm;
+  }
+  const int r = n == 2 ? LanesFor<2>(p0, ps, c, rans, rans_len, g.rows, lms)
+                       : LanesFor<3>(p0, ps, c, rans, rans_len, g.rows, lms);
+  if (r != 1) return r;
+  int ok = 1;
+  for (int i = 0; i < n; ++i) ok &= Finish(ms[i].ip, cv, g, sd[i].lm, sd[i].out);
+  return ok;
 }
 }  // namespace int_hwy
 #endif  // HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
@@ -611,6 +779,15 @@ int decode_int_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t*
   return N_AVX2::int_hwy::DecodeInt(m, cv, tile_map, rans, rans_len, out, lm);
 #else
   (void)m, (void)cv, (void)tile_map, (void)rans, (void)rans_len, (void)out, (void)lm;
+  return -1;
+#endif
+}
+
+int decode_int_group_hwy(const ModelView* ms, const ChunkView& cv, const GroupSide* sides, int n) {
+#if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX2)
+  return N_AVX2::int_hwy::DecodeGroup(ms, cv, sides, n);
+#else
+  (void)ms, (void)cv, (void)sides, (void)n;
   return -1;
 #endif
 }

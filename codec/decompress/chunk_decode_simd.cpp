@@ -45,7 +45,9 @@
 #include <cstring>
 #include <type_traits>
 
+#include "chunk_decode_hwy.h"
 #include "simd_avx512_i.h"
+#include "wcodec/cpu.h"
 
 namespace wcodec {
 using namespace avx512;
@@ -58,6 +60,8 @@ size_t simd_lane_major_bytes(const ChunkView& cv) {
 }
 
 int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide* s, int n) {
+  // The avx2 path: the Highway decoder's int groups.
+  if (cpu_path() == CpuPath::kAvx2 && ms[0].kind == ModelKind::kInt) return decode_int_group_hwy(ms, cv, s, n);
   if (!simd_enabled() || n < 2 || n > kMaxChunkGroup) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
   const uint64_t nel = uint64_t{cv.h} * cv.w;

@@ -28,6 +28,8 @@ int decode_int_chunk_hwy(const ModelView&, const ChunkView&, const uint8_t*, con
   return -1;
 }
 
+int decode_int_group_hwy(const ModelView*, const ChunkView&, const GroupSide*, int) { return -1; }
+
 int decode_group_simd(const ModelView*, const ChunkView&, const GroupSide*, int) { return -1; }
 
 int decode_int_chunk_simd(const ModelView&, const ChunkView&, const uint8_t*, const uint8_t*, uint32_t, uint8_t*,
