@@ -255,10 +255,45 @@ void compare_int_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& p
   }
 }
 
+// The AVX2 int decoder's groups (decode_int_group_hwy) on n chunks of one
+// tensor: the reference's bytes, and 0 when one member's stream is
+// damaged so that the reference rejects it.
+void compare_int_group(const ModelView& mv, const ChunkView* cvs, const Parsed* ps, int n, const std::string& what,
+                       int* groups) {
+  std::vector<std::vector<uint8_t>> ref(n), hw(n), lm(n);
+  std::vector<int32_t> res(uint64_t{cvs[0].h} * cvs[0].w), tmp(kTile * kTile);
+  GroupSide sd[3];
+  for (int i = 0; i < n; ++i) {
+    const uint64_t bytes = uint64_t{cvs[i].h} * cvs[i].w / int_codes_per_byte(mv.ip.sub);
+    ref[i].assign(bytes, 0x11);
+    hw[i].assign(bytes, 0x22);
+    lm[i].assign(simd_lane_major_bytes(cvs[i]), 0);
+    ASSERT_TRUE(decode_int_residuals(mv, cvs[i], ps[i].rans, ps[i].rans_len, res.data()) &&
+                int_finish_chunk(mv, cvs[i], nullptr, ref[i].data(), res.data(), tmp.data()))
+        << what;
+    sd[i] = GroupSide{nullptr, ps[i].rans, ps[i].rans_len, nullptr, 0, false, hw[i].data(), lm[i].data(),
+                      cvs[i].col0, cvs[i].row0};
+  }
+  const std::vector<ModelView> ms(n, mv);
+  const int r = decode_int_group_hwy(ms.data(), cvs[0], sd, n);
+  if (r < 0) return;
+  ASSERT_EQ(r, 1) << what << ": the AVX2 group decoder rejected valid chunks";
+  for (int i = 0; i < n; ++i) ASSERT_EQ(ref[i], hw[i]) << what << " member " << i << ": differs from the reference";
+  ++*groups;
+  // The last member's stream damaged in the middle.
+  std::vector<uint8_t> bad(ps[n - 1].rans, ps[n - 1].rans + ps[n - 1].rans_len);
+  bad[bad.size() / 2] ^= 0x5a;
+  const bool r_ok = decode_int_residuals(mv, cvs[n - 1], bad.data(), ps[n - 1].rans_len, res.data()) &&
+                    int_finish_chunk(mv, cvs[n - 1], nullptr, ref[n - 1].data(), res.data(), tmp.data());
+  sd[n - 1].rans = bad.data();
+  const int rb = decode_int_group_hwy(ms.data(), cvs[0], sd, n);
+  EXPECT_EQ(r_ok ? 1 : 0, rb) << what << " (damaged member): AVX2 group and reference disagree";
+}
+
 TEST(CpuPaths, Avx2IntEqualsReferenceOnRealFiles) {
   if (!cpu_path_supported(CpuPath::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2: the avx2 path is not compared";
   Counts k;
-  int int_chunks = 0;
+  int int_chunks = 0, groups = 0;
   for (const auto& p : wctest::data_safetensors_files()) {
     const auto f = wctest::read_file(p);
     auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
@@ -272,6 +307,28 @@ TEST(CpuPaths, Avx2IntEqualsReferenceOnRealFiles) {
       std::shared_ptr<const TensorModel::VectorTables> hold;
       const ModelView mv = et.model.view(&hold);
       if (mv.zp) continue;  // zero points: the tensor's aux input is not supplied here
+      // Groups of 2 and 3 consecutive model-coded chunks of one size and
+      // no tile map.
+      for (int gn = 2; gn <= 3; ++gn)
+        for (uint64_t i = 0; i + gn <= et.chunks.size(); i += gn) {
+          ChunkView cvs[3];
+          Parsed ps[3];
+          bool same = true;
+          for (int q = 0; q < gn && same; ++q) {
+            const auto& c = et.chunks[i + q];
+            same = c.method == ChunkMethod::kModel && parse_payload(et.geom, i + q, c.payload, &ps[q]) &&
+                   !ps[q].map && !ps[q].raw_len;
+            uint64_t row0, col0, h, w;
+            et.geom.chunk_rect(i + q, &row0, &col0, &h, &w);
+            cvs[q] = ChunkView{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                               static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+            same = same && cvs[q].h == cvs[0].h && cvs[q].w == cvs[0].w;
+          }
+          if (!same) continue;
+          compare_int_group(mv, cvs, ps, gn, p.filename().string() + ": " + t.name + " group at " + std::to_string(i),
+                            &groups);
+          if (HasFatalFailure()) return;
+        }
       for (uint64_t i = 0; i < et.chunks.size(); ++i) {
         const auto& c = et.chunks[i];
         if (c.method != ChunkMethod::kModel) continue;
@@ -290,9 +347,10 @@ TEST(CpuPaths, Avx2IntEqualsReferenceOnRealFiles) {
     }
   }
   if (!vector_decoder_available()) GTEST_SKIP() << "scalar path forced: no vector tables, nothing compared";
-  std::printf("AVX2 int decoder: %d of %d int chunks (%d damaged streams, %d rejected)\n", k.chunks, int_chunks,
-              k.damaged, k.rejected);
+  std::printf("AVX2 int decoder: %d of %d int chunks (%d damaged streams, %d rejected), %d groups\n", k.chunks,
+              int_chunks, k.damaged, k.rejected, groups);
   EXPECT_GT(k.chunks, 50);
+  EXPECT_GT(groups, 20);
   EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
 }
 
