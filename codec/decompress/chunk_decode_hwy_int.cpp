@@ -86,25 +86,28 @@ inline constexpr PrefixTable kPrefix{};
 inline constexpr uint32_t kStepWords = 96;
 
 // The word stream: word i at p + 2 * i, n words; before the last steps the
-// remaining words move to the zero-padded pad, so that a step's vector
-// reads (up to 32 words past pos) stay in bounds.
+// remaining words move to the zero-padded pad (kPadBytes, the caller's),
+// so that a step's vector reads (up to 32 words past pos) stay in bounds.
+inline constexpr size_t kPadBytes = 2 * kStepWords + 128;
 struct Words {
   const uint8_t* p;
   uint32_t n, pos;
   bool in_pad;
-  alignas(32) uint8_t pad[2 * kStepWords + 128];
+  uint8_t* pad;
 };
-inline void words_open(Words* w, const uint8_t* rans, uint32_t rans_len) {
+inline void words_open(Words* w, const uint8_t* rans, uint32_t rans_len, uint8_t* pad) {
   w->p = rans + 4 * kLanes;
   w->n = (rans_len - 4 * kLanes) / 2;
   w->pos = 0;
   w->in_pad = false;
+  w->pad = pad;
 }
 // Call before a step when pos + kStepWords > n. False: the stream ran short.
-inline bool words_tail(Words* w) {
+// (Always inlined, so that the cursor stays in registers.)
+__attribute__((always_inline)) inline bool words_tail(Words* w) {
   if (w->pos > w->n) return false;
   if (!w->in_pad) {
-    std::memset(w->pad, 0, sizeof w->pad);
+    std::memset(w->pad, 0, kPadBytes);
     std::memcpy(w->pad, w->p + 2 * uint64_t{w->pos}, 2 * uint64_t{w->n - w->pos});
     w->p = w->pad;
     w->n -= w->pos;
@@ -293,42 +296,33 @@ HWY_INLINE void TokenBytes(const V32* E, V8* tok) {
 // reference's order through the scalar step, then the values, their codes'
 // validity and the lanes' context inputs. False: a malformed stream.
 template <bool U8, bool KERN>
-HWY_NOINLINE bool Escapes(const IntParams& p, State& s, uint32_t escm, const V8* tok, V8* V, V8* A1n, V8* LSn,
-                          Words& w) {
-  const D32 d32;
-  const D8 d8;
-  HWY_ALIGN uint32_t xs[kLanes];
-  HWY_ALIGN uint8_t ts[kLanes], vs[kLanes], as[kLanes], ls[kLanes];
-  uint32_t extra[kLanes] = {};
-  for (size_t k = 0; k < kV; ++k) hn::Store(s.X[k], d32, xs + k * kN32);
-  for (size_t b = 0; b < kB; ++b) {
-    hn::Store(tok[b], d8, ts + b * kN8);
-    hn::Store(V[b], d8, vs + b * kN8);
-    hn::Store(A1n[b], d8, as + b * kN8);
-    hn::Store(LSn[b], d8, ls + b * kN8);
-  }
+HWY_NOINLINE bool Escapes(const IntParams& p, uint32_t escm, uint32_t* xs, const uint8_t* ts, uint8_t* vs,
+                          uint8_t* as, uint8_t* ls, const uint8_t* wp, uint32_t wn, uint32_t* pos) {
+  uint32_t extra[kLanes];
   const uint8_t zero_word[2] = {0, 0};
-  WordSource ws{w.n ? w.p : zero_word, w.n, w.pos, 0};
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    if (!(escm >> l & 1)) continue;
+  WordSource ws{wn ? wp : zero_word, wn, *pos, 0};
+  // The escaped lanes in lane order (lowest bit first).
+  for (uint32_t m = escm; m; m &= m - 1) {
+    const uint32_t l = static_cast<uint32_t>(__builtin_ctz(m));
     const uint32_t nb = ts[l] - p.esc;
     if (nb > kEscClasses - 1) return false;
+    extra[l] = 0;
     if (nb < 2) continue;
     const uint32_t e = nb - 1;
     extra[l] = rans_decode_bits(xs[l], e < 8 ? e : 8);
     rans_renorm(xs[l], ws);
   }
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    if (!(escm >> l & 1)) continue;
+  for (uint32_t m = escm; m; m &= m - 1) {
+    const uint32_t l = static_cast<uint32_t>(__builtin_ctz(m));
     const uint32_t nb = ts[l] - p.esc;
     if (nb < 10) continue;
     extra[l] |= rans_decode_bits(xs[l], nb - 9) << 8;
     rans_renorm(xs[l], ws);
   }
   if (ws.bad) return false;
-  w.pos = ws.pos;
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    if (!(escm >> l & 1)) continue;
+  *pos = ws.pos;
+  for (uint32_t m = escm; m; m &= m - 1) {
+    const uint32_t l = static_cast<uint32_t>(__builtin_ctz(m));
     const uint32_t nb = ts[l] - p.esc;
     const uint32_t dd = nb == 0 ? 0u : ((1u << (nb - 1)) | extra[l]);
     const int32_t v = tile::zz_decode(static_cast<int32_t>(p.esc + dd));
@@ -338,12 +332,6 @@ HWY_NOINLINE bool Escapes(const IntParams& p, State& s, uint32_t escm, const V8*
     vs[l] = static_cast<uint8_t>(v);
     as[l] = static_cast<uint8_t>(v < 0 ? -v : v);
     ls[l] = static_cast<uint8_t>((v > 0 ? 1 : (v < 0 ? 2 : 0)) * (KERN ? 3 : 1));
-  }
-  for (size_t k = 0; k < kV; ++k) s.X[k] = hn::Load(d32, xs + k * kN32);
-  for (size_t b = 0; b < kB; ++b) {
-    V[b] = hn::Load(d8, vs + b * kN8);
-    A1n[b] = hn::Load(d8, as + b * kN8);
-    LSn[b] = hn::Load(d8, ls + b * kN8);
   }
   return true;
 }
@@ -384,7 +372,29 @@ HWY_INLINE bool StepValues(const IntParams& p, const Consts& c, State& s, const 
       }
     }
   }
-  if (HWY_UNLIKELY(escm != 0) && !Escapes<U8, KERN>(p, s, escm, tok, V, A1n, LSn, w)) return false;
+  if (HWY_UNLIKELY(escm != 0)) {
+    // Through memory, so that no vector's address is taken on the common
+    // path (the loop keeps its state in registers).
+    const D32 d32;
+    HWY_ALIGN uint32_t xs[kLanes];
+    HWY_ALIGN uint8_t ts[kLanes], vs[kLanes], as[kLanes], ls[kLanes];
+    for (size_t k = 0; k < kV; ++k) hn::Store(s.X[k], d32, xs + k * kN32);
+    for (size_t b = 0; b < kB; ++b) {
+      hn::Store(tok[b], d8, ts + b * kN8);
+      hn::Store(V[b], d8, vs + b * kN8);
+      hn::Store(A1n[b], d8, as + b * kN8);
+      hn::Store(LSn[b], d8, ls + b * kN8);
+    }
+    uint32_t pos = w.pos;
+    if (!Escapes<U8, KERN>(p, escm, xs, ts, vs, as, ls, w.p, w.n, &pos)) return false;
+    w.pos = pos;
+    for (size_t k = 0; k < kV; ++k) s.X[k] = hn::Load(d32, xs + k * kN32);
+    for (size_t b = 0; b < kB; ++b) {
+      V[b] = hn::Load(d8, vs + b * kN8);
+      A1n[b] = hn::Load(d8, as + b * kN8);
+      LSn[b] = hn::Load(d8, ls + b * kN8);
+    }
+  }
   for (size_t b = 0; b < kB; ++b) {
     hn::StoreU(U8 ? hn::Add(V[b], c.center) : V[b], d8, lm + uint64_t{t} * 32 + b * kN8);
     s.A2[b] = s.A1[b];
@@ -483,8 +493,9 @@ HWY_NOINLINE int Lanes(const IntParams* const* p, const Consts* c, const uint8_t
   const D8 d8;
   Words w[NC];
   State s[NC];
+  HWY_ALIGN uint8_t pad[NC][hwy_int_detail::kPadBytes];
   for (int n = 0; n < NC; ++n) {
-    hwy_int_detail::words_open(&w[n], rans[n], rans_len[n]);
+    hwy_int_detail::words_open(&w[n], rans[n], rans_len[n], pad[n]);
     for (size_t k = 0; k < kV; ++k) s[n].X[k] = hn::BitCast(d32, hn::LoadU(d8, rans[n] + 4 * kN32 * k));
     for (size_t b = 0; b < kB; ++b) s[n].bad[b] = hn::Zero(d8);
   }
@@ -643,12 +654,19 @@ void SetConsts(const ModelView& m, const Geom& g, uint64_t row0, uint64_t col0, 
     // upper kernel neighbour there, after the codes and the
     // transposition's 16 rows of padding.
     uint8_t* km = lm + (uint64_t{g.rows} * g.W + 16) * 32;
-    for (uint32_t j = 0; j < g.W; ++j)
+    uint32_t nbrs[64], kp[kLanes];
+    for (uint32_t k = 0; k < p.period; ++k) nbrs[k] = int_kernel_nbrs(p, k);
+    for (uint32_t l = 0; l < kLanes; ++l) kp[l] = static_cast<uint32_t>((col0 + g.c0[l]) % p.period);
+    // The masks repeat with the period: one period computed, the rest
+    // copied.
+    const uint32_t once = g.W < p.period ? g.W : p.period;
+    for (uint32_t j = 0; j < once; ++j)
       for (uint32_t l = 0; l < kLanes; ++l) {
-        const uint32_t nb = int_kernel_nbrs(p, static_cast<uint32_t>((col0 + g.c0[l] + j) % p.period));
-        km[j * 64 + l] = nb & 1 ? 0xFF : 0;
-        km[j * 64 + 32 + l] = nb & 2 ? 0xFF : 0;
+        km[j * 64 + l] = nbrs[kp[l]] & 1 ? 0xFF : 0;
+        km[j * 64 + 32 + l] = nbrs[kp[l]] & 2 ? 0xFF : 0;
+        if (++kp[l] == p.period) kp[l] = 0;
       }
+    for (uint32_t j = once; j < g.W; ++j) std::memcpy(km + j * 64, km + (j - p.period) * 64, 64);
     c->kmask = km;
   }
   c->rc_rows = c->ccl = nullptr;
