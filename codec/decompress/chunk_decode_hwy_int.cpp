@@ -162,7 +162,11 @@ constexpr size_t kV = kLanes / kN32;  // state vectors
 constexpr size_t kB = kLanes / kN8;   // byte vectors of a step
 static_assert(kN8 == 16 || kN8 == 32, "128- or 256-bit vectors");
 
+// (Explicit constructors carry the target attribute: GCC builds implicit
+// ones without it, and the vector members' constructors then fail to
+// inline on some targets.)
 struct Consts {
+  HWY_ATTR Consts() {}
   const uint32_t* slots;
   uint32_t W, oa, nthr;
   V8 thr[7];          // activity thresholds (< 256)
@@ -180,6 +184,7 @@ struct Consts {
 };
 
 struct State {
+  HWY_ATTR State() {}
   V32 X[kV];
   V8 A1[kB], A2[kB], LS[kB];  // |left|, |left 2|, left sign class (x 3 for kernel contexts)
   V8 bad[kB];
@@ -442,8 +447,11 @@ HWY_INLINE bool Step(const IntParams* const* p, const Consts* c, State* s, uint3
     M32 need[kV];
     uint32_t needbits = 0;
     for (size_t k = 0; k < kV; ++k) {
-      const V32 freq = hn::Add(hn::And(hn::ShiftRight<8>(E[n][k]), hn::Set(d32, 4095u)), hn::Set(d32, 1u));
-      const V32 nx = hn::Add(freq * hn::ShiftRight<12>(s[n].X[k]), hn::ShiftRight<20>(E[n][k]));
+      // x' = freq * (x >> 12) + offset with freq = f0 + 1 (the entry holds
+      // freq - 1): f0 * q + q + offset.
+      const V32 q = hn::ShiftRight<12>(s[n].X[k]);
+      const V32 f0 = hn::And(hn::ShiftRight<8>(E[n][k]), hn::Set(d32, 4095u));
+      const V32 nx = hn::Add(hn::Add(f0 * q, q), hn::ShiftRight<20>(E[n][k]));
       s[n].X[k] = nx;
       need[k] = hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(d32));
       uint8_t bits[8] = {};
