@@ -257,7 +257,7 @@ HWY_INLINE V8 StepCtx(const Consts& c, const State& s, size_t b, uint32_t t, uin
     if constexpr (HA) {
       const V8 mu = hn::LoadU(d8, c.kmask + uint64_t{j} * 64 + 32 + ob);
       const V8 u = hn::LoadU(d8, lm + (uint64_t{t} - c.oa) * 32 + ob);
-      a = hn::SaturatedAdd(a, hn::And(AbsCodes<U8>(c, u), mu));
+      if (c.nthr) a = hn::SaturatedAdd(a, hn::And(AbsCodes<U8>(c, u), mu));
       ctx = hn::Add(ctx, hn::And(SignCodes<U8>(c, u), mu));
     }
     return c.nthr ? hn::Add(ctx, ActClass(c, a, 9)) : ctx;
