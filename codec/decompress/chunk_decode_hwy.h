@@ -24,9 +24,9 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
 
 // decode_int_chunk_simd's contract with the AVX2 instance of the Highway
 // int decoder (chunk_decode_hwy_int.cpp): int8, uint8 and 4-bit codes
-// without tile map, zero points or scale classes, activity (nbr_mode 0) or
-// kernel (nbr_mode 3) contexts with thresholds below 256, chunks whose 32
-// lanes share one rectangle size. 1 decoded (the same bytes as
+// without tile map or zero points, activity (nbr_mode 0) or kernel
+// (nbr_mode 3) contexts with thresholds below 256, with or without scale
+// classes, chunks whose 32 lanes share one rectangle size. 1 decoded (the same bytes as
 // decode_int_residuals + int_finish_chunk), 0 malformed, -1 not handled
 // here (not x86, ternary codes, or another configuration). The caller
 // checks that the CPU runs the avx2 path. lm: scratch of
@@ -34,8 +34,8 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
 int decode_int_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                          uint32_t rans_len, uint8_t* out, uint8_t* lm);
 // decode_group_simd's contract with the same decoder: n (2 or 3) chunks of
-// one rectangle size whose models share a step loop (int_loop_compatible)
-// decoded with their lanes' state chains interleaved. 1 all decoded, 0 a
+// one rectangle size whose models share a step loop (int_loop_compatible:
+// no scale classes) decoded with their lanes' state chains interleaved. 1 all decoded, 0 a
 // stream is malformed (decode each alone to learn which), -1 not handled
 // here.
 int decode_int_group_hwy(const ModelView* models, const ChunkView& cv, const GroupSide* sides, int n);

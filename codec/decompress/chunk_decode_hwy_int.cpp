@@ -31,15 +31,22 @@
 // scalar step, in the reference's order. A last pass transposes blocks of
 // 16 steps x 32 lanes (byte, 16-bit, 32-bit and 64-bit interleaves inside
 // each 128-bit block) and stores each lane's run of 16 codes in raster
-// order; 4-bit codes are then packed two to a byte.
+// order; 4-bit codes are then packed two to a byte. Scale classes add a
+// per-lane context offset looked up from rc + cc (16-byte table lookups).
+//
+// Groups: every lane's state is a serial chain through a gather, so one
+// chunk leaves the core waiting on gather latency; 2 or 3 chunks of one
+// geometry whose models share the loop (decode_group_simd) are stepped
+// together, phase by phase across the chunks (contexts, gathers, state
+// updates, values), so that their chains overlap.
 //
 // Bounds: the stream's last words are read from a zero-padded copy; a
 // stream that runs short or ends with words left, a lane that does not end
 // in its initial state, or a value without a code is rejected (0), as the
 // reference rejects it. Configurations not handled here (tile maps, zero
-// points, scale classes, thresholds of 256 or more, nbr_modes 1 and 2,
-// lanes of unequal rectangles, ternary codes) are declined (-1) and take
-// the reference decoder.
+// points, thresholds of 256 or more, nbr_modes 1 and 2, lanes of unequal
+// rectangles, ternary codes) are declined (-1) and take the reference
+// decoder.
 //
 // Static dispatch: foreach_target.h compiles the body once per enabled
 // Highway target; the avx2 path calls the AVX2 instance explicitly.
