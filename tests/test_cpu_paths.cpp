@@ -371,7 +371,7 @@ TEST(CpuPaths, Avx2IntEqualsReferenceOnRealFiles) {
               "under other centers accepted\n",
               k.chunks, int_chunks, k.damaged, k.rejected, groups, k.center_ok, k.centers);
   EXPECT_GT(k.chunks, 50);
-  EXPECT_GT(groups, 20);
+  EXPECT_GT(groups, 10);  // 20 with the sanitizers' 1 MiB tensor limit
   // Both outcomes occur under the other centers.
   EXPECT_GT(k.centers, 0);
   EXPECT_GT(k.center_ok, 0);
