@@ -1,6 +1,6 @@
 // codec/decompress/chunk_decode_hwy.h — the decoders of the avx2 decoder
 // path (include/wcodec/cpu.h), written with Google Highway
-// (chunk_decode_hwy_*.cpp: float chunks, ternary chunks).
+// (chunk_decode_hwy_*.cpp: float, ternary and int chunks).
 //
 // Thread-safety: pure functions over their arguments and the caller's
 // scratch.
@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "chunk_decode.h"
+#include "chunk_decode_simd.h"
 
 namespace wcodec {
 
@@ -39,5 +40,23 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
 // not handled here (the caller decodes each alone).
 struct GroupSide;
 int decode_float_group_hwy(const ModelView* models, const ChunkView& cv, const GroupSide* sides, int n);
+
+// decode_int_chunk_simd's contract with the AVX2 instance of the Highway
+// int decoder (chunk_decode_hwy_int.cpp): int8, uint8 and 4-bit codes
+// without tile map or zero points, activity (nbr_mode 0) or kernel
+// (nbr_mode 3) contexts with thresholds below 256, with or without scale
+// classes, chunks whose 32 lanes share one rectangle size. 1 decoded (the same bytes as
+// decode_int_residuals + int_finish_chunk), 0 malformed, -1 not handled
+// here (not x86, ternary codes, or another configuration). The caller
+// checks that the CPU runs the avx2 path. lm: scratch of
+// simd_lane_major_bytes(cv) bytes.
+int decode_int_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
+                         uint32_t rans_len, uint8_t* out, uint8_t* lm);
+// decode_group_simd's contract with the same decoder: n (2 or 3) chunks of
+// one rectangle size whose models share a step loop (int_loop_compatible:
+// no scale classes) decoded with their lanes' state chains interleaved. 1 all decoded, 0 a
+// stream is malformed (decode each alone to learn which), -1 not handled
+// here.
+int decode_int_group_hwy(const ModelView* models, const ChunkView& cv, const GroupSide* sides, int n);
 
 }  // namespace wcodec

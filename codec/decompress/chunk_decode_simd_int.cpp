@@ -929,10 +929,12 @@ int pack_nibble_chunk(const ChunkView& cv, const LaneGeom& g, uint8_t* lm, uint8
 
 int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm) {
-  // The avx2 path: ternary chunks by the Highway decoder
-  // (chunk_decode_hwy_tern.cpp); what it declines takes the reference.
-  if (cpu_path() == CpuPath::kAvx2 && m.kind == ModelKind::kInt && m.ip.sub == kIntTernary) {
-    const int r = decode_tern_chunk_hwy(m, cv, tile_map, rans, rans_len, out, lm);
+  // The avx2 path: the Highway decoders, ternary chunks
+  // (chunk_decode_hwy_tern.cpp) and 8-bit and 4-bit codes
+  // (chunk_decode_hwy_int.cpp); what they decline takes the reference.
+  if (cpu_path() == CpuPath::kAvx2 && m.kind == ModelKind::kInt) {
+    const int r = m.ip.sub == kIntTernary ? decode_tern_chunk_hwy(m, cv, tile_map, rans, rans_len, out, lm)
+                                          : decode_int_chunk_hwy(m, cv, tile_map, rans, rans_len, out, lm);
     if (r >= 0) return r;
   }
   if (!simd_enabled() || m.kind != ModelKind::kInt || m.ip.nbr_mode > 3 || !(m.slot_all || m.sym_small) || !m.luts)
