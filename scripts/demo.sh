@@ -30,9 +30,9 @@ bash scripts/build.sh release
 step "3/7 encoding $data_dir into $store"
 [[ -d "$data_dir" ]] || fail "data directory $data_dir does not exist (set WCODEC_DATA)"
 shopt -s nullglob
-originals=("$data_dir"/*.safetensors)
-[[ ${#originals[@]} -gt 0 ]] || fail "no *.safetensors files in $data_dir"
-echo "demo: ${#originals[@]} safetensors files"
+originals=("$data_dir"/*.safetensors "$data_dir"/*.gguf)
+[[ ${#originals[@]} -gt 0 ]] || fail "no *.safetensors or *.gguf files in $data_dir"
+echo "demo: ${#originals[@]} safetensors and GGUF files"
 rm -rf "$store" "$decoded_dir"
 "$tool" encode "$data_dir" "$store" -j "$(nproc)" || fail "encode"
 
@@ -61,7 +61,7 @@ step "6/7 savings"
 bytes_in=$(du -cb "${originals[@]}" | tail -n 1 | cut -f1)
 bytes_out=$(du -cb "${encoded[@]}" | tail -n 1 | cut -f1)
 awk -v a="$bytes_in" -v b="$bytes_out" -v n="${#originals[@]}" 'BEGIN {
-  printf "%d safetensors files: %.1f MiB -> %.1f MiB stored (%.3f of original, %.1f%% saved)\n",
+  printf "%d safetensors and GGUF files: %.1f MiB -> %.1f MiB stored (%.3f of original, %.1f%% saved)\n",
          n, a / 1048576, b / 1048576, b / a, 100 * (1 - b / a)
 }'
 echo "demo: store is in $store"
@@ -83,6 +83,11 @@ trap 'fusermount3 -u -z "$mnt" 2>/dev/null || true' EXIT
 echo "demo: $store is mounted on $mnt"
 ls -l "$mnt" | head -n 15
 through=$(sha256sum "$mnt/$name.safetensors" | cut -d' ' -f1)
+for g in "$data_dir"/*.gguf; do
+  [[ $(sha256sum < "$mnt/$(basename "$g")" | cut -d' ' -f1) == $(sha256sum < "$g" | cut -d' ' -f1) ]] ||
+    fail "SHA-256 of $(basename "$g") through the mount differs from the original"
+  echo "demo: $(basename "$g") (stored as $(basename "$g").wcodec) reads back identical through the mount"
+done
 echo "through the mount: $through  $mnt/$name.safetensors"
 [[ "$through" == "$hash_original" ]] || fail "SHA-256 through the mount differs from the original"
 echo "demo: sha256sum through the mount matches the original"
