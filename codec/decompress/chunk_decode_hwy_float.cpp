@@ -53,26 +53,14 @@
 #include <hwy/highway.h>
 
 #include "chunk_decode_hwy.h"
+#include "chunk_decode_hwy_words.h"
 #include "chunk_decode_simd.h"
 
 #ifndef WCODEC_HWY_FLOAT_ONCE
 #define WCODEC_HWY_FLOAT_ONCE
 namespace wcodec {
 namespace hwy_detail {
-// kPrefix[m][i]: the number of set bits of m below bit i (i < 8).
-struct PrefixTable {
-  alignas(32) int32_t v[256][8];
-  constexpr PrefixTable() : v() {
-    for (int m = 0; m < 256; ++m) {
-      int c = 0;
-      for (int i = 0; i < 8; ++i) {
-        v[m][i] = c;
-        c += (m >> i) & 1;
-      }
-    }
-  }
-};
-inline constexpr PrefixTable kPrefix{};
+using hwy_words::kPrefix;
 
 // Same-rectangle loop (FastSymbols): kExpand[m][i] is the index of the word
 // lane i of a vector takes when the lanes of mask m renormalize (the count
@@ -124,37 +112,10 @@ inline bool step_words_tail(StepWords* w) {
   return true;
 }
 
-// The word stream: word i at p + 2 * (i - off); near the end the remaining
-// words are copied into pad (zeros after them), so that a vector's reads
-// (up to 34 words past pos) stay in bounds.
-struct Words {
-  const uint8_t* src;  // word 0 of the stream
-  const uint8_t* p;
-  uint32_t off, n, pos;
-  bool in_pad;
-  alignas(32) uint8_t pad[256];
-};
-inline void words_open(Words* w, const uint8_t* rans, uint32_t rans_len) {
-  w->src = rans + 4 * kLanes;
-  w->p = w->src;
-  w->off = 0;
-  w->n = (rans_len - 4 * kLanes) / 2;
-  w->pos = 0;
-  w->in_pad = false;
-}
-// Before a renormalization of all lanes (at most 32 words). False: the
-// stream ran short (the decode is rejected).
-inline bool words_ready(Words* w) {
-  if (w->in_pad) return w->pos <= w->n;
-  if (uint64_t{w->pos} + 40 <= w->n) return true;
-  if (w->pos > w->n) return false;
-  std::memset(w->pad, 0, sizeof w->pad);
-  std::memcpy(w->pad, w->src + 2 * uint64_t{w->pos}, 2 * uint64_t{w->n - w->pos});
-  w->p = w->pad;
-  w->off = w->pos;
-  w->in_pad = true;
-  return true;
-}
+// The word stream of the general loop (reads up to 34 words past pos).
+using hwy_words::Words;
+using hwy_words::words_open;
+inline bool words_ready(Words* w) { return hwy_words::words_ready(w, 40); }
 }  // namespace hwy_detail
 }  // namespace wcodec
 #endif  // WCODEC_HWY_FLOAT_ONCE

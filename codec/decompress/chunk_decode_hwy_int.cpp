@@ -68,25 +68,13 @@
 #include <hwy/highway.h>
 
 #include "chunk_decode_hwy.h"
+#include "chunk_decode_hwy_words.h"
 
 #ifndef WCODEC_HWY_INT_ONCE
 #define WCODEC_HWY_INT_ONCE
 namespace wcodec {
 namespace hwy_int_detail {
-// kPrefix.v[m][i]: the number of set bits of m below bit i (i < 8).
-struct PrefixTable {
-  alignas(32) int32_t v[256][8];
-  constexpr PrefixTable() : v() {
-    for (int m = 0; m < 256; ++m) {
-      int c = 0;
-      for (int i = 0; i < 8; ++i) {
-        v[m][i] = c;
-        c += (m >> i) & 1;
-      }
-    }
-  }
-};
-inline constexpr PrefixTable kPrefix{};
+using hwy_words::kPrefix;
 
 // Most words one step takes: 32 tokens, 32 low and 32 high extra-bit
 // symbols (the escapes' words are read through a bounded WordSource).
