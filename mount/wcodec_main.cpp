@@ -28,6 +28,7 @@
 #include "wcodec/container.h"
 #include "wcodec/cpu.h"
 #include "wcodec/gguf.h"
+#include "cli_trellis.h"
 #include "wcodecfs/encode_queue.h"
 #include "wcodecfs/fs_log.h"
 #if WCODEC_HAVE_CUDA
@@ -852,6 +853,8 @@ int main(int argc, char** argv) {
   auto* sta = app.add_subcommand("status", "Staging state of a wcodecfs mount (MOUNTPOINT/.wcodecfs/stats)");
   sta->add_option("MOUNTPOINT", in, "where the store is mounted")->required();
 
+  auto* tre = add_trellis_command(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -872,6 +875,7 @@ int main(int argc, char** argv) {
     cfg.threads = 1;  // parallel over files instead
     return cmd_encode_store(in, cfg, static_cast<unsigned>(threads), quiet);
   }
+  if (*tre) return run_trellis_command();
   if (*enc) return cmd_encode(in, out, cfg, quiet);
   if (*sta) return cmd_status(in);
   if (*dec && device == "cuda") return cmd_decode_cuda(in, out);
