@@ -1,6 +1,6 @@
 // mount/cli_trellis.cpp — `wcodec trellis`: quantize, validate and migrate
 // Trellis stores (wcodec/trellis.h, docs/trellis.md).
-//   quantize MODEL.safetensors OUT --bits N [--hadamard] [--layout v2|v3]
+//   quantize MODEL.safetensors OUT --bits N [--hadamard] [--layout v2|v3] [--max-weights N]
 //   validate DIR            exit 0 valid, 1 invalid (every problem printed)
 //   migrate IN OUT [--shard-size 2GB]
 // Usage errors exit 2 (CLI11 parse errors, through wcodec_main.cpp).
@@ -20,6 +20,7 @@ namespace {
 struct Args {
   std::string in, out, layout = "v3", shard = "2GB";
   unsigned bits = 4;
+  uint64_t limit = UINT64_MAX;
   bool hadamard = false;
   CLI::App *quant = nullptr, *validate = nullptr, *migrate = nullptr;
 } g;
@@ -50,7 +51,7 @@ int run_quantize() {
     const uint8_t* p = file.data() + h->data_start + t.begin;
     const bool is_float = t.dtype == wcodec::DType::kF32 || t.dtype == wcodec::DType::kF16 ||
                           t.dtype == wcodec::DType::kBF16;
-    if (!is_float || t.shape.size() < 2 || t.numel() == 0) {
+    if (!is_float || t.shape.size() < 2 || t.numel() == 0 || weights.size() >= g.limit) {
       base.push_back({t.name, t.dtype, t.shape, std::vector<uint8_t>(p, p + t.nbytes())});
       continue;
     }
@@ -134,6 +135,7 @@ CLI::App* add_trellis_command(CLI::App& app) {
   g.quant->add_option("--bits", g.bits, "bits per weight")->check(CLI::Range(2, 8))->required();
   g.quant->add_flag("--hadamard", g.hadamard, "rotate inputs by the block-128 Hadamard transform first");
   g.quant->add_option("--layout", g.layout, "v2 or v3")->check(CLI::IsMember({"v2", "v3"}));
+  g.quant->add_option("--max-weights", g.limit, "quantize only the first N eligible tensors (the rest stay base weights)");
   g.validate = t->add_subcommand("validate", "Check a Trellis v2 or v3 store; exit 0 valid, 1 invalid");
   g.validate->add_option("DIR", g.in, "store directory")->required();
   g.migrate = t->add_subcommand("migrate", "Write the v3 form of a Trellis v2 store");

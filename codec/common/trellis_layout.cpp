@@ -165,34 +165,36 @@ Result<TrellisQuantized> trellis_quantize(const float* w, uint64_t out, uint64_t
   const unsigned levels = 1u << bits;
   const double mid = (levels - 1) / 2.0;
   const double gmax = mid * kTrellisGridStep;
-  auto code = [&](double v, double s) -> unsigned {
-    if (s == 0) return levels / 2;
-    const double t = std::floor(v / (s * kTrellisGridStep) + mid + 0.5);
-    return static_cast<unsigned>(std::clamp(t, 0.0, static_cast<double>(levels - 1)));
+  float grid[256];
+  for (unsigned k = 0; k < levels; ++k) grid[k] = static_cast<float>(trellis_grid(bits, k));
+  auto code = [&](float v, float inv) -> unsigned {  // inv = 1 / (scale * step)
+    const float t = std::floor(v * inv + static_cast<float>(mid) + 0.5f);
+    return static_cast<unsigned>(std::clamp(t, 0.0f, static_cast<float>(levels - 1)));
   };
   q.scales.assign(groups * out, 0.0f);
-  std::vector<uint8_t> idx(out * in, 0);
+  std::vector<uint8_t> idx(out * in, static_cast<uint8_t>(levels / 2));
   for (uint64_t o = 0; o < out; ++o) {
     for (uint64_t g = 0; g < groups; ++g) {
       const uint64_t i0 = g * kTrellisScaleGroup, i1 = std::min(in, i0 + kTrellisScaleGroup);
       const float* r = x.data() + o * in;
-      double amax = 0;
-      for (uint64_t i = i0; i < i1; ++i) amax = std::max(amax, std::fabs(static_cast<double>(r[i])));
+      float amax = 0;
+      for (uint64_t i = i0; i < i1; ++i) amax = std::max(amax, std::fabs(r[i]));
+      if (amax == 0) continue;  // scale 0, codes nearest zero
       float best = 0;
       double best_err = std::numeric_limits<double>::infinity();
-      if (amax > 0) {
-        for (int step = 0; step <= 12; ++step) {  // scale candidates amax/gmax * (1 - step/24)
-          const float s = static_cast<float>(amax / gmax * (1.0 - step / 24.0));
-          double err = 0;
-          for (uint64_t i = i0; i < i1; ++i) {
-            const double d = static_cast<float>(trellis_grid(bits, code(r[i], s))) * s - r[i];
-            err += d * d;
-          }
-          if (err < best_err) best_err = err, best = s;
+      for (int step = 0; step <= 12; ++step) {  // scale candidates amax/gmax * (1 - step/24)
+        const float s = static_cast<float>(amax / gmax * (1.0 - step / 24.0));
+        const float inv = static_cast<float>(1.0 / (static_cast<double>(s) * kTrellisGridStep));
+        double err = 0;
+        for (uint64_t i = i0; i < i1; ++i) {
+          const float d = grid[code(r[i], inv)] * s - r[i];
+          err += static_cast<double>(d) * d;
         }
+        if (err < best_err) best_err = err, best = s;
       }
       q.scales[g * out + o] = best;
-      for (uint64_t i = i0; i < i1; ++i) idx[o * in + i] = static_cast<uint8_t>(code(r[i], best));
+      const float inv = static_cast<float>(1.0 / (static_cast<double>(best) * kTrellisGridStep));
+      for (uint64_t i = i0; i < i1; ++i) idx[o * in + i] = static_cast<uint8_t>(code(r[i], inv));
     }
   }
   // Pack; padding positions hold the code nearest zero (levels / 2).
