@@ -17,6 +17,7 @@ extern "C" int fuzz_container_one(const uint8_t* data, size_t size);
 extern "C" int fuzz_encode_one(const uint8_t* data, size_t size);
 extern "C" int fuzz_gguf_one(const uint8_t* data, size_t size);
 extern "C" int fuzz_packed_ternary_one(const uint8_t* data, size_t size);
+extern "C" int fuzz_trellis_one(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -59,6 +60,19 @@ TEST(FuzzReplay, GgufCorpusParsesOrFailsCleanly) { replay(WCODEC_FUZZ_GGUF_CORPU
 
 TEST(FuzzReplay, PackedTernaryCorpusPacksBackOrFailsCleanly) {
   replay(WCODEC_FUZZ_TERNARY_CORPUS, fuzz_packed_ternary_one);
+}
+
+TEST(FuzzReplay, TrellisCorpusReadsOrFailsCleanly) { replay(WCODEC_FUZZ_TRELLIS_CORPUS, fuzz_trellis_one); }
+
+// Every file of both templates truncated at many lengths, independent of
+// the corpus.
+TEST(FuzzReplay, TrellisTruncations) {
+  for (uint8_t t = 0; t < 2; ++t)
+    for (uint8_t file = 0; file < 12; ++file)
+      for (uint32_t len = 0; len < 4000; len += 397) {
+        const uint8_t in[7] = {t, file, 1, static_cast<uint8_t>(len), static_cast<uint8_t>(len >> 8), 0, 0};
+        EXPECT_EQ(fuzz_trellis_one(in, sizeof(in)), 0);
+      }
 }
 
 TEST(FuzzReplay, EncoderCorpusRoundTrips) { replay(WCODEC_FUZZ_ENCODE_CORPUS, fuzz_encode_one); }
