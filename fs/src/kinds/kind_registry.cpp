@@ -2,6 +2,7 @@
 // precedence (wcodecfs/store_kind.h). A new kind adds one line here.
 #include "wcodecfs/gguf_kind.h"
 #include "wcodecfs/store_kind.h"
+#include "wcodecfs/trellis_kind.h"
 #include "wcodecfs/wcodec_kind.h"
 
 namespace wcodecfs {
@@ -10,6 +11,7 @@ StoreKinds default_kinds() {
   return {
       std::make_shared<WcodecKind>(),
       std::make_shared<GgufKind>(),
+      std::make_shared<TrellisKind>(),
   };
 }
 

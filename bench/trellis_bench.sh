@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# bench/trellis_bench.sh — reading a Trellis store's v3 view through the
+# mount against reading its v2 files (docs/trellis.md §7).
+#
+#   bash bench/trellis_bench.sh [FILE.safetensors] [BITS]   (default: isnet-medium.f16, 4)
+#   BUILD=/path/to/build REPEAT=5 bash bench/trellis_bench.sh
+#
+# Quantizes FILE into a v2 store (wcodec trellis quantize) and migrates a
+# copy to v3, then reads, cold (kernel page cache dropped before each run
+# when permitted), every file with cat: the v2 files on the host
+# filesystem; the v2 files passed through the mount (a copy of the store
+# the trellis kind does not recognize: layer directories renamed); the v3
+# view of the v2 store through the mount; the migrated v3 files through
+# the mount. Prints MB/s (median of REPEAT runs) and the view's share of
+# the v2 files through the mount.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+BUILD=${BUILD:-$root/build}
+WCODEC=${WCODEC:-$BUILD/wcodec}
+WCODECFS=${WCODECFS:-$BUILD/wcodecfs}
+FILE=${1:-$root/../shared/data/isnet-medium.f16.safetensors}
+BITS=${2:-4}
+REPEAT=${REPEAT:-3}
+
+work=$(mktemp -d /tmp/trellis-bench.XXXXXX)
+store=$work/store
+mnt=$work/mnt
+mkdir -p "$store" "$mnt"
+cleanup() {
+    if grep -qs " $mnt " /proc/mounts; then timeout 20 fusermount3 -u -z "$mnt" || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$WCODEC" trellis quantize "$FILE" "$store/v2" --bits "$BITS" --layout v2 >/dev/null
+"$WCODEC" trellis migrate "$store/v2" "$store/v3" >/dev/null
+# The same v2 files, not recognized as a store (passed through as they are).
+cp -r "$store/v2" "$store/plain"
+for d in "$store/plain"/layer_*; do mv "$d" "$store/plain/x${d##*/}"; done
+bytes=$(du -sb --apparent-size "$store/v3" | cut -f1)
+
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
+# Median MB/s of cat over every file below $1.
+measure() {
+    local dir=$1 runs=() t0 t1 bytes
+    bytes=$(find "$dir" -type f -print0 | du -cb --apparent-size --files0-from=- | tail -1 | cut -f1)
+    for _ in $(seq "$REPEAT"); do
+        drop
+        t0=$(date +%s.%N)
+        find "$dir" -type f -print0 | xargs -0 cat > /dev/null
+        t1=$(date +%s.%N)
+        runs+=("$(python3 -c "print($bytes / 1e6 / ($t1 - $t0))")")
+    done
+    printf '%s\n' "${runs[@]}" | sort -g | awk '{a[NR]=$1} END {printf "%.0f", a[int((NR+1)/2)]}'
+}
+
+"$WCODECFS" "$store" "$mnt"
+host=$(measure "$store/v2")
+plain=$(measure "$mnt/plain")
+view=$(measure "$mnt/v2")
+v3=$(measure "$mnt/v3")
+share=$(python3 -c "print(f'{100 * $view / $plain:.0f}%')")
+echo "Trellis store of $(basename "$FILE") at $BITS bits: $((bytes / 1000)) kB; cold sequential reads (cat), median of $REPEAT"
+echo
+echo "| read | MB/s |"
+echo "|---|---|"
+echo "| v2 files on the host filesystem | $host |"
+echo "| v2 files through the mount (passthrough) | $plain |"
+echo "| v3 view of the v2 store through the mount | $view ($share of the v2 files through the mount) |"
+echo "| migrated v3 files through the mount (passthrough) | $v3 |"

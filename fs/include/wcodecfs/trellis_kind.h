@@ -1,0 +1,33 @@
+// wcodecfs/trellis_kind.h — the store kind of Trellis stores
+// (docs/trellis.md §7).
+//
+// A store directory holding a Trellis v2 store (layer_NNNN/ directories,
+// base_weights.safetensors, ...) is presented as its v3 form: the shards
+// model-{i:05d}-of-{n:05d}.safetensors, model.safetensors.index.json and
+// quantization_config.json, with the same names and bytes that `wcodec
+// trellis migrate` writes (both come from wcodec::trellis_plan_v3 with the
+// default shard size). Shard headers and the JSON files are inline extents
+// computed from the v2 indexes; tensor bytes are passthrough ranges of the
+// v2 files; nothing is copied or decoded. The v2 entries are hidden; the
+// other files (config.json, tokenizer files) stay visible as they are,
+// which is what migrate copies. Each presented file's inputs are all the v2
+// files the plan is computed from, so a change to any of them is a new
+// file. A v2 store with problems (wcodec trellis validate) is shown as it
+// is. A v3 store is shown unchanged (no kind needed).
+//
+// Thread-safety: immutable; every function may be called from any thread.
+#pragma once
+
+#include "wcodecfs/store_kind.h"
+
+namespace wcodecfs {
+
+class TrellisKind final : public StoreKind {
+ public:
+  std::string_view name() const override { return "trellis"; }
+  void present(const StoreDir& dir, std::vector<Presentation>* out) const override;
+  Result<std::shared_ptr<const VirtualFile>> build(const StoreDir& dir, const Presentation& p,
+                                                   const BuildContext& ctx) const override;
+};
+
+}  // namespace wcodecfs
