@@ -20,6 +20,8 @@
 
 #include "mount_fixture.h"
 #include "testutil.h"
+#include "wcodec/safetensors.h"
+#include "wcodec/trellis.h"
 
 namespace sfs = std::filesystem;
 using namespace mounttest;
@@ -33,6 +35,88 @@ std::set<std::string> names(const sfs::path& d) {
 }
 
 std::string tool() { return q(WCODEC_TOOL); }
+
+uint16_t f16(float f) {
+  const _Float16 h = static_cast<_Float16>(f);
+  uint16_t u;
+  std::memcpy(&u, &h, 2);
+  return u;
+}
+
+// The dense view `dense` of store `store` (a valid v2 or v3 store on the
+// host) against the quantizer's own dequantization (F16, round to nearest
+// even), its recorded mse against the real weights of `model`, and the
+// base tensors' bytes.
+void check_dense(const sfs::path& dense, const sfs::path& store, const sfs::path& model) {
+  const auto bytes = wctest::read_file(dense);
+  auto h = wcodec::parse_safetensors_header(bytes.data(), bytes.size(), bytes.size(), dense.string());
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  const auto orig = wctest::read_file(model);
+  auto oh = wcodec::parse_safetensors_header(orig.data(), orig.size(), orig.size(), model.string());
+  ASSERT_TRUE(oh.ok());
+  auto dir = wcodec::trellis_posix_dir(store.string());
+  const auto st = wcodec::trellis_read(*dir);
+  ASSERT_TRUE(st.problems.empty());
+  std::map<std::string, const wcodec::TensorInfo*> dense_t, orig_t;
+  for (const auto& t : h->tensors) dense_t[t.name] = &t;
+  for (const auto& t : oh->tensors) orig_t[t.name] = &t;
+  EXPECT_EQ(dense_t.size(), orig_t.size()) << "every tensor of the model, under its name";
+  size_t checked = 0;
+  for (const auto& w : st.weights) {
+    SCOPED_TRACE(w.name);
+    ASSERT_TRUE(dense_t.count(w.name) && orig_t.count(w.name));
+    const auto& d = *dense_t[w.name];
+    EXPECT_EQ(d.dtype, wcodec::DType::kF16);
+    EXPECT_EQ(d.shape, orig_t[w.name]->shape);
+    std::vector<uint8_t> part[4];
+    for (int p = 0; p < 4; ++p) {
+      const auto& t = st.tensors[w.parts[p]];
+      part[p].resize(t.info.nbytes());
+      ASSERT_TRUE(dir->read(t.file, t.offset, part[p].size(), part[p].data()).ok());
+    }
+    wcodec::TrellisComponents c{part[0].data(), part[0].size(), part[1].data(), part[2].data(), part[3].data()};
+    std::vector<float> v(w.out * w.in);
+    ASSERT_TRUE(wcodec::trellis_dequantize_rows(c, w.out, w.in, w.bits, st.hadamard, 0, w.out, v.data()).ok());
+    const uint8_t* db = bytes.data() + h->data_start + d.begin;
+    const auto& o = *orig_t[w.name];
+    const uint8_t* ob = orig.data() + oh->data_start + o.begin;
+    double sse = 0;
+    size_t wrong = 0;
+    for (size_t k = 0; k < v.size(); ++k) {
+      const uint16_t got = static_cast<uint16_t>(db[2 * k] | (db[2 * k + 1] << 8));
+      wrong += got != f16(v[k]);
+      _Float16 hv;
+      std::memcpy(&hv, &got, 2);
+      double ov;
+      if (o.dtype == wcodec::DType::kF32) {
+        float f;
+        std::memcpy(&f, ob + 4 * k, 4);
+        ov = f;
+      } else {
+        _Float16 f;
+        std::memcpy(&f, ob + 2 * k, 2);
+        ov = static_cast<double>(f);
+      }
+      sse += (static_cast<double>(hv) - ov) * (static_cast<double>(hv) - ov);
+    }
+    EXPECT_EQ(wrong, 0u) << "values differ from the quantizer's dequantization";
+    ASSERT_TRUE(w.mse.has_value());
+    EXPECT_NEAR(sse / static_cast<double>(v.size()), *w.mse, 0.03 * *w.mse) << "F16 rounding moves the mse by little";
+    ++checked;
+  }
+  EXPECT_GT(checked, 10u);
+  for (const auto& [name, t] : orig_t) {
+    if (t->dtype == wcodec::DType::kF32 && t->shape.size() >= 2) continue;
+    if (t->dtype == wcodec::DType::kF16 && t->shape.size() >= 2 && std::any_of(st.weights.begin(), st.weights.end(), [&](const auto& w) { return w.name == name; })) continue;
+    ASSERT_TRUE(dense_t.count(name)) << name;
+    const auto& d = *dense_t[name];
+    EXPECT_EQ(d.dtype, t->dtype) << name;
+    EXPECT_TRUE(std::equal(bytes.begin() + static_cast<long>(h->data_start + d.begin),
+                           bytes.begin() + static_cast<long>(h->data_start + d.end),
+                           orig.begin() + static_cast<long>(oh->data_start + t->begin)))
+        << "base tensor " << name << " differs";
+  }
+}
 
 }  // namespace
 
@@ -65,11 +149,19 @@ TEST(mount_trellis, V2StoreIsShownAsMigratesOutput) {
 
   ASSERT_EQ(fx.mount("", &out), 0) << out;
   const sfs::path mv2 = fx.mnt() / "stories-v2", mv3 = fx.mnt() / "stories-v3", mis = fx.mnt() / "isnet-v2";
-  // Names: exactly migrate's; the v2 entries hidden.
-  EXPECT_EQ(names(mv2), names(ref));
-  EXPECT_EQ(names(mis), names(isref));
+  // Names: exactly migrate's and the dense view; the v2 entries hidden.
+  auto with_dense = [](std::set<std::string> s) {
+    s.insert("model.dense.safetensors");
+    return s;
+  };
+  EXPECT_EQ(names(mv2), with_dense(names(ref)));
+  EXPECT_EQ(names(mis), with_dense(names(isref)));
   EXPECT_TRUE(names(ref).count("tokenizer.json"));
-  EXPECT_EQ(names(mv3), names(v3)) << "a v3 store is shown unchanged";
+  EXPECT_EQ(names(mv3), with_dense(names(v3))) << "a v3 store is shown unchanged, with its dense view";
+  const uint64_t before = fx.stats()["decode"]["chunks"].get<uint64_t>();
+  EXPECT_EQ(sfs::file_size(mv2 / "model.dense.safetensors"), sfs::file_size(mv3 / "model.dense.safetensors"))
+      << "the dense views of two quantizations of one model have one size";
+  EXPECT_EQ(fx.stats()["decode"]["chunks"].get<uint64_t>(), before) << "stat computes nothing";
   // stat decodes and copies nothing; sizes are known from the indexes.
   for (const auto& n : names(ref)) EXPECT_EQ(sfs::file_size(mv2 / n), sfs::file_size(ref / n)) << n;
   // Bytes: SHA-256 of every file, read through the mount by sha256sum.
@@ -82,8 +174,9 @@ TEST(mount_trellis, V2StoreIsShownAsMigratesOutput) {
       EXPECT_EQ(a, b);
     }
   }
+  EXPECT_EQ(fx.stats()["decode"]["chunks"].get<uint64_t>(), 0u) << "the v3 view decodes nothing";
   // cp of the whole view, and validate of the view read through the mount.
-  ASSERT_EQ(sh("cp -r " + q(mv2) + " " + q(fx.scratch() / "copy") + " && diff -r " + q(fx.scratch() / "copy") + " " +
+  ASSERT_EQ(sh("cp -r " + q(mv2) + " " + q(fx.scratch() / "copy") + " && diff -r -x model.dense.safetensors " + q(fx.scratch() / "copy") + " " +
                    q(ref),
                &out),
             0)
@@ -116,7 +209,13 @@ TEST(mount_trellis, V2StoreIsShownAsMigratesOutput) {
     });
   for (auto& t : ts) t.join();
   EXPECT_EQ(bad.load(), 0);
-  EXPECT_EQ(fx.stats()["decode"]["chunks"].get<uint64_t>(), 0u) << "the view decodes nothing";
+
+  // The dense views: the quantizer's dequantization in F16, the base tensors as they are.
+  check_dense(mv2 / "model.dense.safetensors", v2, data / "stories260K.f32.safetensors");
+  check_dense(mv3 / "model.dense.safetensors", v3, data / "stories260K.f32.safetensors");
+  check_dense(mis / "model.dense.safetensors", isn, data / "isnet-medium.f16.safetensors");
+  EXPECT_GT(fx.stats()["decode"]["chunks"].get<uint64_t>(), 0u);
+  EXPECT_EQ(fx.stats()["decode"]["errors"].get<uint64_t>(), 0u);
 }
 
 // A change to any v2 input is a changed view (new sizes, new bytes), and a

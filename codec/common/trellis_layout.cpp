@@ -103,6 +103,33 @@ void trellis_hadamard_row(float* row, uint64_t in) {
   }
 }
 
+namespace {
+
+// The one dequantization loop (docs/trellis.md §2). `stream` starts at tile
+// row tr0; scales(g, o) and the signs come through the accessors.
+template <typename ScaleAt, typename SuAt, typename SvAt>
+void dequantize_loop(const uint8_t* stream, uint64_t stream_len, uint64_t tr0, uint64_t in, unsigned bits,
+                     bool hadamard, uint64_t row_begin, uint64_t row_end, ScaleAt scale_at, SuAt su_at, SvAt sv_at,
+                     float* dst) {
+  float grid[256];
+  for (unsigned k = 0; k < (1u << bits); ++k) grid[k] = static_cast<float>(trellis_grid(bits, k));
+  const uint64_t tiles_in = ceil_div(in, kTrellisTile);
+  const uint64_t base = tr0 * kTrellisTile;  // first row of the stream
+  for (uint64_t o = row_begin; o < row_end; ++o) {
+    float* r = dst + (o - row_begin) * in;
+    const float sv = sv_at(o);
+    for (uint64_t i = 0; i < in; ++i) {
+      const unsigned k = get_index(stream, stream_len, stream_pos(o - base, i, tiles_in), bits);
+      float v = grid[k] * scale_at(i / kTrellisScaleGroup, o);
+      v *= su_at(i);
+      r[i] = v * sv;
+    }
+    if (hadamard) trellis_hadamard_row(r, in);
+  }
+}
+
+}  // namespace
+
 Status trellis_dequantize_rows(const TrellisComponents& c, uint64_t out, uint64_t in, unsigned bits, bool hadamard,
                                uint64_t row_begin, uint64_t row_end, float* dst) {
   const uint64_t need = trellis_indices_bytes(out, in, bits);
@@ -115,22 +142,27 @@ Status trellis_dequantize_rows(const TrellisComponents& c, uint64_t out, uint64_
     return Status::Corruption("indices: header byte " + std::to_string(c.indices[0]) + " != bits " +
                               std::to_string(bits));
   if (row_begin > row_end || row_end > out) return Status::Invalid("rows out of range");
-  float grid[256];
-  for (unsigned k = 0; k < (1u << bits); ++k) grid[k] = static_cast<float>(trellis_grid(bits, k));
-  const uint8_t* stream = c.indices + 1;
-  const uint64_t stream_len = need - 1;
-  const uint64_t tiles_in = ceil_div(in, kTrellisTile);
-  for (uint64_t o = row_begin; o < row_end; ++o) {
-    float* r = dst + (o - row_begin) * in;
-    const float sv = load_f32(c.sv + 4 * o);
-    for (uint64_t i = 0; i < in; ++i) {
-      const unsigned k = get_index(stream, stream_len, stream_pos(o, i, tiles_in), bits);
-      float v = grid[k] * load_f32(c.scales + 4 * ((i / kTrellisScaleGroup) * out + o));
-      v *= load_f32(c.su + 4 * i);
-      r[i] = v * sv;
-    }
-    if (hadamard) trellis_hadamard_row(r, in);
-  }
+  dequantize_loop(
+      c.indices + 1, need - 1, 0, in, bits, hadamard, row_begin, row_end,
+      [&](uint64_t g, uint64_t o) { return load_f32(c.scales + 4 * (g * out + o)); },
+      [&](uint64_t i) { return load_f32(c.su + 4 * i); }, [&](uint64_t o) { return load_f32(c.sv + 4 * o); }, dst);
+  return Status::OK();
+}
+
+Status trellis_dequantize_part(const uint8_t* stream, uint64_t stream_len, const float* scales, const float* su,
+                               const float* sv, uint64_t out, uint64_t in, unsigned bits, bool hadamard,
+                               uint64_t row_begin, uint64_t row_end, float* dst) {
+  if (trellis_indices_bytes(out, in, bits) == 0 || row_begin % kTrellisTile != 0 || row_begin >= row_end ||
+      row_end > out)
+    return Status::Invalid("dequantize_part: bits, shape or rows out of range");
+  const uint64_t tile_rows = ceil_div(row_end, kTrellisTile) - row_begin / kTrellisTile;
+  if (stream_len < tile_rows * ceil_div(in, kTrellisTile) * 32u * bits)
+    return Status::Invalid("dequantize_part: the stream does not cover the rows");
+  const uint64_t rows = row_end - row_begin;
+  dequantize_loop(
+      stream, stream_len, row_begin / kTrellisTile, in, bits, hadamard, row_begin, row_end,
+      [&](uint64_t g, uint64_t o) { return scales[g * rows + (o - row_begin)]; }, [&](uint64_t i) { return su[i]; },
+      [&](uint64_t o) { return sv[o]; }, dst);
   return Status::OK();
 }
 

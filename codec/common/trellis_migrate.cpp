@@ -351,7 +351,7 @@ Status trellis_write_store(const std::string& out, TrellisLayout layout, const s
   WC_RETURN_IF_ERROR(write_file(out + "/quantization_index.json", std::vector<uint8_t>(qi.begin(), qi.end())));
   const std::string cfg = json_text(
       {{"model_type", "trellis-reference"},
-       {"quantization_config", {{"quant_method", "trellis"}, {"bits", target_bits}, {"hadamard_transform", hadamard}}}});
+       {"trellis", {{"quant_method", "trellis"}, {"bits", target_bits}, {"hadamard_transform", hadamard}}}});
   return write_file(out + "/config.json", std::vector<uint8_t>(cfg.begin(), cfg.end()));
 }
 

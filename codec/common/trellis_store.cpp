@@ -478,7 +478,7 @@ struct Reader {
       read_safetensors(s, &in_shard[s]);
     }
     for (const auto& e : top)
-      if (!e.is_dir && ends_with(e.name, ".safetensors") && !shards.count(e.name)) {
+      if (!e.is_dir && ends_with(e.name, ".safetensors") && !shards.count(e.name) && e.name != kTrellisDenseName) {
         problem(e.name, "", "", "a .safetensors file that the index does not name (orphan)");
         read_safetensors(e.name, &in_shard[e.name]);
       }
@@ -550,7 +550,8 @@ struct Reader {
     }
     for (const auto& w : st.weights) check_layout(w);
     for (const auto& e : top)
-      if (!e.is_dir && !ends_with(e.name, ".safetensors") && e.name != index_rel && e.name != qfile)
+      if (!e.is_dir && !ends_with(e.name, ".safetensors") && e.name != index_rel && e.name != qfile &&
+          e.name != kTrellisDenseName)
         other(e.name);
     check_config(top);
   }

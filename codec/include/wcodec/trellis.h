@@ -82,6 +82,16 @@ struct TrellisComponents {
 Status trellis_dequantize_rows(const TrellisComponents& c, uint64_t out, uint64_t in, unsigned bits, bool hadamard,
                                uint64_t row_begin, uint64_t row_end, float* dst);
 
+// The same, from a part of the weight: rows [row_begin, row_end), with
+// row_begin a multiple of 16; `stream` holds the bitstream from tile row
+// row_begin / 16 on (no header byte; stream_len bytes, at least through the
+// tile row of row_end - 1); `scales` holds scales[g][row_begin .. row_end)
+// for every group g (row_end - row_begin floats per group); su and sv whole.
+// The dense view computes its chunks with it.
+Status trellis_dequantize_part(const uint8_t* stream, uint64_t stream_len, const float* scales, const float* su,
+                               const float* sv, uint64_t out, uint64_t in, unsigned bits, bool hadamard,
+                               uint64_t row_begin, uint64_t row_end, float* dst);
+
 // ---------------------------------------------------------------- directory access
 struct TrellisDirEntry {
   std::string name;
@@ -144,6 +154,11 @@ struct TrellisStore {
   std::optional<unsigned> target_bits;
   std::vector<TrellisProblem> problems;  // empty when valid
 };
+
+// The name of the dense view the mount adds to a store (docs/trellis.md §7):
+// a Hugging Face weight variant ("dense"), which validate does not count as
+// an orphan shard.
+inline constexpr const char* kTrellisDenseName = "model.dense.safetensors";
 
 // Which layout `dir` holds: v2 when it has a layer_NNNN directory, v3 when
 // it has model.safetensors.index.json or a model-*-of-*.safetensors shard.

@@ -11,14 +11,19 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 
 #include "wcodec/trellis.h"
+#include "wcodecfs/derived.h"
 
 namespace wcodecfs {
 
 namespace {
+
+constexpr const char* kDenseName = wcodec::kTrellisDenseName;
 
 bool is_layer_dir(const StoreEntry& e) {
   if (e.type != S_IFDIR || e.name.size() < 10 || e.name.size() > 12 || e.name.rfind("layer_", 0) != 0) return false;
@@ -95,37 +100,196 @@ std::vector<std::string> plan_inputs(const wcodec::TrellisStore& st, const Store
   std::vector<std::string> in = st.files;
   for (const auto& e : dir.entries())
     if (is_layer_dir(e)) in.push_back(e.name + "/index.json");
-  if (const StoreEntry* q = dir.find("quantization_index.json"); q && q->type == S_IFREG)
-    in.push_back("quantization_index.json");
+  for (const char* f : {"quantization_index.json", "quantization_config.json", "model.safetensors.index.json"})
+    if (const StoreEntry* q = dir.find(f); q && q->type == S_IFREG) in.push_back(f);
   return in;
+}
+
+// float -> IEEE half, round to nearest even; false when not finite or out of range.
+bool to_f16(float f, uint16_t* h) {
+  if (!std::isfinite(f)) return false;
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7FFFFFFFu;
+  if (ax >= 0x477FF000u) return false;  // rounds to 65520 or more: beyond F16
+  if (ax < 0x38800000u) {               // below 2^-14: subnormal or zero
+    const float a = std::fabs(f) * 16777216.0f;  // units of 2^-24 (exact scaling)
+    *h = static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a)));
+    return true;
+  }
+  uint32_t r = ax - 0x38000000u;  // rebias exponent 127 -> 15
+  r += 0xFFFu + ((r >> 13) & 1u);  // round to nearest even at bit 13
+  *h = static_cast<uint16_t>(sign | (r >> 13));
+  return true;
+}
+
+// One computed chunk of the dense view: rows [r0, r1) of weight w.
+struct DenseJob {
+  size_t w;
+  uint64_t r0, r1;
+};
+
+// The dense view (docs/trellis.md §7): every quantized weight dequantized
+// to F16 in a ComputedSource, every base tensor a passthrough range.
+Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStore& st, const StoreTrellisDir& td,
+                                                       const BuildContext& ctx) {
+  std::map<std::string, std::shared_ptr<const VirtualFile>> content;
+  for (const auto& in : ctx.inputs()) {
+    WCFS_ASSIGN_OR_RETURN(content[in.rel], open_content(in, 0));
+  }
+  std::vector<int> weight_of(st.tensors.size(), -1);  // indices tensor -> weight; other parts -> -2
+  for (size_t w = 0; w < st.weights.size(); ++w)
+    for (int p = 0; p < 4; ++p) weight_of[st.weights[w].parts[p]] = p == 0 ? static_cast<int>(w) : -2;
+
+  wcodec::SafetensorsHeader h;
+  h.metadata = std::map<std::string, std::string>{{"format", "pt"}};
+  struct Item {
+    size_t tensor;
+    int weight;
+  };
+  std::vector<Item> items;
+  uint64_t at = 0;
+  for (size_t k = 0; k < st.tensors.size(); ++k) {
+    if (weight_of[k] == -2) continue;
+    wcodec::TensorInfo ti;
+    if (weight_of[k] >= 0) {
+      const auto& w = st.weights[static_cast<size_t>(weight_of[k])];
+      ti.name = w.name;
+      ti.dtype = wcodec::DType::kF16;
+      ti.shape = w.weight_shape.empty() ? std::vector<uint64_t>{w.out, w.in} : w.weight_shape;
+      ti.end = at + w.out * w.in * 2;
+    } else {
+      ti = st.tensors[k].info;
+      ti.name = st.tensors[k].v3_name;
+      ti.end = at + st.tensors[k].info.nbytes();
+    }
+    ti.begin = at;
+    at = ti.end;
+    h.tensors.push_back(ti);
+    items.push_back({k, weight_of[k]});
+  }
+  auto header = std::make_shared<const std::vector<uint8_t>>(wcodec::write_safetensors_header(h));
+
+  // Chunks: about 1 MiB of F16 rows, a multiple of 16 rows each.
+  std::vector<DenseJob> jobs;
+  std::vector<uint32_t> sizes;
+  for (const auto& it : items) {
+    if (it.weight < 0) continue;
+    const auto& w = st.weights[static_cast<size_t>(it.weight)];
+    if (16 * w.in * 2 > ComputedSource::kMaxChunk)
+      return Status::Corruption(ctx.presented_path() + ": weight " + w.name + ": rows of " + std::to_string(w.in) +
+                                " inputs are too wide for the dense view");
+    const uint64_t rows = std::max<uint64_t>(16, ((uint64_t{1} << 20) / (w.in * 2)) / 16 * 16);
+    for (uint64_t r = 0; r < w.out; r += rows) {
+      jobs.push_back({static_cast<size_t>(it.weight), r, std::min(w.out, r + rows)});
+      sizes.push_back(static_cast<uint32_t>((jobs.back().r1 - r) * w.in * 2));
+    }
+  }
+  std::shared_ptr<const ComputedSource> source;
+  if (!jobs.empty()) {
+    const std::string name = ctx.presented_path();
+    const bool hadamard = st.hadamard;
+    auto weights = std::make_shared<const std::vector<wcodec::TrellisWeightInfo>>(st.weights);
+    auto tensors = std::make_shared<const std::vector<wcodec::TrellisTensor>>(st.tensors);
+    auto files = std::make_shared<const decltype(content)>(content);
+    auto compute = [name, hadamard, weights, tensors, files, jobs](size_t chunk, uint8_t* out) -> Status {
+      const DenseJob& j = jobs[chunk];
+      const auto& w = (*weights)[j.w];
+      auto rd = [&](int part, uint64_t off, uint64_t n, void* dst) -> Status {
+        const auto& t = (*tensors)[w.parts[part]];
+        auto f = files->find(t.file);
+        if (f == files->end()) return Status::Internal(name + ": " + t.file + " is not an input");
+        return read_uncached(*f->second, t.offset + off, n, static_cast<uint8_t*>(dst));
+      };
+      const uint64_t tiles_in = (w.in + 15) / 16, tile_bytes = 32u * w.bits;
+      const uint64_t t0 = j.r0 / 16, t1 = (j.r1 + 15) / 16;
+      uint8_t hb = 0;
+      WCFS_RETURN_IF_ERROR(rd(0, 0, 1, &hb));
+      if (hb != w.bits)
+        return Status::Corruption(name + ": weight " + w.name + ": header byte " + std::to_string(hb) +
+                                  " != bits " + std::to_string(w.bits));
+      std::vector<uint8_t> stream((t1 - t0) * tiles_in * tile_bytes);
+      WCFS_RETURN_IF_ERROR(rd(0, 1 + t0 * tiles_in * tile_bytes, stream.size(), stream.data()));
+      const uint64_t rows = j.r1 - j.r0, groups = (w.in + 127) / 128;
+      std::vector<float> scales(groups * rows), su(w.in), sv(w.out), vals(rows * w.in);
+      for (uint64_t g = 0; g < groups; ++g)
+        WCFS_RETURN_IF_ERROR(rd(1, 4 * (g * w.out + j.r0), 4 * rows, scales.data() + g * rows));
+      WCFS_RETURN_IF_ERROR(rd(2, 0, 4 * w.in, su.data()));
+      WCFS_RETURN_IF_ERROR(rd(3, 0, 4 * w.out, sv.data()));
+      WCFS_RETURN_IF_ERROR(from_codec(wcodec::trellis_dequantize_part(stream.data(), stream.size(), scales.data(),
+                                                                      su.data(), sv.data(), w.out, w.in, w.bits,
+                                                                      hadamard, j.r0, j.r1, vals.data())));
+      for (size_t k = 0; k < vals.size(); ++k) {
+        uint16_t v;
+        if (!to_f16(vals[k], &v))
+          return Status::Corruption(name + ": weight " + w.name + ": value " + std::to_string(vals[k]) +
+                                    " at row " + std::to_string(j.r0 + k / w.in) + " is not representable in F16");
+        out[2 * k] = static_cast<uint8_t>(v);
+        out[2 * k + 1] = static_cast<uint8_t>(v >> 8);
+      }
+      return Status::OK();
+    };
+    WCFS_ASSIGN_OR_RETURN(source, ComputedSource::make(name, sizes, compute, ctx.source_id(0)));
+  }
+
+  std::vector<Extent> extents;
+  std::vector<uint64_t> segments;
+  extents.push_back(Extent{0, header->size(), InlineExtent{header, 0}});
+  uint64_t pos = header->size(), stream = 0;
+  for (size_t n = 0; n < items.size(); ++n) {
+    const uint64_t len = h.tensors[n].nbytes();
+    if (len == 0) continue;
+    segments.push_back(pos);
+    if (items[n].weight >= 0) {
+      extents.push_back(Extent{pos, len, DecodedExtent{source, stream}});
+      stream += len;
+    } else {
+      const auto& t = st.tensors[items[n].tensor];
+      auto file = td.input(t.file);
+      if (!file) return Status::Internal(ctx.presented_path() + ": " + t.file + " is not an input");
+      extents.push_back(Extent{pos, len, PassthroughExtent{file, t.offset}});
+    }
+    pos += len;
+  }
+  return VirtualFile::make(ctx.presented_path(), std::move(extents), std::move(segments));
 }
 
 }  // namespace
 
 void TrellisKind::present(const StoreDir& dir, std::vector<Presentation>* out) const {
-  bool v2 = false;
-  for (const auto& e : dir.entries()) v2 = v2 || is_layer_dir(e);
-  if (!v2) return;
+  bool v2 = false, v3 = false;
+  for (const auto& e : dir.entries()) {
+    v2 = v2 || is_layer_dir(e);
+    v3 = v3 || (e.type == S_IFREG && e.name == "model.safetensors.index.json");
+  }
+  if (!v2 && !v3) return;
   StoreTrellisDir td(dir, nullptr);
   const wcodec::TrellisStore st = wcodec::trellis_read(td);
-  if (st.layout != wcodec::TrellisLayout::kV2 || !st.problems.empty()) return;
+  if (st.layout == wcodec::TrellisLayout::kNone || !st.problems.empty()) return;
+  const std::vector<std::string> inputs = plan_inputs(st, dir);
+  if (st.layout == wcodec::TrellisLayout::kV3) {
+    out->push_back(Presentation{kDenseName, inputs, /*hides_inputs=*/false});
+    return;
+  }
   auto plan = wcodec::trellis_plan_v3(st, wcodec::kTrellisDefaultShard);
   if (!plan.ok()) return;
-  const std::vector<std::string> inputs = plan_inputs(st, dir);
   for (const auto& f : *plan) {
     bool other = false;
     for (const auto& o : st.other_files) other = other || o == f.name;
     if (!other) out->push_back(Presentation{f.name, inputs, /*hides_inputs=*/true});
   }
+  out->push_back(Presentation{kDenseName, inputs, /*hides_inputs=*/true});
 }
 
 Result<std::shared_ptr<const VirtualFile>> TrellisKind::build(const StoreDir& dir, const Presentation& p,
                                                               const BuildContext& ctx) const {
   StoreTrellisDir td(dir, &ctx.inputs());
   const wcodec::TrellisStore st = wcodec::trellis_read(td);
-  if (st.layout != wcodec::TrellisLayout::kV2 || !st.problems.empty())
-    return Status::Corruption(ctx.presented_path() + ": the Trellis v2 store changed: " +
-                              (st.problems.empty() ? std::string("no longer v2") : st.problems[0].to_string()));
+  if (st.layout == wcodec::TrellisLayout::kNone || !st.problems.empty())
+    return Status::Corruption(ctx.presented_path() + ": the Trellis store changed: " +
+                              (st.problems.empty() ? std::string("no longer a store") : st.problems[0].to_string()));
+  if (p.name == kDenseName) return build_dense(st, td, ctx);
   auto plan = wcodec::trellis_plan_v3(st, wcodec::kTrellisDefaultShard);
   if (!plan.ok()) return from_codec(plan.status());
   for (const auto& f : *plan) {
