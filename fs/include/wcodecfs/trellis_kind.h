@@ -13,7 +13,12 @@
 // which is what migrate copies. Each presented file's inputs are all the v2
 // files the plan is computed from, so a change to any of them is a new
 // file. A v2 store with problems (wcodec trellis validate) is shown as it
-// is. A v3 store is shown unchanged (no kind needed).
+// is. A v3 store is shown unchanged.
+//
+// Beside a valid v2 or v3 store it also presents model.dense.safetensors,
+// the dense view: every quantized weight dequantized to F16 in chunks of a
+// ComputedSource (wcodecfs/derived.h; computed on first read, cached like
+// decoded chunks), every base tensor a passthrough range.
 //
 // Thread-safety: immutable; every function may be called from any thread.
 #pragma once
