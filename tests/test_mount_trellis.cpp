@@ -260,3 +260,47 @@ TEST(mount_trellis, ChangedV2StoreIsAChangedView) {
   EXPECT_TRUE(shown_as_is);
   EXPECT_FALSE(sfs::exists(fx.mnt() / "m" / "model.safetensors.index.json"));
 }
+
+// A Trellis store whose safetensors files are stored as .wcodec works the
+// same: the v3 view of a v2 store (every file the SHA-256 of migrate's
+// output for the plain store) and the dense views of v2 and v3 stores.
+TEST(mount_trellis, StoresOfWcodecFiles) {
+  REQUIRE_FUSE();
+  MountFixture fx;
+  const sfs::path plain = fx.scratch() / "plain", ref = fx.scratch() / "migrated";
+  const sfs::path v2 = fx.store() / "enc-v2", v3 = fx.store() / "enc-v3";
+  const sfs::path model = wctest::data_dir() / "stories260K.f32.safetensors";
+  std::string out;
+  ASSERT_EQ(sh(tool() + " trellis quantize " + q(model) + " " + q(plain) + " --bits 5 --hadamard --layout v2", &out), 0)
+      << out;
+  ASSERT_EQ(sh(tool() + " trellis migrate " + q(plain) + " " + q(ref), &out), 0) << out;
+  sfs::copy(plain, v2, sfs::copy_options::recursive);
+  sfs::copy(ref, v3, sfs::copy_options::recursive);
+  size_t encoded = 0;
+  for (const auto& root : {v2, v3})
+    for (const auto& e : sfs::recursive_directory_iterator(root)) {
+      if (e.path().extension() != ".safetensors") continue;
+      sfs::path enc = e.path();
+      enc.replace_extension(".wcodec");
+      ASSERT_EQ(sh(tool() + " encode -q " + q(e.path()) + " " + q(enc), &out), 0) << out;
+      sfs::remove(e.path());
+      ++encoded;
+    }
+  ASSERT_GE(encoded, 8u);
+  ASSERT_EQ(fx.mount("", &out), 0) << out;
+  std::set<std::string> want = names(ref);
+  want.insert("model.dense.safetensors");
+  EXPECT_EQ(names(fx.mnt() / "enc-v2"), want);
+  EXPECT_EQ(names(fx.mnt() / "enc-v3"), want);
+  for (const auto& n : names(ref)) {
+    SCOPED_TRACE(n);
+    EXPECT_EQ(wctest::sha256_hex(wctest::read_file(fx.mnt() / "enc-v2" / n)), wctest::sha256_hex(wctest::read_file(ref / n)));
+    EXPECT_EQ(wctest::sha256_hex(wctest::read_file(fx.mnt() / "enc-v3" / n)), wctest::sha256_hex(wctest::read_file(ref / n)));
+  }
+  EXPECT_GT(fx.stats()["decode"]["chunks"].get<uint64_t>(), 0u) << "the shards' tensor bytes are decoded chunks";
+  check_dense(fx.mnt() / "enc-v2" / "model.dense.safetensors", plain, model);
+  check_dense(fx.mnt() / "enc-v3" / "model.dense.safetensors", ref, model);
+  EXPECT_EQ(wctest::read_file(fx.mnt() / "enc-v2" / "model.dense.safetensors"),
+            wctest::read_file(fx.mnt() / "enc-v3" / "model.dense.safetensors"));
+  EXPECT_EQ(fx.stats()["decode"]["errors"].get<uint64_t>(), 0u);
+}

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
@@ -330,13 +331,29 @@ Result<std::shared_ptr<const Filesystem::DirView>> Filesystem::dir_view(const st
     k->present(view->dir, &ps);
     for (Presentation& p : ps) all.push_back({std::move(p), k.get()});
   }
+  // Which kinds hide each name (the first component of a replacement's input).
+  std::unordered_map<std::string, std::unordered_set<const StoreKind*>> hidden_by;
   for (const DirView::Shown& s : all) {
     if (!s.p.hides_inputs) continue;
-    for (const std::string& in : s.p.inputs) view->hidden.insert(in.substr(0, in.find('/')));
+    for (const std::string& in : s.p.inputs) {
+      view->hidden.insert(in.substr(0, in.find('/')));
+      hidden_by[in.substr(0, in.find('/'))].insert(s.kind);
+    }
   }
+  // A presentation all of whose inputs another kind's replacement consumes
+  // is not shown (X.wcodec inside a Trellis v2 store is part of the store's
+  // v3 view, not a file of its own).
+  auto consumed = [&](const DirView::Shown& s) {
+    for (const std::string& in : s.p.inputs) {
+      auto it = hidden_by.find(in.substr(0, in.find('/')));
+      if (it == hidden_by.end() || (it->second.size() == 1 && it->second.count(s.kind))) return false;
+    }
+    return !s.p.inputs.empty();
+  };
   std::unordered_set<std::string> taken;
   for (DirView::Shown& s : all) {
     const std::string shown_path = join(dir_node->path, s.p.name);
+    if (consumed(s)) continue;
     if (s.p.name.empty() || s.p.name == "." || s.p.name == ".." || s.p.name.find('/') != std::string::npos) {
       log_once(LogLevel::kWarn, "bad-presented:" + shown_path,
                "kind " + std::string(s.kind->name()) + " presents an invalid name \"" + s.p.name + "\" in " +

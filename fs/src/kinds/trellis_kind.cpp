@@ -15,6 +15,9 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <type_traits>
+#include <variant>
 
 #include "wcodec/trellis.h"
 #include "wcodecfs/derived.h"
@@ -32,72 +35,141 @@ bool is_layer_dir(const StoreEntry& e) {
   return true;
 }
 
+// A stored file as the Trellis reader sees it: a plain file, or X.wcodec
+// read as the X.safetensors it holds (its content, wcodecfs/derived.h).
+struct TrellisFile {
+  std::string stored;                           // its stored relative path
+  std::shared_ptr<const BackingFile> plain;     // set for a plain file
+  std::shared_ptr<const VirtualFile> content;   // set for X.wcodec
+};
+
 class StoreTrellisDir final : public wcodec::TrellisDir {
  public:
-  StoreTrellisDir(const StoreDir& dir, const std::vector<StoredInput>* inputs) : dir_(dir) {
-    if (inputs)
-      for (const auto& in : *inputs) files_[in.rel] = in.file;
-  }
+  // `ctx`: a build's context (its opened inputs are read, and the contents
+  // of its .wcodec inputs keyed by its source ids 1 + input index); null in
+  // present() (files opened through the StoreDir).
+  StoreTrellisDir(const StoreDir& dir, const BuildContext* ctx) : dir_(dir), ctx_(ctx) {}
+
   wcodec::Result<std::vector<wcodec::TrellisDirEntry>> list(const std::string& rel) const override {
-    std::vector<wcodec::TrellisDirEntry> out;
-    auto add = [&](const std::vector<StoreEntry>& es) {
-      for (const auto& e : es)
-        if (e.type == S_IFDIR || e.type == S_IFREG) out.push_back({e.name, e.type == S_IFDIR});
-    };
+    std::vector<StoreEntry> es;
     if (rel.empty()) {
-      add(dir_.entries());
-      return out;
+      es = dir_.entries();
+    } else {
+      if (rel.find('/') != std::string::npos || rel == "." || rel == "..")
+        return wcodec::Status::Invalid(rel + ": not a directory name");
+      const int fd = ::openat(dir_.fd(), rel.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) return wcodec::Status::IOError(dir_.path_of(rel) + ": cannot open directory");
+      auto sub = StoreDir::list(fd, dir_.path_of(rel));
+      ::close(fd);
+      if (!sub.ok()) return wcodec::Status::IOError(sub.status().message());
+      es = sub->entries();
     }
-    if (rel.find('/') != std::string::npos || rel == "." || rel == "..")
-      return wcodec::Status::Invalid(rel + ": not a directory name");
-    const int fd = ::openat(dir_.fd(), rel.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return wcodec::Status::IOError(dir_.path_of(rel) + ": cannot open directory");
-    auto sub = StoreDir::list(fd, dir_.path_of(rel));
-    ::close(fd);
-    if (!sub.ok()) return wcodec::Status::IOError(sub.status().message());
-    add(sub->entries());
-    return out;
+    std::map<std::string, bool> out;  // name -> is_dir
+    for (const auto& e : es)
+      if (e.type == S_IFDIR || e.type == S_IFREG) out.emplace(e.name, e.type == S_IFDIR);
+    // X.wcodec is read as X.safetensors (unless a plain X.safetensors is there).
+    for (const auto& e : es) {
+      if (e.type != S_IFREG || e.name.size() <= 7 || e.name.compare(e.name.size() - 7, 7, ".wcodec") != 0) continue;
+      const std::string plain = e.name.substr(0, e.name.size() - 7) + ".safetensors";
+      if (e.name.find(".gguf.") != std::string::npos || out.count(plain)) continue;
+      out.erase(e.name);
+      out.emplace(plain, false);
+      std::lock_guard<std::mutex> lock(mu_);
+      alias_[rel.empty() ? plain : rel + "/" + plain] = rel.empty() ? e.name : rel + "/" + e.name;
+    }
+    std::vector<wcodec::TrellisDirEntry> v;
+    for (const auto& [n, d] : out) v.push_back({n, d});
+    return v;
   }
   wcodec::Result<uint64_t> size(const std::string& rel) const override {
     auto f = file(rel);
-    if (!f.ok()) return f.status();
-    auto s = (*f)->current_size();
+    if (!f.ok()) return wcodec::Status::IOError(f.status().message());
+    if (f->content) return f->content->size();
+    auto s = f->plain->current_size();
     if (!s.ok()) return wcodec::Status::IOError(s.status().message());
     return *s;
   }
   wcodec::Status read(const std::string& rel, uint64_t off, uint64_t len, uint8_t* dst) const override {
     auto f = file(rel);
-    if (!f.ok()) return f.status();
-    auto n = (*f)->pread_full(off, len, dst);
+    if (!f.ok()) return wcodec::Status::IOError(f.status().message());
+    if (f->content) {
+      const Status s = read_uncached(*f->content, off, len, dst);
+      return s.ok() ? wcodec::Status::OK() : wcodec::Status::IOError(s.message());
+    }
+    auto n = f->plain->pread_full(off, len, dst);
     if (!n.ok()) return wcodec::Status::IOError(n.status().message());
     if (*n != len) return wcodec::Status::IOError(dir_.path_of(rel) + ": short read at " + std::to_string(off));
     return wcodec::Status::OK();
   }
-  std::shared_ptr<const BackingFile> input(const std::string& rel) const {
-    auto it = files_.find(rel);
-    return it == files_.end() ? nullptr : it->second;
-  }
-
- private:
-  wcodec::Result<std::shared_ptr<const BackingFile>> file(const std::string& rel) const {
+  // The file `rel` names (as the reader sees it), opened.
+  Result<TrellisFile> file(const std::string& rel) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = files_.find(rel);
     if (it != files_.end()) return it->second;
-    auto in = dir_.open(rel);
-    if (!in.ok()) return wcodec::Status::IOError(in.status().message());
-    files_[rel] = in->file;
-    return in->file;
+    auto a = alias_.find(rel);
+    const std::string stored = a == alias_.end() ? rel : a->second;
+    TrellisFile f;
+    f.stored = stored;
+    std::optional<StoredInput> in;
+    size_t index = 0;
+    if (ctx_) {
+      for (; index < ctx_->inputs().size(); ++index)
+        if (ctx_->inputs()[index].rel == stored) {
+          in = ctx_->inputs()[index];
+          break;
+        }
+    }
+    if (!in) {
+      WCFS_ASSIGN_OR_RETURN(StoredInput opened, dir_.open(stored));
+      in = std::move(opened);
+    }
+    if (stored != rel) {
+      WCFS_ASSIGN_OR_RETURN(f.content, open_content(*in, ctx_ ? ctx_->source_id(1 + index) : 0));
+    } else {
+      f.plain = in->file;
+    }
+    files_[rel] = f;
+    return f;
+  }
+  std::string stored_name(const std::string& rel) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto a = alias_.find(rel);
+    return a == alias_.end() ? rel : a->second;
   }
 
+ private:
   const StoreDir& dir_;
-  mutable std::mutex mu_;  // guards files_
-  mutable std::map<std::string, std::shared_ptr<const BackingFile>> files_;
+  const BuildContext* ctx_;
+  mutable std::mutex mu_;  // guards alias_ and files_
+  mutable std::map<std::string, std::string> alias_;  // "a/X.safetensors" -> "a/X.wcodec"
+  mutable std::map<std::string, TrellisFile> files_;
 };
+
+// Appends the extents of [off, off + len) of `vf` at position `at`.
+Status append_slice(const VirtualFile& vf, uint64_t off, uint64_t len, uint64_t at, std::vector<Extent>* out) {
+  if (off > vf.size() || len > vf.size() - off)
+    return Status::Corruption(vf.name() + ": range [" + std::to_string(off) + ", +" + std::to_string(len) +
+                              ") beyond its " + std::to_string(vf.size()) + " bytes");
+  for (const Extent& e : vf.extents()) {
+    const uint64_t b = std::max(off, e.offset), en = std::min(off + len, e.offset + e.length);
+    if (b >= en) continue;
+    Extent x{at + (b - off), en - b, e.what};
+    const uint64_t skip = b - e.offset;
+    std::visit(
+        [skip](auto& w) {
+          if constexpr (!std::is_same_v<std::decay_t<decltype(w)>, ZeroExtent>) w.src_offset += skip;
+        },
+        x.what);
+    out->push_back(std::move(x));
+  }
+  return Status::OK();
+}
 
 // The v2 files a plan depends on: every safetensors file read, every layer
 // index, quantization_index.json.
-std::vector<std::string> plan_inputs(const wcodec::TrellisStore& st, const StoreDir& dir) {
-  std::vector<std::string> in = st.files;
+std::vector<std::string> plan_inputs(const wcodec::TrellisStore& st, const StoreDir& dir, const StoreTrellisDir& td) {
+  std::vector<std::string> in;
+  for (const auto& f : st.files) in.push_back(td.stored_name(f));
   for (const auto& e : dir.entries())
     if (is_layer_dir(e)) in.push_back(e.name + "/index.json");
   for (const char* f : {"quantization_index.json", "quantization_config.json", "model.safetensors.index.json"})
@@ -134,9 +206,15 @@ struct DenseJob {
 // to F16 in a ComputedSource, every base tensor a passthrough range.
 Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStore& st, const StoreTrellisDir& td,
                                                        const BuildContext& ctx) {
-  std::map<std::string, std::shared_ptr<const VirtualFile>> content;
-  for (const auto& in : ctx.inputs()) {
-    WCFS_ASSIGN_OR_RETURN(content[in.rel], open_content(in, 0));
+  std::map<std::string, std::shared_ptr<const VirtualFile>> content;  // by the reader's names
+  for (const auto& f : st.files) {
+    WCFS_ASSIGN_OR_RETURN(TrellisFile tf, td.file(f));
+    if (tf.content) {
+      content[f] = tf.content;
+    } else {
+      WCFS_ASSIGN_OR_RETURN(uint64_t size, tf.plain->current_size());
+      WCFS_ASSIGN_OR_RETURN(content[f], make_passthrough_file(tf.plain, size));
+    }
   }
   std::vector<int> weight_of(st.tensors.size(), -1);  // indices tensor -> weight; other parts -> -2
   for (size_t w = 0; w < st.weights.size(); ++w)
@@ -246,9 +324,7 @@ Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStor
       stream += len;
     } else {
       const auto& t = st.tensors[items[n].tensor];
-      auto file = td.input(t.file);
-      if (!file) return Status::Internal(ctx.presented_path() + ": " + t.file + " is not an input");
-      extents.push_back(Extent{pos, len, PassthroughExtent{file, t.offset}});
+      WCFS_RETURN_IF_ERROR(append_slice(*content.at(t.file), t.offset, len, pos, &extents));
     }
     pos += len;
   }
@@ -267,7 +343,7 @@ void TrellisKind::present(const StoreDir& dir, std::vector<Presentation>* out) c
   StoreTrellisDir td(dir, nullptr);
   const wcodec::TrellisStore st = wcodec::trellis_read(td);
   if (st.layout == wcodec::TrellisLayout::kNone || !st.problems.empty()) return;
-  const std::vector<std::string> inputs = plan_inputs(st, dir);
+  const std::vector<std::string> inputs = plan_inputs(st, dir, td);
   if (st.layout == wcodec::TrellisLayout::kV3) {
     out->push_back(Presentation{kDenseName, inputs, /*hides_inputs=*/false});
     return;
@@ -284,7 +360,7 @@ void TrellisKind::present(const StoreDir& dir, std::vector<Presentation>* out) c
 
 Result<std::shared_ptr<const VirtualFile>> TrellisKind::build(const StoreDir& dir, const Presentation& p,
                                                               const BuildContext& ctx) const {
-  StoreTrellisDir td(dir, &ctx.inputs());
+  StoreTrellisDir td(dir, &ctx);
   const wcodec::TrellisStore st = wcodec::trellis_read(td);
   if (st.layout == wcodec::TrellisLayout::kNone || !st.problems.empty())
     return Status::Corruption(ctx.presented_path() + ": the Trellis store changed: " +
@@ -300,9 +376,12 @@ Result<std::shared_ptr<const VirtualFile>> TrellisKind::build(const StoreDir& di
       if (piece.bytes) {
         extents.push_back(Extent{at, piece.length, InlineExtent{piece.bytes, 0}});
       } else {
-        auto file = td.input(piece.file);
-        if (!file) return Status::Internal(ctx.presented_path() + ": " + piece.file + " is not an input");
-        extents.push_back(Extent{at, piece.length, PassthroughExtent{file, piece.offset}});
+        WCFS_ASSIGN_OR_RETURN(TrellisFile tf, td.file(piece.file));
+        if (tf.content) {
+          WCFS_RETURN_IF_ERROR(append_slice(*tf.content, piece.offset, piece.length, at, &extents));
+        } else {
+          extents.push_back(Extent{at, piece.length, PassthroughExtent{tf.plain, piece.offset}});
+        }
       }
       at += piece.length;
     }
