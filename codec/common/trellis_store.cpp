@@ -353,12 +353,16 @@ struct Reader {
       std::vector<std::string> files;
       for (const char* prefix : {"tensor_", "batch_"}) {
         for (const auto& f : *ents)
-          if (!f.is_dir && f.name.rfind(prefix, 0) == 0 && ends_with(f.name, ".safetensors"))
+          if (!f.is_dir && f.name.rfind(prefix, 0) == 0 && ends_with(f.name, ".safetensors")) {
+            if (!files.empty() && files.front().find("/tensor_") != std::string::npos &&
+                prefix == std::string("batch_")) {
+              problem(e.name + "/" + f.name, "", "", "batch_* file beside tensor_* files (the reader takes tensor_*)");
+              continue;
+            }
             files.push_back(e.name + "/" + f.name);
-        if (!files.empty()) {
+          }
+        if (!files.empty() && st.variant.empty())
           st.variant = prefix == std::string("tensor_") ? "v2-tensor" : "v2-batch";
-          break;
-        }
       }
       std::vector<size_t> tix;
       for (const auto& f : files) read_safetensors(f, &tix);

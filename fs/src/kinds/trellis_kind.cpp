@@ -341,6 +341,14 @@ void TrellisKind::present(const StoreDir& dir, std::vector<Presentation>* out) c
   }
   if (!v2 && !v3) return;
   StoreTrellisDir td(dir, nullptr);
+  if (!v2) {  // an ordinary sharded checkpoint is not read any further
+    auto size = td.size("model.safetensors.index.json");
+    if (!size.ok() || *size > (64u << 20)) return;
+    std::string text(*size, '\0');
+    if (!td.read("model.safetensors.index.json", 0, *size, reinterpret_cast<uint8_t*>(text.data())).ok() ||
+        text.find("\"trellis_v3\"") == std::string::npos)
+      return;
+  }
   const wcodec::TrellisStore st = wcodec::trellis_read(td);
   if (st.layout == wcodec::TrellisLayout::kNone || !st.problems.empty()) return;
   const std::vector<std::string> inputs = plan_inputs(st, dir, td);
