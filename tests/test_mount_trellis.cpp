@@ -292,6 +292,9 @@ TEST(mount_trellis, StoresOfWcodecFiles) {
   want.insert("model.dense.safetensors");
   EXPECT_EQ(names(fx.mnt() / "enc-v2"), want);
   EXPECT_EQ(names(fx.mnt() / "enc-v3"), want);
+  for (const auto& n : names(ref)) EXPECT_EQ(sfs::file_size(fx.mnt() / "enc-v2" / n), sfs::file_size(ref / n)) << n;
+  (void)sfs::file_size(fx.mnt() / "enc-v2" / "model.dense.safetensors");
+  EXPECT_EQ(fx.stats()["decode"]["chunks"].get<uint64_t>(), 0u) << "stat and ls decode nothing";
   for (const auto& n : names(ref)) {
     SCOPED_TRACE(n);
     EXPECT_EQ(wctest::sha256_hex(wctest::read_file(fx.mnt() / "enc-v2" / n)), wctest::sha256_hex(wctest::read_file(ref / n)));
