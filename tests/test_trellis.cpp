@@ -453,7 +453,7 @@ TEST(TrellisStore, V3Variants) {
   ASSERT_TRUE(want.problems.empty()) << problems(want);
   for (int variant = 0; variant < 3; ++variant) {
     SCOPED_TRACE(variant);
-    const fs::path v = d / ("v" + std::to_string(variant));
+    const fs::path v = d / (std::string("v").append(std::to_string(variant)));
     fs::copy(d / "base", v);
     const fs::path shard = v / "model-00001-of-00001.safetensors";
     json idx = load_json(v / "model.safetensors.index.json");
@@ -643,7 +643,7 @@ TEST(TrellisValidate, DefectCatalogueV3) {
   int i = 0;
   for (const auto& defect : v3_defects()) {
     SCOPED_TRACE(defect.name);
-    const fs::path v = d / ("d" + std::to_string(i++));
+    const fs::path v = d / (std::string("d").append(std::to_string(i++)));
     fs::copy(d / "good", v);
     defect.seed(v);
     const auto st = read_store(v);
@@ -653,7 +653,7 @@ TEST(TrellisValidate, DefectCatalogueV3) {
         << problems(st);
     EXPECT_EQ(validate(v, &log), 1) << log;
     EXPECT_NE(log.find("INVALID"), std::string::npos) << log;
-    EXPECT_EQ(migrate(v, d / ("m" + std::to_string(i)), "", &log), 1) << "not a v2 store";
+    EXPECT_EQ(migrate(v, d / (std::string("m").append(std::to_string(i))), "", &log), 1) << "not a v2 store";
   }
 }
 
@@ -720,7 +720,7 @@ TEST(TrellisValidate, DefectCatalogueV2) {
   int i = 0;
   for (const auto& defect : defects) {
     SCOPED_TRACE(defect.name);
-    const fs::path v = d / ("d" + std::to_string(i++));
+    const fs::path v = d / (std::string("d").append(std::to_string(i++)));
     fs::copy(d / "good", v, fs::copy_options::recursive);
     defect.seed(v);
     const auto st = read_store(v);
@@ -729,7 +729,7 @@ TEST(TrellisValidate, DefectCatalogueV2) {
         << "want file " << defect.file << " tensor " << defect.tensor << " field " << defect.field << "; got\n"
         << problems(st);
     EXPECT_EQ(validate(v, &log), 1) << log;
-    EXPECT_EQ(migrate(v, d / ("m" + std::to_string(i)), "", &log), 1) << "an invalid v2 store is not migrated";
+    EXPECT_EQ(migrate(v, d / (std::string("m").append(std::to_string(i))), "", &log), 1) << "an invalid v2 store is not migrated";
   }
 }
 
