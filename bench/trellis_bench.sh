@@ -11,8 +11,8 @@
 # filesystem; the v2 files passed through the mount (a copy of the store
 # the trellis kind does not recognize: layer directories renamed); the v3
 # view of the v2 store through the mount; the migrated v3 files through
-# the mount. Prints MB/s (median of REPEAT runs) and the view's share of
-# the v2 files through the mount.
+# the mount. The four alternate, REPEAT rounds. Prints MB/s (medians) and
+# the view's share of the v2 files through the mount.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,30 +39,36 @@ trap cleanup EXIT
 # The same v2 files, not recognized as a store (passed through as they are).
 cp -r "$store/v2" "$store/plain"
 for d in "$store/plain"/layer_*; do mv "$d" "$store/plain/x${d##*/}"; done
-bytes=$(du -sb --apparent-size "$store/v3" | cut -f1)
 
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
-# Median MB/s of cat over every file below $1.
-measure() {
-    local dir=$1 runs=() t0 t1 bytes
+# MB/s of one cold cat of every file below $1.
+once() {
+    local dir=$1 t0 t1 bytes
     bytes=$(find "$dir" -type f -print0 | du -cb --apparent-size --files0-from=- | tail -1 | cut -f1)
-    for _ in $(seq "$REPEAT"); do
-        drop
-        t0=$(date +%s.%N)
-        find "$dir" -type f -print0 | xargs -0 cat > /dev/null
-        t1=$(date +%s.%N)
-        runs+=("$(python3 -c "print($bytes / 1e6 / ($t1 - $t0))")")
-    done
-    printf '%s\n' "${runs[@]}" | sort -g | awk '{a[NR]=$1} END {printf "%.0f", a[int((NR+1)/2)]}'
+    drop
+    t0=$(date +%s.%N)
+    find "$dir" -type f -print0 | xargs -0 cat > /dev/null
+    t1=$(date +%s.%N)
+    python3 -c "print($bytes / 1e6 / ($t1 - $t0))"
 }
+median() { sort -g | awk '{a[NR]=$1} END {printf "%.0f", a[int((NR+1)/2)]}'; }
 
 "$WCODECFS" "$store" "$mnt"
-host=$(measure "$store/v2")
-plain=$(measure "$mnt/plain")
-view=$(measure "$mnt/v2")
-v3=$(measure "$mnt/v3")
+# The four reads alternate, REPEAT rounds, so that a change of the host's
+# load touches every row alike.
+: > "$work/host"; : > "$work/plain"; : > "$work/view"; : > "$work/v3"
+for _ in $(seq "$REPEAT"); do
+    once "$store/v2" >> "$work/host"
+    once "$mnt/plain" >> "$work/plain"
+    once "$mnt/v2" >> "$work/view"
+    once "$mnt/v3" >> "$work/v3"
+done
+host=$(median < "$work/host")
+plain=$(median < "$work/plain")
+view=$(median < "$work/view")
+v3=$(median < "$work/v3")
 share=$(python3 -c "print(f'{100 * $view / $plain:.0f}%')")
-echo "Trellis store of $(basename "$FILE") at $BITS bits: $((bytes / 1000)) kB; cold sequential reads (cat), median of $REPEAT"
+echo "Trellis store of $(basename "$FILE") at $BITS bits; cold sequential reads (cat of every file), median of $REPEAT alternated rounds"
 echo
 echo "| read | MB/s |"
 echo "|---|---|"

@@ -160,7 +160,13 @@ Result<std::vector<TrellisOutFile>> trellis_plan_v3(const TrellisStore& v2, uint
     for (size_t k : shards[s]) {
       const TrellisTensor& t = v2.tensors[k];
       f.segments.push_back(f.size);
-      if (t.info.nbytes() > 0) f.pieces.push_back({nullptr, t.file, t.offset, t.info.nbytes()});
+      if (t.info.nbytes() > 0) {
+        TrellisPiece& last = f.pieces.back();
+        if (!last.bytes && last.file == t.file && last.offset + last.length == t.offset)
+          last.length += t.info.nbytes();  // the next tensor of the same file: one range
+        else
+          f.pieces.push_back({nullptr, t.file, t.offset, t.info.nbytes()});
+      }
       f.size += t.info.nbytes();
     }
     plan.push_back(std::move(f));
