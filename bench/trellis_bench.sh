@@ -41,13 +41,13 @@ cp -r "$store/v2" "$store/plain"
 for d in "$store/plain"/layer_*; do mv "$d" "$store/plain/x${d##*/}"; done
 
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
-# MB/s of one cold cat of every file below $1.
+# MB/s of one cold cat of every file below $1 (but the dense view).
 once() {
     local dir=$1 t0 t1 bytes
-    bytes=$(find "$dir" -type f -print0 | du -cb --apparent-size --files0-from=- | tail -1 | cut -f1)
+    bytes=$(find "$dir" "${@:2}" -type f ! -name model.dense.safetensors -print0 | du -cb --apparent-size --files0-from=- | tail -1 | cut -f1)
     drop
     t0=$(date +%s.%N)
-    find "$dir" -type f -print0 | xargs -0 cat > /dev/null
+    find "$dir" "${@:2}" -type f ! -name model.dense.safetensors -print0 | xargs -0 cat > /dev/null
     t1=$(date +%s.%N)
     python3 -c "print($bytes / 1e6 / ($t1 - $t0))"
 }
@@ -56,17 +56,23 @@ median() { sort -g | awk '{a[NR]=$1} END {printf "%.0f", a[int((NR+1)/2)]}'; }
 "$WCODECFS" "$store" "$mnt"
 # The four reads alternate, REPEAT rounds, so that a change of the host's
 # load touches every row alike.
-: > "$work/host"; : > "$work/plain"; : > "$work/view"; : > "$work/v3"
+: > "$work/host"; : > "$work/plain"; : > "$work/view"; : > "$work/v3"; : > "$work/dense"
 for _ in $(seq "$REPEAT"); do
     once "$store/v2" >> "$work/host"
     once "$mnt/plain" >> "$work/plain"
     once "$mnt/v2" >> "$work/view"
     once "$mnt/v3" >> "$work/v3"
+    # The dense view: a fresh mount each time, so its chunks are computed.
+    fusermount3 -u "$mnt"; "$WCODECFS" "$store" "$mnt"
+    b=$(stat -c %s "$mnt/v2/model.dense.safetensors"); drop
+    t0=$(date +%s.%N); cat "$mnt/v2/model.dense.safetensors" > /dev/null; t1=$(date +%s.%N)
+    python3 -c "print($b / 1e6 / ($t1 - $t0))" >> "$work/dense"
 done
 host=$(median < "$work/host")
 plain=$(median < "$work/plain")
 view=$(median < "$work/view")
 v3=$(median < "$work/v3")
+dense=$(median < "$work/dense")
 share=$(python3 -c "print(f'{100 * $view / $plain:.0f}%')")
 echo "Trellis store of $(basename "$FILE") at $BITS bits; cold sequential reads (cat of every file), median of $REPEAT alternated rounds"
 echo
@@ -76,3 +82,4 @@ echo "| v2 files on the host filesystem | $host |"
 echo "| v2 files through the mount (passthrough) | $plain |"
 echo "| v3 view of the v2 store through the mount | $view ($share of the v2 files through the mount) |"
 echo "| migrated v3 files through the mount (passthrough) | $v3 |"
+echo "| dense view (F16, dequantized on first read), cold | $dense |"
