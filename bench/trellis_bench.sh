@@ -41,14 +41,24 @@ cp -r "$store/v2" "$store/plain"
 for d in "$store/plain"/layer_*; do mv "$d" "$store/plain/x${d##*/}"; done
 
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
-# MB/s of one cold cat of every file below $1 (but the dense view).
+# CPU time (ms, user + system, all threads) the mount's daemon has used.
+daemon_ms() {
+    local pid
+    pid=$(pgrep -f "^$WCODECFS $store $mnt" | head -1)
+    [ -n "$pid" ] || { echo 0; return; }
+    awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) * 1000 / hz}' "/proc/$pid/stat"
+}
+# MB/s of one cold cat of every file below $1 (but the dense view); the
+# daemon's CPU ms for it go to the file $work/cpu-$(basename $1).
 once() {
-    local dir=$1 t0 t1 bytes
+    local dir=$1 t0 t1 bytes c0
     bytes=$(find "$dir" "${@:2}" -type f ! -name model.dense.safetensors -print0 | du -cb --apparent-size --files0-from=- | tail -1 | cut -f1)
     drop
+    c0=$(daemon_ms)
     t0=$(date +%s.%N)
     find "$dir" "${@:2}" -type f ! -name model.dense.safetensors -print0 | xargs -0 cat > /dev/null
     t1=$(date +%s.%N)
+    python3 -c "print($(daemon_ms) - $c0)" >> "$work/cpu-$(basename "$dir")"
     python3 -c "print($bytes / 1e6 / ($t1 - $t0))"
 }
 median() { sort -g | awk '{a[NR]=$1} END {printf "%.0f", a[int((NR+1)/2)]}'; }
@@ -74,12 +84,13 @@ view=$(median < "$work/view")
 v3=$(median < "$work/v3")
 dense=$(median < "$work/dense")
 share=$(python3 -c "print(f'{100 * $view / $plain:.0f}%')")
+cpu_plain=$(median < "$work/cpu-plain"); cpu_view=$(median < "$work/cpu-v2"); cpu_v3=$(median < "$work/cpu-v3")
 echo "Trellis store of $(basename "$FILE") at $BITS bits; cold sequential reads (cat of every file), median of $REPEAT alternated rounds"
 echo
-echo "| read | MB/s |"
-echo "|---|---|"
-echo "| v2 files on the host filesystem | $host |"
-echo "| v2 files through the mount (passthrough) | $plain |"
-echo "| v3 view of the v2 store through the mount | $view ($share of the v2 files through the mount) |"
-echo "| migrated v3 files through the mount (passthrough) | $v3 |"
-echo "| dense view (F16, dequantized on first read), cold | $dense |"
+echo "| read | MB/s | daemon CPU ms |"
+echo "|---|---|---|"
+echo "| v2 files on the host filesystem | $host | |"
+echo "| v2 files through the mount (passthrough) | $plain | $cpu_plain |"
+echo "| v3 view of the v2 store through the mount | $view ($share of the v2 files through the mount) | $cpu_view |"
+echo "| migrated v3 files through the mount (passthrough) | $v3 | $cpu_v3 |"
+echo "| dense view (F16, dequantized on first read), cold | $dense | |"
