@@ -1,0 +1,470 @@
+// tests/test_fs_hf_gguf.cpp — the GGUF view of Hugging Face Llama
+// directories (wcodecfs/hf_gguf_kind.h), in process.
+//
+// Real directories (stories260K's weights under Hugging Face names, the
+// committed SentencePiece tokenizer; scripts/make_hf_llama.py), F32 and
+// BF16, one file or two shards, stored plain or as .wcodec: the view's
+// metadata and every tensor equal what llama.cpp's convert_hf_to_gguf.py
+// writes for the same directory and outtype; listing and stat decode
+// nothing. Then the refusals, one test per rule: an unsupported
+// architecture or a missing tokenizer gets no view and one log line; bad
+// config, tokenizer, index and weight values are named by the planner.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "hf_gguf_testutil.h"
+#include "testutil.h"
+#include "wcodec/safetensors.h"
+#include "wcodecfs/filesystem.h"
+#include "wcodecfs/fs_log.h"
+#include "wcodecfs/hf_gguf.h"
+#include "wcodecfs/hf_gguf_kind.h"
+
+namespace sfs = std::filesystem;
+using namespace wcodecfs;
+
+namespace {
+
+std::vector<uint8_t> read_all(Filesystem& fs, NodeId id, uint64_t size) {
+  auto fh = fs.open(id, O_RDONLY);
+  EXPECT_TRUE(fh.ok()) << fh.status().ToString();
+  if (!fh.ok()) return {};
+  std::vector<uint8_t> out;
+  for (uint64_t off = 0; off < size;) {
+    auto r = fs.read(**fh, off, 1 << 20);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok() || r->size() == 0) break;
+    auto b = r->gather();
+    out.insert(out.end(), b.begin(), b.end());
+    off += b.size();
+  }
+  return out;
+}
+
+std::unique_ptr<Filesystem> open_store(const sfs::path& store) {
+  FsOptions o;
+  o.staging = "";
+  o.kinds = default_kinds();
+  auto fs = Filesystem::create(store.string(), o);
+  EXPECT_TRUE(fs.ok()) << fs.status().ToString();
+  return fs.ok() ? std::move(fs).value() : nullptr;
+}
+
+std::set<std::string> names_in(Filesystem& fs, const std::string& dir) {
+  std::set<std::string> out;
+  auto d = fs.lookup_path(dir);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  if (!d.ok()) return out;
+  auto l = fs.readdir(d->id);
+  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  if (l.ok())
+    for (const DirEntry& e : *l) out.insert(e.name);
+  return out;
+}
+
+// The view of store/<dir>/model.gguf read through an in-process
+// Filesystem; checks that listing and stat decoded nothing.
+std::vector<uint8_t> view_of(const sfs::path& store, const std::string& dir) {
+  auto fs = open_store(store);
+  if (!fs) return {};
+  EXPECT_TRUE(names_in(*fs, dir).count("model.gguf")) << dir;
+  auto e = fs->lookup_path(dir + "/model.gguf");
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  if (!e.ok()) return {};
+  EXPECT_EQ(Stats::get(fs->stats().chunks_decoded), 0u) << "listing and stat decoded chunks";
+  const auto bytes = read_all(*fs, e->id, static_cast<uint64_t>(e->attr.st_size));
+  EXPECT_EQ(bytes.size(), static_cast<uint64_t>(e->attr.st_size));
+  EXPECT_EQ(Stats::get(fs->stats().decode_errors), 0u);
+  return bytes;
+}
+
+// Every variant of one directory (plain / .wcodec, one file / 2 shards)
+// against the converter's file for the plain directory of the same layout
+// (the converter orders tensors shard by shard).
+void check_variants(const std::string& weights, const std::string& outtype) {
+  wctest::ScratchDir scratch;
+  const sfs::path store = scratch.path() / "store";
+  hfgguf::make_dir(store / "one", weights, 1);
+  hfgguf::make_dir(store / "two", weights, 2);
+  ASSERT_TRUE(sfs::exists(store / "two" / "model.safetensors.index.json"));
+  std::string skip;
+  const sfs::path c1 = hfgguf::converted(store / "one", outtype, &skip);
+  if (c1.empty()) GTEST_SKIP() << "SKIPPED: " << skip;
+  const sfs::path c2 = hfgguf::converted(store / "two", outtype, &skip);
+  if (c2.empty()) GTEST_SKIP() << "SKIPPED: " << skip;
+  const std::vector<uint8_t> conv1 = wctest::read_file(c1), conv2 = wctest::read_file(c2);
+  ASSERT_FALSE(conv1.empty());
+  ASSERT_FALSE(conv2.empty());
+  hfgguf::make_dir(store / "one-w", weights, 1);
+  hfgguf::store_as_wcodec(store / "one-w");
+  hfgguf::make_dir(store / "two-w", weights, 2);
+  hfgguf::store_as_wcodec(store / "two-w");
+  for (const char* d : {"one", "two", "one-w", "two-w"}) {
+    SCOPED_TRACE(d);
+    const auto view = view_of(store, d);
+    ASSERT_FALSE(view.empty());
+    EXPECT_EQ(hfgguf::same_gguf(view, d[1] == 'n' ? conv1 : conv2), "");
+  }
+  // A view is never written to the store.
+  for (const auto& e : sfs::recursive_directory_iterator(store))
+    EXPECT_NE(e.path().extension(), ".gguf") << e.path();
+}
+
+// A directory's small files and shard headers, for the planner.
+struct Planned {
+  HfDirFiles files;
+  std::vector<HfShard> shards;
+};
+
+std::string slurp(const sfs::path& p) {
+  const auto b = wctest::read_file(p);
+  return std::string(b.begin(), b.end());
+}
+
+Planned planned(const sfs::path& dir) {
+  Planned p;
+  p.files.dir_name = dir.filename().string();
+  p.files.config = slurp(dir / "config.json");
+  p.files.tokenizer_model = slurp(dir / "tokenizer.model");
+  p.files.tokenizer_config = slurp(dir / "tokenizer_config.json");
+  auto h = wcodec::read_safetensors_header_file((dir / "model.safetensors").string());
+  EXPECT_TRUE(h.ok()) << h.status().ToString();
+  if (h.ok()) p.shards.push_back(HfShard{"model.safetensors", *h});
+  return p;
+}
+
+// Plans with config.json changed by `edit`; returns the error message ("" if accepted).
+std::string plan_with_config(const Planned& base, const std::function<void(nlohmann::json&)>& edit) {
+  Planned p = base;
+  auto j = nlohmann::json::parse(p.files.config);
+  edit(j);
+  p.files.config = j.dump();
+  auto r = plan_hf_gguf(p.files, p.shards);
+  return r.ok() ? "" : r.status().ToString();
+}
+
+class HfGgufRefused : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    hfgguf::make_dir(scratch_.path() / "m");
+    base_ = planned(scratch_.path() / "m");
+    auto ok = plan_hf_gguf(base_.files, base_.shards);
+    ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  }
+  wctest::ScratchDir scratch_;
+  Planned base_;
+};
+
+// Captured log lines (set_log_capture) while alive.
+class LogLines {
+ public:
+  LogLines() {
+    set_log_capture([this](LogLevel, const std::string& m) {
+      std::lock_guard<std::mutex> lk(mu_);
+      lines_.push_back(m);
+    });
+  }
+  ~LogLines() { set_log_capture({}); }
+  std::vector<std::string> matching(const std::string& s) {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::vector<std::string> out;
+    for (const auto& l : lines_)
+      if (l.find(s) != std::string::npos) out.push_back(l);
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+}  // namespace
+
+TEST(HfGguf, F32DirectoriesEqualTheConverter) {
+  check_variants("stories260K.f32.safetensors", "f32");
+}
+
+TEST(HfGguf, Bf16DirectoriesEqualTheConverter) {
+  check_variants("stories260K.bf16.safetensors", "bf16");
+}
+
+TEST(HfGguf, ViewIsListedBesideItsInputsAndStatDecodesNothing) {
+  wctest::ScratchDir scratch;
+  const sfs::path store = scratch.path() / "store";
+  hfgguf::make_dir(store / "m", "stories260K.bf16.safetensors", 2);
+  hfgguf::store_as_wcodec(store / "m");
+  auto fs = open_store(store);
+  ASSERT_TRUE(fs);
+  EXPECT_EQ(names_in(*fs, "m"),
+            (std::set<std::string>{".", "..", "config.json", "generation_config.json", "model-00001-of-00002.safetensors",
+                                   "model-00002-of-00002.safetensors", "model.gguf", "model.safetensors.index.json",
+                                   "special_tokens_map.json", "tokenizer.model", "tokenizer_config.json"}));
+  auto e = fs->lookup_path("m/model.gguf");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_TRUE(S_ISREG(e->attr.st_mode));
+  EXPECT_GT(e->attr.st_size, 500000);
+  EXPECT_EQ(Stats::get(fs->stats().chunks_decoded), 0u);
+  EXPECT_EQ(Stats::get(fs->stats().bytes_decoded), 0u);
+  // The header parses and names the llama architecture.
+  const auto bytes = read_all(*fs, e->id, static_cast<uint64_t>(e->attr.st_size));
+  auto g = wcodec::parse_gguf(bytes.data(), bytes.size(), bytes.size(), "view");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::string arch;
+  ASSERT_TRUE(g->find("general.architecture") && g->find("general.architecture")->value.get_string(&arch));
+  EXPECT_EQ(arch, "llama");
+  EXPECT_EQ(g->tensors.size(), 47u);
+  EXPECT_GT(Stats::get(fs->stats().chunks_decoded), 0u);  // reading decodes the tensors
+}
+
+TEST(HfGguf, UnsupportedArchitectureHasNoViewAndOneLogLine) {
+  wctest::ScratchDir scratch;
+  const sfs::path store = scratch.path() / "store";
+  hfgguf::make_dir(store / "gpt");
+  auto j = nlohmann::json::parse(slurp(store / "gpt" / "config.json"));
+  j["architectures"] = {"GPT2LMHeadModel"};
+  const std::string s = j.dump();
+  wctest::write_file(store / "gpt" / "config.json", std::vector<uint8_t>(s.begin(), s.end()));
+  LogLines logs;
+  auto fs = open_store(store);
+  ASSERT_TRUE(fs);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(names_in(*fs, "gpt").count("model.gguf"));
+  EXPECT_FALSE(fs->lookup_path("gpt/model.gguf").ok());
+  const auto lines = logs.matching("GPT2LMHeadModel");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("gpt/config.json"), std::string::npos) << lines[0];
+}
+
+TEST(HfGguf, MissingTokenizerHasNoViewAndOneLogLine) {
+  wctest::ScratchDir scratch;
+  const sfs::path store = scratch.path() / "store";
+  hfgguf::make_dir(store / "m");
+  sfs::remove(store / "m" / "tokenizer.model");
+  LogLines logs;
+  auto fs = open_store(store);
+  ASSERT_TRUE(fs);
+  EXPECT_FALSE(names_in(*fs, "m").count("model.gguf"));
+  EXPECT_FALSE(names_in(*fs, "m").count("model.gguf"));
+  EXPECT_EQ(logs.matching("m/tokenizer.model: missing").size(), 1u);
+}
+
+TEST(HfGguf, IndexNamingAMissingShardHasNoView) {
+  wctest::ScratchDir scratch;
+  const sfs::path store = scratch.path() / "store";
+  hfgguf::make_dir(store / "m", "stories260K.f32.safetensors", 2);
+  sfs::remove(store / "m" / "model-00002-of-00002.safetensors");
+  LogLines logs;
+  auto fs = open_store(store);
+  ASSERT_TRUE(fs);
+  EXPECT_FALSE(names_in(*fs, "m").count("model.gguf"));
+  EXPECT_EQ(logs.matching("names model-00002-of-00002.safetensors, which is not in the directory").size(), 1u);
+}
+
+TEST(HfGguf, PresentationListsItsInputs) {
+  wctest::ScratchDir scratch;
+  hfgguf::make_dir(scratch.path() / "m", "stories260K.f32.safetensors", 2);
+  hfgguf::store_as_wcodec(scratch.path() / "m");
+  const int fd = ::open((scratch.path() / "m").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto dir = StoreDir::list(fd, "m");
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  auto p = hf_gguf_presentation(*dir);
+  ::close(fd);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->name, "model.gguf");
+  EXPECT_FALSE(p->hides_inputs);
+  EXPECT_EQ(p->inputs, (std::vector<std::string>{"model-00001-of-00002.wcodec", "model-00002-of-00002.wcodec",
+                                                 "config.json", "tokenizer.model", "tokenizer_config.json",
+                                                 "model.safetensors.index.json"}));
+}
+
+// ------------------------------------------------------- planner refusals
+
+TEST_F(HfGgufRefused, ConfigNotJson) {
+  Planned p = base_;
+  p.files.config = "{\"architectures\": [";
+  auto r = plan_hf_gguf(p.files, p.shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("config.json: not valid JSON"), std::string::npos) << r.status().ToString();
+}
+
+TEST_F(HfGgufRefused, UnsupportedArchitecture) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j["architectures"] = {"Qwen3ForCausalLM"}; });
+  EXPECT_NE(m.find("architecture Qwen3ForCausalLM has no GGUF view"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, MissingArchitectures) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j.erase("architectures"); });
+  EXPECT_NE(m.find("\"architectures\" is missing"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, MissingHiddenSize) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j.erase("hidden_size"); });
+  EXPECT_NE(m.find("config.json: \"hidden_size\" is missing"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, NonIntegerCount) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j["num_hidden_layers"] = "5"; });
+  EXPECT_NE(m.find("\"num_hidden_layers\" is \"5\" (expected a positive integer)"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, ZeroHeads) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j["num_attention_heads"] = 0; });
+  EXPECT_NE(m.find("\"num_attention_heads\" is 0"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, HeadsNotDividingHidden) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j["num_attention_heads"] = 7; });
+  EXPECT_NE(m.find("\"hidden_size\" 64 is not a multiple of \"num_attention_heads\" 7"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, KvHeadsNotDividingHeads) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j["num_key_value_heads"] = 3; });
+  EXPECT_NE(m.find("\"num_attention_heads\" 8 is not a multiple of \"num_key_value_heads\" 3"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, KRowsNotMatchingKvHeads) {
+  // q_proj's 64 rows cannot be 64 heads of rotary pairs.
+  const std::string m = plan_with_config(base_, [](auto& j) { j["num_key_value_heads"] = 64; j["num_attention_heads"] = 64; j["head_dim"] = 1; });
+  EXPECT_NE(m.find("rows, not a multiple of 2 x 64 heads"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, NegativeEps) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j["rms_norm_eps"] = -1.0; });
+  EXPECT_NE(m.find("\"rms_norm_eps\" is -1.0 (expected a positive number)"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, RopeScaling) {
+  const std::string m =
+      plan_with_config(base_, [](auto& j) { j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}}; });
+  EXPECT_NE(m.find("\"rope_scaling\".\"rope_type\" is \"linear\" (only unscaled rope is supported)"), std::string::npos)
+      << m;
+}
+
+TEST_F(HfGgufRefused, QuantizationConfig) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j["quantization_config"] = {{"quant_method", "fp8"}}; });
+  EXPECT_NE(m.find("\"quantization_config\""), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, Experts) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j["num_local_experts"] = 8; });
+  EXPECT_NE(m.find("\"num_local_experts\" (8) is not supported"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, CodeLlamaVocab) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j["vocab_size"] = 32016; });
+  EXPECT_NE(m.find("\"vocab_size\" 32016"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, NegativeSpecialTokenId) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j["pad_token_id"] = -1; });
+  EXPECT_NE(m.find("config.json: special token pad has id -1"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, TokenizerNotSentencePiece) {
+  Planned p = base_;
+  p.files.tokenizer_model = "not a protobuf at all";
+  auto r = plan_hf_gguf(p.files, p.shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tokenizer.model: not a SentencePiece model"), std::string::npos)
+      << r.status().ToString();
+}
+
+TEST_F(HfGgufRefused, AddedTokenWithBadId) {
+  Planned p = base_;
+  p.files.added_tokens = R"({"<extra>": -3})";
+  auto r = plan_hf_gguf(p.files, p.shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("added_tokens.json: token \"<extra>\" has id -3"), std::string::npos)
+      << r.status().ToString();
+}
+
+TEST_F(HfGgufRefused, AddedTokensDecoderBadKey) {
+  Planned p = base_;
+  p.files.tokenizer_config = R"({"added_tokens_decoder": {"x1": {"content": "<a>"}}})";
+  auto r = plan_hf_gguf(p.files, p.shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("\"added_tokens_decoder\" key \"x1\" is not a token id"), std::string::npos)
+      << r.status().ToString();
+}
+
+TEST_F(HfGgufRefused, TokenizerJsonPostProcessor) {
+  Planned p = base_;
+  p.files.tokenizer_json = R"({"post_processor": {"type": "TemplateProcessing"}})";
+  auto r = plan_hf_gguf(p.files, p.shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kNotSupported);
+  EXPECT_NE(r.status().message().find("tokenizer.json: \"post_processor\""), std::string::npos) << r.status().ToString();
+}
+
+TEST_F(HfGgufRefused, QuantizedWeights) {
+  Planned p = base_;
+  for (auto& t : p.shards[0].header.tensors)
+    if (t.name == "model.layers.0.mlp.up_proj.weight") t.dtype = wcodec::DType::kI8, t.shape = {172, 256};
+  auto r = plan_hf_gguf(p.files, p.shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tensor \"model.layers.0.mlp.up_proj.weight\" is I8, earlier weights are F32"),
+            std::string::npos)
+      << r.status().ToString();
+}
+
+TEST_F(HfGgufRefused, UnknownTensorName) {
+  Planned p = base_;
+  p.shards[0].header.tensors[0].name = "model.layers.0.self_attn.rotary.weight";
+  auto r = plan_hf_gguf(p.files, p.shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tensor \"model.layers.0.self_attn.rotary.weight\" has no llama GGUF name"),
+            std::string::npos)
+      << r.status().ToString();
+}
+
+TEST_F(HfGgufRefused, LayerBeyondBlockCount) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j["num_hidden_layers"] = 3; });
+  EXPECT_NE(m.find("model.layers.3."), std::string::npos) << m;
+  EXPECT_NE(m.find("has no llama GGUF name"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, TensorInTwoShards) {
+  Planned p = base_;
+  p.shards.push_back(p.shards[0]);
+  p.shards[1].what = "second.safetensors";
+  auto r = plan_hf_gguf(p.files, p.shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("second.safetensors: tensor"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("is also in an earlier weight file"), std::string::npos);
+}
+
+TEST_F(HfGgufRefused, NoEmbedding) {
+  Planned p = base_;
+  auto& ts = p.shards[0].header.tensors;
+  ts.erase(std::remove_if(ts.begin(), ts.end(), [](const auto& t) { return t.name == "model.embed_tokens.weight"; }),
+           ts.end());
+  auto r = plan_hf_gguf(p.files, p.shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no model.embed_tokens.weight"), std::string::npos) << r.status().ToString();
+}
+
+TEST_F(HfGgufRefused, IndexNamesOutsideTheDirectory) {
+  auto r = parse_hf_index(R"({"weight_map": {"a": "../x.safetensors"}})", "m/model.safetensors.index.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("names \"../x.safetensors\""), std::string::npos) << r.status().ToString();
+  auto r2 = parse_hf_index(R"({"metadata": {}})", "i.json");
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.status().message().find("\"weight_map\" is missing"), std::string::npos);
+}
+
+TEST(HfGgufConvert, HalfFloatsWidenExactly) {
+  EXPECT_EQ(bf16_to_f32(0x3f80), 1.0f);
+  EXPECT_EQ(bf16_to_f32(0xc000), -2.0f);
+  EXPECT_EQ(f16_to_f32(0x3c00), 1.0f);
+  EXPECT_EQ(f16_to_f32(0x0001), 5.9604644775390625e-08f);  // smallest subnormal
+  EXPECT_EQ(f16_to_f32(0x03ff), 6.097555160522461e-05f);   // largest subnormal
+  EXPECT_EQ(f16_to_f32(0x7bff), 65504.0f);
+  EXPECT_TRUE(std::isinf(f16_to_f32(0xfc00)) && f16_to_f32(0xfc00) < 0);
+  EXPECT_TRUE(std::isnan(f16_to_f32(0x7e00)));
+  EXPECT_EQ(std::signbit(f16_to_f32(0x8000)), true);
+}
