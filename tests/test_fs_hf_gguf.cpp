@@ -468,3 +468,20 @@ TEST(HfGgufConvert, HalfFloatsWidenExactly) {
   EXPECT_TRUE(std::isnan(f16_to_f32(0x7e00)));
   EXPECT_EQ(std::signbit(f16_to_f32(0x8000)), true);
 }
+
+// The fuzz target's committed corpus (tests/fuzz/fuzz_hf_gguf.cpp), replayed
+// here because the planner is in fs/ (test_fuzz_replay is a codec suite).
+extern "C" int fuzz_hf_gguf_one(const uint8_t* data, size_t size);
+
+TEST(HfGgufFuzzReplay, CorpusPlansOrFailsCleanly) {
+  std::vector<sfs::path> files;
+  for (const auto& e : sfs::directory_iterator(WCODEC_FUZZ_HF_GGUF_CORPUS))
+    if (e.is_regular_file()) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 50u) << "corpus at " << WCODEC_FUZZ_HF_GGUF_CORPUS << " is missing or nearly empty";
+  for (const auto& f : files) {
+    SCOPED_TRACE(f.filename().string());
+    const auto bytes = wctest::read_file(f);
+    EXPECT_EQ(fuzz_hf_gguf_one(bytes.data(), bytes.size()), 0);
+  }
+}
