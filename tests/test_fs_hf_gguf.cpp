@@ -193,6 +193,46 @@ TEST(HfGguf, Bf16DirectoriesEqualTheConverter) {
   check_variants("stories260K.bf16.safetensors", "bf16");
 }
 
+// Added tokens (added_tokens.json and added_tokens_decoder, special, looking
+// special and plain), a chat template, add_prefix_space, add_eos and more
+// special ids from config.json, with the view and the converter.
+TEST(HfGguf, TokenizerExtrasEqualTheConverter) {
+  wctest::ScratchDir scratch;
+  const sfs::path store = scratch.path() / "store";
+  const sfs::path dir = store / "extras";
+  hfgguf::make_dir(dir);
+  auto tc = nlohmann::json::parse(slurp(dir / "tokenizer_config.json"));
+  tc["add_prefix_space"] = false;
+  tc["add_eos_token"] = true;
+  tc["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}";
+  tc["added_tokens_decoder"] = {{"300", {{"content", "<|im_start|>"}, {"special", false}}},
+                                {"301", {{"content", "\u2581hello"}, {"special", false}}},
+                                {"302", {{"content", "<tool>"}, {"special", true}}},
+                                {"900", {{"content", "<beyond>"}, {"special", true}}}};
+  auto cfg = nlohmann::json::parse(slurp(dir / "config.json"));
+  cfg["pad_token_id"] = 0;
+  cfg["unk_token_id"] = 0;
+  for (auto& [name, j] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"tokenizer_config.json", tc}, {"config.json", cfg}, {"added_tokens.json", {{"<extra>", 303}, {"<far>", 4000}}}}) {
+    const std::string t = j.dump(2);
+    wctest::write_file(dir / name, std::vector<uint8_t>(t.begin(), t.end()));
+  }
+  std::string skip;
+  const sfs::path c = hfgguf::converted(dir, "f32", &skip);
+  if (c.empty()) GTEST_SKIP() << "SKIPPED: " << skip;
+  const auto conv = wctest::read_file(c);
+  const auto view = view_of(store, "extras");
+  EXPECT_EQ(hfgguf::same_gguf(view, conv), "");
+  auto g = wcodec::parse_gguf(view.data(), view.size(), view.size(), "view");
+  ASSERT_TRUE(g.ok());
+  for (const char* k : {"tokenizer.chat_template", "tokenizer.ggml.add_space_prefix", "tokenizer.ggml.padding_token_id",
+                        "tokenizer.ggml.unknown_token_id"})
+    EXPECT_TRUE(g->find(k)) << k;
+  std::string piece;
+  ASSERT_TRUE(g->find("tokenizer.ggml.tokens")->value.get_string(&piece, 301));
+  EXPECT_EQ(piece, " hello");
+}
+
 TEST(HfGguf, ViewIsListedBesideItsInputsAndStatDecodesNothing) {
   wctest::ScratchDir scratch;
   const sfs::path store = scratch.path() / "store";
@@ -358,6 +398,13 @@ TEST_F(HfGgufRefused, Experts) {
 TEST_F(HfGgufRefused, CodeLlamaVocab) {
   const std::string m = plan_with_config(base_, [](auto& j) { j["vocab_size"] = 32016; });
   EXPECT_NE(m.find("\"vocab_size\" 32016"), std::string::npos) << m;
+}
+
+TEST_F(HfGgufRefused, VocabSizeNotTheEmbeddingRows) {
+  const std::string m = plan_with_config(base_, [](auto& j) { j["vocab_size"] = 2000000000; });
+  EXPECT_NE(m.find("config.json: \"vocab_size\" is 2000000000, model.embed_tokens.weight has 512 rows"),
+            std::string::npos)
+      << m;
 }
 
 TEST_F(HfGgufRefused, NegativeSpecialTokenId) {

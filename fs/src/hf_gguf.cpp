@@ -89,10 +89,15 @@ bool looks_special(const std::string& t) {
   return starts_with(t, "<unused") && ends_with(t, ">");
 }
 
-std::string replace_all(std::string s, std::string_view from, std::string_view to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  for (size_t at = 0;;) {
+    const size_t hit = s.find(from, at);
+    out.append(s.substr(at, hit == std::string_view::npos ? std::string_view::npos : hit - at));
+    if (hit == std::string_view::npos) return out;
+    out.append(to);
+    at = hit + from.size();
+  }
 }
 
 // The llama hyperparameters the view writes.
@@ -595,6 +600,12 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
   }
   if (!out_names.count("token_embd.weight"))
     return Status::Corruption(f.where + ": the weights have no model.embed_tokens.weight");
+  // llama.cpp requires token_embd's rows to be the vocabulary size (this
+  // also bounds the vocabulary arrays by the weights' real size).
+  for (size_t i = 0; i < plan.tensors.size(); ++i)
+    if (plan.gguf.tensors[i].name == "token_embd.weight" && plan.tensors[i].rows != h.vocab)
+      return Status::Corruption(cw + ": \"vocab_size\" is " + std::to_string(h.vocab) +
+                                ", model.embed_tokens.weight has " + std::to_string(plan.tensors[i].rows) + " rows");
 
   // Metadata, in the converter's order.
   auto& kv = plan.gguf.kv;
