@@ -15,14 +15,18 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "testutil.h"
 #include "wcodec/container.h"
 #include "wcodec/gguf.h"
+#include "wcodec/safetensors.h"
 
 namespace hfgguf {
 
@@ -140,9 +144,71 @@ inline sfs::path converted(const sfs::path& dir, const std::string& outtype, std
   return out;
 }
 
-inline bool compared_key(const std::string& k) {
+inline bool compared_key(const std::string& k, bool q8) {
   return k.rfind("llama.", 0) == 0 || k.rfind("tokenizer.", 0) == 0 || k == "general.architecture" ||
-         k == "general.type" || k == "general.file_type" || k == "general.quantization_version";
+         k == "general.type" || (k == "general.file_type" && !q8) || k == "general.quantization_version";
+}
+
+// IEEE half to float, written independently of the product's conversion.
+inline float half_to_float(uint16_t h) {
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  float v;
+  if (e == 0) v = std::ldexp(static_cast<float>(m), -24);
+  else if (e == 31) v = m ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  else v = std::ldexp(static_cast<float>(m + 1024), e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+// Q8_0 blocks (f16 scale, 32 int8) as the F32 values ggml dequantizes.
+inline std::vector<uint8_t> dequantize_q8_0(const uint8_t* p, uint64_t nbytes) {
+  std::vector<uint8_t> out;
+  for (uint64_t b = 0; b + 34 <= nbytes; b += 34) {
+    const float d = half_to_float(static_cast<uint16_t>(p[b] | (p[b + 1] << 8)));
+    for (int j = 0; j < 32; ++j) {
+      const float f = d * static_cast<float>(static_cast<int8_t>(p[b + 2 + j]));
+      const auto* fb = reinterpret_cast<const uint8_t*>(&f);
+      out.insert(out.end(), fb, fb + 4);
+    }
+  }
+  return out;
+}
+
+// Writes to `out` a copy of Llama directory `int8_dir` (per-row int8
+// weights NAME + NAME_scale) whose model.safetensors holds the F32 values
+// code x scale instead (the other tensors unchanged).
+inline void make_dequantized(const sfs::path& int8_dir, const sfs::path& out) {
+  sfs::create_directories(out);
+  for (const auto& e : sfs::directory_iterator(int8_dir))
+    if (e.path().filename() != "model.safetensors") sfs::copy_file(e.path(), out / e.path().filename());
+  const auto bytes = wctest::read_file(int8_dir / "model.safetensors");
+  auto h = wcodec::parse_safetensors_header(bytes.data(), bytes.size(), bytes.size(), "int8");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  std::map<std::string, const wcodec::TensorInfo*> by;
+  for (const auto& t : h->tensors) by[t.name] = &t;
+  std::vector<wcodec::TensorData> ts;
+  for (const auto& t : h->tensors) {
+    if (t.name.size() > 6 && t.name.substr(t.name.size() - 6) == "_scale") continue;
+    const uint8_t* p = bytes.data() + h->data_start + t.begin;
+    wcodec::TensorData d{t.name, t.dtype, t.shape, std::vector<uint8_t>(p, p + t.nbytes())};
+    if (t.dtype == wcodec::DType::kI8) {
+      const wcodec::TensorInfo* sc = by.at(t.name + "_scale");
+      const uint8_t* s = bytes.data() + h->data_start + sc->begin;
+      d.dtype = wcodec::DType::kF32;
+      d.bytes.clear();
+      const uint64_t cols = t.shape[1];
+      for (uint64_t i = 0; i < t.nbytes(); ++i) {
+        const uint64_t r = i / cols;
+        const float f = half_to_float(static_cast<uint16_t>(s[2 * r] | (s[2 * r + 1] << 8))) *
+                        static_cast<float>(static_cast<int8_t>(p[i]));
+        const auto* fb = reinterpret_cast<const uint8_t*>(&f);
+        d.bytes.insert(d.bytes.end(), fb, fb + 4);
+      }
+    }
+    ts.push_back(std::move(d));
+  }
+  auto built = wcodec::build_safetensors(ts, h->metadata);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  wctest::write_file(out / "model.safetensors", *built);
 }
 
 inline std::string value_text(const wcodec::GgufValue& v) {
@@ -154,14 +220,16 @@ inline std::string value_text(const wcodec::GgufValue& v) {
 
 // Compares a view with the converter's file; returns "" when they agree,
 // else what differs.
-inline std::string same_gguf(const std::vector<uint8_t>& view, const std::vector<uint8_t>& conv) {
+// With `q8`, a Q8_0 tensor of the view is compared, dequantized, with the
+// converter's F32 tensor (and general.file_type is not compared).
+inline std::string same_gguf(const std::vector<uint8_t>& view, const std::vector<uint8_t>& conv, bool q8 = false) {
   auto a = wcodec::parse_gguf(view.data(), view.size(), view.size(), "view");
   if (!a.ok()) return "view: " + a.status().ToString();
   auto b = wcodec::parse_gguf(conv.data(), conv.size(), conv.size(), "converter");
   if (!b.ok()) return "converter: " + b.status().ToString();
   if (a->alignment != b->alignment) return "alignment differs";
   for (const auto& kv : b->kv) {
-    if (!compared_key(kv.key)) continue;
+    if (!compared_key(kv.key, q8)) continue;
     const wcodec::GgufKv* mine = a->find(kv.key);
     if (!mine) return "key " + kv.key + " missing in the view";
     if (mine->value.type != kv.value.type || mine->value.is_array != kv.value.is_array ||
@@ -169,13 +237,23 @@ inline std::string same_gguf(const std::vector<uint8_t>& view, const std::vector
       return "key " + kv.key + " differs: view " + value_text(mine->value) + ", converter " + value_text(kv.value);
   }
   for (const auto& kv : a->kv)
-    if (compared_key(kv.key) && !b->find(kv.key)) return "key " + kv.key + " only in the view";
+    if (compared_key(kv.key, q8) && !b->find(kv.key)) return "key " + kv.key + " only in the view";
+  size_t q8_tensors = 0;
   if (a->tensors.size() != b->tensors.size())
     return "tensor count " + std::to_string(a->tensors.size()) + " vs " + std::to_string(b->tensors.size());
   for (size_t i = 0; i < a->tensors.size(); ++i) {
     const auto& x = a->tensors[i];
     const auto& y = b->tensors[i];
     if (x.name != y.name) return "tensor " + std::to_string(i) + ": " + x.name + " vs " + y.name;
+    if (q8 && x.type == wcodec::kGgmlTypeQ8_0 && y.type == wcodec::kGgmlTypeF32) {
+      if (!std::equal(x.ne, x.ne + 4, y.ne)) return "tensor " + x.name + ": shape differs";
+      const auto deq = dequantize_q8_0(view.data() + a->data_offset + x.offset, x.nbytes);
+      if (deq.size() != y.nbytes ||
+          !std::equal(deq.begin(), deq.end(), conv.begin() + static_cast<std::ptrdiff_t>(b->data_offset + y.offset)))
+        return "tensor " + x.name + ": dequantized Q8_0 values differ";
+      ++q8_tensors;
+      continue;
+    }
     if (x.type != y.type || x.n_dims != y.n_dims || !std::equal(x.ne, x.ne + 4, y.ne) || x.nbytes != y.nbytes)
       return "tensor " + x.name + ": type or shape differs";
     if (!std::equal(view.begin() + static_cast<std::ptrdiff_t>(a->data_offset + x.offset),
@@ -183,6 +261,7 @@ inline std::string same_gguf(const std::vector<uint8_t>& view, const std::vector
                     conv.begin() + static_cast<std::ptrdiff_t>(b->data_offset + y.offset)))
       return "tensor " + x.name + ": bytes differ";
   }
+  if (q8 && q8_tensors == 0) return "no Q8_0 tensor in the view";
   return "";
 }
 

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -191,6 +192,49 @@ TEST(HfGguf, F32DirectoriesEqualTheConverter) {
 
 TEST(HfGguf, Bf16DirectoriesEqualTheConverter) {
   check_variants("stories260K.bf16.safetensors", "bf16");
+}
+
+// Per-row int8 weights (stories260K.rtn-int8: NAME I8 + NAME_scale F16,
+// small tensors F32): rows of whole 32-blocks become Q8_0, the others F32
+// values; dequantized, every tensor equals the converter's F32 file of the
+// dequantized directory (Q/K permutation included). Plain and .wcodec.
+TEST(HfGguf, Int8WeightsAreQ8_0WithTheConvertersValues) {
+  wctest::ScratchDir scratch;
+  const sfs::path store = scratch.path() / "store";
+  hfgguf::make_dir(store / "int8", "stories260K.rtn-int8.safetensors");
+  hfgguf::make_dequantized(store / "int8", scratch.path() / "deq");
+  hfgguf::make_dir(store / "int8-w", "stories260K.rtn-int8.safetensors", 2);
+  hfgguf::store_as_wcodec(store / "int8-w");
+  std::string skip;
+  const sfs::path c = hfgguf::converted(scratch.path() / "deq", "f32", &skip);
+  if (c.empty()) GTEST_SKIP() << "SKIPPED: " << skip;
+  const auto conv = wctest::read_file(c);
+  const auto view = view_of(store, "int8");
+  EXPECT_EQ(hfgguf::same_gguf(view, conv, /*q8=*/true), "");
+  auto g = wcodec::parse_gguf(view.data(), view.size(), view.size(), "view");
+  ASSERT_TRUE(g.ok());
+  std::map<std::string, uint32_t> type;
+  for (const auto& t : g->tensors) type[t.name] = t.type;
+  EXPECT_EQ(type["blk.0.attn_q.weight"], wcodec::kGgmlTypeQ8_0);   // 64 columns
+  EXPECT_EQ(type["blk.0.ffn_gate.weight"], wcodec::kGgmlTypeQ8_0);  // 64 columns
+  EXPECT_EQ(type["blk.0.ffn_down.weight"], wcodec::kGgmlTypeF32);   // 172 columns
+  EXPECT_EQ(type["blk.0.attn_k.weight"], wcodec::kGgmlTypeF32);     // stored F32
+  uint32_t ft = 0;
+  ASSERT_TRUE(g->find("general.file_type")->value.get_u32(&ft));
+  EXPECT_EQ(ft, 7u);
+  // The sharded .wcodec copy has the same tensors (in its shard order).
+  const auto view2 = view_of(store, "int8-w");
+  auto g2 = wcodec::parse_gguf(view2.data(), view2.size(), view2.size(), "view2");
+  ASSERT_TRUE(g2.ok());
+  ASSERT_EQ(g2->tensors.size(), g->tensors.size());
+  for (const auto& t2 : g2->tensors) {
+    const auto it = std::find_if(g->tensors.begin(), g->tensors.end(), [&](const auto& t) { return t.name == t2.name; });
+    ASSERT_NE(it, g->tensors.end()) << t2.name;
+    EXPECT_TRUE(std::equal(view2.begin() + static_cast<std::ptrdiff_t>(g2->data_offset + t2.offset),
+                           view2.begin() + static_cast<std::ptrdiff_t>(g2->data_offset + t2.offset + t2.nbytes),
+                           view.begin() + static_cast<std::ptrdiff_t>(g->data_offset + it->offset)))
+        << t2.name;
+  }
 }
 
 // Added tokens (added_tokens.json and added_tokens_decoder, special, looking
@@ -448,13 +492,36 @@ TEST_F(HfGgufRefused, TokenizerJsonPostProcessor) {
   EXPECT_NE(r.status().message().find("tokenizer.json: \"post_processor\""), std::string::npos) << r.status().ToString();
 }
 
-TEST_F(HfGgufRefused, QuantizedWeights) {
+TEST_F(HfGgufRefused, Int8WithoutScale) {
   Planned p = base_;
   for (auto& t : p.shards[0].header.tensors)
     if (t.name == "model.layers.0.mlp.up_proj.weight") t.dtype = wcodec::DType::kI8, t.shape = {172, 256};
   auto r = plan_hf_gguf(p.files, p.shards);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("tensor \"model.layers.0.mlp.up_proj.weight\" is I8, earlier weights are F32"),
+  EXPECT_NE(r.status().message().find("tensor \"model.layers.0.mlp.up_proj.weight\" is I8 without a per-row F16 "
+                                      "model.layers.0.mlp.up_proj.weight_scale"),
+            std::string::npos)
+      << r.status().ToString();
+}
+
+TEST_F(HfGgufRefused, OtherQuantizedDtype) {
+  Planned p = base_;
+  for (auto& t : p.shards[0].header.tensors)
+    if (t.name == "model.layers.0.mlp.up_proj.weight") t.dtype = wcodec::DType::kU8, t.shape = {172, 256};
+  auto r = plan_hf_gguf(p.files, p.shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tensor \"model.layers.0.mlp.up_proj.weight\" is U8, earlier weights are F32"),
+            std::string::npos)
+      << r.status().ToString();
+}
+
+TEST_F(HfGgufRefused, MixedFloatWeights) {
+  Planned p = base_;
+  for (auto& t : p.shards[0].header.tensors)
+    if (t.name == "model.layers.0.mlp.up_proj.weight") t.dtype = wcodec::DType::kF16, t.shape = {172, 128};
+  auto r = plan_hf_gguf(p.files, p.shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("is F16, earlier weights are F32 (mixed weight dtypes are not supported)"),
             std::string::npos)
       << r.status().ToString();
 }

@@ -513,18 +513,36 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
     }
   }
 
+  // Per-row int8 weights: NAME (I8, 2-D) with NAME_scale (F16, [rows]).
+  std::map<std::string, Src> by_name;
+  for (const Src& s : order) by_name.emplace(s.t->name, s);
+  std::map<std::string, Src> scale_of;  // int8 weight name -> its scale
+  std::set<std::string> scales;
+  for (const Src& s : order) {
+    if (s.t->dtype != wcodec::DType::kI8) continue;
+    auto sc = by_name.find(s.t->name + "_scale");
+    if (s.t->shape.size() != 2 || sc == by_name.end() || sc->second.t->dtype != wcodec::DType::kF16 ||
+        sc->second.t->shape != std::vector<uint64_t>{s.t->shape[0]})
+      return Status(Code::kNotSupported, shards[s.shard].what + ": tensor \"" + s.t->name +
+                                             "\" is I8 without a per-row F16 " + s.t->name +
+                                             "_scale (the quantized layouts the view maps are in docs/gguf-view.md)");
+    scale_of.emplace(s.t->name, sc->second);
+    scales.insert(sc->first);
+  }
+
   HfGgufPlan plan;
   // Output type: the dtype of the 2-D weights, which must agree.
   std::optional<wcodec::DType> wdt;
   for (const Src& s : order) {
-    if (s.t->shape.size() < 2 || dropped(s.t->name)) continue;
+    if (s.t->shape.size() < 2 || dropped(s.t->name) || scale_of.count(s.t->name)) continue;
     if (wdt && *wdt != s.t->dtype)
       return Status(Code::kNotSupported, shards[s.shard].what + ": tensor \"" + s.t->name + "\" is " +
                                              wcodec::dtype_name(s.t->dtype) + ", earlier weights are " +
                                              wcodec::dtype_name(*wdt) + " (mixed weight dtypes are not supported)");
     wdt = s.t->dtype;
   }
-  if (!wdt) return Status::Corruption(f.where + ": the weights hold no 2-D tensor");
+  if (!wdt && scale_of.empty()) return Status::Corruption(f.where + ": the weights hold no 2-D tensor");
+  if (!wdt) wdt = wcodec::DType::kF32;
   uint32_t file_type = 0;
   switch (*wdt) {
     case wcodec::DType::kF32: plan.outtype = wcodec::kGgmlTypeF32; file_type = 0; break;
@@ -536,16 +554,19 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
   }
 
   std::set<std::string> out_names;
+  bool has_q8 = false;
   for (const Src& s : order) {
     const wcodec::TensorInfo& t = *s.t;
     const std::string& what = shards[s.shard].what;
-    if (dropped(t.name)) continue;
+    if (dropped(t.name) || scales.count(t.name)) continue;
+    const auto int8 = scale_of.find(t.name);
     NameMap nm;
     if (!map_name(t.name, h.layers, &nm))
       return Status(Code::kNotSupported, what + ": tensor \"" + t.name + "\" has no llama GGUF name");
     if (!out_names.insert(nm.gguf).second)
       return Status::Corruption(what + ": two tensors map to " + nm.gguf);
-    if (t.dtype != wcodec::DType::kF32 && t.dtype != wcodec::DType::kF16 && t.dtype != wcodec::DType::kBF16)
+    if (t.dtype != wcodec::DType::kF32 && t.dtype != wcodec::DType::kF16 && t.dtype != wcodec::DType::kBF16 &&
+        int8 == scale_of.end())
       return Status(Code::kNotSupported, what + ": tensor \"" + t.name + "\" has dtype " + wcodec::dtype_name(t.dtype) +
                                              " (the GGUF view presents F32, F16 and BF16 tensors)");
     if (t.shape.size() > wcodec::kGgmlMaxDims || t.shape.empty())
@@ -567,7 +588,17 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
       gt.ne[d] = static_cast<int64_t>(t.shape[gt.n_dims - 1 - d]);
     }
     const bool f32_kept = gt.n_dims <= 1 || ends_with(nm.gguf, "_norm.weight") || !ends_with(nm.gguf, ".weight");
-    if (f32_kept) {
+    uint64_t want = src.src_bytes;
+    if (int8 != scale_of.end()) {
+      // Q8_0 where the rows are whole blocks, F32 values otherwise.
+      const bool q8 = t.shape[1] % 32 == 0 && !f32_kept;
+      gt.type = q8 ? wcodec::kGgmlTypeQ8_0 : wcodec::kGgmlTypeF32;
+      src.convert = q8 ? HfConvert::kI8ToQ8_0 : HfConvert::kI8ToF32;
+      src.scale_shard = int8->second.shard;
+      src.scale_begin = int8->second.t->begin;
+      want = q8 ? t.shape[0] * (t.shape[1] / 32) * 34 : src.src_bytes * 4;
+      has_q8 = has_q8 || q8;
+    } else if (f32_kept) {
       gt.type = wcodec::kGgmlTypeF32;
       src.convert = t.dtype == wcodec::DType::kBF16  ? HfConvert::kBf16ToF32
                     : t.dtype == wcodec::DType::kF16 ? HfConvert::kF16ToF32
@@ -579,7 +610,7 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
     }
     WCFS_RETURN_IF_ERROR(from_codec(wcodec::ggml_tensor_nbytes(gt.type, gt.ne, gt.n_dims, what + ": " + gt.name,
                                                                &src.out_bytes)));
-    const uint64_t want = src.convert == HfConvert::kCopy ? src.src_bytes : src.src_bytes * 2;
+    if (src.convert == HfConvert::kBf16ToF32 || src.convert == HfConvert::kF16ToF32) want = src.src_bytes * 2;
     if (src.out_bytes != want)
       return Status::Corruption(what + ": tensor \"" + t.name + "\" holds " + std::to_string(src.src_bytes) +
                                 " bytes, its GGUF form " + std::to_string(src.out_bytes));
@@ -623,7 +654,7 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
   kv.push_back({"llama.attention.layer_norm_rms_epsilon", V::f32(static_cast<float>(h.rms_eps))});
   kv.push_back({"llama.attention.key_length", V::u32(static_cast<uint32_t>(h.head_dim))});
   kv.push_back({"llama.attention.value_length", V::u32(static_cast<uint32_t>(h.head_dim))});
-  kv.push_back({"general.file_type", V::u32(file_type)});
+  kv.push_back({"general.file_type", V::u32(has_q8 ? 7 : file_type)});  // 7: mostly Q8_0
   kv.push_back({"llama.vocab_size", V::u32(static_cast<uint32_t>(h.vocab))});
   kv.push_back({"llama.rope.dimension_count", V::u32(static_cast<uint32_t>(h.head_dim))});
   kv.push_back({"general.quantization_version", V::u32(2)});

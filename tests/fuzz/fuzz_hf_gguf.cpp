@@ -128,8 +128,14 @@ extern "C" int WCODEC_FUZZ_ENTRY(const uint8_t* data, size_t size) {
     if (t.name != p.gguf.tensors[i].name || t.type != p.gguf.tensors[i].type || t.offset != p.gguf.tensors[i].offset)
       die("tensor " + t.name + " differs from the plan");
     if (t.nbytes != s.out_bytes) die("tensor " + t.name + ": GGUF size differs from the planned bytes");
-    const uint64_t want = s.convert == wcodecfs::HfConvert::kCopy ? s.src_bytes : s.src_bytes * 2;
+    uint64_t want = s.src_bytes;
+    if (s.convert == wcodecfs::HfConvert::kBf16ToF32 || s.convert == wcodecfs::HfConvert::kF16ToF32) want *= 2;
+    if (s.convert == wcodecfs::HfConvert::kI8ToF32) want *= 4;
+    if (s.convert == wcodecfs::HfConvert::kI8ToQ8_0) want = want / 32 * 34;
     if (s.out_bytes != want) die("tensor " + t.name + ": planned bytes differ from the source's");
+    if ((s.convert == wcodecfs::HfConvert::kI8ToF32 || s.convert == wcodecfs::HfConvert::kI8ToQ8_0) &&
+        (s.scale_shard != 0 || s.scale_begin > h->data_len || s.rows * 2 > h->data_len - s.scale_begin))
+      die("tensor " + t.name + ": scale range outside the weight file");
     if (s.shard != 0 || s.src_begin > h->data_len || s.src_bytes > h->data_len - s.src_begin)
       die("tensor " + t.name + ": source range outside the weight file");
     if (!s.row_order.empty()) {

@@ -122,36 +122,67 @@ Result<wcodec::SafetensorsHeader> read_header(const VirtualFile& vf, const std::
   return std::move(h).value();
 }
 
-// The F32 form of a BF16/F16 tensor (the converter keeps 1-D tensors in
-// F32), computed chunk by chunk from the source's bytes.
+// A tensor whose bytes are computed from its source rows (wcodecfs/hf_gguf.h,
+// HfConvert): BF16/F16 widened to F32, per-row int8 as Q8_0 blocks or F32
+// values. A chunk is computed from whole output rows; their source rows
+// (and scales) are read as one span each (the Q/K permutation moves rows
+// only within a head), so a decoded source chunk is decoded once per
+// computed chunk.
 Result<std::shared_ptr<const ComputedSource>> converted_source(std::shared_ptr<const VirtualFile> src, uint64_t base,
-                                                               const HfTensorSource& t, const std::string& view,
-                                                               uint64_t id) {
+                                                               std::shared_ptr<const VirtualFile> scale_src,
+                                                               uint64_t scale_base, const HfTensorSource& t,
+                                                               const std::string& view, uint64_t id) {
   auto order = std::make_shared<const std::vector<uint32_t>>(t.row_order);
-  const uint64_t numel = t.src_bytes / 2;
-  const uint64_t per_row = t.rows ? numel / t.rows : numel;
   const HfConvert conv = t.convert;
-  ComputedSource::Compute fn = [src, base, order, per_row, conv, numel](size_t chunk, uint8_t* out) -> Status {
-    const uint64_t e0 = uint64_t{chunk} * (kComputedChunk / 4);
-    const uint64_t e1 = std::min(numel, e0 + kComputedChunk / 4);
-    std::vector<uint8_t> in;
-    for (uint64_t e = e0; e < e1;) {
-      const uint64_t row = per_row ? e / per_row : 0;
-      const uint64_t in_row = per_row ? e % per_row : e;
-      const uint64_t run = std::min(e1 - e, per_row ? per_row - in_row : e1 - e);
-      const uint64_t src_row = order->empty() ? row : (*order)[row];
-      in.resize(run * 2);
-      WCFS_RETURN_IF_ERROR(read_uncached(*src, base + (src_row * per_row + in_row) * 2, run * 2, in.data()));
-      for (uint64_t k = 0; k < run; ++k) {
-        const uint16_t v = static_cast<uint16_t>(in[2 * k] | (in[2 * k + 1] << 8));
-        const float f = conv == HfConvert::kBf16ToF32 ? bf16_to_f32(v) : f16_to_f32(v);
-        std::memcpy(out + (e - e0 + k) * 4, &f, 4);
+  const bool int8 = conv == HfConvert::kI8ToQ8_0 || conv == HfConvert::kI8ToF32;
+  const uint64_t in_elem = int8 ? 1 : 2;
+  const uint64_t rows = std::max<uint64_t>(1, t.rows);
+  const uint64_t cols = t.src_bytes / in_elem / rows;
+  const uint64_t in_row = cols * in_elem, out_row = t.out_bytes / rows;
+  if (cols * in_elem * rows != t.src_bytes || out_row * rows != t.out_bytes || out_row == 0)
+    return Status::Internal(view + ": tensor " + t.hf_name + " does not split into " + std::to_string(rows) + " rows");
+  const uint64_t total = t.out_bytes;
+  ComputedSource::Compute fn = [=](size_t chunk, uint8_t* out) -> Status {
+    const uint64_t o0 = uint64_t{chunk} * kComputedChunk, o1 = std::min(total, o0 + kComputedChunk);
+    const uint64_t r0 = o0 / out_row, r1 = (o1 + out_row - 1) / out_row;
+    auto src_row = [&](uint64_t r) -> uint64_t { return order->empty() ? r : (*order)[r]; };
+    uint64_t smin = UINT64_MAX, smax = 0;
+    for (uint64_t r = r0; r < r1; ++r) smin = std::min(smin, src_row(r)), smax = std::max(smax, src_row(r));
+    std::vector<uint8_t> in((smax - smin + 1) * in_row), sc, rowbuf(out_row);
+    WCFS_RETURN_IF_ERROR(read_uncached(*src, base + smin * in_row, in.size(), in.data()));
+    if (int8) {
+      sc.resize((smax - smin + 1) * 2);
+      WCFS_RETURN_IF_ERROR(read_uncached(*scale_src, scale_base + smin * 2, sc.size(), sc.data()));
+    }
+    for (uint64_t r = r0; r < r1; ++r) {
+      const uint64_t k = src_row(r) - smin;
+      const uint8_t* q = in.data() + k * in_row;
+      uint8_t* o = rowbuf.data();
+      if (conv == HfConvert::kI8ToQ8_0) {
+        for (uint64_t b = 0; b < cols / 32; ++b) {
+          std::memcpy(o + b * 34, sc.data() + k * 2, 2);
+          std::memcpy(o + b * 34 + 2, q + b * 32, 32);
+        }
+      } else if (conv == HfConvert::kI8ToF32) {
+        const float d = f16_to_f32(static_cast<uint16_t>(sc[k * 2] | (sc[k * 2 + 1] << 8)));
+        for (uint64_t c = 0; c < cols; ++c) {
+          const float f = d * static_cast<float>(static_cast<int8_t>(q[c]));
+          std::memcpy(o + c * 4, &f, 4);
+        }
+      } else {
+        for (uint64_t c = 0; c < cols; ++c) {
+          const uint16_t v = static_cast<uint16_t>(q[2 * c] | (q[2 * c + 1] << 8));
+          const float f = conv == HfConvert::kBf16ToF32 ? bf16_to_f32(v) : f16_to_f32(v);
+          std::memcpy(o + c * 4, &f, 4);
+        }
       }
-      e += run;
+      // The part of this row inside [o0, o1).
+      const uint64_t a = std::max(o0, r * out_row), e = std::min(o1, (r + 1) * out_row);
+      std::memcpy(out + (a - o0), rowbuf.data() + (a - r * out_row), e - a);
     }
     return Status::OK();
   };
-  return ComputedSource::make_uniform(view, t.out_bytes, kComputedChunk, std::move(fn), id);
+  return ComputedSource::make_uniform(view, total, kComputedChunk, std::move(fn), id);
 }
 
 }  // namespace
@@ -306,8 +337,10 @@ Result<std::shared_ptr<const VirtualFile>> HfGgufKind::build(const StoreDir& dir
     const uint64_t base = shards[t.shard].header.data_start + t.src_begin;
     if (t.out_bytes > 0) segments.push_back(pos);
     if (t.convert != HfConvert::kCopy) {
+      const uint64_t scale_base = shards[t.scale_shard].header.data_start + t.scale_begin;
       WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const ComputedSource> cs,
-                            converted_source(contents[t.shard], base, t, view, ctx.source_id(weights.size() + i)));
+                            converted_source(contents[t.shard], base, contents[t.scale_shard], scale_base, t, view,
+                                             ctx.source_id(weights.size() + i)));
       extents.push_back(Extent{pos, t.out_bytes, DecodedExtent{cs, 0}});
       pos += t.out_bytes;
     } else if (t.row_order.empty()) {
