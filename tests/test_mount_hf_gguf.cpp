@@ -8,8 +8,9 @@
 // and the llama.* / tokenizer.* keys of the view equal what llama.cpp's
 // convert_hf_to_gguf.py writes for the same directory; llama.cpp
 // (llama-simple, greedy, 32 tokens, a fixed prompt) loads the view from the
-// mount and prints what it prints for the converter's file; nothing is
-// written to the store.
+// mount and prints what it prints for the converter's file; a per-row int8
+// directory's view (Q8_0) dequantizes to the converter's values and loads;
+// nothing is written to the store.
 //
 // Needs /dev/fuse and fusermount3, llama.cpp's cache (scripts/llama_cpp.sh)
 // and the converter's Python packages; skipped visibly otherwise.
@@ -89,6 +90,22 @@ TEST(mount_hf_gguf, ViewsLoadInLlamaCppAndEqualTheConverter) {
     EXPECT_GT(b.size(), std::string(kPrompt).size() + 10) << b;
     EXPECT_EQ(a, b);
   }
+  // Per-row int8 weights, .wcodec-stored: the view maps them to Q8_0, and
+  // llama.cpp generates from it through the mount.
+  hfgguf::make_dir(fx.scratch() / "int8-plain", "stories260K.rtn-int8.safetensors");
+  hfgguf::make_dequantized(fx.scratch() / "int8-plain", fx.scratch() / "deq");
+  std::string skip;
+  const sfs::path deq = hfgguf::converted(fx.scratch() / "deq", "f32", &skip);
+  ASSERT_FALSE(deq.empty()) << skip;
+  hfgguf::make_dir(fx.store() / "llama-int8", "stories260K.rtn-int8.safetensors");
+  hfgguf::store_as_wcodec(fx.store() / "llama-int8");
+  const sfs::path q8 = fx.mnt() / "llama-int8" / "model.gguf";
+  ASSERT_TRUE(wait_until([&] { return sfs::exists(q8); }, 10));
+  EXPECT_EQ(hfgguf::same_gguf(wctest::read_file(q8), wctest::read_file(deq), /*q8=*/true), "");
+  // (Its text is not compared with the F32 file's: llama.cpp's Q8_0 matrix
+  // products quantize the activations too, so the logits differ slightly.)
+  const std::string q8_text = generate(q8);
+  EXPECT_GT(q8_text.size(), std::string(kPrompt).size() + 10) << q8_text;
   EXPECT_GT(fx.stats()["decode"]["bytes"].get<uint64_t>(), 0u);  // the .wcodec shards were decoded by the reads
   fx.unmount();
   for (const auto& e : sfs::recursive_directory_iterator(fx.store()))
