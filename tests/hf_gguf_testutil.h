@@ -174,9 +174,16 @@ inline std::vector<uint8_t> dequantize_q8_0(const uint8_t* p, uint64_t nbytes) {
 }
 
 // Writes to `out` a copy of Llama directory `int8_dir` (per-row int8
-// weights NAME + NAME_scale) whose model.safetensors holds the F32 values
-// code x scale instead (the other tensors unchanged).
+// weights NAME + NAME_scale, or packed ternary NAME_packed + NAME_scale)
+// whose model.safetensors holds the F32 values code x scale instead (the
+// other tensors unchanged). A ternary row's length is the row length of the
+// same tensor in ../shared/data/stories260K.f32.safetensors.
 inline void make_dequantized(const sfs::path& int8_dir, const sfs::path& out) {
+  auto f32 = wcodec::read_safetensors_header_file((wctest::data_dir() / "stories260K.f32.safetensors").string());
+  ASSERT_TRUE(f32.ok()) << f32.status().ToString();
+  std::map<std::string, uint64_t> cols_of;
+  for (const auto& t : f32->tensors)
+    if (t.shape.size() == 2) cols_of[t.name] = t.shape[1];
   sfs::create_directories(out);
   for (const auto& e : sfs::directory_iterator(int8_dir))
     if (e.path().filename() != "model.safetensors") sfs::copy_file(e.path(), out / e.path().filename());
@@ -190,7 +197,24 @@ inline void make_dequantized(const sfs::path& int8_dir, const sfs::path& out) {
     if (t.name.size() > 6 && t.name.substr(t.name.size() - 6) == "_scale") continue;
     const uint8_t* p = bytes.data() + h->data_start + t.begin;
     wcodec::TensorData d{t.name, t.dtype, t.shape, std::vector<uint8_t>(p, p + t.nbytes())};
-    if (t.dtype == wcodec::DType::kI8) {
+    if (t.dtype == wcodec::DType::kU8 && t.name.size() > 7 && t.name.substr(t.name.size() - 7) == "_packed") {
+      const std::string base = t.name.substr(0, t.name.size() - 7);
+      const wcodec::TensorInfo* sc = by.at(base + "_scale");
+      const uint8_t* s = bytes.data() + h->data_start + sc->begin;
+      const uint64_t cols = cols_of.at(base), per_row = t.shape[1];
+      d.name = base;
+      d.dtype = wcodec::DType::kF32;
+      d.shape = {t.shape[0], cols};
+      d.bytes.clear();
+      for (uint64_t r = 0; r < t.shape[0]; ++r)
+        for (uint64_t c = 0; c < cols; ++c) {
+          const int code = (p[r * per_row + c / 4] >> (2 * (c % 4))) & 3;
+          const float v = code == 1 ? 1.0f : code == 2 ? -1.0f : 0.0f;
+          const float f = half_to_float(static_cast<uint16_t>(s[2 * r] | (s[2 * r + 1] << 8))) * v;
+          const auto* fb = reinterpret_cast<const uint8_t*>(&f);
+          d.bytes.insert(d.bytes.end(), fb, fb + 4);
+        }
+    } else if (t.dtype == wcodec::DType::kI8) {
       const wcodec::TensorInfo* sc = by.at(t.name + "_scale");
       const uint8_t* s = bytes.data() + h->data_start + sc->begin;
       d.dtype = wcodec::DType::kF32;

@@ -237,6 +237,84 @@ TEST(HfGguf, Int8WeightsAreQ8_0WithTheConvertersValues) {
   }
 }
 
+// Packed ternary weights (stories260K.rtn-ternary: NAME_packed U8 +
+// NAME_scale F16; no row is a whole TQ2_0 block of 256, so every one is
+// F32 values): every tensor equals the converter's F32 file of the
+// dequantized directory. Plain and .wcodec.
+TEST(HfGguf, TernaryWeightsEqualTheConvertersValues) {
+  wctest::ScratchDir scratch;
+  const sfs::path store = scratch.path() / "store";
+  for (const char* d : {"t", "t-w"}) {
+    hfgguf::make_dir(store / d);  // config and tokenizer of the same model
+    sfs::copy_file(wctest::data_dir() / "stories260K.rtn-ternary.safetensors", store / d / "model.safetensors",
+                   sfs::copy_options::overwrite_existing);
+  }
+  hfgguf::store_as_wcodec(store / "t-w");
+  hfgguf::make_dequantized(store / "t", scratch.path() / "deq");
+  std::string skip;
+  const sfs::path c = hfgguf::converted(scratch.path() / "deq", "f32", &skip);
+  if (c.empty()) GTEST_SKIP() << "SKIPPED: " << skip;
+  const auto conv = wctest::read_file(c);
+  EXPECT_EQ(hfgguf::same_gguf(view_of(store, "t"), conv), "");
+  EXPECT_EQ(hfgguf::same_gguf(view_of(store, "t-w"), conv), "");
+}
+
+TEST_F(HfGgufRefused, TernaryRowBytesNotTheModels) {
+  Planned t = base_;
+  auto h = wcodec::read_safetensors_header_file((wctest::data_dir() / "stories260K.rtn-ternary.safetensors").string());
+  ASSERT_TRUE(h.ok());
+  t.shards = {HfShard{"model.safetensors", *h}};
+  auto cfg = nlohmann::json::parse(t.files.config);
+  cfg["intermediate_size"] = 168;  // down_proj rows of 172 weights take 43 bytes, 168 take 42
+  t.files.config = cfg.dump();
+  auto r = plan_hf_gguf(t.files, t.shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("has 43 bytes per row, a row of model.layers.0.mlp.down_proj.weight has 168 weights"),
+            std::string::npos)
+      << r.status().ToString();
+}
+
+// A reserved ternary code (11) in the stored bytes: the view is listed and
+// stat works (nothing is decoded), and a read of that tensor is an error,
+// never zeros or other bytes.
+TEST(HfGguf, ReservedTernaryCodeIsAReadError) {
+  wctest::ScratchDir scratch;
+  const sfs::path store = scratch.path() / "store";
+  hfgguf::make_dir(store / "t");
+  auto bytes = wctest::read_file(wctest::data_dir() / "stories260K.rtn-ternary.safetensors");
+  auto h = wcodec::parse_safetensors_header(bytes.data(), bytes.size(), bytes.size(), "t");
+  ASSERT_TRUE(h.ok());
+  const auto it = std::find_if(h->tensors.begin(), h->tensors.end(),
+                               [](const auto& t) { return t.name == "model.layers.2.mlp.up_proj.weight_packed"; });
+  ASSERT_NE(it, h->tensors.end());
+  bytes[h->data_start + it->begin + 100] = 0xff;
+  wctest::write_file(store / "t" / "model.safetensors", bytes);
+  auto fs = open_store(store);
+  ASSERT_TRUE(fs);
+  auto e = fs->lookup_path("t/model.gguf");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto fh = fs->open(e->id, O_RDONLY);
+  ASSERT_TRUE(fh.ok());
+  auto r = fs->read(**fh, 0, static_cast<uint64_t>(e->attr.st_size));
+  ASSERT_FALSE(r.ok()) << "a reserved code was served";
+  EXPECT_NE(r.status().message().find("model.layers.2.mlp.up_proj.weight"), std::string::npos) << r.status().ToString();
+  // The header and other tensors still read.
+  auto head = fs->read(**fh, 0, 4096);
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  EXPECT_EQ(head->gather().size(), 4096u);
+}
+
+TEST_F(HfGgufRefused, PackedWithoutScale) {
+  Planned p = base_;
+  for (auto& t : p.shards[0].header.tensors)
+    if (t.name == "model.layers.0.mlp.up_proj.weight") t.name += "_packed", t.dtype = wcodec::DType::kU8, t.shape = {172, 256};
+  auto r = plan_hf_gguf(p.files, p.shards);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("is U8 without a per-row F16 model.layers.0.mlp.up_proj.weight_scale"),
+            std::string::npos)
+      << r.status().ToString();
+}
+
 // Added tokens (added_tokens.json and added_tokens_decoder, special, looking
 // special and plain), a chat template, add_prefix_space, add_eos and more
 // special ids from config.json, with the view and the converter.

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "wcodec/packed_ternary.h"
+
 namespace wcodecfs {
 namespace {
 
@@ -415,6 +417,16 @@ bool dropped(const std::string& n) {
   return ends_with(n, ".attention.masked_bias") || ends_with(n, ".attention.bias") || ends_with(n, ".rotary_emb.inv_freq");
 }
 
+// Weights per row of a llama matrix (the input dimension), 0 for none.
+uint64_t ternary_cols(const std::string& hf, const Hparams& h) {
+  if (ends_with(hf, "self_attn.o_proj.weight")) return h.heads * h.head_dim;
+  if (ends_with(hf, "mlp.down_proj.weight")) return h.ff;
+  for (const char* k : {"embed_tokens.weight", "lm_head.weight", "q_proj.weight", "k_proj.weight", "v_proj.weight",
+                        "gate_proj.weight", "up_proj.weight"})
+    if (ends_with(hf, k)) return h.hidden;
+  return 0;
+}
+
 }  // namespace
 
 float bf16_to_f32(uint16_t v) {
@@ -505,7 +517,12 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
   for (size_t s = 0; s < shards.size(); ++s) {
     std::vector<const wcodec::TensorInfo*> ts;
     for (const auto& t : shards[s].header.tensors) ts.push_back(&t);
-    std::sort(ts.begin(), ts.end(), [](const auto* a, const auto* b) { return a->name < b->name; });
+    // (A packed ternary NAME_packed sorts where NAME would.)
+    auto key = [](const wcodec::TensorInfo* t) {
+      return t->dtype == wcodec::DType::kU8 && ends_with(t->name, "_packed") ? t->name.substr(0, t->name.size() - 7)
+                                                                             : t->name;
+    };
+    std::stable_sort(ts.begin(), ts.end(), [&](const auto* a, const auto* b) { return key(a) < key(b); });
     for (const auto* t : ts) {
       if (!seen.insert(t->name).second)
         return Status::Corruption(shards[s].what + ": tensor \"" + t->name + "\" is also in an earlier weight file");
@@ -526,6 +543,21 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
       return Status(Code::kNotSupported, shards[s.shard].what + ": tensor \"" + s.t->name +
                                              "\" is I8 without a per-row F16 " + s.t->name +
                                              "_scale (the quantized layouts the view maps are in docs/gguf-view.md)");
+    scale_of.emplace(s.t->name, sc->second);
+    scales.insert(sc->first);
+  }
+  // Packed ternary weights: NAME_packed (U8, 2-D) with NAME_scale (F16, [rows]).
+  for (const Src& s : order) {
+    if (s.t->dtype != wcodec::DType::kU8 || !ends_with(s.t->name, "_packed")) continue;
+    const std::string base = s.t->name.substr(0, s.t->name.size() - 7);
+    auto sc = by_name.find(base + "_scale");
+    if (s.t->shape.size() != 2 || sc == by_name.end() || sc->second.t->dtype != wcodec::DType::kF16 ||
+        sc->second.t->shape != std::vector<uint64_t>{s.t->shape[0]})
+      return Status(Code::kNotSupported, shards[s.shard].what + ": tensor \"" + s.t->name +
+                                             "\" is U8 without a per-row F16 " + base +
+                                             "_scale (the quantized layouts the view maps are in docs/gguf-view.md)");
+    if (by_name.count(base))
+      return Status::Corruption(shards[s.shard].what + ": both " + base + " and " + s.t->name + " are present");
     scale_of.emplace(s.t->name, sc->second);
     scales.insert(sc->first);
   }
@@ -554,14 +586,16 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
   }
 
   std::set<std::string> out_names;
-  bool has_q8 = false;
+  bool has_q8 = false, has_tq2 = false;
   for (const Src& s : order) {
     const wcodec::TensorInfo& t = *s.t;
     const std::string& what = shards[s.shard].what;
     if (dropped(t.name) || scales.count(t.name)) continue;
     const auto int8 = scale_of.find(t.name);
+    const bool ternary = int8 != scale_of.end() && t.dtype == wcodec::DType::kU8;
+    const std::string hf_name = ternary ? t.name.substr(0, t.name.size() - 7) : t.name;
     NameMap nm;
-    if (!map_name(t.name, h.layers, &nm))
+    if (!map_name(hf_name, h.layers, &nm))
       return Status(Code::kNotSupported, what + ": tensor \"" + t.name + "\" has no llama GGUF name");
     if (!out_names.insert(nm.gguf).second)
       return Status::Corruption(what + ": two tensors map to " + nm.gguf);
@@ -573,7 +607,7 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
       return Status(Code::kNotSupported, what + ": tensor \"" + t.name + "\" has " + std::to_string(t.shape.size()) +
                                              " dimensions (1..4 supported)");
     HfTensorSource src;
-    src.hf_name = t.name;
+    src.hf_name = hf_name;
     src.shard = s.shard;
     src.src_begin = t.begin;
     src.src_bytes = t.nbytes();
@@ -581,15 +615,34 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
     wcodec::GgufTensor gt;
     gt.name = nm.gguf;
     gt.n_dims = static_cast<uint32_t>(t.shape.size());
+    std::vector<uint64_t> shape = t.shape;
+    if (ternary) {
+      // The row length is the model's (ceil(cols/4) bytes cannot tell it).
+      const uint64_t cols = ternary_cols(hf_name, h);
+      if (cols == 0 || (cols + 3) / 4 != shape[1])
+        return Status::Corruption(what + ": tensor \"" + t.name + "\" has " + std::to_string(shape[1]) +
+                                  " bytes per row, a row of " + hf_name + " has " + std::to_string(cols) + " weights");
+      shape[1] = cols;
+      src.cols = cols;
+    }
     for (uint32_t d = 0; d < gt.n_dims; ++d) {
-      if (t.shape[d] >= (uint64_t{1} << 62))
+      if (shape[d] >= (uint64_t{1} << 62))
         return Status::Corruption(what + ": tensor \"" + t.name + "\" dimension " + std::to_string(d) + " is " +
-                                  std::to_string(t.shape[d]));
-      gt.ne[d] = static_cast<int64_t>(t.shape[gt.n_dims - 1 - d]);
+                                  std::to_string(shape[d]));
+      gt.ne[d] = static_cast<int64_t>(shape[gt.n_dims - 1 - d]);
     }
     const bool f32_kept = gt.n_dims <= 1 || ends_with(nm.gguf, "_norm.weight") || !ends_with(nm.gguf, ".weight");
     uint64_t want = src.src_bytes;
-    if (int8 != scale_of.end()) {
+    if (ternary) {
+      // TQ2_0 where the rows are whole blocks, F32 values otherwise.
+      const bool tq2 = src.cols % 256 == 0 && !f32_kept;
+      gt.type = tq2 ? wcodec::kGgmlTypeTQ2_0 : wcodec::kGgmlTypeF32;
+      src.convert = tq2 ? HfConvert::kTernaryToTq2_0 : HfConvert::kTernaryToF32;
+      src.scale_shard = int8->second.shard;
+      src.scale_begin = int8->second.t->begin;
+      want = tq2 ? shape[0] * (src.cols / 256) * 66 : shape[0] * src.cols * 4;
+      has_tq2 = has_tq2 || tq2;
+    } else if (int8 != scale_of.end()) {
       // Q8_0 where the rows are whole blocks, F32 values otherwise.
       const bool q8 = t.shape[1] % 32 == 0 && !f32_kept;
       gt.type = q8 ? wcodec::kGgmlTypeQ8_0 : wcodec::kGgmlTypeF32;
@@ -654,7 +707,8 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
   kv.push_back({"llama.attention.layer_norm_rms_epsilon", V::f32(static_cast<float>(h.rms_eps))});
   kv.push_back({"llama.attention.key_length", V::u32(static_cast<uint32_t>(h.head_dim))});
   kv.push_back({"llama.attention.value_length", V::u32(static_cast<uint32_t>(h.head_dim))});
-  kv.push_back({"general.file_type", V::u32(has_q8 ? 7 : file_type)});  // 7: mostly Q8_0
+  // llama.cpp's file types: 7 mostly Q8_0, 37 mostly TQ2_0.
+  kv.push_back({"general.file_type", V::u32(has_q8 ? 7 : has_tq2 ? 37 : file_type)});
   kv.push_back({"llama.vocab_size", V::u32(static_cast<uint32_t>(h.vocab))});
   kv.push_back({"llama.rope.dimension_count", V::u32(static_cast<uint32_t>(h.head_dim))});
   kv.push_back({"general.quantization_version", V::u32(2)});

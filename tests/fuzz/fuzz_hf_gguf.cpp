@@ -132,8 +132,13 @@ extern "C" int WCODEC_FUZZ_ENTRY(const uint8_t* data, size_t size) {
     if (s.convert == wcodecfs::HfConvert::kBf16ToF32 || s.convert == wcodecfs::HfConvert::kF16ToF32) want *= 2;
     if (s.convert == wcodecfs::HfConvert::kI8ToF32) want *= 4;
     if (s.convert == wcodecfs::HfConvert::kI8ToQ8_0) want = want / 32 * 34;
+    if (s.convert == wcodecfs::HfConvert::kTernaryToF32) want = s.rows * s.cols * 4;
+    if (s.convert == wcodecfs::HfConvert::kTernaryToTq2_0) want = s.rows * (s.cols / 256) * 66;
+    if ((s.convert == wcodecfs::HfConvert::kTernaryToF32 || s.convert == wcodecfs::HfConvert::kTernaryToTq2_0) &&
+        (s.rows == 0 || (s.cols + 3) / 4 * s.rows != s.src_bytes))
+      die("tensor " + t.name + ": packed rows do not match the row length");
     if (s.out_bytes != want) die("tensor " + t.name + ": planned bytes differ from the source's");
-    if ((s.convert == wcodecfs::HfConvert::kI8ToF32 || s.convert == wcodecfs::HfConvert::kI8ToQ8_0) &&
+    if (s.convert >= wcodecfs::HfConvert::kI8ToQ8_0 &&
         (s.scale_shard != 0 || s.scale_begin > h->data_len || s.rows * 2 > h->data_len - s.scale_begin))
       die("tensor " + t.name + ": scale range outside the weight file");
     if (s.shard != 0 || s.src_begin > h->data_len || s.src_bytes > h->data_len - s.src_begin)

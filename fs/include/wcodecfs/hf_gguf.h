@@ -58,7 +58,11 @@ struct HfShard {
 // cols] + NAME_scale F16 [rows]) as Q8_0 blocks (the row's scale in every
 // block; exact). kI8ToF32: the same codes as F32 values code × scale (rows
 // whose length is not a multiple of 32), as ggml dequantizes Q8_0.
-enum class HfConvert : uint8_t { kCopy, kBf16ToF32, kF16ToF32, kI8ToQ8_0, kI8ToF32 };
+// kTernaryToTq2_0 / kTernaryToF32: packed ternary codes (NAME_packed U8
+// [rows, ceil(cols/4)], docs/packed-ternary.md) with NAME_scale F16 [rows]
+// as TQ2_0 blocks (rows of whole 256-blocks; exact) or F32 values
+// code × scale.
+enum class HfConvert : uint8_t { kCopy, kBf16ToF32, kF16ToF32, kI8ToQ8_0, kI8ToF32, kTernaryToTq2_0, kTernaryToF32 };
 
 // Where one GGUF tensor's bytes come from.
 struct HfTensorSource {
@@ -70,7 +74,8 @@ struct HfTensorSource {
   // Output row r is source row row_order[r]; empty: the rows in order.
   std::vector<uint32_t> row_order;
   HfConvert convert = HfConvert::kCopy;
-  size_t scale_shard = 0;    // kI8*: where the F16 per-row scales are
+  uint64_t cols = 0;         // kTernary*: weights per row
+  size_t scale_shard = 0;    // kI8*, kTernary*: where the F16 per-row scales are
   uint64_t scale_begin = 0;
   uint64_t out_bytes = 0;    // bytes in the GGUF (unpadded)
 };

@@ -7,6 +7,7 @@
 #include <set>
 #include <string_view>
 
+#include "wcodec/packed_ternary.h"
 #include "wcodec/safetensors.h"
 #include "wcodecfs/derived.h"
 #include "wcodecfs/fs_log.h"
@@ -134,13 +135,16 @@ Result<std::shared_ptr<const ComputedSource>> converted_source(std::shared_ptr<c
                                                                const std::string& view, uint64_t id) {
   auto order = std::make_shared<const std::vector<uint32_t>>(t.row_order);
   const HfConvert conv = t.convert;
-  const bool int8 = conv == HfConvert::kI8ToQ8_0 || conv == HfConvert::kI8ToF32;
-  const uint64_t in_elem = int8 ? 1 : 2;
+  const bool ternary = conv == HfConvert::kTernaryToTq2_0 || conv == HfConvert::kTernaryToF32;
+  const bool scaled = ternary || conv == HfConvert::kI8ToQ8_0 || conv == HfConvert::kI8ToF32;
+  const uint64_t in_elem = scaled ? 1 : 2;
   const uint64_t rows = std::max<uint64_t>(1, t.rows);
-  const uint64_t cols = t.src_bytes / in_elem / rows;
-  const uint64_t in_row = cols * in_elem, out_row = t.out_bytes / rows;
-  if (cols * in_elem * rows != t.src_bytes || out_row * rows != t.out_bytes || out_row == 0)
+  const uint64_t in_row = t.src_bytes / rows, out_row = t.out_bytes / rows;
+  const uint64_t cols = ternary ? t.cols : in_row / in_elem;
+  if (in_row * rows != t.src_bytes || out_row * rows != t.out_bytes || out_row == 0 ||
+      (ternary ? (cols + 3) / 4 != in_row : cols * in_elem != in_row))
     return Status::Internal(view + ": tensor " + t.hf_name + " does not split into " + std::to_string(rows) + " rows");
+  const std::string what = view + ": " + t.hf_name;
   const uint64_t total = t.out_bytes;
   ComputedSource::Compute fn = [=](size_t chunk, uint8_t* out) -> Status {
     const uint64_t o0 = uint64_t{chunk} * kComputedChunk, o1 = std::min(total, o0 + kComputedChunk);
@@ -149,8 +153,9 @@ Result<std::shared_ptr<const ComputedSource>> converted_source(std::shared_ptr<c
     uint64_t smin = UINT64_MAX, smax = 0;
     for (uint64_t r = r0; r < r1; ++r) smin = std::min(smin, src_row(r)), smax = std::max(smax, src_row(r));
     std::vector<uint8_t> in((smax - smin + 1) * in_row), sc, rowbuf(out_row);
+    std::vector<int8_t> codes(ternary ? cols : 0);
     WCFS_RETURN_IF_ERROR(read_uncached(*src, base + smin * in_row, in.size(), in.data()));
-    if (int8) {
+    if (scaled) {
       sc.resize((smax - smin + 1) * 2);
       WCFS_RETURN_IF_ERROR(read_uncached(*scale_src, scale_base + smin * 2, sc.size(), sc.data()));
     }
@@ -158,7 +163,23 @@ Result<std::shared_ptr<const ComputedSource>> converted_source(std::shared_ptr<c
       const uint64_t k = src_row(r) - smin;
       const uint8_t* q = in.data() + k * in_row;
       uint8_t* o = rowbuf.data();
-      if (conv == HfConvert::kI8ToQ8_0) {
+      if (ternary) {
+        // A reserved code or non-zero padding is an error (EIO), never zeros.
+        wcodec::PackedTernary pt;
+        pt.out_features = 1;
+        pt.in_features = cols;
+        WCFS_RETURN_IF_ERROR(from_codec(wcodec::unpack_ternary(q, in_row, pt, codes.data(), what)));
+        const uint16_t d16 = static_cast<uint16_t>(sc[k * 2] | (sc[k * 2 + 1] << 8));
+        if (conv == HfConvert::kTernaryToTq2_0) {
+          WCFS_RETURN_IF_ERROR(from_codec(wcodec::ternary_row_to_tq2_0(codes.data(), cols, d16, o, what)));
+        } else {
+          const float d = f16_to_f32(d16);
+          for (uint64_t c = 0; c < cols; ++c) {
+            const float f = d * static_cast<float>(codes[c]);
+            std::memcpy(o + c * 4, &f, 4);
+          }
+        }
+      } else if (conv == HfConvert::kI8ToQ8_0) {
         for (uint64_t b = 0; b < cols / 32; ++b) {
           std::memcpy(o + b * 34, sc.data() + k * 2, 2);
           std::memcpy(o + b * 34 + 2, q + b * 32, 32);
