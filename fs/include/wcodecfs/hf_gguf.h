@@ -10,7 +10,9 @@
 // orders and types them) and, for every tensor, where its bytes come from:
 // a shard, a byte range of its data buffer, a row order (the Q/K rotary
 // permutation: each output row is one whole source row) and a conversion
-// (none, or BF16/F16 → F32 for the 1-D tensors the converter keeps in F32).
+// (none; BF16/F16 → F32 for the 1-D tensors the converter keeps in F32;
+// per-row int8 → Q8_0 and packed ternary → TQ2_0 where rows are whole
+// blocks, F32 values otherwise).
 // The planner decodes nothing and never reads tensor data; the store kind
 // (wcodecfs/hf_gguf_kind.h) turns the plan into extents. The rules, the
 // mapping table and what is refused are in docs/gguf-view.md.

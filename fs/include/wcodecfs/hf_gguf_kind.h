@@ -11,8 +11,9 @@
 // written to disk): the GGUF header as inline bytes made at build time from
 // the small files (wcodecfs/hf_gguf.h), each tensor as passthrough ranges of
 // a plain weight file or decoded ranges of a .wcodec one (one range per row
-// for the Q/K rotary permutation), F32 copies of BF16/F16 1-D tensors as a
-// computed source (wcodecfs/derived.h), zeros for the alignment padding.
+// for the Q/K rotary permutation), F32 copies of BF16/F16 1-D tensors and
+// the Q8_0 / TQ2_0 / F32 forms of quantized weights as computed sources
+// (wcodecfs/derived.h), zeros for the alignment padding.
 // Nothing is decoded or computed before a read touches it.
 //
 // The inputs stay visible (a view). A directory whose architecture, tokenizer
