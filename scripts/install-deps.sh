@@ -10,7 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
   libspdlog-dev libfmt-dev libssl-dev zlib1g-dev libfuse3-dev fuse3
   zstd lz4 python3 python3-pip python3-venv
-  squashfs-tools squashfuse
+  squashfs-tools squashfuse libsentencepiece-dev
 )
 
 # The mount tests load models with the Python safetensors package (numpy
