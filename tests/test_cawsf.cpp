@@ -12,6 +12,8 @@
 // catalogue of damaged files, one per rule, each refused naming the field.
 // Thread-safety: single-threaded test code.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <lz4frame.h>
 #include <xxhash.h>
 #include <zstd.h>
@@ -30,6 +32,9 @@
 #include "testutil.h"
 #include "wcodec/cawsf.h"
 #include "wcodec/safetensors.h"
+#if WCODEC_HAVE_CAWSF_CONVERT
+#include "wcodec/cawsf_convert.h"
+#endif
 
 namespace {
 
@@ -741,6 +746,129 @@ TEST(CawsfCorruption, Version2HeaderCheckAndLazyChunks) {
   EXPECT_FALSE((*f)->verify().ok());
 }
 
+// ---------------------------------------------------------------- the converter
+#if WCODEC_HAVE_CAWSF_CONVERT
+// Converts a real checkpoint, reads it back, and checks every tensor: stored
+// ones byte for byte, decomposed ones against the error the converter
+// reported (recomputed here from the rebuilt bytes).
+void convert_and_check(const std::string& model, const ConvertOptions& opt, double full_rank_bound) {
+  const std::string src = std::string(WCODEC_DATA_DIR) + "/" + model;
+  const std::string out = tmp_path(model + ".cawsf");
+  auto rows = convert_to_cawsf({src}, out, opt);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  auto h = read_safetensors_header_file(src);
+  ASSERT_TRUE(h.ok());
+  const auto orig = wctest::read_file(src);
+  auto f = CawsfFile::open(out);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_TRUE((*f)->verify().ok());
+  ASSERT_EQ((*f)->tensors().size(), h->tensors.size());
+  ASSERT_EQ(rows->size(), h->tensors.size());
+  const json meta = json::parse((*f)->meta_json());
+  size_t decomposed = 0;
+  for (size_t t = 0; t < h->tensors.size(); ++t) {
+    const TensorInfo& ti = h->tensors[t];
+    const TensorEntry& te = (*f)->tensors()[t];
+    SCOPED_TRACE(ti.name);
+    EXPECT_EQ(te.name, ti.name);
+    EXPECT_EQ(te.dtype, ti.dtype);
+    EXPECT_EQ(te.shape, ti.shape);
+    auto b = (*f)->tensor_bytes(t);
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    ASSERT_EQ(b->size(), ti.nbytes());
+    const uint8_t* want = orig.data() + h->data_start + ti.begin;
+    if (te.raw) {
+      EXPECT_EQ(std::memcmp(b->data(), want, b->size()), 0);
+      continue;
+    }
+    ++decomposed;
+    ASSERT_EQ(ti.dtype, DType::kF32);
+    double num = 0, den = 0;
+    for (uint64_t i = 0; i < ti.numel(); ++i) {
+      float x, y;
+      std::memcpy(&x, want + 4 * i, 4);
+      std::memcpy(&y, b->data() + 4 * i, 4);
+      num += (double{x} - y) * (double{x} - y);
+      den += double{x} * x;
+    }
+    const double err = std::sqrt(num / den);
+    EXPECT_NEAR(err, (*rows)[t].rel_error, 1e-12 + 1e-9 * err);
+    EXPECT_NEAR(meta["tensors"][t]["rel_error"].get<double>(), err, 1e-12 + 1e-9 * err);
+    EXPECT_LT(err, 0.5);
+    if ((*rows)[t].rank == std::min(te.rows, te.cols)) {
+      EXPECT_LT(err, full_rank_bound) << "full rank";
+    }
+    EXPECT_GT((*rows)[t].stored_bytes, 0u);
+  }
+  EXPECT_GT(decomposed, 0u);
+  std::filesystem::remove(out);
+}
+
+TEST(CawsfConvert, Stories260KReadsBackWithTheReportedError) {
+  ConvertOptions opt;
+  opt.rank = 64;
+  opt.threads = 2;
+  convert_and_check("stories260K.f32.safetensors", opt, 2e-3);
+}
+
+TEST(CawsfConvert, SileroVadConvAndLstmWeights) {
+  ConvertOptions opt;
+  opt.rank = 16;
+  opt.pq_m = 16;
+  opt.pq_k = 64;
+  opt.max_layers = 4;
+  convert_and_check("silero_vad_16k.f32.safetensors", opt, 2e-3);
+}
+
+TEST(CawsfConvert, RefusesOptionsOutOfRange) {
+  ConvertOptions opt;
+  opt.pq_m = 7;
+  auto r = convert_to_cawsf({std::string(WCODEC_DATA_DIR) + "/stories260K.f32.safetensors"}, tmp_path("x.cawsf"), opt);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--pq-m: 7"), std::string::npos);
+}
+
+// The tool end to end: convert, inspect, verify (0), a flipped byte (1, naming the chunk), route, export.
+TEST(CawsfConvert, ToolConvertVerifyRouteExport) {
+  const std::string out = tmp_path("tool.cawsf");
+  const std::string src = std::string(WCODEC_DATA_DIR) + "/stories260K.f32.safetensors";
+  auto run = [](const std::string& args, std::string* text) {
+    const std::string cmd = std::string(WCODEC_TOOL) + " " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    char buf[4096];
+    text->clear();
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) text->append(buf, n);
+    return WEXITSTATUS(pclose(p));
+  };
+  std::string text;
+  ASSERT_EQ(run("cawsf convert --model " + src + " --out " + out + " --rank 8 --max-layers 3 -j 2", &text), 0) << text;
+  EXPECT_NE(text.find("rel.error"), std::string::npos) << text;
+  EXPECT_NE(text.find("model.embed_tokens.weight"), std::string::npos) << text;
+  ASSERT_EQ(run("cawsf inspect " + out, &text), 0) << text;
+  EXPECT_NE(text.find("CAWSF version 2"), std::string::npos) << text;
+  ASSERT_EQ(run("cawsf verify " + out, &text), 0) << text;
+  EXPECT_NE(text.find("OK"), std::string::npos);
+  ASSERT_EQ(run("cawsf route " + out + " -p 'once upon a time' --k 3", &text), 0) << text;
+  EXPECT_NE(text.find("Selected 3/"), std::string::npos) << text;
+  ASSERT_EQ(run("cawsf apply " + out + " --scope 0", &text), 0) << text;
+  EXPECT_NE(text.find("y[15]="), std::string::npos) << text;
+  const std::string exp = tmp_path("tool.safetensors");
+  ASSERT_EQ(run("cawsf export " + out + " " + exp, &text), 0) << text;
+  auto eh = read_safetensors_header_file(exp);
+  ASSERT_TRUE(eh.ok()) << eh.status().ToString();
+  EXPECT_EQ(eh->tensors.size(), read_safetensors_header_file(src)->tensors.size());
+  auto bytes = wctest::read_file(out);
+  uint64_t bank_off;
+  std::memcpy(&bank_off, bytes.data() + 20 + 2 * 24 + 4, 8);
+  bytes[bank_off + 5000] ^= 1;
+  std::ofstream(out, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  EXPECT_EQ(run("cawsf verify " + out, &text), 1) << text;
+  EXPECT_NE(text.find("section 3 (SHARD_BANK): chunk 0 mismatch"), std::string::npos) << text;
+  std::filesystem::remove(out);
+  std::filesystem::remove(exp);
+}
+#endif
+
 // Writes the fuzz seed corpus when WCODEC_WRITE_CAWSF_CORPUS names a directory.
 TEST(CawsfCorpus, WriteSeedsWhenAsked) {
   const char* dir = std::getenv("WCODEC_WRITE_CAWSF_CORPUS");
@@ -775,7 +903,7 @@ TEST(CawsfCorpus, WriteSeedsWhenAsked) {
               {kShardD, payload_d_diag(8, 16, std::vector<float>(8, 2.0f))},
               {kShardR, payload_r_embedded(8, 16, q)},
               {kShardS, payload_s(8, 16, {1}, {2}, {3.0f})}};
-  TensorOut raw{"b", DType::kF16, {3}, true, 0, 0, {{kShardRaw, {1, 2, 3, 4, 5, 6}}}, {}};
+  TensorOut raw{"b", DType::kF16, {3}, true, 0, 0, {{kShardRaw, {1, 2, 3, 4, 5, 6}}}, -1};
   for (uint8_t comp : {kCompNone, kCompZstd}) {
     WriteOptions opt;
     opt.shard_comp = comp;

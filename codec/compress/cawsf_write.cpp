@@ -118,7 +118,9 @@ std::vector<uint8_t> payload_s(uint32_t rows, uint32_t cols, const std::vector<u
   return o;
 }
 
-Status write_v2(const std::string& path, const std::vector<TensorOut>& tensors, const WriteOptions& opt) {
+Status write_v2(const std::string& path, const std::vector<TensorOut>& tensors, const WriteOptions& opt,
+                std::vector<uint64_t>* stored_bytes) {
+  if (stored_bytes) stored_bytes->assign(tensors.size(), 0);
   if (tensors.size() > 0x10000) return Status::Invalid(path + ": " + std::to_string(tensors.size()) + " tensors (at most 65536)");
   if (opt.routing_dim == 0 || opt.routing_dim > 0xffff) return Status::Invalid("routing_dim must be 1..65535");
   nlohmann::json extra = nlohmann::json::parse(opt.extra_meta_json, nullptr, false);
@@ -137,6 +139,7 @@ Status write_v2(const std::string& path, const std::vector<TensorOut>& tensors, 
     const uint16_t scope = static_cast<uint16_t>(ti);
     tmeta.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"scope", scope},
                      {"kind", t.raw ? "raw" : "ndsq"}});
+    if (t.rel_error >= 0) tmeta.back()["rel_error"] = t.rel_error;
     if (!t.raw) layers.push_back({{"scope_id", scope}, {"name", t.name}, {"shape", {t.rows, t.cols}}});
     for (const ShardOut& s : t.shards) {
       std::vector<uint8_t> payload = s.payload;
@@ -162,6 +165,7 @@ Status write_v2(const std::string& path, const std::vector<TensorOut>& tensors, 
           pool.push_back(std::move(cb));
           pool_dims.push_back({d, m, k});
           pool_by_hash.emplace(h, static_cast<uint16_t>(id));
+          if (stored_bytes) (*stored_bytes)[ti] += pool.back().size();
         }
         std::vector<uint8_t> np(payload.begin(), payload.begin() + 18);
         put16(np, static_cast<uint16_t>(id));
@@ -187,6 +191,7 @@ Status write_v2(const std::string& path, const std::vector<TensorOut>& tensors, 
       bank.insert(bank.end(), h.begin(), h.end());
       bank.insert(bank.end(), stored.begin(), stored.end());
       usizes.push_back(static_cast<uint32_t>(payload.size()));
+      if (stored_bytes) (*stored_bytes)[ti] += kShardHeaderSize + stored.size();
     }
   }
   put16(codebooks, static_cast<uint16_t>(pool.size()));

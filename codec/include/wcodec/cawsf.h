@@ -218,7 +218,7 @@ struct TensorOut {
   bool raw = false;
   uint32_t rows = 0, cols = 0;
   std::vector<ShardOut> shards;
-  std::vector<float> routing_key;  // version 2: dim floats derived from the weights (normalized by the writer)
+  double rel_error = -1;  // recorded in META when ≥ 0 (the converter's measurement)
 };
 struct WriteOptions {
   uint8_t shard_comp = kCompZstd;  // per shard
@@ -228,7 +228,10 @@ struct WriteOptions {
 };
 // Writes a version 2 file. R shards embed their codebooks in the input; the
 // writer moves them into CODEBOOKS (deduplicated) as the reference does.
-Status write_v2(const std::string& path, const std::vector<TensorOut>& tensors, const WriteOptions& opt);
+// `stored_bytes` (optional) receives each tensor's stored payload bytes (its
+// codebooks' bytes included).
+Status write_v2(const std::string& path, const std::vector<TensorOut>& tensors, const WriteOptions& opt,
+                std::vector<uint64_t>* stored_bytes = nullptr);
 
 // Payload builders (docs/cawsf-format.md §5), little-endian.
 std::vector<uint8_t> payload_l_factors(uint32_t rows, uint32_t cols, uint32_t rank, const std::vector<float>& a,
