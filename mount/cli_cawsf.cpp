@@ -166,7 +166,7 @@ int cmd_apply(const Args& a) {
   } else {
     for (size_t j = 0; j < x.size(); ++j) x[j] = std::sin(static_cast<float>(j + 1));  // documented default
   }
-  const auto y = cawsf::apply(*c, x);
+  const auto y = apply_components(*c, x);
   std::printf("%s (scope %d): y = W·x, rows=%u cols=%u%s\n", (*f)->tensors()[t].name.c_str(), a.scope, c->rows, c->cols,
               a.x_path.empty() ? " (x[j] = sin(j+1))" : "");
   for (size_t i = 0; i < std::min<size_t>(16, y.size()); ++i) std::printf("  y[%zu]=%.6f\n", i, y[i]);

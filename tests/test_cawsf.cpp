@@ -375,7 +375,7 @@ TEST(CawsfV1, ReferenceLayoutReadsVerifiesAndRebuildsBitExact) {
     ASSERT_TRUE(c.ok());
     std::vector<float> x(te.cols);
     for (size_t j = 0; j < x.size(); ++j) x[j] = std::sin(0.37f * static_cast<float>(j));
-    const auto y = cawsf::apply(*c, x);
+    const auto y = apply_components(*c, x);
     for (uint32_t i = 0; i < te.rows; ++i) {
       double want = 0, mag = 0;
       for (uint32_t j = 0; j < te.cols; ++j) {

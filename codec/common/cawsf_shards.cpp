@@ -412,7 +412,7 @@ std::vector<float> densify_rows(const Components& c, uint32_t row0, uint32_t row
   return out;
 }
 
-std::vector<float> apply(const Components& c, const std::vector<float>& x) {
+std::vector<float> apply_components(const Components& c, const std::vector<float>& x) {
   std::vector<float> y(c.rows, 0.0f);
   const uint64_t cols = c.cols;
   if (!c.l_dense.empty()) {

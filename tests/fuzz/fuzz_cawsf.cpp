@@ -69,7 +69,7 @@ extern "C" int WCODEC_FUZZ_ENTRY(const uint8_t* data, size_t size) {
       const auto whole = densify_rows(*c, 0, te.rows);
       if (std::memcmp(band.data(), whole.data() + te.cols, band.size() * 4) != 0) die("row band differs from the whole");
     }
-    const auto y = apply(*c, std::vector<float>(te.cols, 1.0f));
+    const auto y = apply_components(*c, std::vector<float>(te.cols, 1.0f));
     if (y.size() != te.rows) die("apply gave the wrong number of rows");
   }
   const auto hits = route(file.routing(), "the quick brown fox", 4, 0.0);

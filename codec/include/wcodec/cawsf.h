@@ -127,7 +127,7 @@ struct Components {
 // (float32 adds). REQUIRES row0 ≤ row1 ≤ c.rows.
 std::vector<float> densify_rows(const Components& c, uint32_t row0, uint32_t row1);
 // y = W·x from the components, never forming W. REQUIRES x.size() == c.cols.
-std::vector<float> apply(const Components& c, const std::vector<float>& x);
+std::vector<float> apply_components(const Components& c, const std::vector<float>& x);
 
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);  // round to nearest even
