@@ -54,7 +54,12 @@ ChunkCache::ChunkCache(uint64_t budget, std::shared_ptr<BatchDecoder> decoder, s
       stats_(stats ? std::move(stats) : std::make_shared<Stats>()),
       pool_(BufferPool::create(budget, huge_pages)) {}
 
-ChunkCache::~ChunkCache() = default;
+ChunkCache::~ChunkCache() {
+  // Every submitted request calls done() exactly once (decoded, failed, or
+  // refused at shutdown); their callbacks use this object until then.
+  std::unique_lock<std::mutex> lk(mu_);
+  idle_cv_.wait(lk, [this] { return inflight_ == 0; });
+}
 
 uint64_t ChunkCache::mapped_bytes() const { return pool_->mapped_bytes(); }
 
@@ -143,7 +148,10 @@ void ChunkCache::submit(const std::shared_ptr<const ChunkSource>& source,
                         std::vector<std::shared_ptr<CacheEntry>> fresh, bool background) {
   std::vector<DecodeRequest> batch;
   batch.reserve(fresh.size());
-  std::shared_ptr<ChunkCache> self = shared_from_this();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    inflight_ += fresh.size();
+  }
   for (auto& e : fresh) {
     DecodeRequest r;
     r.source = source;
@@ -155,7 +163,8 @@ void ChunkCache::submit(const std::shared_ptr<const ChunkSource>& source,
       return e->data ? e->data.get() : nullptr;
     };
     r.background = background;
-    r.done = [self, e](const Status& st) { self->complete(e, st); };
+    // Not owning: ~ChunkCache waits for every request's done() (inflight_).
+    r.done = [this, e](const Status& st) { complete(e, st); };
     batch.push_back(std::move(r));
   }
   decoder_->submit(std::move(batch));
@@ -190,6 +199,11 @@ void ChunkCache::complete(const std::shared_ptr<CacheEntry>& e, const Status& st
   // One line per failed decode (not per waiting reader): it names the store
   // file, tensor and chunk.
   if (!st.ok() && st.message() != kDecoderShutDown) log_error(st.ToString());
+  dropped.clear();
+  failed_data = PoolBuffer();
+  // Last: once inflight_ reaches 0 the destructor may run.
+  std::lock_guard<std::mutex> lk(mu_);
+  if (--inflight_ == 0) idle_cv_.notify_all();
 }
 
 void ChunkCache::unpin(CacheEntry* e) {

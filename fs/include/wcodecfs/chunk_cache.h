@@ -142,6 +142,13 @@ class ChunkCache : public std::enable_shared_from_this<ChunkCache> {
   // the pending state.
   std::mutex mu_;
   std::condition_variable cv_;
+  // Requests handed to the decoder whose done() has not finished yet. The
+  // decoder's callbacks refer to the cache without owning it (an owning
+  // reference dropped last on a decoder thread would destroy the decoder
+  // on its own worker), so the destructor waits for this to reach 0;
+  // idle_cv_ is signalled when it does. Guarded by mu_.
+  uint64_t inflight_ = 0;
+  std::condition_variable idle_cv_;
   std::unordered_map<Key, std::shared_ptr<CacheEntry>, KeyHash> map_;
   std::list<CacheEntry*> lru_;  // ready entries, most recently used first
   uint64_t bytes_ = 0;          // sum of ready entries' sizes in map_
