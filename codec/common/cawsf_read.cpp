@@ -217,6 +217,47 @@ Result<std::shared_ptr<CawsfFile>> CawsfFile::open(const std::string& path) {
   return f;
 }
 
+Result<std::shared_ptr<CawsfFile>> CawsfFile::open_fd(int fd, const std::string& what) {
+  std::shared_ptr<CawsfFile> f(new CawsfFile());
+  f->what_ = what;
+  f->fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (f->fd_ < 0) return Status::IOError(what + ": dup: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(f->fd_, &st) != 0) return Status::IOError(what + ": stat: " + std::strerror(errno));
+  WC_RETURN_IF_ERROR(f->load(static_cast<uint64_t>(st.st_size)));
+  return f;
+}
+
+Status CawsfFile::raw_range(size_t t, uint64_t off, uint64_t n, uint8_t* out) const {
+  if (t >= tensors_.size() || !tensors_[t].raw)
+    return Status::Invalid(what_ + ": tensor " + std::to_string(t) + " is not a stored tensor");
+  const TensorEntry& te = tensors_[t];
+  const ShardRecord& r = shards_[te.shards[0]];
+  if (off > r.usize || n > r.usize - off)
+    return Status::Invalid(what_ + ": " + te.name + ": range " + std::to_string(off) + "+" + std::to_string(n) +
+                           " outside its " + std::to_string(r.usize) + " bytes");
+  if (r.comp == kCompNone && !bank_in_memory_) {
+    const uint64_t at = r.payload_offset() + off;
+    WC_RETURN_IF_ERROR(check_bank_chunks(at, at + n));
+    std::vector<uint8_t> tmp;
+    // Read whole checked chunks, so the bytes used are the bytes hashed.
+    const uint64_t cs = checksums_.at(kShardBank).chunk_size;
+    const uint64_t c0 = at / cs * cs, c1 = std::min(bank_size_, (at + n + cs - 1) / cs * cs);
+    tmp.resize(c1 - c0);
+    WC_RETURN_IF_ERROR(read_at(bank_offset_ + c0, tmp.size(), tmp.data()));
+    for (uint64_t c = c0; c < c1; c += cs) {
+      const uint64_t len = std::min(cs, c1 - c);
+      if (detail::xxh3(tmp.data() + (c - c0), len) != checksums_.at(kShardBank).hashes[c / cs])
+        return Status::Corruption(what_ + ": SHARD_BANK: chunk " + std::to_string(c / cs) + ": checksum mismatch");
+    }
+    if (n) std::memcpy(out, tmp.data() + (at - c0), n);
+    return Status::OK();
+  }
+  WC_ASSIGN_OR_RETURN(std::vector<uint8_t> p, shard_payload(te.shards[0]));
+  if (n) std::memcpy(out, p.data() + off, n);
+  return Status::OK();
+}
+
 Result<std::shared_ptr<CawsfFile>> CawsfFile::from_memory(std::vector<uint8_t> bytes, const std::string& what) {
   std::shared_ptr<CawsfFile> f(new CawsfFile());
   f->what_ = what;

@@ -141,6 +141,8 @@ class CawsfFile {
   // checked against its checksums). `what` names it in messages.
   static Result<std::shared_ptr<CawsfFile>> open(const std::string& path);
   static Result<std::shared_ptr<CawsfFile>> from_memory(std::vector<uint8_t> bytes, const std::string& what);
+  // Like open() on a descriptor the caller keeps (it is duplicated).
+  static Result<std::shared_ptr<CawsfFile>> open_fd(int fd, const std::string& what);
   ~CawsfFile();
   CawsfFile(const CawsfFile&) = delete;
   CawsfFile& operator=(const CawsfFile&) = delete;
@@ -169,6 +171,9 @@ class CawsfFile {
   // The tensor's bytes in its dtype (raw: as stored; decomposed: the dense
   // reconstruction converted to its dtype, F32/F16/BF16/F64).
   Result<std::vector<uint8_t>> tensor_bytes(size_t tensor) const;
+  // Bytes [off, off + n) of a stored (raw) tensor; an uncompressed shard of
+  // a stored bank is read in place (its chunks checked), others decompressed.
+  Status raw_range(size_t tensor, uint64_t off, uint64_t n, uint8_t* out) const;
   // Rows [row0, row1) of a decomposed tensor as float32.
   Result<std::vector<float>> tensor_rows(size_t tensor, uint32_t row0, uint32_t row1) const;
 

@@ -1,5 +1,6 @@
 // fs/src/kinds/kind_registry.cpp — the store kinds a mount uses, in order of
 // precedence (wcodecfs/store_kind.h). A new kind adds one line here.
+#include "wcodecfs/cawsf_kind.h"
 #include "wcodecfs/gguf_kind.h"
 #include "wcodecfs/store_kind.h"
 #include "wcodecfs/wcodec_kind.h"
@@ -10,6 +11,7 @@ StoreKinds default_kinds() {
   return {
       std::make_shared<WcodecKind>(),
       std::make_shared<GgufKind>(),
+      std::make_shared<CawsfKind>(),
   };
 }
 
