@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli_cawsf.h"
 #include "wcodec/container.h"
 #include "wcodec/cpu.h"
 #include "wcodec/gguf.h"
@@ -852,6 +853,7 @@ int main(int argc, char** argv) {
 
   auto* sta = app.add_subcommand("status", "Staging state of a wcodecfs mount (MOUNTPOINT/.wcodecfs/stats)");
   sta->add_option("MOUNTPOINT", in, "where the store is mounted")->required();
+  const auto run_cawsf = add_cawsf_commands(app);
 
   auto* tre = add_trellis_command(app);
 
@@ -860,6 +862,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (const int rc = run_cawsf(); rc >= 0) return rc;
   wcodec::EncodeConfig cfg;
   cfg.threads = threads;
   cfg.chunk_bytes = chunk;

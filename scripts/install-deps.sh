@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libzstd-dev liblz4-dev libxxhash-dev nlohmann-json3-dev libhwy-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
+  liblapacke-dev libopenblas-dev libfaiss-dev
   libspdlog-dev libfmt-dev libssl-dev zlib1g-dev libfuse3-dev fuse3
   zstd lz4 python3 python3-pip python3-venv
   squashfs-tools squashfuse libsentencepiece-dev

@@ -18,6 +18,7 @@ extern "C" int fuzz_encode_one(const uint8_t* data, size_t size);
 extern "C" int fuzz_gguf_one(const uint8_t* data, size_t size);
 extern "C" int fuzz_packed_ternary_one(const uint8_t* data, size_t size);
 extern "C" int fuzz_trellis_one(const uint8_t* data, size_t size);
+extern "C" int fuzz_cawsf_one(const uint8_t* data, size_t size);
 
 namespace {
 
@@ -57,6 +58,8 @@ TEST(FuzzReplay, PayloadFlipsOfEverySeed) {
 }
 
 TEST(FuzzReplay, GgufCorpusParsesOrFailsCleanly) { replay(WCODEC_FUZZ_GGUF_CORPUS, fuzz_gguf_one); }
+
+TEST(FuzzReplay, CawsfCorpusReadsOrFailsCleanly) { replay(WCODEC_FUZZ_CAWSF_CORPUS, fuzz_cawsf_one); }
 
 TEST(FuzzReplay, PackedTernaryCorpusPacksBackOrFailsCleanly) {
   replay(WCODEC_FUZZ_TERNARY_CORPUS, fuzz_packed_ternary_one);

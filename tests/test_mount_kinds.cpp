@@ -102,7 +102,7 @@ TEST(mount_kinds, TestKindIsServedBesideItsInputsToOrdinaryTools) {
   EXPECT_EQ(bad.load(), 0);
   EXPECT_EQ(fx.stats()["decode"]["errors"].get<uint64_t>(), 0u);
   // The stats name the kinds the daemon serves, in order of precedence.
-  EXPECT_EQ(fx.stats()["kinds"], nlohmann::json::array({"wcodec", "gguf", "trellis", "hf-gguf", "joined (test)"}));
+  EXPECT_EQ(fx.stats()["kinds"], nlohmann::json::array({"wcodec", "gguf", "trellis", "hf-gguf", "cawsf", "joined (test)"}));
 }
 
 TEST(mount_kinds, ChangedInputIsServedAnewThroughTheMount) {

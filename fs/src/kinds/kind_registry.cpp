@@ -1,5 +1,6 @@
 // fs/src/kinds/kind_registry.cpp — the store kinds a mount uses, in order of
 // precedence (wcodecfs/store_kind.h). A new kind adds one line here.
+#include "wcodecfs/cawsf_kind.h"
 #include "wcodecfs/gguf_kind.h"
 #include "wcodecfs/hf_gguf_kind.h"
 #include "wcodecfs/store_kind.h"
@@ -14,6 +15,7 @@ StoreKinds default_kinds() {
       std::make_shared<GgufKind>(),
       std::make_shared<TrellisKind>(),
       std::make_shared<HfGgufKind>(),
+      std::make_shared<CawsfKind>(),
   };
 }
 
