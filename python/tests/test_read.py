@@ -23,12 +23,19 @@ except ImportError:  # pragma: no cover - reported as a skip
 
 try:
     import torch
+
+    torch.set_num_threads(1)  # the suite copies small tensors; idle worker threads only contend
 except ImportError:  # pragma: no cover - reported as a skip
     torch = None
 
+# Tensors larger than this get a few slices (rows, columns, steps) rather
+# than the whole list: every chunk of them is decoded for each column slice.
+BIG_TENSOR_BYTES = 1 << 20
 
-def _slices(shape):
-    """Indexes exercising rows, columns, steps, ints, negative bounds and ellipsis."""
+
+def _slices(shape, nbytes=0):
+    """Indexes exercising rows, columns, steps, ints, negative indexes, bounds
+    past the end and ellipsis."""
     if not shape:
         return [()]
     n0 = shape[0]
@@ -48,12 +55,14 @@ def _slices(shape):
             (slice(None), slice(0, min(5, n1))),
             (slice(None), slice(1, None, 2)),
             (slice(1, 4), slice(n1 // 2, None, 3)),
-            (Ellipsis, n1 - 1),
+            (Ellipsis, shape[-1] - 1),
             (slice(None, None, 5), slice(None, None, 7)),
             (n0 - 1, slice(1, -1)),
         ]
     if len(shape) >= 3:
         out += [(slice(None), 0, slice(None, None, 2)), (Ellipsis, slice(1, 2))]
+    if nbytes > BIG_TENSOR_BYTES:
+        out = out[2:4] + out[-6:-4] if len(shape) >= 2 else out[2:4]
     return out
 
 
@@ -62,10 +71,11 @@ def _bytes_np(a):
 
 
 def _bytes_pt(t):
-    t = t.detach().cpu().contiguous().reshape(-1)
-    if t.numel() == 0:
+    u = torch.empty(tuple(t.shape), dtype=t.dtype)  # standard strides
+    u.copy_(t.detach().cpu())
+    if u.numel() == 0:
         return b""
-    return t.view(torch.uint8).numpy().tobytes()
+    return u.reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 @unittest.skipIf(safetensors is None, "the safetensors Python package is not installed")
@@ -97,30 +107,40 @@ class SafeOpenEqualsSafetensors(unittest.TestCase):
                     rs, os_ = ref.get_slice(name), ours.get_slice(name)
                     self.assertEqual(os_.get_shape(), rs.get_shape())
                     self.assertEqual(os_.get_dtype(), rs.get_dtype())
-                    for idx in _slices(rs.get_shape()):
-                        w = rs[idx]
+                    for idx in _slices(rs.get_shape(), ours.tensor_nbytes(name)):
+                        # safetensors takes a subset of numpy's indexing (no
+                        # negative indexes, no bounds past the end); where it
+                        # refuses, the whole tensor indexed by the framework
+                        # is the reference.
+                        try:
+                            w = rs[idx]
+                        except (OverflowError, safetensors.SafetensorError):
+                            w = want[idx]
                         g = os_[idx]
                         self.assertEqual(tuple(g.shape), tuple(w.shape), f"slice {idx!r}")
                         self.assertEqual(g.dtype, w.dtype, f"slice {idx!r}")
                         self.assertEqual(tobytes(g), tobytes(w), f"slice {idx!r}")
                         n_slices += 1
-        self.assertGreater(n_tensors, 0)
         return n_tensors, n_slices
 
-    def test_every_tensor_of_every_file_numpy(self):
+    def _compare_all(self, framework, plain=False):
+        n = 0
         for src, enc in self.encoded.items():
-            self._compare(enc, src, "np")
+            n += self._compare(src if plain else enc, src, framework)[0]
+        self.assertGreater(n, 0)
+
+    def test_every_tensor_of_every_file_numpy(self):
+        self._compare_all("np")
 
     @unittest.skipIf(torch is None, "torch is not installed")
     def test_every_tensor_of_every_file_torch(self):
-        for src, enc in self.encoded.items():
-            self._compare(enc, src, "pt")
+        self._compare_all("pt")
 
     def test_plain_safetensors_files_read_the_same(self):
         for src in self.encoded:
             with wcodec.safe_open(src, framework="np") as f:
                 self.assertEqual(f.kind, "safetensors")
-            self._compare(src, src, "np")
+        self._compare_all("np", plain=True)
 
     def test_offset_keys_follow_the_file(self):
         for src, enc in self.encoded.items():
