@@ -29,7 +29,7 @@ skip() {
 export WCODEC_TEST_TMP="$build/python-tmp"
 export WCODEC_TEST_CACHE="$build/python-test-cache-$mode"
 mkdir -p "$WCODEC_TEST_TMP"
-suites=(test_read test_checkpoint test_model_dir)
+suites=(test_read test_checkpoint test_model_dir test_cuda)
 
 if [[ "$mode" == module ]]; then
   export PYTHONPATH="$build/python-pkg"
