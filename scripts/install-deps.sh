@@ -10,19 +10,28 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
   liblapacke-dev libopenblas-dev libfaiss-dev
   libspdlog-dev libfmt-dev libssl-dev zlib1g-dev libfuse3-dev fuse3
-  zstd lz4 python3 python3-pip python3-venv
+  zstd lz4 python3 python3-pip python3-venv python3-dev pybind11-dev
   squashfs-tools squashfuse libsentencepiece-dev
 )
 
 # The mount tests load models with the Python safetensors package (numpy
-# framework), as users do; they skip visibly when it cannot be installed.
+# framework), as users do; the Python package's suites (python/tests) compare
+# against safetensors and load a Llama directory with torch + transformers
+# (sentencepiece and protobuf for its tokenizer; llama.cpp's convert_hf_to_gguf.py needs them too). They skip visibly when these cannot be
+# installed. (torch from the package index brings its CUDA libraries.)
+pip_install() {
+  python3 -m pip install --quiet "$@" >/dev/null 2>&1 ||
+    python3 -m pip install --quiet --break-system-packages "$@" >/dev/null 2>&1
+}
 install_python_packages() {
-  if python3 -c 'import safetensors, numpy' >/dev/null 2>&1; then
-    return 0
+  if ! python3 -c 'import safetensors, numpy' >/dev/null 2>&1; then
+    pip_install safetensors numpy ||
+      echo "install-deps: could not install the Python safetensors/numpy packages (mount tests will skip that part)"
   fi
-  python3 -m pip install --quiet safetensors numpy >/dev/null 2>&1 ||
-    python3 -m pip install --quiet --break-system-packages safetensors numpy >/dev/null 2>&1 ||
-    echo "install-deps: could not install the Python safetensors/numpy packages (mount tests will skip that part)"
+  if ! python3 -c 'import torch, transformers, sentencepiece, google.protobuf' >/dev/null 2>&1; then
+    pip_install torch transformers sentencepiece protobuf ||
+      echo "install-deps: could not install the Python torch/transformers/sentencepiece/protobuf packages (the Python model tests skip)"
+  fi
 }
 
 # The native (or architecture-independent) package: with another

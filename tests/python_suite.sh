@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# tests/python_suite.sh — runs the Python package's suites (python/tests)
+# under ctest.
+#
+#   python_suite.sh module PYTHON SRC BUILD   the package as the build made it
+#                                             (BUILD/python-pkg: the native
+#                                             module beside python/wcodec)
+#   python_suite.sh pip PYTHON SRC BUILD      `pip install SRC` into a venv
+#                                             (BUILD/python-venv, with the
+#                                             system's site packages for
+#                                             numpy / torch) and the suites
+#                                             against that install
+#
+# Environment from ctest: WCODEC_DATA_DIR, WCODEC_TOOL, WCODECFS_BIN,
+# WCODEC_SANITIZED=1 in a sanitizer build (the module is instrumented: the
+# sanitizer runtimes are preloaded into Python, leak checks off because the
+# interpreter keeps its memory until exit; the suites take the small model
+# files only). Exit 77 (ctest: skipped) with a SKIPPED line when Python,
+# numpy or pip is missing.
+set -uo pipefail
+
+mode=$1 py=$2 src=$3 build=$4
+skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+
+"$py" -c 'import numpy' 2>/dev/null || skip "the numpy Python package is not installed ($py)"
+export WCODEC_TEST_TMP="$build/python-tmp"
+export WCODEC_TEST_CACHE="$build/python-test-cache-$mode"
+mkdir -p "$WCODEC_TEST_TMP"
+suites=(test_read test_checkpoint test_model_dir test_cuda)
+
+if [[ "$mode" == module ]]; then
+  export PYTHONPATH="$build/python-pkg"
+  if [[ "${WCODEC_SANITIZED:-0}" == 1 ]]; then
+    cxx=${CXX:-c++}
+    preload=""
+    for lib in libasan.so libubsan.so; do
+      p=$("$cxx" -print-file-name="$lib" 2>/dev/null)
+      [[ -f "$p" ]] && preload="$preload $p"
+    done
+    [[ -n "$preload" ]] || skip "the sanitizer runtimes (libasan.so) were not found to preload into Python"
+    export LD_PRELOAD="${preload# }"
+    export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    export WCODEC_TEST_QUICK=1
+    # The model directory suite exercises the daemon and transformers, not
+    # the module's memory use; the other two cover the module.
+    suites=(test_read test_checkpoint)
+  fi
+elif [[ "$mode" == pip ]]; then
+  venv="$build/python-venv"
+  if [[ ! -x "$venv/bin/python" ]]; then
+    "$py" -m venv --system-site-packages "$venv" >/dev/null 2>&1 || skip "cannot make a venv with $py (python3-venv missing?)"
+  fi
+  "$venv/bin/python" -m pip --version >/dev/null 2>&1 || skip "pip is not available in the venv"
+  args=(install --quiet --no-deps --force-reinstall "$src"
+        "--config-settings=build-dir=$build/python-wheel-build")
+  command -v ccache >/dev/null && args+=("--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache")
+  echo "python_suite: $venv/bin/python -m pip ${args[*]}"
+  log="$build/python-pip.log"
+  if ! "$venv/bin/python" -m pip "${args[@]}" >"$log" 2>&1; then
+    if grep -qiE 'could not find a version|No matching distribution|Failed to establish|Temporary failure in name resolution' "$log"; then
+      tail -5 "$log"
+      skip "pip could not download the build requirements (scikit-build-core, pybind11): no package index reachable"
+    fi
+    cat "$log"
+    echo "python_suite: pip install failed"
+    exit 1
+  fi
+  py="$venv/bin/python"
+  unset PYTHONPATH
+  where=$(cd / && "$py" -c 'import wcodec, os; print(os.path.dirname(wcodec.__file__))')
+  case "$where" in
+    "$venv"/*) echo "python_suite: wcodec imported from $where" ;;
+    *) echo "python_suite: wcodec imported from $where, not from the venv"; exit 1 ;;
+  esac
+  # The build's own module is tested by the module suite; here the
+  # installed package reads and writes the real files.
+  suites=(test_checkpoint test_read.Errors)
+else
+  echo "usage: $0 module|pip PYTHON SRC BUILD" >&2
+  exit 2
+fi
+
+cd "$src/python/tests" || exit 1
+"$py" -m unittest -v "${suites[@]}" 2>&1 | tee "$WCODEC_TEST_TMP/last-$mode.log"
+rc=${PIPESTATUS[0]}
+# Skips are part of the result: say them where ctest shows them.
+grep -E "skipped '" "$WCODEC_TEST_TMP/last-$mode.log" | sed 's/^/python_suite: /'
+exit "$rc"
