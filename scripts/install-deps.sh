@@ -14,14 +14,18 @@ PACKAGES=(
 )
 
 # The mount tests load models with the Python safetensors package (numpy
-# framework), as users do; they skip visibly when it cannot be installed.
+# framework), as users do; llama.cpp's convert_hf_to_gguf.py (the GGUF test
+# files, scripts/make_gguf_files.sh) reads the test tokenizer with
+# sentencepiece and protobuf. Tests skip visibly when they cannot be
+# installed.
+PY_PACKAGES=(safetensors numpy sentencepiece protobuf)
 install_python_packages() {
-  if python3 -c 'import safetensors, numpy' >/dev/null 2>&1; then
+  if python3 -c 'import safetensors, numpy, sentencepiece, google.protobuf' >/dev/null 2>&1; then
     return 0
   fi
-  python3 -m pip install --quiet safetensors numpy >/dev/null 2>&1 ||
-    python3 -m pip install --quiet --break-system-packages safetensors numpy >/dev/null 2>&1 ||
-    echo "install-deps: could not install the Python safetensors/numpy packages (mount tests will skip that part)"
+  python3 -m pip install --quiet "${PY_PACKAGES[@]}" >/dev/null 2>&1 ||
+    python3 -m pip install --quiet --break-system-packages "${PY_PACKAGES[@]}" >/dev/null 2>&1 ||
+    echo "install-deps: could not install the Python packages ${PY_PACKAGES[*]} (the tests that need them will skip)"
 }
 
 # The native (or architecture-independent) package: with another
