@@ -38,7 +38,9 @@ tar -xzf "$dir/dl"/llama_cpp_python-"$ver".tar.gz -C "$dir/dl"
 mv "$dir/dl/llama_cpp_python-$ver/vendor/llama.cpp" "$dir/src"
 rm -rf "$dir/dl"
 echo "llama_cpp.sh: building ${tools[*]} ..." >&2
-cmake -S "$dir/src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
+# GGML_LLAMAFILE=OFF: its sgemm kernels are one of the longest compiles and
+# only speed up large matrix products.
+cmake -S "$dir/src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_LLAMAFILE=OFF \
   -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON > "$dir/configure.log" 2>&1 ||
   { tail -20 "$dir/configure.log" >&2; exit 1; }
