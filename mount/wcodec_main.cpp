@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -599,6 +600,21 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
 
     std::printf("\n%s  (%s, %zu tensors)\n", fs::path(f).filename().c_str(), human(static_cast<double>(data.size())).c_str(),
                 rep.tensors.size());
+    // A GGUF file: the ggml types its tensors really have (llama-quantize
+    // falls back per tensor where a type's block does not fit the rows).
+    std::string ggml_types;
+    if (data.size() >= 4 && std::memcmp(data.data(), "GGUF", 4) == 0) {
+      auto g = wcodec::parse_gguf(data.data(), data.size(), data.size(), f);
+      if (g.ok()) {
+        std::map<std::string, int> n;
+        for (const auto& t : g->tensors) {
+          const auto* info = wcodec::ggml_type_info(t.type);
+          ++n[info ? info->name : "type " + std::to_string(t.type)];
+        }
+        for (const auto& [name, count] : n) ggml_types += (ggml_types.empty() ? "" : ", ") + name + " x" + std::to_string(count);
+        std::printf("  ggml types: %s\n", ggml_types.c_str());
+      }
+    }
     std::printf("  %-11s %12s %8s %14s %14s\n", "codec", "size", "ratio", "enc MB/s/core", "dec MB/s/core");
     nlohmann::json jf = {{"file", f},
                          {"size", data.size()},
@@ -616,6 +632,17 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
     }
     std::printf("  %-11s %12s %8.4f   (order-0 entropy of the codes; float: exponent order-0 + raw sign/mantissa)\n",
                 "order-0", "", o0);
+    // The target of the GGUF work: below zstd -19, by this much of the original.
+    auto ratio_of = [&](const std::string& codec) {
+      for (const auto& r : rows)
+        if (r.codec == codec) return static_cast<double>(r.size) / static_cast<double>(data.size());
+      return 0.0;
+    };
+    const double z19 = ratio_of("zstd -19"), wc = ratio_of("wcodec");
+    std::printf("  %-11s %12s %+8.4f   (wcodec ratio - zstd -19 ratio: negative is smaller)\n", "vs zstd -19", "",
+                wc - z19);
+    jf["wcodec_minus_zstd19"] = wc - z19;
+    if (!ggml_types.empty()) jf["ggml_types"] = ggml_types;
     all.push_back(jf);
   }
   if (!json_out.empty()) {

@@ -16,9 +16,12 @@ PACKAGES=(
 
 # The mount tests load models with the Python safetensors package (numpy
 # framework), as users do; the Python package's suites (python/tests) compare
-# against safetensors and load a Llama directory with torch + transformers
-# (sentencepiece and protobuf for its tokenizer; llama.cpp's convert_hf_to_gguf.py needs them too). They skip visibly when these cannot be
-# installed. (torch from the package index brings its CUDA libraries.)
+# against safetensors and load a Llama directory with torch + transformers;
+# llama.cpp's convert_hf_to_gguf.py (the GGUF test files,
+# scripts/make_gguf_files.sh, and the GGUF view's tests) imports torch and
+# reads the test tokenizer with sentencepiece and protobuf. Tests skip
+# visibly when these cannot be installed. (torch from the package index
+# brings its CUDA libraries: about a minute here.)
 pip_install() {
   python3 -m pip install --quiet "$@" >/dev/null 2>&1 ||
     python3 -m pip install --quiet --break-system-packages "$@" >/dev/null 2>&1
@@ -30,7 +33,7 @@ install_python_packages() {
   fi
   if ! python3 -c 'import torch, transformers, sentencepiece, google.protobuf' >/dev/null 2>&1; then
     pip_install torch transformers sentencepiece protobuf ||
-      echo "install-deps: could not install the Python torch/transformers/sentencepiece/protobuf packages (the Python model tests skip)"
+      echo "install-deps: could not install the Python torch/transformers/sentencepiece/protobuf packages (the tests that need them skip)"
   fi
 }
 

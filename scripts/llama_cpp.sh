@@ -7,19 +7,20 @@
 #
 # The directory ($WCODEC_CACHE/llama.cpp-<version>, default
 # ~/.cache/wcodecfs/llama.cpp-0.3.36) holds src/ (the vendored tree:
-# convert_hf_to_gguf.py, gguf-py/) and bin/ with llama-simple (greedy
-# generation), llama-completion, llama-quantize, llama-gguf and
-# llama-convert-llama2c-to-ggml. A build that did not finish leaves no
-# .complete marker and is redone. Portable build (GGML_NATIVE=OFF), so a
-# cache copied between machines of different CPUs still runs. About 10
-# minutes on 2 cores.
+# convert_hf_to_gguf.py, gguf-py/) and bin/ with the two tools the tests and
+# the demo run: llama-simple (greedy generation: the real GGUF client) and
+# llama-quantize (the quantized test files). Only their targets are built
+# (libllama, ggml-base, ggml-cpu, llama-common and the two programs). A build
+# that did not finish leaves no .complete marker and is redone. Portable
+# build (GGML_NATIVE=OFF), so a cache copied between machines of different
+# CPUs still runs.
 # Environment: LLAMA_CPP_PYTHON_VERSION (default 0.3.36), WCODEC_CACHE.
 set -euo pipefail
 
 ver=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 cache=${WCODEC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/wcodecfs}
 dir=$cache/llama.cpp-$ver
-tools=(llama-simple llama-completion llama-quantize llama-gguf llama-convert-llama2c-to-ggml)
+tools=(llama-simple llama-quantize)
 
 if [[ -f $dir/.complete ]]; then
   echo "$dir"
@@ -37,7 +38,9 @@ tar -xzf "$dir/dl"/llama_cpp_python-"$ver".tar.gz -C "$dir/dl"
 mv "$dir/dl/llama_cpp_python-$ver/vendor/llama.cpp" "$dir/src"
 rm -rf "$dir/dl"
 echo "llama_cpp.sh: building ${tools[*]} ..." >&2
-cmake -S "$dir/src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
+# GGML_LLAMAFILE=OFF: its sgemm kernels are one of the longest compiles and
+# only speed up large matrix products.
+cmake -S "$dir/src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_LLAMAFILE=OFF \
   -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON > "$dir/configure.log" 2>&1 ||
   { tail -20 "$dir/configure.log" >&2; exit 1; }

@@ -5,6 +5,9 @@
 # (scripts/test_aarch64.sh: a subset, see there), and prints one summary line
 #   N passed, N failed
 # Exits non-zero if a build failed, any test failed, or no test ran.
+# Before the builds it builds llama.cpp's CPU tools once per machine, outside
+# the clone (scripts/llama_cpp.sh: ~/.cache/wcodecfs/llama.cpp-<version>),
+# and exports WCODEC_LLAMA_CPP for the tests that run llama.cpp on the mount.
 # Environment:
 #   WCODEC_TEST_CONFIGS  configurations to run, space or comma separated
 #                        (default "release asan aarch64")
@@ -20,6 +23,19 @@ bash scripts/install-deps.sh
 total_passed=0
 total_failed=0
 problems=()
+
+# llama.cpp, the GGUF client of tests/test_mount_llama_cpp.cpp (release and
+# ASan runs); the aarch64 run has no mount tests.
+if [[ " $configs " == *" release "* || " $configs " == *" asan "* ]]; then
+  echo "=== test: llama.cpp (scripts/llama_cpp.sh) ==="
+  t0=$SECONDS
+  if llama_dir=$(bash scripts/llama_cpp.sh); then
+    export WCODEC_LLAMA_CPP=$llama_dir
+    echo "test: llama.cpp tools in $WCODEC_LLAMA_CPP ($((SECONDS - t0)) s)"
+  else
+    problems+=("llama.cpp: scripts/llama_cpp.sh failed")
+  fi
+fi
 log_dir=$(mktemp -d)
 trap 'rm -rf "$log_dir"' EXIT
 

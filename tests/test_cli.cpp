@@ -194,6 +194,9 @@ TEST(Cli, GgufEncodeDecodeRoundTrip) {
   r = wcodec_run("bench --quick " + q(gguf));
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("zstd -19"), std::string::npos) << r.out;
+  // The tensor types the file holds, and wcodec's ratio against zstd -19.
+  EXPECT_NE(r.out.find("ggml types: F32 x47\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vs zstd -19               -0."), std::string::npos) << r.out;
 }
 
 TEST(Cli, InspectJson) {
