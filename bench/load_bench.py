@@ -9,7 +9,9 @@ store's .wcodec files.
     python3 bench/load_bench.py [--model DIR] [--build build] [--repeat 3]
 
 Without --model it builds stories260K's Llama directory (two shards) with
-scripts/make_hf_llama.py. The store is written with `BUILD/wcodec encode`
+scripts/make_hf_llama.py; for a model big enough to time, make
+SmolLM2-135M's directory (270 MB in BF16, three shards) with
+`python3 bench/make_smollm2_hf.py DIR` and pass --model DIR. The store is written with `BUILD/wcodec encode`
 and mounted with `BUILD/wcodecfs`; the wcodec package is taken from
 BUILD/python-pkg unless one is installed. Cold runs drop the page cache
 (writing /proc/sys/vm/drop_caches: root); without that right they are

@@ -139,8 +139,9 @@ class ModelDirectory(unittest.TestCase):
                 self.fail(f"wcodecfs exited {rc}: {fh.read()}")
         try:
             path = os.path.join(mnt, "model")
-            # The mount presents the original directory, file for file.
-            self.assertEqual(sorted(os.listdir(path)), sorted(os.listdir(self.model)))
+            # The mount presents the original directory, file for file,
+            # plus the GGUF view of a Llama directory (docs/gguf-view.md).
+            self.assertEqual(sorted(os.listdir(path)), sorted(os.listdir(self.model) + ["model.gguf"]))
             for n in os.listdir(self.model):
                 self.assertEqual(env.sha256(os.path.join(path, n)), env.sha256(os.path.join(self.model, n)), n)
             tok = AutoTokenizer.from_pretrained(path)
