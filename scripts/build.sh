@@ -23,7 +23,7 @@ case "$config" in
     # The CUDA code is compiled (and its build checked) by the release
     # configuration; the sanitized one leaves it out unless asked.
     cuda=${WCODEC_CUDA:-OFF}
-    args=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g"
+    args=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1"
           -DWCODEC_SANITIZE=ON -DWCODEC_BUILD_BENCH=OFF)
     ;;
   *)

@@ -2,7 +2,9 @@
 // follows (and what it refuses) is written down in docs/gguf-view.md.
 #include "wcodecfs/hf_gguf.h"
 
+#if WCODECFS_HAVE_SENTENCEPIECE
 #include <sentencepiece_processor.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -175,6 +177,12 @@ struct Vocab {
 
 Status spm_vocab(const HfDirFiles& f, uint64_t vocab_size, Vocab* v) {
   const std::string what = f.where + "tokenizer.model";
+#if !WCODECFS_HAVE_SENTENCEPIECE
+  (void)vocab_size;
+  (void)v;
+  return Status(Code::kNotSupported, what + ": this build has no SentencePiece library (libsentencepiece-dev), so it "
+                                             "cannot read the tokenizer");
+#else
   sentencepiece::SentencePieceProcessor sp;
   const auto st = sp.LoadFromSerializedProto(f.tokenizer_model);
   if (!st.ok()) return Status::Corruption(what + ": not a SentencePiece model (" + st.ToString() + ")");
@@ -248,6 +256,7 @@ Status spm_vocab(const HfDirFiles& f, uint64_t vocab_size, Vocab* v) {
     }
   }
   return Status::OK();
+#endif
 }
 
 const char* const kSpecialTypes[] = {"bos", "eos", "unk", "sep", "pad", "cls", "mask"};
