@@ -86,14 +86,14 @@ bool ends_with(std::string_view s, std::string_view p) {
 }
 
 // The converter's does_token_look_special.
-bool looks_special(const std::string& t) {
+[[maybe_unused]] bool looks_special(const std::string& t) {
   if (t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]") return true;
   if (starts_with(t, "<|") && ends_with(t, "|>")) return true;
   if (starts_with(t, "<\xef\xbd\x9c") && ends_with(t, "\xef\xbd\x9c>")) return true;  // <｜ ... ｜>
   return starts_with(t, "<unused") && ends_with(t, ">");
 }
 
-std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+[[maybe_unused]] std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
   std::string out;
   for (size_t at = 0;;) {
     const size_t hit = s.find(from, at);
