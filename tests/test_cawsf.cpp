@@ -38,6 +38,14 @@
 
 namespace {
 
+// The compiler's IEEE half type: _Float16 (x86-64), __fp16 (aarch64, where
+// GCC 12 has no _Float16 in C++). Both round to nearest even.
+#if defined(__aarch64__)
+using Half = __fp16;
+#else
+using Half = _Float16;
+#endif
+
 using namespace wcodec;
 using namespace wcodec::cawsf;
 using json = nlohmann::json;
@@ -74,14 +82,14 @@ struct Bytes {
     b.insert(b.end(), p, p + sizeof v);
     return *this;
   }
-  Bytes& half(float f) { return le(std::bit_cast<uint16_t>(static_cast<_Float16>(f))); }
+  Bytes& half(float f) { return le(std::bit_cast<uint16_t>(static_cast<Half>(f))); }
   Bytes& raw(const std::vector<uint8_t>& v) {
     b.insert(b.end(), v.begin(), v.end());
     return *this;
   }
 };
-float from_half(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
-float h16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
+float from_half(uint16_t h) { return static_cast<float>(std::bit_cast<Half>(h)); }
+float h16(float f) { return static_cast<float>(static_cast<Half>(f)); }
 
 std::vector<uint8_t> zstd_of(const std::vector<uint8_t>& v) {
   std::vector<uint8_t> o(ZSTD_compressBound(v.size()));
@@ -513,7 +521,7 @@ TEST(CawsfHalf, ConversionsRoundToNearestEven) {
     float f;
     std::memcpy(&f, &u, 4);
     if (std::isnan(f)) continue;
-    EXPECT_EQ(float_to_half(f), std::bit_cast<uint16_t>(static_cast<_Float16>(f))) << f;
+    EXPECT_EQ(float_to_half(f), std::bit_cast<uint16_t>(static_cast<Half>(f))) << f;
   }
   for (uint32_t h = 0; h < 65536; ++h) {
     const float a = half_to_float(static_cast<uint16_t>(h)), b = from_half(static_cast<uint16_t>(h));
