@@ -23,11 +23,16 @@
 // Thread-safety: immutable; every function may be called from any thread.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "wcodecfs/hf_gguf.h"
 #include "wcodecfs/store_kind.h"
+#include "wcodecfs/virtual_file.h"
 
 namespace wcodecfs {
 
@@ -44,5 +49,28 @@ class HfGgufKind final : public StoreKind {
 // model directory the view refuses, naming the file and the value). For
 // tests and the kind's log line.
 Result<Presentation> hf_gguf_presentation(const StoreDir& dir);
+
+// One weight file of a model as the mount shows it (safetensors bytes: a
+// plain file, a decoded .wcodec, or another kind's dense view), and its
+// name for messages.
+struct HfWeightFile {
+  std::string what;
+  std::shared_ptr<const VirtualFile> content;
+};
+
+// The GGUF view of a model given by its small files and its weight files
+// (in the converter's order: sorted shard names): the plan of
+// wcodecfs/hf_gguf.h turned into extents over `weights` (inline header,
+// ranges of the weights, computed conversions, zero padding). Reads the
+// weights' safetensors headers and nothing else. `index_names`, when set,
+// are the tensor names of NAME.safetensors.index.json (at `index_path`),
+// checked against the shards. `source_id(i)` is the cache id of the
+// computed source of GGUF tensor i. Used by this kind and by kinds that
+// present a dense checkpoint with a GGUF form (Trellis, CAWSF).
+Result<std::shared_ptr<const VirtualFile>> build_hf_gguf_view(const HfDirFiles& files,
+                                                             const std::vector<HfWeightFile>& weights,
+                                                             const std::optional<std::vector<std::string>>& index_names,
+                                                             const std::string& index_path, const std::string& view,
+                                                             const std::function<uint64_t(size_t)>& source_id);
 
 }  // namespace wcodecfs

@@ -208,6 +208,70 @@ Result<std::shared_ptr<const ComputedSource>> converted_source(std::shared_ptr<c
 
 }  // namespace
 
+Result<std::shared_ptr<const VirtualFile>> build_hf_gguf_view(const HfDirFiles& files,
+                                                             const std::vector<HfWeightFile>& weights,
+                                                             const std::optional<std::vector<std::string>>& index_names,
+                                                             const std::string& index_path, const std::string& view,
+                                                             const std::function<uint64_t(size_t)>& source_id) {
+  if (weights.empty()) return Status::Internal(view + ": a GGUF view without weights");
+  // The weights' headers.
+  std::vector<std::shared_ptr<const VirtualFile>> contents;
+  std::vector<HfShard> shards;
+  std::set<std::string> shard_tensors;
+  for (const HfWeightFile& w : weights) {
+    if (!w.content) return Status::Internal(view + ": weight file " + w.what + " has no content");
+    WCFS_ASSIGN_OR_RETURN(wcodec::SafetensorsHeader h, read_header(*w.content, w.what));
+    for (const auto& t : h.tensors) shard_tensors.insert(t.name);
+    contents.push_back(w.content);
+    shards.push_back(HfShard{w.what, std::move(h)});
+  }
+  if (index_names) {
+    const std::set<std::string> want(index_names->begin(), index_names->end());
+    for (const std::string& n : want)
+      if (!shard_tensors.count(n))
+        return Status::Corruption(index_path + ": \"weight_map\" names tensor \"" + n + "\", which no shard holds");
+    for (const std::string& n : shard_tensors)
+      if (!want.count(n))
+        return Status::Corruption(index_path + ": the shards hold tensor \"" + n + "\", which \"weight_map\" lacks");
+  }
+  WCFS_ASSIGN_OR_RETURN(HfGgufPlan plan, plan_hf_gguf(files, shards));
+
+  std::vector<Extent> extents;
+  std::vector<uint64_t> segments;
+  const uint64_t hsize = plan.header.size();
+  extents.push_back(Extent{0, hsize, InlineExtent{std::make_shared<const std::vector<uint8_t>>(std::move(plan.header)), 0}});
+  uint64_t pos = hsize;
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    const HfTensorSource& t = plan.tensors[i];
+    const wcodec::GgufTensor& g = plan.gguf.tensors[i];
+    if (pos != hsize + g.offset)
+      return Status::Internal(view + ": tensor " + g.name + " at " + std::to_string(pos) + ", planned at " +
+                              std::to_string(hsize + g.offset));
+    const VirtualFile& src = *contents[t.shard];
+    const uint64_t base = shards[t.shard].header.data_start + t.src_begin;
+    if (t.out_bytes > 0) segments.push_back(pos);
+    if (t.convert != HfConvert::kCopy) {
+      const uint64_t scale_base = shards[t.scale_shard].header.data_start + t.scale_begin;
+      WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const ComputedSource> cs,
+                            converted_source(contents[t.shard], base, contents[t.scale_shard], scale_base, t, view,
+                                             source_id ? source_id(i) : 0));
+      extents.push_back(Extent{pos, t.out_bytes, DecodedExtent{cs, 0}});
+      pos += t.out_bytes;
+    } else if (t.row_order.empty()) {
+      WCFS_RETURN_IF_ERROR(append_range(src, base, t.src_bytes, &pos, &extents));
+    } else {
+      const uint64_t row_bytes = t.src_bytes / t.rows;
+      for (uint32_t r : t.row_order) WCFS_RETURN_IF_ERROR(append_range(src, base + r * row_bytes, row_bytes, &pos, &extents));
+    }
+    const uint64_t padded = (g.nbytes + plan.gguf.alignment - 1) / plan.gguf.alignment * plan.gguf.alignment;
+    if (padded > g.nbytes) {
+      extents.push_back(Extent{pos, padded - g.nbytes, ZeroExtent{}});
+      pos += padded - g.nbytes;
+    }
+  }
+  return VirtualFile::make(view, std::move(extents), std::move(segments));
+}
+
 Result<Presentation> hf_gguf_presentation(const StoreDir& dir) {
   if (!is_regular(dir, "config.json")) return Status::NotFound("no config.json");
   std::vector<std::string> indexes, bases;
@@ -321,62 +385,15 @@ Result<std::shared_ptr<const VirtualFile>> HfGgufKind::build(const StoreDir& dir
   if (!have_config || !have_tok || weights.empty())
     return Status::Internal(view + ": the presentation lacks config.json, tokenizer.model or weights");
 
-  // The weights as the mount shows them, and their headers.
-  std::vector<std::shared_ptr<const VirtualFile>> contents;
-  std::vector<HfShard> shards;
-  std::set<std::string> shard_tensors;
+  // The weights as the mount shows them.
+  std::vector<HfWeightFile> contents;
   for (size_t k = 0; k < weights.size(); ++k) {
     WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const VirtualFile> vf, open_content(*weights[k], ctx.source_id(k)));
-    WCFS_ASSIGN_OR_RETURN(wcodec::SafetensorsHeader h, read_header(*vf, weights[k]->path));
-    for (const auto& t : h.tensors) shard_tensors.insert(t.name);
-    contents.push_back(std::move(vf));
-    shards.push_back(HfShard{weights[k]->path, std::move(h)});
+    contents.push_back(HfWeightFile{weights[k]->path, std::move(vf)});
   }
-  if (index_names) {
-    const std::set<std::string> want(index_names->begin(), index_names->end());
-    for (const std::string& n : want)
-      if (!shard_tensors.count(n))
-        return Status::Corruption(index_path + ": \"weight_map\" names tensor \"" + n + "\", which no shard holds");
-    for (const std::string& n : shard_tensors)
-      if (!want.count(n))
-        return Status::Corruption(index_path + ": the shards hold tensor \"" + n + "\", which \"weight_map\" lacks");
-  }
-  WCFS_ASSIGN_OR_RETURN(HfGgufPlan plan, plan_hf_gguf(files, shards));
-
-  std::vector<Extent> extents;
-  std::vector<uint64_t> segments;
-  const uint64_t hsize = plan.header.size();
-  extents.push_back(Extent{0, hsize, InlineExtent{std::make_shared<const std::vector<uint8_t>>(std::move(plan.header)), 0}});
-  uint64_t pos = hsize;
-  for (size_t i = 0; i < plan.tensors.size(); ++i) {
-    const HfTensorSource& t = plan.tensors[i];
-    const wcodec::GgufTensor& g = plan.gguf.tensors[i];
-    if (pos != hsize + g.offset)
-      return Status::Internal(view + ": tensor " + g.name + " at " + std::to_string(pos) + ", planned at " +
-                              std::to_string(hsize + g.offset));
-    const VirtualFile& src = *contents[t.shard];
-    const uint64_t base = shards[t.shard].header.data_start + t.src_begin;
-    if (t.out_bytes > 0) segments.push_back(pos);
-    if (t.convert != HfConvert::kCopy) {
-      const uint64_t scale_base = shards[t.scale_shard].header.data_start + t.scale_begin;
-      WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const ComputedSource> cs,
-                            converted_source(contents[t.shard], base, contents[t.scale_shard], scale_base, t, view,
-                                             ctx.source_id(weights.size() + i)));
-      extents.push_back(Extent{pos, t.out_bytes, DecodedExtent{cs, 0}});
-      pos += t.out_bytes;
-    } else if (t.row_order.empty()) {
-      WCFS_RETURN_IF_ERROR(append_range(src, base, t.src_bytes, &pos, &extents));
-    } else {
-      const uint64_t row_bytes = t.src_bytes / t.rows;
-      for (uint32_t r : t.row_order) WCFS_RETURN_IF_ERROR(append_range(src, base + r * row_bytes, row_bytes, &pos, &extents));
-    }
-    const uint64_t padded = (g.nbytes + plan.gguf.alignment - 1) / plan.gguf.alignment * plan.gguf.alignment;
-    if (padded > g.nbytes) {
-      extents.push_back(Extent{pos, padded - g.nbytes, ZeroExtent{}});
-      pos += padded - g.nbytes;
-    }
-  }
-  return VirtualFile::make(view, std::move(extents), std::move(segments));
+  const size_t nw = weights.size();
+  return build_hf_gguf_view(files, contents, index_names, index_path, view,
+                            [&ctx, nw](size_t i) { return ctx.source_id(nw + i); });
 }
 
 }  // namespace wcodecfs
