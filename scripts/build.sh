@@ -5,6 +5,7 @@
 #     asan    -> build-asan/  (ASan+UBSan, Debug at -O1, no benchmarks)
 # Environment:
 #   WCODEC_CUDA  AUTO (default: build the CUDA decoder when nvcc is found), ON, OFF
+#   WCODEC_CCACHE 0 to compile without ccache (scripts/ccache_env.sh)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -43,9 +44,16 @@ if [[ ! -f cuda/CMakeLists.txt && "$cuda" == "AUTO" ]]; then
   cuda=OFF
 fi
 
-echo "build: configuring $config in $build_dir/ (WCODEC_CUDA=$cuda)"
-cmake -S . -B "$build_dir" -G Ninja "${args[@]}" "-DWCODEC_CUDA=$cuda"
+# shellcheck source=scripts/ccache_env.sh
+source scripts/ccache_env.sh
+echo "build: configuring $config in $build_dir/ (WCODEC_CUDA=$cuda${CCACHE_DIR:+, ccache in $CCACHE_DIR})"
+cmake -S . -B "$build_dir" -G Ninja "${args[@]}" "${CCACHE_LAUNCHER_ARGS[@]+"${CCACHE_LAUNCHER_ARGS[@]}"}" "-DWCODEC_CUDA=$cuda"
 
 echo "build: building $config with $jobs jobs"
+[[ -n "${CCACHE_DIR:-}" ]] && ccache --zero-stats >/dev/null 2>&1 || true
+t0=$SECONDS
 cmake --build "$build_dir" -j"$jobs"
-echo "build: $config OK ($build_dir/)"
+echo "build: $config OK ($build_dir/, $((SECONDS - t0)) s)"
+if [[ -n "${CCACHE_DIR:-}" ]]; then
+  ccache --show-stats 2>/dev/null | grep -iE '^ *(hits|misses|cache hit|cache miss)' | sed 's/^ */build: ccache: /' || true
+fi

@@ -11,7 +11,7 @@ PACKAGES=(
   liblapacke-dev libopenblas-dev libfaiss-dev
   libspdlog-dev libfmt-dev libssl-dev zlib1g-dev libfuse3-dev fuse3
   zstd lz4 python3 python3-pip python3-venv python3-dev pybind11-dev
-  squashfs-tools squashfuse libsentencepiece-dev
+  squashfs-tools squashfuse libsentencepiece-dev ccache
 )
 
 # The mount tests load models with the Python safetensors package (numpy

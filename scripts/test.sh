@@ -18,7 +18,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 configs=${WCODEC_TEST_CONFIGS:-release asan aarch64}
 configs=${configs//,/ }
 
+t_start=$SECONDS
 bash scripts/install-deps.sh
+echo "test: dependencies ready ($((SECONDS - t_start)) s)"
 
 total_passed=0
 total_failed=0
@@ -51,6 +53,7 @@ for config in $configs; do
     # Its own script: packages, cross build, ctest under qemu; it ends with
     # the same "N passed, N failed" line.
     echo "=== test: aarch64 (scripts/test_aarch64.sh) ==="
+    t0=$SECONDS
     log="$log_dir/aarch64.log"
     rc=0
     bash scripts/test_aarch64.sh 2>&1 | tee "$log" || rc=$?
@@ -61,7 +64,7 @@ for config in $configs; do
     fi
     passed=${line%% passed*}
     failed=$(sed -E 's/.* ([0-9]+) failed$/\1/' <<<"$line")
-    echo "test: aarch64: $passed passed, $failed failed (exit $rc)"
+    echo "test: aarch64: $passed passed, $failed failed (exit $rc, $((SECONDS - t0)) s)"
     total_passed=$((total_passed + passed))
     total_failed=$((total_failed + failed))
     if [[ "$passed" -eq 0 ]]; then
@@ -80,6 +83,16 @@ for config in $configs; do
   fi
 
   echo "=== test: running ctest in $build_dir/ ==="
+  # With -j2 ctest starts the tests it knows to be long first (its cost
+  # data); a new build directory gets the durations of a recent CI run
+  # (tests/ctest-costs-*.txt), so that the python and real-file suites do not
+  # start last and run alone.
+  costs="$build_dir/Testing/Temporary/CTestCostData.txt"
+  if [[ ! -f "$costs" && -f "tests/ctest-costs-$config.txt" ]]; then
+    mkdir -p "$(dirname "$costs")"
+    cp "tests/ctest-costs-$config.txt" "$costs"
+  fi
+  t0=$SECONDS
   log="$log_dir/ctest-$config.log"
   rc=0
   if [[ "$config" == asan ]]; then
@@ -101,7 +114,7 @@ for config in $configs; do
   failed=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$summary")
   total=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2/' <<<"$summary")
   passed=$((total - failed))
-  echo "test: $config: $passed passed, $failed failed (ctest exit $rc)"
+  echo "test: $config: $passed passed, $failed failed (ctest exit $rc, $((SECONDS - t0)) s)"
   # Skipped tests say why (GPU tests without a device); show it here.
   if [[ -x "$build_dir/tests/test_gpu_decoder" ]]; then
     why=$("$build_dir/tests/test_gpu_decoder" 2>&1 | grep -m1 -o 'GPU tests did not run: .*' || true)
@@ -119,6 +132,7 @@ done
 for p in "${problems[@]+"${problems[@]}"}"; do
   echo "test: problem: $p" >&2
 done
+echo "test: all stages took $((SECONDS - t_start)) s"
 echo "$total_passed passed, $total_failed failed"
 
 if [[ $total_failed -ne 0 || $total_passed -eq 0 || ${#problems[@]} -ne 0 ]]; then

@@ -75,7 +75,9 @@ else
 fi
 
 echo "=== test_aarch64: configuring and building in $build_dir/ ==="
-cmake -S . -B "$build_dir" -G Ninja \
+# shellcheck source=scripts/ccache_env.sh
+source scripts/ccache_env.sh
+cmake -S . -B "$build_dir" -G Ninja "${CCACHE_LAUNCHER_ARGS[@]+"${CCACHE_LAUNCHER_ARGS[@]}"}" \
   -DCMAKE_TOOLCHAIN_FILE="$PWD/scripts/toolchain-aarch64.cmake" \
   -DCMAKE_BUILD_TYPE=Release \
   -DWCODEC_BUILD_FUSE=OFF -DWCODEC_BUILD_BENCH=OFF -DWCODEC_CUDA=OFF \

@@ -57,9 +57,13 @@ elif [[ "$mode" == pip ]]; then
   "$venv/bin/python" -m pip --version >/dev/null 2>&1 || skip "pip is not available in the venv"
   args=(install --quiet --no-deps --force-reinstall "$src"
         "--config-settings=build-dir=$build/python-wheel-build")
-  command -v ccache >/dev/null && args+=("--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache")
+  # The same compiler cache as the build scripts (scripts/ccache_env.sh):
+  # the package's codec objects are the release build's.
+  source "$src/scripts/ccache_env.sh"
+  [[ ${#CCACHE_LAUNCHER_ARGS[@]} -gt 0 ]] && args+=("--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache")
   echo "python_suite: $venv/bin/python -m pip ${args[*]}"
   log="$build/python-pip.log"
+  t0=$SECONDS
   if ! "$venv/bin/python" -m pip "${args[@]}" >"$log" 2>&1; then
     if grep -qiE 'could not find a version|No matching distribution|Failed to establish|Temporary failure in name resolution' "$log"; then
       tail -5 "$log"
@@ -69,6 +73,7 @@ elif [[ "$mode" == pip ]]; then
     echo "python_suite: pip install failed"
     exit 1
   fi
+  echo "python_suite: pip install took $((SECONDS - t0)) s"
   py="$venv/bin/python"
   unset PYTHONPATH
   where=$(cd / && "$py" -c 'import wcodec, os; print(os.path.dirname(wcodec.__file__))')
