@@ -482,6 +482,8 @@ PYBIND11_MODULE(_wcodec, m) {
         return py::make_tuple(why.empty(), why, name);
       },
       "(usable, why not, device 0's name) of the GPU decoder.");
+  m.def("_set_device_batch_bytes", &wcodec_py::set_device_batch_bytes, py::arg("n"),
+        "Decoded bytes per GPU plan (tests); returns the previous value.");
   m.def("device_stats", [] {
     const wcodec_py::DeviceReadStats s = wcodec_py::device_read_stats();
     py::dict d;

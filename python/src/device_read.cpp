@@ -4,7 +4,7 @@
 // straight to its place in the target's memory; a chunk a target covers in
 // part (the ends of a slice's byte range) is decoded once into scratch
 // memory and the parts copied from there. The chunks go to the decoder in
-// plans of at most kBatchBytes decoded bytes, one launch each; each plan's
+// plans of at most 256 MiB of decoded bytes, one launch each; each plan's
 // chunk outputs point into the callers' allocations (one base, the lowest
 // destination, and per-chunk offsets from it). Chunks the GPU does not
 // decode are decoded on the CPU into host memory and copied up.
@@ -39,7 +39,8 @@ namespace wcodec_py {
 
 namespace {
 
-constexpr uint64_t kBatchBytes = 256ull << 20;
+// Decoded bytes per plan (tests make it small to split reads into many).
+std::atomic<uint64_t> g_batch_bytes{256ull << 20};
 
 struct Counters {
   std::atomic<uint64_t> calls{0}, gpu_chunks{0}, gpu_bytes{0}, gpu_failed_chunks{0}, cpu_chunks{0}, copied_bytes{0};
@@ -316,12 +317,13 @@ wcodec::Status read_with(const wcodec::Reader& rd, const std::vector<DeviceTarge
     for (const auto& [item, at] : scratch_at) items[item].dst = scratch + at;
   }
 
-  // Plans of at most kBatchBytes decoded bytes.
+  // Plans of at most batch_bytes decoded bytes (at least one chunk).
+  const uint64_t batch_bytes = g_batch_bytes.load();
   std::vector<bool> to_cpu(items.size(), false);
   for (size_t first = 0; first < items.size();) {
     size_t last = first;
     uint64_t bytes = 0;
-    while (last < items.size() && (last == first || bytes + rd.chunk(items[last].chunk).decoded_size <= kBatchBytes))
+    while (last < items.size() && (last == first || bytes + rd.chunk(items[last].chunk).decoded_size <= batch_bytes))
       bytes += rd.chunk(items[last++].chunk).decoded_size;
     WC_RETURN_IF_ERROR(run_batch(rd, be, items, first, last, &to_cpu));
     first = last;
@@ -366,6 +368,8 @@ DeviceReadStats device_read_stats() {
   s.copied_bytes = c.copied_bytes.load();
   return s;
 }
+
+uint64_t set_device_batch_bytes(uint64_t n) { return g_batch_bytes.exchange(std::max<uint64_t>(n, 1)); }
 
 bool device_read_built() { return WCODEC_PY_CUDA != 0; }
 

@@ -61,5 +61,8 @@ std::string device_why_not(std::string* name = nullptr);
 // for kHostDevice, into host memory.
 wcodec::Status read_to_device(const wcodec::Reader& rd, const std::vector<DeviceTarget>& targets, int device);
 DeviceReadStats device_read_stats();
+// Decoded bytes per plan (default 256 MiB; tests set it small). Returns the
+// previous value.
+uint64_t set_device_batch_bytes(uint64_t n);
 
 }  // namespace wcodec_py
