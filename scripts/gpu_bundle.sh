@@ -5,16 +5,37 @@
 # shared libraries they link, a subset of the real model files that fits
 # the 64 MiB a call may carry (the small files whole, isnet ternary whole,
 # the first tensors of the other isnet files), and bench/gpu_check.sh.
+# With a Python of the device's version here (WCODEC_DEVICE_PYTHON, default
+# the first python3.12 on PATH or under pyenv: the device's python3, which
+# holds torch, is 3.12), also the Python package built with CUDA for it
+# (.dev/python) and its tests (.dev/pytests), so that gpu_check.sh runs
+# python/tests/test_cuda.py there.
 # Then, on the device: bash .dev/gpu_check.sh (carrying .dev).
 set -euo pipefail
 cd "$(dirname "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")")"
 DATA=${WCODEC_DATA:-../shared/data}
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DWCODEC_BUILD_FUSE=OFF -DWCODEC_CUDA=ON >/dev/null
-ninja -C build-gpu wcodec test_gpu_decoder test_device_plan test_xxh3_hd
+PYDEV=${WCODEC_DEVICE_PYTHON:-$(command -v python3.12 || ls "$(pyenv root 2>/dev/null || echo /nonexistent)"/versions/3.12*/bin/python3.12 2>/dev/null | tail -1 || true)}
+pyargs=() pytarget=()
+if [[ -n "$PYDEV" && -x "$PYDEV" ]]; then
+  pyargs=(-DWCODEC_BUILD_PYTHON=ON "-DPython3_EXECUTABLE=$PYDEV" "-DPython_EXECUTABLE=$PYDEV")
+  pytarget=(wcodec_python)
+else
+  echo "gpu_bundle: no Python 3.12 here (set WCODEC_DEVICE_PYTHON): the Python package's GPU test is left out"
+fi
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DWCODEC_BUILD_FUSE=OFF -DWCODEC_CUDA=ON "${pyargs[@]}" >/dev/null
+ninja -C build-gpu wcodec test_gpu_decoder test_device_plan test_xxh3_hd "${pytarget[@]}"
 mkdir -p .git/info && (grep -qx '/.dev/' .git/info/exclude 2>/dev/null || echo /.dev/ >>.git/info/exclude)
 rm -rf .dev && mkdir -p .dev/bin .dev/lib .dev/data
 for b in wcodec tests/test_gpu_decoder tests/test_xxh3_hd; do cp build-gpu/$b .dev/bin/ && strip .dev/bin/"$(basename $b)"; done
-for l in $(ldd build-gpu/wcodec build-gpu/tests/test_gpu_decoder | awk '/=> \//{print $3}' | sort -u); do
+mods=()
+if [[ ${#pytarget[@]} -gt 0 ]]; then
+  mkdir -p .dev/python .dev/pytests
+  cp -r build-gpu/python-pkg/wcodec .dev/python/
+  strip .dev/python/wcodec/_wcodec*.so
+  cp python/tests/*.py .dev/pytests/
+  mods=(.dev/python/wcodec/_wcodec*.so)
+fi
+for l in $(ldd build-gpu/wcodec build-gpu/tests/test_gpu_decoder "${mods[@]}" | awk '/=> \//{print $3}' | sort -u); do
   case "$(basename "$l")" in libc.so*|libm.so*|libstdc++*|libgcc_s*) ;; *) cp -L "$l" .dev/lib/ ;; esac
 done
 for f in stories260K.bf16 stories260K.f32 stories260K.rtn-int8 stories260K.rtn-int4 stories260K.rtn-ternary \
