@@ -17,7 +17,7 @@ DATA=${WCODEC_DATA:-../shared/data}
 PYDEV=${WCODEC_DEVICE_PYTHON:-$(command -v python3.12 || ls "$(pyenv root 2>/dev/null || echo /nonexistent)"/versions/3.12*/bin/python3.12 2>/dev/null | tail -1 || true)}
 pyargs=() pytarget=()
 if [[ -n "$PYDEV" && -x "$PYDEV" ]]; then
-  pyargs=(-DWCODEC_BUILD_PYTHON=ON "-DPython3_EXECUTABLE=$PYDEV" "-DPython_EXECUTABLE=$PYDEV")
+  pyargs=(-DWCODEC_BUILD_PYTHON=ON "-DPython3_EXECUTABLE=$PYDEV")
   pytarget=(wcodec_python)
 else
   echo "gpu_bundle: no Python 3.12 here (set WCODEC_DEVICE_PYTHON): the Python package's GPU test is left out"
