@@ -11,6 +11,10 @@
 # /tmp).
 set -uo pipefail
 R=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+if [[ -f "$R/bin.tar.xz" && ! -d "$R/bin" ]]; then
+  tar -C "$R" -xJf "$R/bin.tar.xz" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$R/bin.tar.xz" "$R"
+fi
 export LD_LIBRARY_PATH=$R/lib WCODEC_DATA=$R/data
 B=$R/bin D=$R/data W=$(mktemp -d)
 exec > >(tee "${OUT:-/tmp}/gpu_check.log") 2>&1
