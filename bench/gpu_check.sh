@@ -2,10 +2,19 @@
 # Runs on a GPU machine from a folder made by scripts/gpu_bundle.sh (in the
 # repository root, .dev/ beside it): the GPU tests, the GPU benchmark (every
 # file, then a 4 GB synthetic batch per kind of model), a decode into device
-# memory compared with the original, and compute-sanitizer's memcheck and
-# racecheck over the edge cases. Writes gpu_check.log to $OUT (or /tmp).
+# memory compared with the original, compute-sanitizer's memcheck and
+# racecheck over the edge cases, and (when the bundle holds the Python
+# package, .dev/python) python/tests/test_cuda.py with the device's python3
+# and torch: every tensor of every bundled file read with device="cuda"
+# (whole, sliced, load_file) equals the CPU's byte for byte, decoded by the
+# GPU decoder, and a damaged chunk raises. Writes gpu_check.log to $OUT (or
+# /tmp).
 set -uo pipefail
 R=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+if [[ -f "$R/bin.tar.xz" && ! -d "$R/bin" ]]; then
+  tar -C "$R" -xJf "$R/bin.tar.xz" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$R/bin.tar.xz" "$R"
+fi
 export LD_LIBRARY_PATH=$R/lib WCODEC_DATA=$R/data
 B=$R/bin D=$R/data W=$(mktemp -d)
 exec > >(tee "${OUT:-/tmp}/gpu_check.log") 2>&1
@@ -30,4 +39,11 @@ timeout 60 "$B"/wcodec decode --device cuda "$W/isnet-medium.rtn-int8.head.wcode
 echo "== compute-sanitizer"
 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$B"/test_gpu_decoder --gtest_filter='*EdgeCases*:*Damaged*' 2>&1 | tail -1
 timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$B"/test_gpu_decoder --gtest_filter='*EdgeCases*' 2>&1 | tail -1
+if [[ -d "$R/python/wcodec" ]]; then
+  echo "== Python package: device=\"cuda\" (test_cuda)"
+  (cd "$R/pytests" && PYTHONPATH="$R/python" WCODEC_DATA_DIR="$D" WCODEC_TEST_TMP="$W/py" WCODEC_TEST_CACHE="$W/pycache" \
+     timeout 300 "${PYTHON:-python3}" -m unittest -v test_cuda 2>&1)
+else
+  echo "== Python package: not in the bundle (no Python 3.12 where it was made)"
+fi
 rm -rf "$W"

@@ -368,6 +368,11 @@ Status GpuDecoder::run_to_device(DevicePlan& plan, DeviceBuffer& out, size_t dst
   return impl_->run_sync(plan, static_cast<uint8_t*>(out.get()) + dst_offset, nullptr, results, t);
 }
 
+Status GpuDecoder::run_to_device_ptr(DevicePlan& plan, void* dst, std::vector<int>* results, Timing* t) {
+  if (!dst && plan.out_bytes) return Status::Invalid("GPU decoder: no device output address");
+  return impl_->run_sync(plan, static_cast<uint8_t*>(dst), nullptr, results, t);
+}
+
 Result<uint64_t> GpuDecoder::submit(const DevicePlan& plan, DeviceBuffer& out, size_t dst_offset,
                                     const BatchDone& on_done, Timing* t) {
   WC_RETURN_IF_ERROR(check_fits(plan, out, dst_offset));

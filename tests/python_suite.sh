@@ -46,8 +46,9 @@ if [[ "$mode" == module ]]; then
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     export WCODEC_TEST_QUICK=1
     # The model directory suite exercises the daemon and transformers, not
-    # the module's memory use; the other two cover the module.
-    suites=(test_read test_checkpoint)
+    # the module's memory use; the others cover the module (test_cuda: the
+    # GPU read path's steps on the host).
+    suites=(test_read test_checkpoint test_cuda)
   fi
 elif [[ "$mode" == pip ]]; then
   venv="$build/python-venv"

@@ -1,7 +1,8 @@
 // python/src/_wcodec.cpp — the native part of the `wcodec` Python package
 // (pybind11): a checkpoint file open for reading (a .wcodec container or a
-// plain safetensors file) with byte-range and strided reads, and file-level
-// encode / decode. The package's Python layer (python/wcodec/__init__.py)
+// plain safetensors file) with byte-range and strided reads, reads into
+// CUDA device memory through the GPU decoder (device_read.h; when built
+// with CUDA), and file-level encode / decode. The package's Python layer (python/wcodec/__init__.py)
 // builds the safetensors-style API (safe_open, get_slice, load_file) on it.
 //
 // Errors: every codec Status becomes a Python exception of the package
@@ -27,8 +28,10 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "device_read.h"
 #include "wcodec/cpu.h"
 #include "wcodec/encode.h"
 #include "wcodec/reader.h"
@@ -223,6 +226,25 @@ class File {
       std::shared_lock<std::shared_mutex> lk(mu_);
       st = closed_ ? wcodec::Status::Invalid(path_ + " is closed")
                    : read_runs_impl(static_cast<const uint64_t*>(offs.ptr), n, run_len, o.data());
+    }
+    check(st);
+  }
+
+  // Original bytes into CUDA device memory: `targets` is a list of
+  // (offset, length, device address) on device `device`, decoded by the
+  // GPU decoder (device_read.h; HOST_DEVICE: host addresses, the same steps
+  // on the CPU). Containers only.
+  void read_device(const std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>& targets, int device) {
+    std::vector<wcodec_py::DeviceTarget> ts;
+    ts.reserve(targets.size());
+    for (const auto& [off, len, dst] : targets) ts.push_back(wcodec_py::DeviceTarget{off, len, dst});
+    wcodec::Status st;
+    {
+      py::gil_scoped_release nogil;
+      std::shared_lock<std::shared_mutex> lk(mu_);
+      st = closed_  ? wcodec::Status::Invalid(path_ + " is closed")
+           : !reader_ ? wcodec::Status::Invalid(path_ + ": a plain safetensors file has nothing to decode on the GPU")
+                      : wcodec_py::read_to_device(*reader_, ts, device);
     }
     check(st);
   }
@@ -437,6 +459,7 @@ PYBIND11_MODULE(_wcodec, m) {
       .def("chunks", &File::chunks)
       .def("read", &File::read, py::arg("offset"), py::arg("out"))
       .def("read_runs", &File::read_runs, py::arg("offsets"), py::arg("run_len"), py::arg("out"))
+      .def("read_device", &File::read_device, py::arg("targets"), py::arg("device"))
       .def("verify", &File::verify, py::arg("full") = false)
       .def("close", &File::close);
   m.def("encoded_name", &encoded_name, py::arg("name"));
@@ -445,5 +468,31 @@ PYBIND11_MODULE(_wcodec, m) {
         py::arg("chunk_bytes") = 0, py::arg("progress") = nullptr);
   m.def("decode_file", &decode_file, py::arg("input"), py::arg("output"));
   m.def("cpu_path", [] { return std::string(wcodec::cpu_path_name()); });
-  m.attr("cuda") = false;
+  m.attr("cuda") = wcodec_py::device_read_built();
+  // read_device's device for host memory: the GPU path's steps on the CPU (tests).
+  m.attr("HOST_DEVICE") = wcodec_py::kHostDevice;
+  m.def(
+      "gpu_probe",
+      [] {
+        std::string name, why;
+        {
+          py::gil_scoped_release nogil;
+          why = wcodec_py::device_why_not(&name);
+        }
+        return py::make_tuple(why.empty(), why, name);
+      },
+      "(usable, why not, device 0's name) of the GPU decoder.");
+  m.def("_set_device_batch_bytes", &wcodec_py::set_device_batch_bytes, py::arg("n"),
+        "Decoded bytes per GPU plan (tests); returns the previous value.");
+  m.def("device_stats", [] {
+    const wcodec_py::DeviceReadStats s = wcodec_py::device_read_stats();
+    py::dict d;
+    d["calls"] = s.calls;
+    d["gpu_chunks"] = s.gpu_chunks;
+    d["gpu_bytes"] = s.gpu_bytes;
+    d["gpu_failed_chunks"] = s.gpu_failed_chunks;
+    d["cpu_chunks"] = s.cpu_chunks;
+    d["copied_bytes"] = s.copied_bytes;
+    return d;
+  });
 }

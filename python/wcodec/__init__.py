@@ -13,6 +13,12 @@ directories, as the ``wcodec`` command-line tool does::
     state = wcodec.load_file("store_dir/model.wcodec")      # {name: torch.Tensor}
     wcodec.decode_checkpoint("store_dir", "copy_dir")       # the original files, byte for byte
 
+With ``device="cuda"`` (framework "pt"), a package built with CUDA decodes
+``.wcodec`` tensors with the GPU decoder straight into device memory, every
+chunk's checksum checked on the device (``gpu_available()`` says whether
+it can here; ``device_stats()`` counts what ran); otherwise tensors are
+decoded on the CPU and copied to the device.
+
 Errors are ``WcodecError`` (and subclasses) carrying the codec's message,
 which names the file, the tensor or chunk and the value found. Decoding
 releases the GIL, so several threads decode at once (load_file does).
@@ -76,6 +82,9 @@ __all__ = [
     "InvalidArgumentError",
     "cpu_path",
     "cuda_built",
+    "gpu_available",
+    "gpu_why_not",
+    "device_stats",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -113,8 +122,51 @@ def cpu_path() -> str:
 
 
 def cuda_built() -> bool:
-    """Whether this build decodes on the GPU itself (else device="cuda" decodes on the CPU and copies)."""
+    """Whether this build has the GPU decoder (else device="cuda" decodes on the CPU and copies)."""
     return bool(_wcodec.cuda)
+
+
+_gpu_probe: Optional[Tuple[bool, str, str]] = None
+_gpu_probe_lock = threading.Lock()
+
+
+def _probe() -> Tuple[bool, str, str]:
+    global _gpu_probe
+    with _gpu_probe_lock:
+        if _gpu_probe is None:
+            _gpu_probe = tuple(_wcodec.gpu_probe())  # type: ignore[assignment]
+        return _gpu_probe  # type: ignore[return-value]
+
+
+def gpu_available() -> bool:
+    """Whether device="cuda" reads of .wcodec files decode on the GPU here
+    (the package was built with CUDA and a CUDA device is usable)."""
+    return _probe()[0]
+
+
+def gpu_why_not() -> str:
+    """"" when gpu_available(), else why not: "package built without CUDA",
+    "no CUDA device", ..."""
+    return _probe()[1]
+
+
+_copy_lock = threading.Lock()
+_copied = {"cpu_copied_tensors": 0, "cpu_copied_bytes": 0}
+
+
+def device_stats() -> Dict[str, int]:
+    """Counters of reads to a device, since the process started:
+    ``gpu_chunks`` / ``gpu_bytes`` decoded and checked on the GPU,
+    ``gpu_failed_chunks`` the GPU found malformed or mismatching (then
+    decoded on the CPU, which raises if they are damaged), ``cpu_chunks`` /
+    ``copied_bytes`` decoded on the CPU inside GPU reads and copied,
+    ``calls`` GPU reads; ``cpu_copied_tensors`` / ``cpu_copied_bytes``
+    tensors decoded (or read) on the CPU and copied to the device whole
+    (no GPU decoder, or a plain safetensors file)."""
+    d = dict(_wcodec.device_stats())
+    with _copy_lock:
+        d.update(_copied)
+    return d
 
 
 def _framework(name: str) -> str:
@@ -155,7 +207,46 @@ def _empty(fw: str, dtype: str, shape: List[int], nbytes: int) -> Tuple[Any, np.
 def _to_device(x: Any, fw: str, device: str) -> Any:
     if fw == "np" or device == "cpu":
         return x
+    with _copy_lock:
+        _copied["cpu_copied_tensors"] += 1
+        _copied["cpu_copied_bytes"] += x.numel() * x.element_size()
     return x.to(device)
+
+
+def _torch_dtype(dtype: str) -> Any:
+    import torch
+
+    torch_name = _DTYPES[dtype][1]
+    if torch_name is None or not hasattr(torch, torch_name):
+        raise TypeError(f"data type {dtype!r} has no torch equivalent in torch {torch.__version__}")
+    return getattr(torch, torch_name)
+
+
+def _check_device(fw: str, device: str) -> Optional[int]:
+    """Checks that `device` can be used; for a CUDA device, its index."""
+    if device == "cpu":
+        return None
+    if fw == "np":
+        raise InvalidArgumentError(f"framework numpy reads to the CPU only, not device {device!r}")
+    try:
+        import torch
+    except ImportError:
+        raise InvalidArgumentError(f"device {device!r} needs torch, which is not installed") from None
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise InvalidArgumentError(f"device {device!r}: {e}") from None
+    if dev.type != "cuda":
+        return None
+    if not torch.cuda.is_available():
+        why = "" if _wcodec.cuda else " (and this package was built without CUDA)"
+        raise InvalidArgumentError(
+            f"device {device!r}: no CUDA device is usable here (torch.cuda.is_available() is False){why}"
+        )
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    if index >= torch.cuda.device_count():
+        raise InvalidArgumentError(f"device {device!r}: there are {torch.cuda.device_count()} CUDA devices")
+    return index
 
 
 class _Slice:
@@ -227,9 +318,10 @@ class safe_open:
     def __init__(self, filename: PathLike, framework: str = "numpy", device: Union[str, int] = "cpu") -> None:
         self._fw = _framework(framework)
         self._device = _device_name(device)
-        if self._fw == "np" and self._device != "cpu":
-            raise InvalidArgumentError(f"framework numpy reads to the CPU only, not device {self._device!r}")
+        self._cuda_index = _check_device(self._fw, self._device)
         self._file = _wcodec.File(os.fspath(filename))
+        # GPU decoding: a container, read to a CUDA device, by a build that can.
+        self._gpu = self._cuda_index is not None and self._file.kind == "wcodec" and gpu_available()
         self._infos: Dict[str, _TensorInfo] = {}
         for name, dtype, shape, begin, end in self._file.tensors():
             self._infos[name] = _TensorInfo(name, dtype, list(shape), begin, end)
@@ -252,6 +344,8 @@ class safe_open:
     def get_tensor(self, name: str) -> Any:
         """The whole tensor ``name`` (decodes the chunks that hold it)."""
         info = self._info(name)
+        if self._gpu:
+            return self._gpu_tensors([info])[0]
         arr, raw = _empty(self._fw, info.dtype, info.shape, info.end - info.begin)
         if raw.size:
             self._file.read(info.begin, raw)
@@ -267,6 +361,12 @@ class safe_open:
     def kind(self) -> str:
         """"wcodec" for a container, "safetensors" for a plain file."""
         return self._file.kind
+
+    @property
+    def decodes_on_gpu(self) -> bool:
+        """Whether this file's tensors are decoded by the GPU decoder (device="cuda", a
+        container, gpu_available()); else they are read on the CPU (and copied to the device)."""
+        return self._gpu
 
     def verify(self, full: bool = False) -> None:
         """Checks the container's checksums (full: decodes everything and checks the SHA-256)."""
@@ -293,6 +393,58 @@ class safe_open:
         except KeyError:
             raise KeyError(f"{self._file.path}: no tensor named {name!r}") from None
 
+    def _read_device(self, targets: List[Tuple[int, int, Any]]) -> None:
+        """Decodes (offset, length, uint8 CUDA tensor) targets on the GPU.
+
+        The tensors come from torch's allocator, which hands out memory that
+        work queued on the current stream may still be using; that work is
+        waited for first. The call returns when the bytes are written."""
+        import torch
+
+        if self._cuda_index != _wcodec.HOST_DEVICE:
+            torch.cuda.current_stream(self._cuda_index).synchronize()
+        self._file.read_device([(off, n, t.data_ptr()) for off, n, t in targets if n], self._cuda_index)
+
+    def _gpu_tensors(self, infos: List[_TensorInfo]) -> List[Any]:
+        """Whole tensors decoded on the GPU into new CUDA tensors (one allocation each)."""
+        import torch
+
+        dtypes = [_torch_dtype(i.dtype) for i in infos]
+        raws = [torch.empty(i.end - i.begin, dtype=torch.uint8, device=self._device) for i in infos]
+        self._read_device([(i.begin, i.end - i.begin, r) for i, r in zip(infos, raws)])
+        return [r.view(dt).reshape(i.shape) for i, r, dt in zip(infos, raws, dtypes)]
+
+    def _gpu_slice(self, info: _TensorInfo, dims: List[Tuple[int, int, int, bool]], out_shape: List[int]) -> Any:
+        """A slice decoded on the GPU: the bytes of the rows (positions of
+        the first dimension) from the first selected to the last, then the
+        selection by torch's indexing on the device."""
+        import torch
+
+        dt = _torch_dtype(info.dtype)
+        a0, b0, s0, keep0 = dims[0]
+        n0 = len(range(a0, b0, s0))
+        if n0 == 0 or any(len(range(a, b, s)) == 0 for a, b, s, _k in dims):
+            return torch.empty(out_shape, dtype=dt, device=self._device)
+        last = a0 + (n0 - 1) * s0
+        rows = last + 1 - a0
+        row_bytes = (info.end - info.begin) // info.shape[0]
+        lo = info.begin + a0 * row_bytes
+        raw = torch.empty(rows * row_bytes, dtype=torch.uint8, device=self._device)
+        self._read_device([(lo, rows * row_bytes, raw)])
+        block = raw.view(dt).reshape([rows] + list(info.shape[1:]))
+        index: List[Any] = [slice(0, rows, s0) if keep0 else 0]
+        index += [slice(a, b, s) if k else a for a, b, s, k in dims[1:]]
+        return block[tuple(index)].contiguous()
+
+    def _emulate_gpu(self) -> None:
+        """Tests: reads of this container (framework "pt", device "cpu") take
+        the GPU path's steps (splitting, plans, scattering, fallback) with
+        host memory, the plans run on the CPU by the GPU kernel's per-chunk code."""
+        if self._fw != "pt" or self._device != "cpu" or self._file.kind != "wcodec":
+            raise InvalidArgumentError("GPU emulation needs a container read with framework 'pt' to the CPU")
+        self._gpu = True
+        self._cuda_index = _wcodec.HOST_DEVICE
+
     def _read_slice(self, info: _TensorInfo, index: Any) -> Any:
         dims = _normalize_index(index, info.shape)
         bits = _DTYPES[info.dtype][2]
@@ -311,6 +463,8 @@ class safe_open:
                 "only whole reads are supported"
             )
         item = bits // 8
+        if self._gpu:
+            return self._gpu_slice(info, dims, out_shape)
         arr, raw = _empty(self._fw, info.dtype, out_shape, numel * item)
         if numel == 0:
             return _to_device(arr, self._fw, self._device)
@@ -356,8 +510,19 @@ def load_file(
 ) -> Dict[str, Any]:
     """Every tensor of a ``.wcodec`` or ``.safetensors`` file, as ``safetensors.torch.load_file`` gives them.
 
-    Tensors decode on ``threads`` threads at once (default: the CPUs).
+    Tensors decode on ``threads`` threads at once (default: the CPUs). With
+    ``device="cuda"`` and gpu_available(), a ``.wcodec`` file's tensors are
+    decoded by the GPU decoder into device memory instead (``threads``
+    unused); otherwise they are decoded on the CPU and copied.
     """
+    dev = _device_name(device)
+    fw = _framework(framework)
+    _check_device(fw, dev)
+    with safe_open(filename, framework=framework, device=dev) as g:
+        if g._gpu:
+            # Every tensor decoded on the GPU, in plans of many chunks.
+            names = g.offset_keys()
+            return dict(zip(names, g._gpu_tensors([g._info(n) for n in names])))
     with safe_open(filename, framework=framework, device="cpu") as f:
         names = f.offset_keys()
         workers = max(1, threads or os.cpu_count() or 1)
@@ -370,11 +535,8 @@ def load_file(
                 values = list(pool.map(f.get_tensor, order))
             by_name = dict(zip(order, values))
             loaded = {n: by_name[n] for n in names}
-    dev = _device_name(device)
     if dev != "cpu":
-        if _framework(framework) == "np":
-            raise InvalidArgumentError(f"framework numpy reads to the CPU only, not device {dev!r}")
-        loaded = {n: t.to(dev) for n, t in loaded.items()}
+        loaded = {n: _to_device(t, fw, dev) for n, t in loaded.items()}
     return loaded
 
 

@@ -95,6 +95,13 @@ class GpuDecoder {
   // plan.out_bytes) at out + dst_offset + chunk.out.
   Status run_to_device(DevicePlan& plan, DeviceBuffer& out, size_t dst_offset, std::vector<int>* results,
                        Timing* t = nullptr);
+  // The same into device memory allocated elsewhere (a framework's
+  // allocator, on the decoder's device): chunk k's bytes go to
+  // dst + plan.chunks[k].out, so a caller may scatter the chunks over
+  // several allocations by setting their `out` (dst the lowest of them).
+  // Exactly out_len bytes are written per chunk, nothing else; the call
+  // returns when they are written (and checked).
+  Status run_to_device_ptr(DevicePlan& plan, void* dst, std::vector<int>* results, Timing* t = nullptr);
 
   // Pipelined decoding into device memory. submit() stages `plan` (the
   // caller's plan is not changed and may be reused as soon as submit
