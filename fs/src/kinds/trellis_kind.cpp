@@ -21,12 +21,24 @@
 
 #include "wcodec/trellis.h"
 #include "wcodecfs/derived.h"
+#include "wcodecfs/fs_log.h"
+#include "wcodecfs/hf_gguf.h"
+#include "wcodecfs/hf_gguf_kind.h"
 
 namespace wcodecfs {
 
 namespace {
 
 constexpr const char* kDenseName = wcodec::kTrellisDenseName;
+constexpr const char* kDenseGgufName = "model.dense.gguf";
+constexpr uint64_t kMaxSmallFile = 64u << 20;  // config and tokenizer files read for the GGUF form
+
+// The small files the GGUF form reads besides config.json and
+// tokenizer.model, when present (the converter reads them too).
+const char* const kGgufOptional[] = {"tokenizer_config.json", "added_tokens.json", "tokenizer.json",
+                                     "chat_template.jinja"};
+// Files that make the converter take paths the GGUF view does not follow.
+const char* const kGgufRefused[] = {"tekken.json", "chat_template.json", "additional_chat_templates", "params.json"};
 
 bool is_layer_dir(const StoreEntry& e) {
   if (e.type != S_IFDIR || e.name.size() < 10 || e.name.size() > 12 || e.name.rfind("layer_", 0) != 0) return false;
@@ -204,8 +216,10 @@ struct DenseJob {
 
 // The dense view (docs/trellis.md §7): every quantized weight dequantized
 // to F16 in a ComputedSource, every base tensor a passthrough range.
+// `name`: its store-relative path (messages); `id`: the cache id of its
+// computed source.
 Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStore& st, const StoreTrellisDir& td,
-                                                       const BuildContext& ctx) {
+                                                       const std::string& name, uint64_t id) {
   std::map<std::string, std::shared_ptr<const VirtualFile>> content;  // by the reader's names
   for (const auto& f : st.files) {
     WCFS_ASSIGN_OR_RETURN(TrellisFile tf, td.file(f));
@@ -256,7 +270,7 @@ Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStor
     if (it.weight < 0) continue;
     const auto& w = st.weights[static_cast<size_t>(it.weight)];
     if (16 * w.in * 2 > ComputedSource::kMaxChunk)
-      return Status::Corruption(ctx.presented_path() + ": weight " + w.name + ": rows of " + std::to_string(w.in) +
+      return Status::Corruption(name + ": weight " + w.name + ": rows of " + std::to_string(w.in) +
                                 " inputs are too wide for the dense view");
     const uint64_t rows = std::max<uint64_t>(16, ((uint64_t{1} << 20) / (w.in * 2)) / 16 * 16);
     for (uint64_t r = 0; r < w.out; r += rows) {
@@ -266,7 +280,6 @@ Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStor
   }
   std::shared_ptr<const ComputedSource> source;
   if (!jobs.empty()) {
-    const std::string name = ctx.presented_path();
     const bool hadamard = st.hadamard;
     auto weights = std::make_shared<const std::vector<wcodec::TrellisWeightInfo>>(st.weights);
     auto tensors = std::make_shared<const std::vector<wcodec::TrellisTensor>>(st.tensors);
@@ -308,7 +321,7 @@ Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStor
       }
       return Status::OK();
     };
-    WCFS_ASSIGN_OR_RETURN(source, ComputedSource::make(name, sizes, compute, ctx.source_id(0)));
+    WCFS_ASSIGN_OR_RETURN(source, ComputedSource::make(name, sizes, compute, id));
   }
 
   std::vector<Extent> extents;
@@ -328,7 +341,96 @@ Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStor
     }
     pos += len;
   }
-  return VirtualFile::make(ctx.presented_path(), std::move(extents), std::move(segments));
+  return VirtualFile::make(name, std::move(extents), std::move(segments));
+}
+
+bool is_regular(const StoreDir& dir, std::string_view name) {
+  const StoreEntry* e = dir.find(name);
+  return e && e->type == S_IFREG;
+}
+
+Result<std::string> read_small(const StoredInput& in) {
+  if (in.st.st_size < 0 || static_cast<uint64_t>(in.st.st_size) > kMaxSmallFile)
+    return Status(Code::kNotSupported, in.path + ": " + std::to_string(in.st.st_size) + " bytes (at most " +
+                                           std::to_string(kMaxSmallFile) + " are read for a GGUF form)");
+  std::string s(static_cast<size_t>(in.st.st_size), '\0');
+  WCFS_ASSIGN_OR_RETURN(size_t got, in.file->pread_full(0, s.size(), reinterpret_cast<uint8_t*>(s.data())));
+  if (got != s.size())
+    return Status(Code::kStale, in.path + ": read " + std::to_string(got) + " of " + std::to_string(s.size()) +
+                                    " bytes (the file shrank)");
+  return s;
+}
+
+// The small files the GGUF form of the dense view is made from (config.json,
+// tokenizer.model, the optional tokenizer files present), in input order;
+// NotSupported / Corruption naming the file and the value when the store's
+// model has no GGUF form.
+Result<std::vector<std::string>> gguf_small_files(const StoreDir& dir) {
+  const std::string where = dir.path().empty() ? std::string() : dir.path() + "/";
+  if (!is_regular(dir, "config.json")) return Status(Code::kNotSupported, where + "config.json: missing");
+  WCFS_ASSIGN_OR_RETURN(StoredInput cfg_in, dir.open("config.json"));
+  WCFS_ASSIGN_OR_RETURN(std::string cfg, read_small(cfg_in));
+  WCFS_RETURN_IF_ERROR(check_hf_config(cfg, where + "config.json"));
+  if (!is_regular(dir, "tokenizer.model"))
+    return Status(Code::kNotSupported, where + "tokenizer.model: missing (the GGUF form needs a SentencePiece tokenizer)");
+  for (const char* refused : kGgufRefused)
+    if (dir.find(refused))
+      return Status(Code::kNotSupported, where + refused + ": present (not supported by the GGUF view)");
+  std::vector<std::string> in{"config.json", "tokenizer.model"};
+  for (const char* opt : kGgufOptional)
+    if (is_regular(dir, opt)) in.push_back(opt);
+  return in;
+}
+
+// The GGUF form of the dense view (docs/trellis.md §7): the GGUF view of
+// the directory's small files with `dense` as its one weight file.
+Result<std::shared_ptr<const VirtualFile>> build_dense_gguf(const StoreDir& dir, const BuildContext& ctx,
+                                                            std::shared_ptr<const VirtualFile> dense) {
+  HfDirFiles files;
+  files.where = dir.path().empty() ? std::string() : dir.path() + "/";
+  files.dir_name = dir.path().empty() ? std::string("model.dense") : dir.path().substr(dir.path().rfind('/') + 1);
+  bool have_config = false, have_tok = false;
+  for (const StoredInput& in : ctx.inputs()) {
+    std::optional<std::string>* opt = nullptr;
+    if (in.rel == "config.json") {
+      WCFS_ASSIGN_OR_RETURN(files.config, read_small(in));
+      have_config = true;
+    } else if (in.rel == "tokenizer.model") {
+      WCFS_ASSIGN_OR_RETURN(files.tokenizer_model, read_small(in));
+      have_tok = true;
+    } else if (in.rel == "tokenizer_config.json") {
+      opt = &files.tokenizer_config;
+    } else if (in.rel == "added_tokens.json") {
+      opt = &files.added_tokens;
+    } else if (in.rel == "tokenizer.json") {
+      opt = &files.tokenizer_json;
+    } else if (in.rel == "chat_template.jinja") {
+      opt = &files.chat_template;
+    }
+    if (opt) {
+      WCFS_ASSIGN_OR_RETURN(std::string text, read_small(in));
+      *opt = std::move(text);
+    }
+  }
+  if (!have_config || !have_tok)
+    return Status::Internal(ctx.presented_path() + ": the presentation lacks config.json or tokenizer.model");
+  const size_t n = ctx.inputs().size();
+  return build_hf_gguf_view(files, {HfWeightFile{dir.path_of(kDenseName), std::move(dense)}}, std::nullopt, "",
+                            ctx.presented_path(), [&ctx, n](size_t i) { return ctx.source_id(1 + n + i); });
+}
+
+// Appends the GGUF form's presentation, made of `inputs` (the dense view's)
+// and the small files, or logs once why the store has none.
+void present_gguf(const StoreDir& dir, std::vector<std::string> inputs, std::vector<Presentation>* out) {
+  auto small = gguf_small_files(dir);
+  if (!small.ok()) {
+    const std::string d = dir.path().empty() ? "." : dir.path();
+    log_once(LogLevel::kInfo, "trellis-gguf:" + dir.path() + ":" + small.status().message(),
+             "no " + std::string(kDenseGgufName) + " in " + d + ": " + small.status().message());
+    return;
+  }
+  for (std::string& f : *small) inputs.push_back(std::move(f));
+  out->push_back(Presentation{kDenseGgufName, std::move(inputs), /*hides_inputs=*/false});
 }
 
 }  // namespace
@@ -354,6 +456,7 @@ void TrellisKind::present(const StoreDir& dir, std::vector<Presentation>* out) c
   const std::vector<std::string> inputs = plan_inputs(st, dir, td);
   if (st.layout == wcodec::TrellisLayout::kV3) {
     out->push_back(Presentation{kDenseName, inputs, /*hides_inputs=*/false});
+    present_gguf(dir, inputs, out);
     return;
   }
   auto plan = wcodec::trellis_plan_v3(st, wcodec::kTrellisDefaultShard);
@@ -364,6 +467,7 @@ void TrellisKind::present(const StoreDir& dir, std::vector<Presentation>* out) c
     if (!other) out->push_back(Presentation{f.name, inputs, /*hides_inputs=*/true});
   }
   out->push_back(Presentation{kDenseName, inputs, /*hides_inputs=*/true});
+  present_gguf(dir, inputs, out);
 }
 
 Result<std::shared_ptr<const VirtualFile>> TrellisKind::build(const StoreDir& dir, const Presentation& p,
@@ -373,7 +477,12 @@ Result<std::shared_ptr<const VirtualFile>> TrellisKind::build(const StoreDir& di
   if (st.layout == wcodec::TrellisLayout::kNone || !st.problems.empty())
     return Status::Corruption(ctx.presented_path() + ": the Trellis store changed: " +
                               (st.problems.empty() ? std::string("no longer a store") : st.problems[0].to_string()));
-  if (p.name == kDenseName) return build_dense(st, td, ctx);
+  if (p.name == kDenseName) return build_dense(st, td, ctx.presented_path(), ctx.source_id(0));
+  if (p.name == kDenseGgufName) {
+    WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const VirtualFile> dense,
+                          build_dense(st, td, dir.path_of(kDenseName), ctx.source_id(0)));
+    return build_dense_gguf(dir, ctx, std::move(dense));
+  }
   auto plan = wcodec::trellis_plan_v3(st, wcodec::kTrellisDefaultShard);
   if (!plan.ok()) return from_codec(plan.status());
   for (const auto& f : *plan) {

@@ -1,0 +1,205 @@
+// tests/test_fs_trellis_gguf.cpp — the GGUF form of a Trellis store's dense
+// view (model.dense.gguf, docs/trellis.md §7), through an in-process
+// Filesystem.
+//
+// Stores of a real Llama model (stories260K quantized by `wcodec trellis
+// quantize`, v2 with the Hadamard rotation and v3, plain and as .wcodec,
+// with a Llama config.json and the test tokenizer; trellis_gguf_testutil.h):
+// the view equals what convert_hf_to_gguf.py --outtype f16 writes for a
+// directory holding the dense checkpoint (made on the host by the codec's
+// reference dequantizer) and the store's small files, byte for byte from
+// the tensor data on and in every llama.* / tokenizer.* key and tensor
+// info; listing and stat compute nothing; the .wcodec stores' views equal
+// the plain ones'. Stores whose model has no GGUF form (no architecture, an
+// unsupported one, no tokenizer.model, a file the converter treats
+// otherwise) get none and one log line
+// naming the file and the value.
+//
+// The converter comparison needs llama.cpp's tree and the converter's
+// Python packages (skipped visibly without them); the rest needs nothing.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "testutil.h"
+#include "trellis_gguf_testutil.h"
+#include "wcodecfs/filesystem.h"
+#include "wcodecfs/fs_log.h"
+
+namespace sfs = std::filesystem;
+using namespace wcodecfs;
+
+namespace {
+
+constexpr const char* kGguf = "model.dense.gguf";
+
+std::unique_ptr<Filesystem> open_store(const sfs::path& store) {
+  FsOptions o;
+  o.staging = "";
+  o.kinds = default_kinds();
+  auto fs = Filesystem::create(store.string(), o);
+  EXPECT_TRUE(fs.ok()) << fs.status().ToString();
+  return fs.ok() ? std::move(fs).value() : nullptr;
+}
+
+std::set<std::string> names_in(Filesystem& fs, const std::string& dir) {
+  std::set<std::string> out;
+  auto d = fs.lookup_path(dir);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  if (!d.ok()) return out;
+  auto l = fs.readdir(d->id);
+  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  if (l.ok())
+    for (const DirEntry& e : *l) out.insert(e.name);
+  return out;
+}
+
+std::vector<uint8_t> read_all(Filesystem& fs, const std::string& path) {
+  auto e = fs.lookup_path(path);
+  EXPECT_TRUE(e.ok()) << path << ": " << e.status().ToString();
+  if (!e.ok()) return {};
+  auto fh = fs.open(e->id, O_RDONLY);
+  EXPECT_TRUE(fh.ok()) << fh.status().ToString();
+  if (!fh.ok()) return {};
+  std::vector<uint8_t> out;
+  for (;;) {
+    auto r = fs.read(**fh, out.size(), 1 << 20);
+    EXPECT_TRUE(r.ok()) << path << ": " << r.status().ToString();
+    if (!r.ok() || r->size() == 0) break;
+    const auto b = r->gather();
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  EXPECT_EQ(out.size(), e->attr.st_size) << path;
+  return out;
+}
+
+// Captured log lines (set_log_capture) while alive.
+class LogLines {
+ public:
+  LogLines() {
+    set_log_capture([this](LogLevel, const std::string& m) {
+      std::lock_guard<std::mutex> lk(mu_);
+      lines_.push_back(m);
+    });
+  }
+  ~LogLines() { set_log_capture({}); }
+  std::vector<std::string> matching(const std::string& s) {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::vector<std::string> out;
+    for (const auto& l : lines_)
+      if (l.find(s) != std::string::npos) out.push_back(l);
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+}  // namespace
+
+TEST(TrellisGguf, DenseGgufEqualsTheConverter) {
+  wctest::ScratchDir scratch;
+  const sfs::path hf = scratch.path() / "hf", store = scratch.path() / "store";
+  hfgguf::make_dir(hf);
+  struct Case {
+    const char* name;
+    const char* args;
+  };
+  const Case cases[] = {{"v2", "--bits 6 --hadamard --layout v2"}, {"v3", "--bits 4 --layout v3"}};
+  std::vector<sfs::path> conv;
+  for (const Case& c : cases) {
+    trellisgguf::make_store(store / c.name, c.args, hf);
+    // (The same directory name: general.name is the directory's.)
+    sfs::create_directories(store / "enc");
+    sfs::copy(store / c.name, store / "enc" / c.name, sfs::copy_options::recursive);
+    trellisgguf::encode_store(store / "enc" / c.name);
+    std::string skip;
+    conv.push_back(trellisgguf::converted(store / c.name, scratch.path() / (std::string("ref-") + c.name), &skip));
+    if (conv.back().empty()) GTEST_SKIP() << "SKIPPED: " << skip;
+  }
+  auto fs = open_store(store);
+  ASSERT_TRUE(fs);
+  for (const Case& c : cases) {
+    for (const std::string d : {std::string(c.name), "enc/" + std::string(c.name)}) {
+      const auto names = names_in(*fs, d);
+      EXPECT_TRUE(names.count(kGguf)) << d;
+      EXPECT_TRUE(names.count(wcodec::kTrellisDenseName)) << d;
+      auto e = fs->lookup_path(d + "/" + kGguf);
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      EXPECT_GT(e->attr.st_size, 500000) << d;
+    }
+  }
+  EXPECT_EQ(Stats::get(fs->stats().chunks_decoded), 0u) << "listing and stat computed or decoded something";
+
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto view = read_all(*fs, std::string(c.name) + "/" + kGguf);
+    const auto want = wctest::read_file(conv[&c - cases]);
+    EXPECT_EQ(trellisgguf::same_as_converter(view, want), "");
+    EXPECT_EQ(read_all(*fs, "enc/" + std::string(c.name) + "/" + kGguf), view) << "the .wcodec store's GGUF form differs";
+    // The dense safetensors view is the host's reference dense checkpoint.
+    EXPECT_EQ(read_all(*fs, std::string(c.name) + "/" + wcodec::kTrellisDenseName),
+              wctest::read_file(scratch.path() / (std::string("ref-") + c.name) / wcodec::kTrellisDenseName))
+        << "(the reference lists tensors in another order only if the stores' orders differ)";
+  }
+  EXPECT_GT(Stats::get(fs->stats().chunks_decoded), 0u);
+  EXPECT_EQ(Stats::get(fs->stats().decode_errors), 0u);
+}
+
+// The catalogue of stores without a GGUF form: each still has its dense
+// safetensors view, gets no model.dense.gguf, and one log line (however
+// often it is listed) naming the file and the value.
+TEST(TrellisGguf, StoresWithoutAGgufFormGetOneLogLine) {
+  wctest::ScratchDir scratch;
+  const sfs::path hf = scratch.path() / "hf", store = scratch.path() / "store";
+  hfgguf::make_dir(hf);
+  struct Case {
+    const char* dir;
+    std::function<void(const sfs::path&)> change;
+    const char* logged;
+  };
+  auto write = [](const sfs::path& p, const std::string& s) {
+    wctest::write_file(p, std::vector<uint8_t>(s.begin(), s.end()));
+  };
+  const Case cases[] = {
+      {"no-architecture", [&](const sfs::path& d) { write(d / "config.json", "{\"model_type\": \"trellis-reference\"}"); },
+       "no-architecture/config.json: \"architectures\" is missing"},
+      {"gpt2",
+       [&](const sfs::path& d) {
+         auto j = nlohmann::json::parse(wctest::read_file(d / "config.json"));
+         j["architectures"] = {"GPT2LMHeadModel"};
+         write(d / "config.json", j.dump());
+       },
+       "gpt2/config.json: architecture GPT2LMHeadModel has no GGUF view"},
+      {"no-tokenizer", [](const sfs::path& d) { sfs::remove(d / "tokenizer.model"); },
+       "no-tokenizer/tokenizer.model: missing"},
+      {"tekken", [&](const sfs::path& d) { write(d / "tekken.json", "{}"); }, "tekken/tekken.json: present"},
+  };
+  for (const Case& c : cases) {
+    trellisgguf::make_store(store / c.dir, "--bits 3 --layout v3", hf);
+    c.change(store / c.dir);
+  }
+  // The control: the same store unchanged has the form.
+  trellisgguf::make_store(store / "llama", "--bits 3 --layout v3", hf);
+  LogLines logs;
+  auto fs = open_store(store);
+  ASSERT_TRUE(fs);
+  EXPECT_TRUE(names_in(*fs, "llama").count(kGguf));
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.dir);
+    for (int i = 0; i < 3; ++i) {
+      const auto names = names_in(*fs, c.dir);
+      EXPECT_FALSE(names.count(kGguf));
+      EXPECT_TRUE(names.count(wcodec::kTrellisDenseName));
+    }
+    EXPECT_FALSE(fs->lookup_path(std::string(c.dir) + "/" + kGguf).ok());
+    EXPECT_EQ(logs.matching(std::string("no model.dense.gguf in ") + c.dir + ": " + c.logged).size(), 1u)
+        << "log lines naming " << c.logged;
+  }
+  EXPECT_EQ(logs.matching("no model.dense.gguf in llama").size(), 0u);
+}
