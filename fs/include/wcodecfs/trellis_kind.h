@@ -18,7 +18,13 @@
 // Beside a valid v2 or v3 store it also presents model.dense.safetensors,
 // the dense view: every quantized weight dequantized to F16 in chunks of a
 // ComputedSource (wcodecfs/derived.h; computed on first read, cached like
-// decoded chunks), every base tensor a passthrough range.
+// decoded chunks), every base tensor a passthrough range. Where the store's
+// config.json names a Llama-family architecture and a SentencePiece
+// tokenizer.model is there, it also presents model.dense.gguf, the GGUF
+// form of the dense view: what convert_hf_to_gguf.py --outtype f16 writes
+// for a directory of the dense checkpoint and the store's small files,
+// made by build_hf_gguf_view (wcodecfs/hf_gguf_kind.h) over the dense
+// view's extents; other stores get no GGUF form and one log line.
 //
 // Thread-safety: immutable; every function may be called from any thread.
 #pragma once
