@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -202,4 +203,55 @@ TEST(TrellisGguf, StoresWithoutAGgufFormGetOneLogLine) {
         << "log lines naming " << c.logged;
   }
   EXPECT_EQ(logs.matching("no model.dense.gguf in llama").size(), 0u);
+}
+
+// A quantized weight whose values do not fit F16 (hostile scales; validate
+// does not read values) makes reads of its bytes in the GGUF form fail with
+// an error naming the file and the weight; never other bytes. The other
+// tensors still read.
+TEST(TrellisGguf, WeightBeyondF16IsAReadErrorOfTheGgufForm) {
+  wctest::ScratchDir scratch;
+  const sfs::path hf = scratch.path() / "hf", store = scratch.path() / "store";
+  hfgguf::make_dir(hf);
+  trellisgguf::make_store(store / "m", "--bits 4 --layout v3", hf);
+  const sfs::path shard = store / "m" / "model-00001-of-00001.safetensors";
+  auto bytes = wctest::read_file(shard);
+  auto h = wcodec::parse_safetensors_header(bytes.data(), bytes.size(), bytes.size(), shard.string());
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  bool hit = false;
+  for (const auto& t : h->tensors)
+    if (t.name == "model.layers.0.mlp.down_proj.weight.scales") {
+      const float big = 1e30f;
+      for (uint64_t o = h->data_start + t.begin; o + 4 <= h->data_start + t.end; o += 4) std::memcpy(&bytes[o], &big, 4);
+      hit = true;
+    }
+  ASSERT_TRUE(hit);
+  wctest::write_file(shard, bytes);
+  auto fs = open_store(store);
+  ASSERT_TRUE(fs);
+  auto e = fs->lookup_path("m/model.dense.gguf");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto fh = fs->open(e->id, O_RDONLY);
+  ASSERT_TRUE(fh.ok());
+  // Where blk.0.ffn_down.weight lies in the form: from the header (inline, read first).
+  auto head = fs->read(**fh, 0, 1 << 16);
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  const auto hb = head->gather();
+  auto g = wcodec::parse_gguf(hb.data(), hb.size(), static_cast<uint64_t>(e->attr.st_size), "form");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const wcodec::GgufTensor* down = nullptr;
+  const wcodec::GgufTensor* embd = nullptr;
+  for (const auto& t : g->tensors) {
+    if (t.name == "blk.0.ffn_down.weight") down = &t;
+    if (t.name == "token_embd.weight") embd = &t;
+  }
+  ASSERT_TRUE(down && embd);
+  auto bad = fs->read(**fh, g->data_offset + down->offset, down->nbytes);
+  ASSERT_FALSE(bad.ok()) << "values beyond F16 were served";
+  EXPECT_NE(bad.status().message().find("m/model.dense.gguf"), std::string::npos) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("model.layers.0.mlp.down_proj.weight"), std::string::npos)
+      << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("not representable in F16"), std::string::npos) << bad.status().ToString();
+  auto good = fs->read(**fh, g->data_offset + embd->offset, embd->nbytes);
+  EXPECT_TRUE(good.ok()) << good.status().ToString();
 }

@@ -479,8 +479,9 @@ Result<std::shared_ptr<const VirtualFile>> TrellisKind::build(const StoreDir& di
                               (st.problems.empty() ? std::string("no longer a store") : st.problems[0].to_string()));
   if (p.name == kDenseName) return build_dense(st, td, ctx.presented_path(), ctx.source_id(0));
   if (p.name == kDenseGgufName) {
+    // (Its computed chunks' messages name the file read: the GGUF form.)
     WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const VirtualFile> dense,
-                          build_dense(st, td, dir.path_of(kDenseName), ctx.source_id(0)));
+                          build_dense(st, td, ctx.presented_path(), ctx.source_id(0)));
     return build_dense_gguf(dir, ctx, std::move(dense));
   }
   auto plan = wcodec::trellis_plan_v3(st, wcodec::kTrellisDefaultShard);
