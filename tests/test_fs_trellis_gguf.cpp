@@ -20,6 +20,8 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -254,4 +256,77 @@ TEST(TrellisGguf, WeightBeyondF16IsAReadErrorOfTheGgufForm) {
   EXPECT_NE(bad.status().message().find("not representable in F16"), std::string::npos) << bad.status().ToString();
   auto good = fs->read(**fh, g->data_offset + embd->offset, embd->nbytes);
   EXPECT_TRUE(good.ok()) << good.status().ToString();
+}
+
+// A file of a v2 store rewritten in place (same inode, same size, a new
+// mtime) makes the views new: the kind's cached reading of the store (the
+// parsed indexes and the v3 plan) is not used for changed files. Here a
+// layer index's recorded mse changes digits: the v3 view's
+// quantization_config.json is then migrate's for the changed store; and
+// the first layer's scales double: the dense checkpoint and its GGUF form
+// are those of the new bytes.
+TEST(TrellisGguf, StoreFileChangedInPlaceIsReadAnew) {
+  wctest::ScratchDir scratch;
+  const sfs::path hf = scratch.path() / "hf", store = scratch.path() / "store";
+  hfgguf::make_dir(hf);
+  trellisgguf::make_store(store / "m", "--bits 4 --layout v2", hf);
+  auto fs = open_store(store);
+  ASSERT_TRUE(fs);
+  const auto before = read_all(*fs, "m/model.dense.safetensors");
+  const auto gguf_before = read_all(*fs, "m/model.dense.gguf");
+  const auto qc_before = read_all(*fs, "m/quantization_config.json");
+  ASSERT_EQ(before, trellisgguf::reference_dense(store / "m"));
+  auto rewrite = [](const sfs::path& f, const std::vector<uint8_t>& bytes) {
+    std::FILE* out = std::fopen(f.c_str(), "r+b");
+    ASSERT_TRUE(out);
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), out), bytes.size());
+    std::fclose(out);
+    sfs::last_write_time(f, sfs::last_write_time(f) + std::chrono::seconds(5));
+  };
+  // The mse digits: "mse": 0.000123... -> every digit 1-8 one higher.
+  const sfs::path idx = store / "m" / "layer_0000" / "index.json";
+  auto text = wctest::read_file(idx);
+  const std::string key = "\"mse\": ";
+  std::string t(text.begin(), text.end());
+  size_t changed = 0;
+  for (size_t at = t.find(key); at != std::string::npos; at = t.find(key, at + 1))
+    for (size_t k = at + key.size(); k < t.size() && (t[k] == '.' || (t[k] >= '0' && t[k] <= '9') || t[k] == 'e' || t[k] == '-'); ++k)
+      if (t[k] >= '1' && t[k] <= '8') {
+        ++t[k];
+        ++changed;
+      }
+  ASSERT_GT(changed, 0u);
+  rewrite(idx, std::vector<uint8_t>(t.begin(), t.end()));
+  // Double every scale of the first layer's weights.
+  const sfs::path f = store / "m" / "layer_0000" / "tensor_0000.safetensors";
+  auto bytes = wctest::read_file(f);
+  auto h = wcodec::parse_safetensors_header(bytes.data(), bytes.size(), bytes.size(), f.string());
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  size_t scales = 0;
+  for (const auto& x : h->tensors) {
+    if (x.name.size() < 8 || x.name.substr(x.name.size() - 8) != "__scales") continue;
+    for (uint64_t o = h->data_start + x.begin; o + 4 <= h->data_start + x.end; o += 4) {
+      float v;
+      std::memcpy(&v, &bytes[o], 4);
+      v *= 2;
+      std::memcpy(&bytes[o], &v, 4);
+    }
+    ++scales;
+  }
+  ASSERT_GT(scales, 0u);
+  rewrite(f, bytes);
+
+  std::string out;
+  ASSERT_EQ(wctest::run_command(hfgguf::q(WCODEC_TOOL) + " trellis migrate " + hfgguf::q((store / "m").string()) + " " +
+                                    hfgguf::q((scratch.path() / "ref").string()) + " 2>&1",
+                                &out),
+            0)
+      << out;
+  const auto qc = read_all(*fs, "m/quantization_config.json");
+  EXPECT_NE(qc, qc_before);
+  EXPECT_EQ(qc, wctest::read_file(scratch.path() / "ref" / "quantization_config.json"));
+  const auto after = read_all(*fs, "m/model.dense.safetensors");
+  EXPECT_NE(after, before);
+  EXPECT_EQ(after, trellisgguf::reference_dense(store / "m"));
+  EXPECT_NE(read_all(*fs, "m/model.dense.gguf"), gguf_before);
 }

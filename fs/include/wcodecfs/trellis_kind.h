@@ -26,7 +26,15 @@
 // made by build_hf_gguf_view (wcodecfs/hf_gguf_kind.h) over the dense
 // view's extents; other stores get no GGUF form and one log line.
 //
-// Thread-safety: immutable; every function may be called from any thread.
+// A listing and every build need the store's parsed indexes and v3 plan;
+// the kind keeps them per store directory (a process-wide cache, bounded)
+// and uses them while the directory's listing and the identity (device,
+// inode, size, mtime, ctime) of every file and layer directory they were
+// read from are unchanged, so that a listing and the builds of its files
+// read and parse the indexes once, not once each.
+//
+// Thread-safety: every function may be called from any thread (the cache
+// is guarded by a mutex; what it holds is immutable).
 #pragma once
 
 #include "wcodecfs/store_kind.h"

@@ -143,6 +143,16 @@ class StoreTrellisDir final : public wcodec::TrellisDir {
     files_[rel] = f;
     return f;
   }
+  // The reader's names of .wcodec files (filled by list()), to hand to
+  // another StoreTrellisDir of the same store.
+  std::map<std::string, std::string> aliases() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return alias_;
+  }
+  void set_aliases(std::map<std::string, std::string> a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    alias_ = std::move(a);
+  }
   std::string stored_name(const std::string& rel) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto a = alias_.find(rel);
@@ -187,6 +197,152 @@ std::vector<std::string> plan_inputs(const wcodec::TrellisStore& st, const Store
   for (const char* f : {"quantization_index.json", "quantization_config.json", "model.safetensors.index.json"})
     if (const StoreEntry* q = dir.find(f); q && q->type == S_IFREG) in.push_back(f);
   return in;
+}
+
+// What a listing and every build read and compute from one store: its
+// reading (trellis_read), the presentations' inputs and, for a v2 store, the
+// v3 plan. A listing and the build of each presented file would otherwise
+// each read and parse every index and safetensors header again (after the
+// kernel drops its caches, from the disk). A snapshot is used while the
+// directory's listing is the same and every file and layer directory it was
+// read from has the same identity (device, inode, size, mtime, ctime).
+struct Ident {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+  mode_t type = 0;
+  bool operator==(const Ident& o) const {
+    return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns &&
+           type == o.type;
+  }
+};
+
+Ident ident_of(const struct stat& st) {
+  return Ident{st.st_dev,
+               st.st_ino,
+               st.st_size,
+               int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
+               int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec,
+               st.st_mode & S_IFMT};
+}
+
+struct Snapshot {
+  std::vector<std::pair<std::string, mode_t>> listing;  // the directory's entries when it was read
+  std::vector<std::pair<std::string, Ident>> ids;       // layer directories, other regular files, the inputs
+  wcodec::TrellisStore st;
+  std::map<std::string, std::string> aliases;
+  std::vector<std::string> inputs;                      // plan_inputs()
+  std::vector<wcodec::TrellisOutFile> plan;             // v2 stores
+};
+
+std::vector<std::pair<std::string, mode_t>> listing_of(const StoreDir& dir) {
+  std::vector<std::pair<std::string, mode_t>> v;
+  for (const auto& e : dir.entries()) v.emplace_back(e.name, e.type);
+  return v;
+}
+
+// The identity of `rel` now: an opened input's (fstat at open, before
+// anything was read through it) when `ctx` has it, else an lstat.
+std::optional<Ident> current_ident(const StoreDir& dir, const BuildContext* ctx, const std::string& rel) {
+  if (ctx)
+    for (const StoredInput& in : ctx->inputs())
+      if (in.rel == rel) return ident_of(in.st);
+  auto st = dir.stat(rel);
+  if (!st.ok()) return std::nullopt;
+  return ident_of(*st);
+}
+
+// Snapshots by store directory (device and inode of the directory), at most
+// kMaxSnapshots (then all are dropped). Thread-safe.
+class SnapshotCache {
+ public:
+  static constexpr size_t kMaxSnapshots = 256;
+  std::shared_ptr<const Snapshot> get(const StoreDir& dir, const BuildContext* ctx) {
+    const auto key = key_of(dir);
+    if (!key) return nullptr;
+    std::shared_ptr<const Snapshot> s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = map_.find(*key);
+      if (it == map_.end()) return nullptr;
+      s = it->second;
+    }
+    if (s->listing != listing_of(dir)) return nullptr;
+    for (const auto& [rel, id] : s->ids) {
+      auto now = current_ident(dir, ctx, rel);
+      if (!now || !(*now == id)) return nullptr;
+    }
+    return s;
+  }
+  void put(const StoreDir& dir, std::shared_ptr<const Snapshot> s) {
+    const auto key = key_of(dir);
+    if (!key) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.size() >= kMaxSnapshots) map_.clear();
+    map_[*key] = std::move(s);
+  }
+
+ private:
+  static std::optional<std::pair<dev_t, ino_t>> key_of(const StoreDir& dir) {
+    struct stat st;
+    if (::fstat(dir.fd(), &st) != 0) return std::nullopt;
+    return std::make_pair(st.st_dev, st.st_ino);
+  }
+  std::mutex mu_;  // guards map_
+  std::map<std::pair<dev_t, ino_t>, std::shared_ptr<const Snapshot>> map_;
+};
+
+SnapshotCache& snapshots() {
+  static SnapshotCache* cache = new SnapshotCache();  // never destroyed: kinds may outlive static destruction order
+  return *cache;
+}
+
+// Reads the store through `td` into a snapshot whose identities are taken
+// before the read (layer directories, the other regular files) or at open
+// (`ctx`'s inputs), so that a snapshot never claims newer identities than
+// the bytes it was made from. Null when the store is not valid.
+// *cacheable says whether it may be kept (a listing has no opened inputs:
+// the files below the layer directories have no identity from before).
+std::shared_ptr<const Snapshot> read_snapshot(const StoreDir& dir, const BuildContext* ctx, StoreTrellisDir& td,
+                                              wcodec::TrellisStore* invalid, bool* cacheable) {
+  *cacheable = false;
+  auto snap = std::make_shared<Snapshot>();
+  snap->listing = listing_of(dir);
+  std::vector<std::pair<std::string, Ident>> before;
+  for (const auto& e : dir.entries()) {
+    if (!is_layer_dir(e) && e.type != S_IFREG) continue;
+    auto id = current_ident(dir, ctx, e.name);
+    if (id) before.emplace_back(e.name, *id);
+  }
+  snap->st = wcodec::trellis_read(td);
+  if (snap->st.layout == wcodec::TrellisLayout::kNone || !snap->st.problems.empty()) {
+    if (invalid) *invalid = std::move(snap->st);
+    return nullptr;
+  }
+  snap->aliases = td.aliases();
+  snap->inputs = plan_inputs(snap->st, dir, td);
+  if (snap->st.layout == wcodec::TrellisLayout::kV2) {
+    auto plan = wcodec::trellis_plan_v3(snap->st, wcodec::kTrellisDefaultShard);
+    if (!plan.ok()) return nullptr;
+    snap->plan = std::move(plan).value();
+  }
+  snap->ids = std::move(before);
+  bool complete = true;  // every input below a layer directory has its identity from before the read
+  for (const std::string& in : snap->inputs) {
+    if (in.find('/') == std::string::npos) continue;  // top-level: in `before`
+    std::optional<Ident> id;
+    if (ctx)
+      for (const StoredInput& x : ctx->inputs())
+        if (x.rel == in) id = ident_of(x.st);
+    if (!id) {
+      complete = false;
+      break;
+    }
+    snap->ids.emplace_back(in, *id);
+  }
+  *cacheable = complete;
+  return snap;
 }
 
 // float -> IEEE half, round to nearest even; false when not finite or out of range.
@@ -433,6 +589,22 @@ void present_gguf(const StoreDir& dir, std::vector<std::string> inputs, std::vec
   out->push_back(Presentation{kDenseGgufName, std::move(inputs), /*hides_inputs=*/false});
 }
 
+// A listing's reading of the store in `dir` (`v2`: it has layer
+// directories), or null when it is not a valid store.
+std::shared_ptr<const Snapshot> read_listing(const StoreDir& dir, bool v2) {
+  StoreTrellisDir td(dir, nullptr);
+  if (!v2) {  // an ordinary sharded checkpoint is not read any further
+    auto size = td.size("model.safetensors.index.json");
+    if (!size.ok() || *size > (64u << 20)) return nullptr;
+    std::string text(*size, '\0');
+    if (!td.read("model.safetensors.index.json", 0, *size, reinterpret_cast<uint8_t*>(text.data())).ok() ||
+        text.find("\"trellis_v3\"") == std::string::npos)
+      return nullptr;
+  }
+  bool cacheable = false;
+  return read_snapshot(dir, nullptr, td, nullptr, &cacheable);
+}
+
 }  // namespace
 
 void TrellisKind::present(const StoreDir& dir, std::vector<Presentation>* out) const {
@@ -442,26 +614,17 @@ void TrellisKind::present(const StoreDir& dir, std::vector<Presentation>* out) c
     v3 = v3 || (e.type == S_IFREG && e.name == "model.safetensors.index.json");
   }
   if (!v2 && !v3) return;
-  StoreTrellisDir td(dir, nullptr);
-  if (!v2) {  // an ordinary sharded checkpoint is not read any further
-    auto size = td.size("model.safetensors.index.json");
-    if (!size.ok() || *size > (64u << 20)) return;
-    std::string text(*size, '\0');
-    if (!td.read("model.safetensors.index.json", 0, *size, reinterpret_cast<uint8_t*>(text.data())).ok() ||
-        text.find("\"trellis_v3\"") == std::string::npos)
-      return;
-  }
-  const wcodec::TrellisStore st = wcodec::trellis_read(td);
-  if (st.layout == wcodec::TrellisLayout::kNone || !st.problems.empty()) return;
-  const std::vector<std::string> inputs = plan_inputs(st, dir, td);
+  std::shared_ptr<const Snapshot> snap = snapshots().get(dir, nullptr);
+  if (!snap) snap = read_listing(dir, v2);
+  if (!snap) return;
+  const wcodec::TrellisStore& st = snap->st;
+  const std::vector<std::string>& inputs = snap->inputs;
   if (st.layout == wcodec::TrellisLayout::kV3) {
     out->push_back(Presentation{kDenseName, inputs, /*hides_inputs=*/false});
     present_gguf(dir, inputs, out);
     return;
   }
-  auto plan = wcodec::trellis_plan_v3(st, wcodec::kTrellisDefaultShard);
-  if (!plan.ok()) return;
-  for (const auto& f : *plan) {
+  for (const auto& f : snap->plan) {
     bool other = false;
     for (const auto& o : st.other_files) other = other || o == f.name;
     if (!other) out->push_back(Presentation{f.name, inputs, /*hides_inputs=*/true});
@@ -473,10 +636,20 @@ void TrellisKind::present(const StoreDir& dir, std::vector<Presentation>* out) c
 Result<std::shared_ptr<const VirtualFile>> TrellisKind::build(const StoreDir& dir, const Presentation& p,
                                                               const BuildContext& ctx) const {
   StoreTrellisDir td(dir, &ctx);
-  const wcodec::TrellisStore st = wcodec::trellis_read(td);
-  if (st.layout == wcodec::TrellisLayout::kNone || !st.problems.empty())
-    return Status::Corruption(ctx.presented_path() + ": the Trellis store changed: " +
-                              (st.problems.empty() ? std::string("no longer a store") : st.problems[0].to_string()));
+  std::shared_ptr<const Snapshot> snap = snapshots().get(dir, &ctx);
+  if (snap) {
+    td.set_aliases(snap->aliases);
+  } else {
+    wcodec::TrellisStore invalid;
+    bool cacheable = false;
+    snap = read_snapshot(dir, &ctx, td, &invalid, &cacheable);
+    if (!snap)
+      return Status::Corruption(ctx.presented_path() + ": the Trellis store changed: " +
+                                (invalid.problems.empty() ? std::string("no longer a store")
+                                                          : invalid.problems[0].to_string()));
+    if (cacheable) snapshots().put(dir, snap);
+  }
+  const wcodec::TrellisStore& st = snap->st;
   if (p.name == kDenseName) return build_dense(st, td, ctx.presented_path(), ctx.source_id(0));
   if (p.name == kDenseGgufName) {
     // (Its computed chunks' messages name the file read: the GGUF form.)
@@ -484,9 +657,7 @@ Result<std::shared_ptr<const VirtualFile>> TrellisKind::build(const StoreDir& di
                           build_dense(st, td, ctx.presented_path(), ctx.source_id(0)));
     return build_dense_gguf(dir, ctx, std::move(dense));
   }
-  auto plan = wcodec::trellis_plan_v3(st, wcodec::kTrellisDefaultShard);
-  if (!plan.ok()) return from_codec(plan.status());
-  for (const auto& f : *plan) {
+  for (const auto& f : snap->plan) {
     if (f.name != p.name) continue;
     std::vector<Extent> extents;
     uint64_t at = 0;
