@@ -602,7 +602,9 @@ std::shared_ptr<const Snapshot> read_listing(const StoreDir& dir, bool v2) {
       return nullptr;
   }
   bool cacheable = false;
-  return read_snapshot(dir, nullptr, td, nullptr, &cacheable);
+  auto snap = read_snapshot(dir, nullptr, td, nullptr, &cacheable);
+  if (snap && cacheable) snapshots().put(dir, snap);  // a v3 store: every input is top-level
+  return snap;
 }
 
 }  // namespace
