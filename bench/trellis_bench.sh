@@ -3,16 +3,22 @@
 # mount against reading its v2 files (docs/trellis.md §7).
 #
 #   bash bench/trellis_bench.sh [FILE.safetensors] [BITS]   (default: isnet-medium.f16, 4)
-#   BUILD=/path/to/build REPEAT=5 bash bench/trellis_bench.sh
+#   BUILD=/path/to/build REPEAT=9 bash bench/trellis_bench.sh
 #
 # Quantizes FILE into a v2 store (wcodec trellis quantize) and migrates a
-# copy to v3, then reads, cold (kernel page cache dropped before each run
-# when permitted), every file with cat: the v2 files on the host
+# copy to v3, then reads every file with cat: the v2 files on the host
 # filesystem; the v2 files passed through the mount (a copy of the store
 # the trellis kind does not recognize: layer directories renamed); the v3
 # view of the v2 store through the mount; the migrated v3 files through
-# the mount. The four alternate, REPEAT rounds. Prints MB/s (medians) and
-# the view's share of the v2 files through the mount.
+# the mount. Each read is done cold (the kernel's page cache dropped
+# first; needs root, else every read is warm and the script says so) and
+# then warm (the same files again at once). The rows alternate, REPEAT
+# rounds (default 9), so that a change of the host's load touches every
+# row alike; the table gives the medians, each row's ratio to the v2 files
+# read through the mount, and the daemon's CPU time per cold read (mean).
+# The dense view (computed on first read) is read apart: a fresh mount
+# each round, cold (computed) then warm (from the chunk cache).
+# TMPDIR chooses where the store and the mount point are made.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,9 +28,9 @@ WCODEC=${WCODEC:-$BUILD/wcodec}
 WCODECFS=${WCODECFS:-$BUILD/wcodecfs}
 FILE=${1:-$root/../shared/data/isnet-medium.f16.safetensors}
 BITS=${2:-4}
-REPEAT=${REPEAT:-3}
+REPEAT=${REPEAT:-9}
 
-work=$(mktemp -d /tmp/trellis-bench.XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}/trellis-bench.XXXXXX")
 store=$work/store
 mnt=$work/mnt
 mkdir -p "$store" "$mnt"
@@ -40,6 +46,11 @@ trap cleanup EXIT
 cp -r "$store/v2" "$store/plain"
 for d in "$store/plain"/layer_*; do mv "$d" "$store/plain/x${d##*/}"; done
 
+cold=yes
+if ! { sync && echo 3 > /proc/sys/vm/drop_caches; } 2>/dev/null; then
+    cold=no
+    echo "note: cannot drop the kernel's page cache (not root): the cold rows are warm reads" >&2
+fi
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
 # CPU time (ms, user + system, all threads) the mount's daemon has used.
 daemon_ms() {
@@ -48,49 +59,57 @@ daemon_ms() {
     [ -n "$pid" ] || { echo 0; return; }
     awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) * 1000 / hz}' "/proc/$pid/stat"
 }
-# MB/s of one cold cat of every file below $1 (but the dense view); the
-# daemon's CPU ms for it go to the file $work/cpu-$(basename $1).
+# Appends to $work/<row>-cold and <row>-warm the MB/s of a cold and then a
+# warm cat of every file below $2 (but the dense view), and to
+# $work/<row>-cpu the daemon's CPU ms of the cold read.
 once() {
-    local dir=$1 t0 t1 bytes c0
-    bytes=$(find "$dir" "${@:2}" -type f ! -name model.dense.safetensors -print0 | du -cb --apparent-size --files0-from=- | tail -1 | cut -f1)
+    local row=$1 dir=$2 t0 t1 bytes c0
+    bytes=$(find "$dir" -type f ! -name 'model.dense.*' -print0 | du -cb --apparent-size --files0-from=- | tail -1 | cut -f1)
     drop
     c0=$(daemon_ms)
     t0=$(date +%s.%N)
-    find "$dir" "${@:2}" -type f ! -name model.dense.safetensors -print0 | xargs -0 cat > /dev/null
+    find "$dir" -type f ! -name 'model.dense.*' -print0 | xargs -0 cat > /dev/null
     t1=$(date +%s.%N)
-    python3 -c "print($(daemon_ms) - $c0)" >> "$work/cpu-$(basename "$dir")"
-    python3 -c "print($bytes / 1e6 / ($t1 - $t0))"
+    python3 -c "print($(daemon_ms) - $c0)" >> "$work/$row-cpu"
+    python3 -c "print($bytes / 1e6 / ($t1 - $t0))" >> "$work/$row-cold"
+    t0=$(date +%s.%N)
+    find "$dir" -type f ! -name 'model.dense.*' -print0 | xargs -0 cat > /dev/null
+    t1=$(date +%s.%N)
+    python3 -c "print($bytes / 1e6 / ($t1 - $t0))" >> "$work/$row-warm"
 }
 median() { sort -g | awk '{a[NR]=$1} END {printf "%.0f", a[int((NR+1)/2)]}'; }
 
 "$WCODECFS" "$store" "$mnt"
-# The four reads alternate, REPEAT rounds, so that a change of the host's
-# load touches every row alike.
-: > "$work/host"; : > "$work/plain"; : > "$work/view"; : > "$work/v3"; : > "$work/dense"
 for _ in $(seq "$REPEAT"); do
-    once "$store/v2" >> "$work/host"
-    once "$mnt/plain" >> "$work/plain"
-    once "$mnt/v2" >> "$work/view"
-    once "$mnt/v3" >> "$work/v3"
+    once host "$store/v2"
+    once plain "$mnt/plain"
+    once view "$mnt/v2"
+    once v3 "$mnt/v3"
     # The dense view: a fresh mount each time, so its chunks are computed.
     fusermount3 -u "$mnt"; "$WCODECFS" "$store" "$mnt"
     b=$(stat -c %s "$mnt/v2/model.dense.safetensors"); drop
     t0=$(date +%s.%N); cat "$mnt/v2/model.dense.safetensors" > /dev/null; t1=$(date +%s.%N)
-    python3 -c "print($b / 1e6 / ($t1 - $t0))" >> "$work/dense"
+    python3 -c "print($b / 1e6 / ($t1 - $t0))" >> "$work/dense-cold"
+    t0=$(date +%s.%N); cat "$mnt/v2/model.dense.safetensors" > /dev/null; t1=$(date +%s.%N)
+    python3 -c "print($b / 1e6 / ($t1 - $t0))" >> "$work/dense-warm"
 done
-host=$(median < "$work/host")
-plain=$(median < "$work/plain")
-view=$(median < "$work/view")
-v3=$(median < "$work/v3")
-dense=$(median < "$work/dense")
-share=$(python3 -c "print(f'{100 * $view / $plain:.0f}%')")
-cpu_plain=$(median < "$work/cpu-plain"); cpu_view=$(median < "$work/cpu-v2"); cpu_v3=$(median < "$work/cpu-v3")
-echo "Trellis store of $(basename "$FILE") at $BITS bits; cold sequential reads (cat of every file), median of $REPEAT alternated rounds"
+
+for r in host plain view v3 dense; do
+    for m in cold warm; do eval "${r}_$m=\$(median < \"\$work/\$r-\$m\")"; done
+done
+# CPU time: the mean over the rounds (the clock ticks in 10 ms steps).
+mean() { awk '{s += $1} END {printf "%.0f", s / NR}'; }
+for r in plain view v3; do eval "${r}_cpu=\$(mean < \"\$work/\$r-cpu\")"; done
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+size=$(find "$store/v2" -type f -print0 | du -cb --apparent-size --files0-from=- | tail -1 | cut -f1)
+echo "Trellis store of $(basename "$FILE") at $BITS bits ($((size / 1000000)) MB); cat of every file; median of $REPEAT alternated rounds; cold = kernel page cache dropped first ($cold), warm = read again at once"
 echo
-echo "| read | MB/s | daemon CPU ms |"
-echo "|---|---|---|"
-echo "| v2 files on the host filesystem | $host | |"
-echo "| v2 files through the mount (passthrough) | $plain | $cpu_plain |"
-echo "| v3 view of the v2 store through the mount | $view ($share of the v2 files through the mount) | $cpu_view |"
-echo "| migrated v3 files through the mount (passthrough) | $v3 | $cpu_v3 |"
-echo "| dense view (F16, dequantized on first read), cold | $dense | |"
+echo "| read | cold MB/s | cold ratio | warm MB/s | warm ratio | daemon CPU ms per cold read (mean) |"
+echo "|---|---|---|---|---|---|"
+echo "| v2 files on the host filesystem | $host_cold | $(ratio "$host_cold" "$plain_cold") | $host_warm | $(ratio "$host_warm" "$plain_warm") | |"
+echo "| v2 files through the mount (passthrough) | $plain_cold | 1.00 | $plain_warm | 1.00 | $plain_cpu |"
+echo "| v3 view of the v2 store through the mount | $view_cold | $(ratio "$view_cold" "$plain_cold") | $view_warm | $(ratio "$view_warm" "$plain_warm") | $view_cpu |"
+echo "| migrated v3 files through the mount (passthrough) | $v3_cold | $(ratio "$v3_cold" "$plain_cold") | $v3_warm | $(ratio "$v3_warm" "$plain_warm") | $v3_cpu |"
+echo "| dense view (F16; cold: computed, warm: chunk cache) | $dense_cold | | $dense_warm | | |"
+echo
+echo "(ratio: MB/s against the v2 files through the mount, same column)"

@@ -18,9 +18,23 @@
 // Beside a valid v2 or v3 store it also presents model.dense.safetensors,
 // the dense view: every quantized weight dequantized to F16 in chunks of a
 // ComputedSource (wcodecfs/derived.h; computed on first read, cached like
-// decoded chunks), every base tensor a passthrough range.
+// decoded chunks), every base tensor a passthrough range. Where the store's
+// config.json names a Llama-family architecture and a SentencePiece
+// tokenizer.model is there, it also presents model.dense.gguf, the GGUF
+// form of the dense view: what convert_hf_to_gguf.py --outtype f16 writes
+// for a directory of the dense checkpoint and the store's small files,
+// made by build_hf_gguf_view (wcodecfs/hf_gguf_kind.h) over the dense
+// view's extents; other stores get no GGUF form and one log line.
 //
-// Thread-safety: immutable; every function may be called from any thread.
+// A listing and every build need the store's parsed indexes and v3 plan;
+// the kind keeps them per store directory (a process-wide cache, bounded)
+// and uses them while the directory's listing and the identity (device,
+// inode, size, mtime, ctime) of every file and layer directory they were
+// read from are unchanged, so that a listing and the builds of its files
+// read and parse the indexes once, not once each.
+//
+// Thread-safety: every function may be called from any thread (the cache
+// is guarded by a mutex; what it holds is immutable).
 #pragma once
 
 #include "wcodecfs/store_kind.h"

@@ -21,12 +21,24 @@
 
 #include "wcodec/trellis.h"
 #include "wcodecfs/derived.h"
+#include "wcodecfs/fs_log.h"
+#include "wcodecfs/hf_gguf.h"
+#include "wcodecfs/hf_gguf_kind.h"
 
 namespace wcodecfs {
 
 namespace {
 
 constexpr const char* kDenseName = wcodec::kTrellisDenseName;
+constexpr const char* kDenseGgufName = "model.dense.gguf";
+constexpr uint64_t kMaxSmallFile = 64u << 20;  // config and tokenizer files read for the GGUF form
+
+// The small files the GGUF form reads besides config.json and
+// tokenizer.model, when present (the converter reads them too).
+const char* const kGgufOptional[] = {"tokenizer_config.json", "added_tokens.json", "tokenizer.json",
+                                     "chat_template.jinja"};
+// Files that make the converter take paths the GGUF view does not follow.
+const char* const kGgufRefused[] = {"tekken.json", "chat_template.json", "additional_chat_templates", "params.json"};
 
 bool is_layer_dir(const StoreEntry& e) {
   if (e.type != S_IFDIR || e.name.size() < 10 || e.name.size() > 12 || e.name.rfind("layer_", 0) != 0) return false;
@@ -131,6 +143,16 @@ class StoreTrellisDir final : public wcodec::TrellisDir {
     files_[rel] = f;
     return f;
   }
+  // The reader's names of .wcodec files (filled by list()), to hand to
+  // another StoreTrellisDir of the same store.
+  std::map<std::string, std::string> aliases() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return alias_;
+  }
+  void set_aliases(std::map<std::string, std::string> a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    alias_ = std::move(a);
+  }
   std::string stored_name(const std::string& rel) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto a = alias_.find(rel);
@@ -177,6 +199,152 @@ std::vector<std::string> plan_inputs(const wcodec::TrellisStore& st, const Store
   return in;
 }
 
+// What a listing and every build read and compute from one store: its
+// reading (trellis_read), the presentations' inputs and, for a v2 store, the
+// v3 plan. A listing and the build of each presented file would otherwise
+// each read and parse every index and safetensors header again (after the
+// kernel drops its caches, from the disk). A snapshot is used while the
+// directory's listing is the same and every file and layer directory it was
+// read from has the same identity (device, inode, size, mtime, ctime).
+struct Ident {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+  mode_t type = 0;
+  bool operator==(const Ident& o) const {
+    return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns &&
+           type == o.type;
+  }
+};
+
+Ident ident_of(const struct stat& st) {
+  return Ident{st.st_dev,
+               st.st_ino,
+               st.st_size,
+               int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
+               int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec,
+               st.st_mode & S_IFMT};
+}
+
+struct Snapshot {
+  std::vector<std::pair<std::string, mode_t>> listing;  // the directory's entries when it was read
+  std::vector<std::pair<std::string, Ident>> ids;       // layer directories, other regular files, the inputs
+  wcodec::TrellisStore st;
+  std::map<std::string, std::string> aliases;
+  std::vector<std::string> inputs;                      // plan_inputs()
+  std::vector<wcodec::TrellisOutFile> plan;             // v2 stores
+};
+
+std::vector<std::pair<std::string, mode_t>> listing_of(const StoreDir& dir) {
+  std::vector<std::pair<std::string, mode_t>> v;
+  for (const auto& e : dir.entries()) v.emplace_back(e.name, e.type);
+  return v;
+}
+
+// The identity of `rel` now: an opened input's (fstat at open, before
+// anything was read through it) when `ctx` has it, else an lstat.
+std::optional<Ident> current_ident(const StoreDir& dir, const BuildContext* ctx, const std::string& rel) {
+  if (ctx)
+    for (const StoredInput& in : ctx->inputs())
+      if (in.rel == rel) return ident_of(in.st);
+  auto st = dir.stat(rel);
+  if (!st.ok()) return std::nullopt;
+  return ident_of(*st);
+}
+
+// Snapshots by store directory (device and inode of the directory), at most
+// kMaxSnapshots (then all are dropped). Thread-safe.
+class SnapshotCache {
+ public:
+  static constexpr size_t kMaxSnapshots = 256;
+  std::shared_ptr<const Snapshot> get(const StoreDir& dir, const BuildContext* ctx) {
+    const auto key = key_of(dir);
+    if (!key) return nullptr;
+    std::shared_ptr<const Snapshot> s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = map_.find(*key);
+      if (it == map_.end()) return nullptr;
+      s = it->second;
+    }
+    if (s->listing != listing_of(dir)) return nullptr;
+    for (const auto& [rel, id] : s->ids) {
+      auto now = current_ident(dir, ctx, rel);
+      if (!now || !(*now == id)) return nullptr;
+    }
+    return s;
+  }
+  void put(const StoreDir& dir, std::shared_ptr<const Snapshot> s) {
+    const auto key = key_of(dir);
+    if (!key) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map_.size() >= kMaxSnapshots) map_.clear();
+    map_[*key] = std::move(s);
+  }
+
+ private:
+  static std::optional<std::pair<dev_t, ino_t>> key_of(const StoreDir& dir) {
+    struct stat st;
+    if (::fstat(dir.fd(), &st) != 0) return std::nullopt;
+    return std::make_pair(st.st_dev, st.st_ino);
+  }
+  std::mutex mu_;  // guards map_
+  std::map<std::pair<dev_t, ino_t>, std::shared_ptr<const Snapshot>> map_;
+};
+
+SnapshotCache& snapshots() {
+  static SnapshotCache* cache = new SnapshotCache();  // never destroyed: kinds may outlive static destruction order
+  return *cache;
+}
+
+// Reads the store through `td` into a snapshot whose identities are taken
+// before the read (layer directories, the other regular files) or at open
+// (`ctx`'s inputs), so that a snapshot never claims newer identities than
+// the bytes it was made from. Null when the store is not valid.
+// *cacheable says whether it may be kept (a listing has no opened inputs:
+// the files below the layer directories have no identity from before).
+std::shared_ptr<const Snapshot> read_snapshot(const StoreDir& dir, const BuildContext* ctx, StoreTrellisDir& td,
+                                              wcodec::TrellisStore* invalid, bool* cacheable) {
+  *cacheable = false;
+  auto snap = std::make_shared<Snapshot>();
+  snap->listing = listing_of(dir);
+  std::vector<std::pair<std::string, Ident>> before;
+  for (const auto& e : dir.entries()) {
+    if (!is_layer_dir(e) && e.type != S_IFREG) continue;
+    auto id = current_ident(dir, ctx, e.name);
+    if (id) before.emplace_back(e.name, *id);
+  }
+  snap->st = wcodec::trellis_read(td);
+  if (snap->st.layout == wcodec::TrellisLayout::kNone || !snap->st.problems.empty()) {
+    if (invalid) *invalid = std::move(snap->st);
+    return nullptr;
+  }
+  snap->aliases = td.aliases();
+  snap->inputs = plan_inputs(snap->st, dir, td);
+  if (snap->st.layout == wcodec::TrellisLayout::kV2) {
+    auto plan = wcodec::trellis_plan_v3(snap->st, wcodec::kTrellisDefaultShard);
+    if (!plan.ok()) return nullptr;
+    snap->plan = std::move(plan).value();
+  }
+  snap->ids = std::move(before);
+  bool complete = true;  // every input below a layer directory has its identity from before the read
+  for (const std::string& in : snap->inputs) {
+    if (in.find('/') == std::string::npos) continue;  // top-level: in `before`
+    std::optional<Ident> id;
+    if (ctx)
+      for (const StoredInput& x : ctx->inputs())
+        if (x.rel == in) id = ident_of(x.st);
+    if (!id) {
+      complete = false;
+      break;
+    }
+    snap->ids.emplace_back(in, *id);
+  }
+  *cacheable = complete;
+  return snap;
+}
+
 // float -> IEEE half, round to nearest even; false when not finite or out of range.
 bool to_f16(float f, uint16_t* h) {
   if (!std::isfinite(f)) return false;
@@ -204,8 +372,10 @@ struct DenseJob {
 
 // The dense view (docs/trellis.md §7): every quantized weight dequantized
 // to F16 in a ComputedSource, every base tensor a passthrough range.
+// `name`: its store-relative path (messages); `id`: the cache id of its
+// computed source.
 Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStore& st, const StoreTrellisDir& td,
-                                                       const BuildContext& ctx) {
+                                                       const std::string& name, uint64_t id) {
   std::map<std::string, std::shared_ptr<const VirtualFile>> content;  // by the reader's names
   for (const auto& f : st.files) {
     WCFS_ASSIGN_OR_RETURN(TrellisFile tf, td.file(f));
@@ -256,7 +426,7 @@ Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStor
     if (it.weight < 0) continue;
     const auto& w = st.weights[static_cast<size_t>(it.weight)];
     if (16 * w.in * 2 > ComputedSource::kMaxChunk)
-      return Status::Corruption(ctx.presented_path() + ": weight " + w.name + ": rows of " + std::to_string(w.in) +
+      return Status::Corruption(name + ": weight " + w.name + ": rows of " + std::to_string(w.in) +
                                 " inputs are too wide for the dense view");
     const uint64_t rows = std::max<uint64_t>(16, ((uint64_t{1} << 20) / (w.in * 2)) / 16 * 16);
     for (uint64_t r = 0; r < w.out; r += rows) {
@@ -266,7 +436,6 @@ Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStor
   }
   std::shared_ptr<const ComputedSource> source;
   if (!jobs.empty()) {
-    const std::string name = ctx.presented_path();
     const bool hadamard = st.hadamard;
     auto weights = std::make_shared<const std::vector<wcodec::TrellisWeightInfo>>(st.weights);
     auto tensors = std::make_shared<const std::vector<wcodec::TrellisTensor>>(st.tensors);
@@ -308,7 +477,7 @@ Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStor
       }
       return Status::OK();
     };
-    WCFS_ASSIGN_OR_RETURN(source, ComputedSource::make(name, sizes, compute, ctx.source_id(0)));
+    WCFS_ASSIGN_OR_RETURN(source, ComputedSource::make(name, sizes, compute, id));
   }
 
   std::vector<Extent> extents;
@@ -328,7 +497,114 @@ Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStor
     }
     pos += len;
   }
-  return VirtualFile::make(ctx.presented_path(), std::move(extents), std::move(segments));
+  return VirtualFile::make(name, std::move(extents), std::move(segments));
+}
+
+bool is_regular(const StoreDir& dir, std::string_view name) {
+  const StoreEntry* e = dir.find(name);
+  return e && e->type == S_IFREG;
+}
+
+Result<std::string> read_small(const StoredInput& in) {
+  if (in.st.st_size < 0 || static_cast<uint64_t>(in.st.st_size) > kMaxSmallFile)
+    return Status(Code::kNotSupported, in.path + ": " + std::to_string(in.st.st_size) + " bytes (at most " +
+                                           std::to_string(kMaxSmallFile) + " are read for a GGUF form)");
+  std::string s(static_cast<size_t>(in.st.st_size), '\0');
+  WCFS_ASSIGN_OR_RETURN(size_t got, in.file->pread_full(0, s.size(), reinterpret_cast<uint8_t*>(s.data())));
+  if (got != s.size())
+    return Status(Code::kStale, in.path + ": read " + std::to_string(got) + " of " + std::to_string(s.size()) +
+                                    " bytes (the file shrank)");
+  return s;
+}
+
+// The small files the GGUF form of the dense view is made from (config.json,
+// tokenizer.model, the optional tokenizer files present), in input order;
+// NotSupported / Corruption naming the file and the value when the store's
+// model has no GGUF form.
+Result<std::vector<std::string>> gguf_small_files(const StoreDir& dir) {
+  const std::string where = dir.path().empty() ? std::string() : dir.path() + "/";
+  if (!is_regular(dir, "config.json")) return Status(Code::kNotSupported, where + "config.json: missing");
+  WCFS_ASSIGN_OR_RETURN(StoredInput cfg_in, dir.open("config.json"));
+  WCFS_ASSIGN_OR_RETURN(std::string cfg, read_small(cfg_in));
+  WCFS_RETURN_IF_ERROR(check_hf_config(cfg, where + "config.json"));
+  if (!is_regular(dir, "tokenizer.model"))
+    return Status(Code::kNotSupported, where + "tokenizer.model: missing (the GGUF form needs a SentencePiece tokenizer)");
+  for (const char* refused : kGgufRefused)
+    if (dir.find(refused))
+      return Status(Code::kNotSupported, where + refused + ": present (not supported by the GGUF view)");
+  std::vector<std::string> in{"config.json", "tokenizer.model"};
+  for (const char* opt : kGgufOptional)
+    if (is_regular(dir, opt)) in.push_back(opt);
+  return in;
+}
+
+// The GGUF form of the dense view (docs/trellis.md §7): the GGUF view of
+// the directory's small files with `dense` as its one weight file.
+Result<std::shared_ptr<const VirtualFile>> build_dense_gguf(const StoreDir& dir, const BuildContext& ctx,
+                                                            std::shared_ptr<const VirtualFile> dense) {
+  HfDirFiles files;
+  files.where = dir.path().empty() ? std::string() : dir.path() + "/";
+  files.dir_name = dir.path().empty() ? std::string("model.dense") : dir.path().substr(dir.path().rfind('/') + 1);
+  bool have_config = false, have_tok = false;
+  for (const StoredInput& in : ctx.inputs()) {
+    std::optional<std::string>* opt = nullptr;
+    if (in.rel == "config.json") {
+      WCFS_ASSIGN_OR_RETURN(files.config, read_small(in));
+      have_config = true;
+    } else if (in.rel == "tokenizer.model") {
+      WCFS_ASSIGN_OR_RETURN(files.tokenizer_model, read_small(in));
+      have_tok = true;
+    } else if (in.rel == "tokenizer_config.json") {
+      opt = &files.tokenizer_config;
+    } else if (in.rel == "added_tokens.json") {
+      opt = &files.added_tokens;
+    } else if (in.rel == "tokenizer.json") {
+      opt = &files.tokenizer_json;
+    } else if (in.rel == "chat_template.jinja") {
+      opt = &files.chat_template;
+    }
+    if (opt) {
+      WCFS_ASSIGN_OR_RETURN(std::string text, read_small(in));
+      *opt = std::move(text);
+    }
+  }
+  if (!have_config || !have_tok)
+    return Status::Internal(ctx.presented_path() + ": the presentation lacks config.json or tokenizer.model");
+  const size_t n = ctx.inputs().size();
+  return build_hf_gguf_view(files, {HfWeightFile{dir.path_of(kDenseName), std::move(dense)}}, std::nullopt, "",
+                            ctx.presented_path(), [&ctx, n](size_t i) { return ctx.source_id(1 + n + i); });
+}
+
+// Appends the GGUF form's presentation, made of `inputs` (the dense view's)
+// and the small files, or logs once why the store has none.
+void present_gguf(const StoreDir& dir, std::vector<std::string> inputs, std::vector<Presentation>* out) {
+  auto small = gguf_small_files(dir);
+  if (!small.ok()) {
+    const std::string d = dir.path().empty() ? "." : dir.path();
+    log_once(LogLevel::kInfo, "trellis-gguf:" + dir.path() + ":" + small.status().message(),
+             "no " + std::string(kDenseGgufName) + " in " + d + ": " + small.status().message());
+    return;
+  }
+  for (std::string& f : *small) inputs.push_back(std::move(f));
+  out->push_back(Presentation{kDenseGgufName, std::move(inputs), /*hides_inputs=*/false});
+}
+
+// A listing's reading of the store in `dir` (`v2`: it has layer
+// directories), or null when it is not a valid store.
+std::shared_ptr<const Snapshot> read_listing(const StoreDir& dir, bool v2) {
+  StoreTrellisDir td(dir, nullptr);
+  if (!v2) {  // an ordinary sharded checkpoint is not read any further
+    auto size = td.size("model.safetensors.index.json");
+    if (!size.ok() || *size > (64u << 20)) return nullptr;
+    std::string text(*size, '\0');
+    if (!td.read("model.safetensors.index.json", 0, *size, reinterpret_cast<uint8_t*>(text.data())).ok() ||
+        text.find("\"trellis_v3\"") == std::string::npos)
+      return nullptr;
+  }
+  bool cacheable = false;
+  auto snap = read_snapshot(dir, nullptr, td, nullptr, &cacheable);
+  if (snap && cacheable) snapshots().put(dir, snap);  // a v3 store: every input is top-level
+  return snap;
 }
 
 }  // namespace
@@ -340,43 +616,50 @@ void TrellisKind::present(const StoreDir& dir, std::vector<Presentation>* out) c
     v3 = v3 || (e.type == S_IFREG && e.name == "model.safetensors.index.json");
   }
   if (!v2 && !v3) return;
-  StoreTrellisDir td(dir, nullptr);
-  if (!v2) {  // an ordinary sharded checkpoint is not read any further
-    auto size = td.size("model.safetensors.index.json");
-    if (!size.ok() || *size > (64u << 20)) return;
-    std::string text(*size, '\0');
-    if (!td.read("model.safetensors.index.json", 0, *size, reinterpret_cast<uint8_t*>(text.data())).ok() ||
-        text.find("\"trellis_v3\"") == std::string::npos)
-      return;
-  }
-  const wcodec::TrellisStore st = wcodec::trellis_read(td);
-  if (st.layout == wcodec::TrellisLayout::kNone || !st.problems.empty()) return;
-  const std::vector<std::string> inputs = plan_inputs(st, dir, td);
+  std::shared_ptr<const Snapshot> snap = snapshots().get(dir, nullptr);
+  if (!snap) snap = read_listing(dir, v2);
+  if (!snap) return;
+  const wcodec::TrellisStore& st = snap->st;
+  const std::vector<std::string>& inputs = snap->inputs;
   if (st.layout == wcodec::TrellisLayout::kV3) {
     out->push_back(Presentation{kDenseName, inputs, /*hides_inputs=*/false});
+    present_gguf(dir, inputs, out);
     return;
   }
-  auto plan = wcodec::trellis_plan_v3(st, wcodec::kTrellisDefaultShard);
-  if (!plan.ok()) return;
-  for (const auto& f : *plan) {
+  for (const auto& f : snap->plan) {
     bool other = false;
     for (const auto& o : st.other_files) other = other || o == f.name;
     if (!other) out->push_back(Presentation{f.name, inputs, /*hides_inputs=*/true});
   }
   out->push_back(Presentation{kDenseName, inputs, /*hides_inputs=*/true});
+  present_gguf(dir, inputs, out);
 }
 
 Result<std::shared_ptr<const VirtualFile>> TrellisKind::build(const StoreDir& dir, const Presentation& p,
                                                               const BuildContext& ctx) const {
   StoreTrellisDir td(dir, &ctx);
-  const wcodec::TrellisStore st = wcodec::trellis_read(td);
-  if (st.layout == wcodec::TrellisLayout::kNone || !st.problems.empty())
-    return Status::Corruption(ctx.presented_path() + ": the Trellis store changed: " +
-                              (st.problems.empty() ? std::string("no longer a store") : st.problems[0].to_string()));
-  if (p.name == kDenseName) return build_dense(st, td, ctx);
-  auto plan = wcodec::trellis_plan_v3(st, wcodec::kTrellisDefaultShard);
-  if (!plan.ok()) return from_codec(plan.status());
-  for (const auto& f : *plan) {
+  std::shared_ptr<const Snapshot> snap = snapshots().get(dir, &ctx);
+  if (snap) {
+    td.set_aliases(snap->aliases);
+  } else {
+    wcodec::TrellisStore invalid;
+    bool cacheable = false;
+    snap = read_snapshot(dir, &ctx, td, &invalid, &cacheable);
+    if (!snap)
+      return Status::Corruption(ctx.presented_path() + ": the Trellis store changed: " +
+                                (invalid.problems.empty() ? std::string("no longer a store")
+                                                          : invalid.problems[0].to_string()));
+    if (cacheable) snapshots().put(dir, snap);
+  }
+  const wcodec::TrellisStore& st = snap->st;
+  if (p.name == kDenseName) return build_dense(st, td, ctx.presented_path(), ctx.source_id(0));
+  if (p.name == kDenseGgufName) {
+    // (Its computed chunks' messages name the file read: the GGUF form.)
+    WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const VirtualFile> dense,
+                          build_dense(st, td, ctx.presented_path(), ctx.source_id(0)));
+    return build_dense_gguf(dir, ctx, std::move(dense));
+  }
+  for (const auto& f : snap->plan) {
     if (f.name != p.name) continue;
     std::vector<Extent> extents;
     uint64_t at = 0;
