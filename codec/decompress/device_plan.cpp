@@ -76,6 +76,17 @@ Status plan_chunks(const Reader& rd, const std::vector<size_t>& gis, DevicePlan*
         break;
       }
       case ChunkMethod::kModel: {
+        if (t.split) {
+          // Split chunks (§6.1) are decoded here by the CPU decoder and
+          // travel as ready bytes: the device decoders know one model per
+          // chunk.
+          ready.resize(e.decoded_size);
+          WC_RETURN_IF_ERROR(rd.decode_chunk(gi, ready.data()));
+          c.kind = PlanKind::kReady;
+          c.raw = put(ready.data(), ready.size());
+          c.raw_len = ready.size();
+          break;
+        }
         if (!t.has_model || !t.model) return Status::Corruption(what + ": model-coded chunk in a tensor without a model");
         const TensorModel& m = *t.model;
         ModelPayload mp;

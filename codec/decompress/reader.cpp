@@ -217,7 +217,7 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
     t->aux = r.i32();
     const uint8_t model_kind = r.u8();
     if (!r.ok()) return Status::Corruption(W + ": index record truncated");
-    if (model_kind > 2) return corrupt(W + " model flag", model_kind, "0..2");
+    if (model_kind > 3) return corrupt(W + " model flag", model_kind, "0..3");
     t->has_model = model_kind != 0;
     t->own_model = model_kind == 1;
     if (t->info.name != ref.name || t->info.dtype != ref.dtype || t->info.shape != ref.shape ||
@@ -255,10 +255,19 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
       } else if (t->aux != -1) {
         return corrupt(W + " aux tensor", static_cast<uint64_t>(t->aux), "-1 for a model without zero points");
       }
+    } else if (model_kind == 3) {
+      if (t->aux != -1) return corrupt(W + " aux tensor", static_cast<uint64_t>(t->aux), "-1 for a split model");
+      const uint64_t ml = r.varint();
+      const uint8_t* mp = r.take(ml);
+      if (!r.ok() || !mp) return Status::Corruption(W + ": split model record truncated");
+      auto m = SplitModel::deserialize(mp, ml, g, W, static_cast<TableCoding>(rd->table_coding_));
+      if (!m.ok()) return m.status();
+      t->split = std::make_shared<const SplitModel>(std::move(m).value());
     } else if (model_kind == 2) {
       const int32_t mr = r.i32();
       if (!r.ok()) return Status::Corruption(W + ": index record truncated");
-      if (mr < 0 || static_cast<uint64_t>(mr) >= i || !rd->tensors_[static_cast<size_t>(mr)]->own_model)
+      if (mr < 0 || static_cast<uint64_t>(mr) >= i || !rd->tensors_[static_cast<size_t>(mr)]->own_model ||
+          !rd->tensors_[static_cast<size_t>(mr)]->model)
         return corrupt(W + " model reference", static_cast<uint64_t>(mr), "an earlier tensor with its own model");
       t->model = rd->tensors_[static_cast<size_t>(mr)]->model;
       WC_RETURN_IF_ERROR(check_shared_model(*t->model, g, W));
@@ -312,11 +321,11 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
   if (r.remaining()) return corrupt("index trailing bytes", r.remaining(), "0");
   // Aux tensors must be plain (no aux of their own) and of the right shape.
   for (auto& t : rd->tensors_) {
-    if (!t->has_model || t->model->kind != ModelKind::kInt || !t->model->ip.zgroup) continue;
+    if (!t->model || t->model->kind != ModelKind::kInt || !t->model->ip.zgroup) continue;
     const Tensor& z = *rd->tensors_[static_cast<size_t>(t->aux)];
     const uint64_t zc = (t->geom.cols + t->model->ip.zgroup - 1) / t->model->ip.zgroup;
     if (z.info.dtype != DType::kU8 || z.info.nbytes() != t->geom.rows * zc ||
-        (z.has_model && z.model->kind == ModelKind::kInt && z.model->ip.zgroup))
+        (z.model && z.model->kind == ModelKind::kInt && z.model->ip.zgroup))
       return Status::Corruption(P + ": tensor \"" + t->info.name + "\": zero-point tensor \"" + z.info.name +
                                 "\" has the wrong type or shape");
   }
@@ -408,6 +417,9 @@ Status Reader::decode_chunk_from(size_t gi, const uint8_t* payload, uint8_t* out
     zp = tensors_[static_cast<size_t>(t.aux)]->decoded.data();
     zcols = static_cast<uint32_t>((t.geom.cols + t.model->ip.zgroup - 1) / t.model->ip.zgroup);
   }
+  if (t.split && e.method == 2)
+    return decode_split_chunk(t.geom, *t.split, chunk_local_[gi], payload, e.stored_size, e.decoded_size, e.xxh3, out,
+                              thread_scratch(), chunk_what(gi));
   return wcodec::decode_chunk(t.geom, t.has_model ? t.model.get() : nullptr, chunk_local_[gi],
                               static_cast<ChunkMethod>(e.method), payload, e.stored_size, e.decoded_size, e.xxh3,
                               zp, zcols, t.model ? t.model->ip.zgroup : 0, out, thread_scratch(), chunk_what(gi));

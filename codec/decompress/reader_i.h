@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "raw_vector.h"
+#include "split_model.h"
 #include "tensor_model.h"
 #include "wcodec/reader.h"
 
@@ -25,6 +26,9 @@ struct Reader::Tensor {
   bool has_model = false;
   bool own_model = false;
   std::shared_ptr<const TensorModel> model;  // own or another tensor's
+  // Model flag 3 (format 2.5): the tensor's split model; has_model is
+  // true and model is null.
+  std::shared_ptr<const SplitModel> split;
   std::vector<ChunkEntry> chunks;
   size_t first_global = 0;
   std::string kind, model_desc;

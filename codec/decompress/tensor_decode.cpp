@@ -107,11 +107,9 @@ bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch)
   return true;
 }
 
-Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
-                    const uint8_t* payload, size_t payload_len, uint64_t decoded_size, uint64_t xxh3,
-                    const uint8_t* zp, uint32_t zcols, uint32_t zgroup, uint8_t* out, DecodeScratch& scratch,
-                    const std::string& what) {
-  (void)zgroup;
+Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
+                              const uint8_t* payload, size_t payload_len, uint64_t decoded_size, const uint8_t* zp,
+                              uint32_t zcols, uint8_t* out, DecodeScratch& scratch, const std::string& what) {
   switch (method) {
     case ChunkMethod::kRaw:
       if (payload_len != decoded_size)
@@ -197,6 +195,20 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
       return Status::Corruption(what + ": chunk method " + std::to_string(static_cast<int>(method)) +
                                 " (allowed 0..2)");
   }
+  return Status::OK();
+}
+
+Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
+                    const uint8_t* payload, size_t payload_len, uint64_t decoded_size, uint64_t xxh3,
+                    const uint8_t* zp, uint32_t zcols, uint32_t zgroup, uint8_t* out, DecodeScratch& scratch,
+                    const std::string& what) {
+  (void)zgroup;
+  WC_RETURN_IF_ERROR(
+      decode_chunk_unchecked(g, model, index, method, payload, payload_len, decoded_size, zp, zcols, out, scratch, what));
+  return check_chunk_hash(out, decoded_size, xxh3, what);
+}
+
+Status check_chunk_hash(const uint8_t* out, uint64_t decoded_size, uint64_t xxh3, const std::string& what) {
   const uint64_t hsh = chunk_hash(out, decoded_size);
   if (hsh != xxh3) {
     char buf[96];

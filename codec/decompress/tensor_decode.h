@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "raw_vector.h"
+#include "split_model.h"
 #include "tensor_model.h"
 #include "wcodec/status.h"
 
@@ -30,6 +31,7 @@ struct DecodeScratch {
   std::vector<int32_t> res;
   std::vector<int32_t> tile;
   std::vector<uint8_t> zbuf;
+  std::vector<uint8_t> split_buf;  // one stream of a split chunk (decode_split_chunk)
 };
 
 // The parts of a model-coded chunk payload: optional tile map, the rANS
@@ -55,6 +57,22 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
                     const uint8_t* payload, size_t payload_len, uint64_t decoded_size, uint64_t xxh3,
                     const uint8_t* zp, uint32_t zcols, uint32_t zgroup, uint8_t* out, DecodeScratch& scratch,
                     const std::string& what);
+
+// decode_chunk without the checksum check (the streams of a split chunk,
+// whose checksum covers the whole chunk).
+Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
+                              const uint8_t* payload, size_t payload_len, uint64_t decoded_size, const uint8_t* zp,
+                              uint32_t zcols, uint8_t* out, DecodeScratch& scratch, const std::string& what);
+// Corruption naming `what` unless XXH3-64 of out[0, decoded_size) is xxh3.
+Status check_chunk_hash(const uint8_t* out, uint64_t decoded_size, uint64_t xxh3, const std::string& what);
+
+// Decodes chunk `index` of a tensor coded with a split model (§6.1):
+// each stream's part with decode_chunk_unchecked, then scattered into out,
+// then the checksum. The parts run on whatever decoder their models route
+// to (vector or reference), so every CPU path decodes split chunks.
+Status decode_split_chunk(const TensorGeometry& g, const SplitModel& m, uint64_t index, const uint8_t* payload,
+                          size_t payload_len, uint64_t decoded_size, uint64_t xxh3, uint8_t* out,
+                          DecodeScratch& scratch, const std::string& what);
 
 // One chunk of a group for decode_chunk_group (arguments as for
 // decode_chunk).

@@ -21,7 +21,10 @@
 // Seeds: generated files (4-bit codes with zero points, a smooth int8
 // tensor that takes the tile tools) and, where WCODEC_DATA_DIR holds them,
 // small real checkpoints (ternary, int8, BF16) and small convolution
-// weights (kernel contexts), encoded with 16 KiB chunks.
+// weights (kernel contexts), and a GGUF file of quantized blocks whose
+// tensors take split models (format 2.5: region 1 edits reach the split
+// record parser, region 0 edits the split chunk framing and its streams),
+// encoded with 16 KiB chunks.
 //
 // Build (clang): cmake -DWCODEC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ ...
 // Run:           build-fuzz/tests/fuzz/fuzz_container -max_len=256 -max_total_time=600
@@ -41,6 +44,7 @@
 
 #include "edge_cases.h"
 #include "fuzz_util.h"
+#include "gguf_quant_util.h"
 #include "wcodec/container.h"
 #include "wcodec/safetensors.h"
 
@@ -139,7 +143,19 @@ const std::vector<Seed>& seeds() {
     auto kern = conv_kernel_seed(read_all(std::string(WCODEC_DATA_DIR) + "/isnet-medium.rtn-int8.safetensors"),
                                  read_all(std::string(WCODEC_DATA_DIR) + "/isnet-medium.rtn-ternary.safetensors"));
     if (!kern.empty()) load_seed("isnet_conv_kernels", std::move(kern), &v);
+    const auto w = wctest::real_weights(WCODEC_DATA_DIR);
+#else
+    const std::vector<float> w;
 #endif
+    // A GGUF source with split models (format 2.5): Q4_K and Q8_0 tensors of
+    // several chunks each, a Q6_K one and an F32 one.
+    load_seed("gguf_split",
+              wctest::make_quant_gguf({{"blk.0.ffn_down.weight", wcodec::kGgmlTypeQ4_K, 1536, 48},
+                                       {"blk.0.attn_q.weight", wcodec::kGgmlTypeQ8_0, 576, 40},
+                                       {"blk.0.ffn_up.weight", wcodec::kGgmlTypeQ6_K, 1536, 8},
+                                       {"output_norm.weight", wcodec::kGgmlTypeF32, 576, 1}},
+                                      w.empty() ? wctest::gaussian_weights(1 << 18, 3) : w),
+              &v);
     return v;
   }();
   return s;

@@ -1,0 +1,79 @@
+// codec/common/split_model.h — split models (format 2.5, docs/wcodec-format.md
+// §8.4): a tensor of byte rows made of fixed-size blocks (a GGUF tensor of a
+// block-quantized ggml type, one row of blocks per grid row) coded as
+// several streams, each gathering some byte ranges of every block (a Q4_K
+// block's fp16 d, its fp16 dmin, its 12 bytes of packed scales, its 128
+// bytes of packed codes). Each stream is a tensor of its own with the same
+// rows and chunk bands, coded with an ordinary model (float, int, bytes) or
+// none (zstd or raw per chunk). The record and the chunk payload framing are
+// shared by the encoder and every decoder.
+//
+// Thread-safety: a SplitModel is immutable once parsed or built and may be
+// shared by concurrent decoders (its TensorModels are).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor_model.h"
+#include "wcodec/status.h"
+
+namespace wcodec {
+
+// Limits of a split record (§8.4).
+inline constexpr uint32_t kSplitMaxBlockBytes = 4096;  // the largest ggml block is 292 bytes
+inline constexpr uint32_t kSplitMaxStreams = 16;
+inline constexpr uint32_t kSplitMaxRanges = 16;  // byte ranges per stream
+
+struct SplitRange {
+  uint16_t off = 0, len = 0;  // bytes [off, off + len) of each block
+};
+
+struct SplitStream {
+  std::vector<SplitRange> ranges;  // in block order, gathered in this order
+  uint8_t elem_bits = 8;           // the stream grid's element size: 2, 4, 8, 16 or 32
+  bool has_model = false;
+  TensorModel model;               // when has_model
+  uint32_t bytes_per_block() const;
+};
+
+struct SplitModel {
+  uint32_t ggml_type = 0;  // informative (what the encoder split); decoders do not use it
+  uint32_t block_bytes = 0;
+  std::vector<SplitStream> streams;
+
+  // The stream's tensor: the parent's rows and chunk bands, its columns
+  // the stream's elements per row. REQUIRES: check_parent(g) succeeded.
+  TensorGeometry stream_geometry(const TensorGeometry& parent, size_t s) const;
+  // Whether a split model may code a tensor of this geometry: 8-bit
+  // elements, bands of rows (or an empty tensor), rows of whole blocks.
+  Status check_parent(const TensorGeometry& g, const std::string& what) const;
+  // Gathers stream s of the `rows` rows of blocks at `rows_bytes` (row
+  // width row_bytes) into out (rows × the stream's row bytes).
+  void gather(const uint8_t* rows_bytes, uint64_t rows, uint64_t row_bytes, size_t s, uint8_t* out) const;
+  // The inverse: scatters stream s into the rows.
+  void scatter(const uint8_t* in, uint64_t rows, uint64_t row_bytes, size_t s, uint8_t* rows_bytes) const;
+
+  // The record stored after model flag 3 (§8.4).
+  std::vector<uint8_t> serialize(TableCoding coding = kTablesCompact) const;
+  // Parses and validates a record against the parent tensor's geometry
+  // (every rule of §8.4; errors name `what`, the field and the value).
+  static Result<SplitModel> deserialize(const uint8_t* p, size_t n, const TensorGeometry& parent,
+                                        const std::string& what, TableCoding coding = kTablesCompact);
+  std::string describe() const;
+};
+
+// One stream's part of a split chunk payload (§6.1).
+struct SplitPart {
+  uint8_t method = 0;  // ChunkMethod
+  const uint8_t* data = nullptr;
+  uint32_t len = 0;
+};
+// Splits a split chunk payload into its streams' parts (count: the model's
+// streams). Errors name `what`.
+Status parse_split_payload(const SplitModel& m, const uint8_t* p, size_t n, const std::string& what,
+                           std::vector<SplitPart>* parts);
+
+}  // namespace wcodec

@@ -1,0 +1,181 @@
+// codec/compress/split_encode.cpp — split models for GGUF tensors of
+// block-quantized ggml types (docs/wcodec-format.md §8.4, §14): the byte
+// fields of each type's block (fp16 scales, packed 6-bit scales, packed
+// codes, high bits) de-interleaved into streams, each stream encoded as a
+// tensor of its own by encode_tensor (so it gets the model its data
+// measures best with: float for fp16 scales, int8 / 4-bit / ternary codes,
+// bytes), and the split kept only where it measures smaller than the
+// tensor's ordinary coding.
+//
+// Thread-safety: re-entrant (encode_tensor is).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "encode_model_i.h"
+#include "tensor_encode.h"
+#include "wcodec/gguf.h"
+
+namespace wcodec {
+
+namespace {
+
+// How a stream is presented to encode_tensor.
+enum class As { kF16, kF32, kI8, kU8, kPacked };
+
+struct FieldSpec {
+  uint16_t off, len;
+  As as;
+};
+
+struct TypeSpec {
+  uint32_t type;
+  uint16_t block_bytes;
+  std::vector<FieldSpec> fields;  // one stream each
+};
+
+// The fields of each ggml block type (ggml-common.h's block_* structs).
+const std::vector<TypeSpec>& type_specs() {
+  static const std::vector<TypeSpec> specs = {
+      {kGgmlTypeQ4_0, 18, {{0, 2, As::kF16}, {2, 16, As::kPacked}}},
+      {kGgmlTypeQ4_1, 20, {{0, 2, As::kF16}, {2, 2, As::kF16}, {4, 16, As::kPacked}}},
+      {kGgmlTypeQ5_0, 22, {{0, 2, As::kF16}, {2, 4, As::kU8}, {6, 16, As::kPacked}}},
+      {kGgmlTypeQ5_1, 24, {{0, 2, As::kF16}, {2, 2, As::kF16}, {4, 4, As::kU8}, {8, 16, As::kPacked}}},
+      {kGgmlTypeQ8_0, 34, {{0, 2, As::kF16}, {2, 32, As::kI8}}},
+      {9 /* Q8_1 */, 36, {{0, 2, As::kF16}, {2, 2, As::kF16}, {4, 32, As::kI8}}},
+      {kGgmlTypeQ2_K, 84, {{0, 16, As::kU8}, {16, 64, As::kU8}, {80, 2, As::kF16}, {82, 2, As::kF16}}},
+      {kGgmlTypeQ3_K, 110, {{0, 32, As::kU8}, {32, 64, As::kU8}, {96, 12, As::kU8}, {108, 2, As::kF16}}},
+      {kGgmlTypeQ4_K, 144, {{0, 2, As::kF16}, {2, 2, As::kF16}, {4, 12, As::kU8}, {16, 128, As::kPacked}}},
+      {kGgmlTypeQ5_K,
+       176,
+       {{0, 2, As::kF16}, {2, 2, As::kF16}, {4, 12, As::kU8}, {16, 32, As::kU8}, {48, 128, As::kPacked}}},
+      {kGgmlTypeQ6_K, 210, {{0, 128, As::kPacked}, {128, 64, As::kU8}, {192, 16, As::kI8}, {208, 2, As::kF16}}},
+      {15 /* Q8_K */, 292, {{0, 4, As::kF32}, {4, 256, As::kI8}, {260, 32, As::kU8}}},
+      {16 /* IQ2_XXS */, 66, {{0, 2, As::kF16}, {2, 64, As::kU8}}},
+      {17 /* IQ2_XS */, 74, {{0, 2, As::kF16}, {2, 64, As::kU8}, {66, 8, As::kU8}}},
+      {18 /* IQ3_XXS */, 98, {{0, 2, As::kF16}, {2, 96, As::kU8}}},
+      {19 /* IQ1_S */, 50, {{0, 2, As::kF16}, {2, 32, As::kU8}, {34, 16, As::kU8}}},
+      {20 /* IQ4_NL */, 18, {{0, 2, As::kF16}, {2, 16, As::kPacked}}},
+      {21 /* IQ3_S */, 110, {{0, 2, As::kF16}, {2, 64, As::kU8}, {66, 8, As::kU8}, {74, 32, As::kU8}, {106, 4, As::kU8}}},
+      {22 /* IQ2_S */, 82, {{0, 2, As::kF16}, {2, 64, As::kU8}, {66, 8, As::kU8}, {74, 8, As::kU8}}},
+      {23 /* IQ4_XS */, 136, {{0, 2, As::kF16}, {2, 6, As::kU8}, {8, 128, As::kPacked}}},
+      {29 /* IQ1_M */, 56, {{0, 32, As::kU8}, {32, 16, As::kU8}, {48, 8, As::kU8}}},
+      {kGgmlTypeTQ1_0, 54, {{0, 48, As::kU8}, {48, 4, As::kU8}, {52, 2, As::kF16}}},
+      {kGgmlTypeTQ2_0, 66, {{0, 64, As::kPacked}, {64, 2, As::kF16}}},
+      {39 /* MXFP4 */, 17, {{0, 1, As::kU8}, {1, 16, As::kPacked}}},
+  };
+  return specs;
+}
+
+const TypeSpec* spec_of(uint32_t type) {
+  for (const auto& s : type_specs())
+    if (s.type == type) return &s;
+  return nullptr;
+}
+
+void put_u32(std::vector<uint8_t>& v, uint32_t x) {
+  for (int i = 0; i < 4; ++i) v.push_back(static_cast<uint8_t>(x >> (8 * i)));
+}
+
+}  // namespace
+
+bool split_candidate(uint32_t ggml_type) {
+  const TypeSpec* s = spec_of(ggml_type);
+  const GgmlTypeInfo* ti = ggml_type_info(ggml_type);
+  return s && ti && ti->type_size == s->block_bytes;
+}
+
+void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt, TableCoding coding,
+               EncodedTensor* et) {
+  const TypeSpec* spec = spec_of(ggml_type);
+  const TensorGeometry& g = et->geom;
+  if (!split_candidate(ggml_type) || g.rows == 0 || g.elem_bits != 8 || g.chunk_cols != g.cols ||
+      g.row_bytes() % spec->block_bytes || et->aux_tensor >= 0 || et->model_ref >= 0)
+    return;
+  auto split = std::make_shared<SplitModel>();
+  split->ggml_type = ggml_type;
+  split->block_bytes = spec->block_bytes;
+  const uint64_t rows = g.rows, row_bytes = g.row_bytes(), blocks_per_row = row_bytes / spec->block_bytes;
+  EncodeOptions sopt = opt;
+  sopt.tool_search = false;
+  sopt.band_rows = g.chunk_rows;
+  const uint64_t nchunks = g.num_chunks();
+  // The streams' chunk payloads, stream by stream.
+  std::vector<std::vector<EncodedChunk>> parts;
+  std::vector<uint8_t> sdata;
+  for (const FieldSpec& f : spec->fields) {
+    SplitStream st;
+    st.ranges.push_back(SplitRange{f.off, f.len});
+    split->streams.push_back(st);
+    const size_t s = split->streams.size() - 1;
+    const uint64_t srow = blocks_per_row * f.len;
+    sdata.resize(rows * srow);
+    split->gather(data, rows, row_bytes, s, sdata.data());
+    TensorInfo info;
+    info.name = f.as == As::kPacked ? "split.packed" : "split";
+    uint64_t esize = 1;
+    switch (f.as) {
+      case As::kF16: info.dtype = DType::kF16; esize = 2; break;
+      case As::kF32: info.dtype = DType::kF32; esize = 4; break;
+      case As::kI8: info.dtype = DType::kI8; break;
+      default: info.dtype = DType::kU8; break;
+    }
+    info.shape = {rows, srow / esize};
+    info.begin = 0;
+    info.end = rows * srow;
+    auto r = encode_tensor(info, sdata.data(), AuxInput{}, sopt);
+    EncodedTensor se;
+    if (r.ok()) se = std::move(r).value();
+    // The stream's tensor must have the parent's bands (a small stream is
+    // coded without a model, as one row of bytes: recode it in bands).
+    TensorGeometry sg = split->stream_geometry(g, s);
+    const bool fits = r.ok() && se.has_model && se.aux_tensor < 0 && se.geom.rows == rows &&
+                      se.geom.chunk_cols == se.geom.cols && se.geom.chunk_rows == g.chunk_rows &&
+                      se.geom.row_bytes() == srow;
+    if (fits) {
+      split->streams[s].elem_bits = static_cast<uint8_t>(se.geom.elem_bits);
+      sg = split->stream_geometry(g, s);
+      // A model that does not pay for its record is dropped.
+      if (payload_bytes(se) + se.model.serialize(coding).size() >= fallback_bytes(se)) drop_model(sdata.data(), sopt, &se);
+    }
+    if (!fits) {
+      se = EncodedTensor{};
+      se.geom = sg;
+      for (uint64_t i = 0; i < nchunks; ++i) se.chunks.push_back(pick_chunk(chunk_ref(sg, sdata.data(), i), {}, sopt));
+    }
+    if (se.has_model) {
+      split->streams[s].has_model = true;
+      split->streams[s].model = std::move(se.model);
+    }
+    parts.push_back(std::move(se.chunks));
+  }
+  const uint64_t record = split->serialize(coding).size();
+  uint64_t split_total = record, base_total = payload_bytes(*et);
+  if (et->has_model) base_total += et->model.serialize(coding).size();
+  std::vector<EncodedChunk> chunks(nchunks);
+  for (uint64_t i = 0; i < nchunks; ++i) {
+    EncodedChunk& c = chunks[i];
+    c.method = ChunkMethod::kModel;
+    c.decoded_size = et->chunks[i].decoded_size;
+    c.xxh3 = et->chunks[i].xxh3;
+    for (auto& p : parts) {
+      c.payload.push_back(static_cast<uint8_t>(p[i].method));
+      put_u32(c.payload, static_cast<uint32_t>(p[i].payload.size()));
+      c.payload.insert(c.payload.end(), p[i].payload.begin(), p[i].payload.end());
+    }
+    // The tensor's ordinary zstd or raw chunk where it is smaller.
+    const EncodedChunk& b = et->chunks[i];
+    if (b.method != ChunkMethod::kModel && b.payload.size() <= c.payload.size()) c = b;
+    split_total += c.payload.size();
+  }
+  if (split_total >= base_total) return;
+  et->chunks = std::move(chunks);
+  et->has_model = false;
+  et->model = TensorModel{};
+  et->split = std::move(split);
+  et->choice.model_desc = et->split->describe().substr(0, 256);
+  et->choice.kind_name = std::string("split ") + ggml_type_info(ggml_type)->name;
+}
+
+}  // namespace wcodec

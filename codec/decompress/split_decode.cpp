@@ -1,0 +1,42 @@
+// codec/decompress/split_decode.cpp — decoding a chunk of a tensor coded
+// with a split model (docs/wcodec-format.md §6.1, §8.4): each stream's part
+// is decoded as a chunk of the stream's own tensor by the ordinary chunk
+// decoder (so it runs on the vector decoders where the CPU has them, else
+// on the reference decoders), then scattered back into the blocks; the
+// chunk's checksum covers the result.
+//
+// Thread-safety: pure function over its arguments; each decoding thread
+// brings its own DecodeScratch.
+#include <cstring>
+
+#include "tensor_decode.h"
+
+namespace wcodec {
+
+Status decode_split_chunk(const TensorGeometry& g, const SplitModel& m, uint64_t index, const uint8_t* payload,
+                          size_t payload_len, uint64_t decoded_size, uint64_t xxh3, uint8_t* out,
+                          DecodeScratch& scratch, const std::string& what) {
+  uint64_t row0, col0, h, w;
+  g.chunk_rect(index, &row0, &col0, &h, &w);
+  if (h * w * g.elem_bits / 8 != decoded_size)
+    return Status::Corruption(what + ": chunk decoded size " + std::to_string(decoded_size) +
+                              " does not match its geometry");
+  thread_local std::vector<SplitPart> parts;
+  WC_RETURN_IF_ERROR(parse_split_payload(m, payload, payload_len, what, &parts));
+  const uint64_t row_bytes = g.row_bytes();
+  for (size_t s = 0; s < m.streams.size(); ++s) {
+    const SplitStream& st = m.streams[s];
+    const TensorGeometry sg = m.stream_geometry(g, s);
+    const uint64_t sbytes = h * sg.row_bytes();
+    // Slack after the stream: vector decoders may store whole vectors.
+    if (scratch.split_buf.size() < sbytes + 64) scratch.split_buf.resize(sbytes + 64);
+    const std::string sw = what + " stream " + std::to_string(s);
+    WC_RETURN_IF_ERROR(decode_chunk_unchecked(sg, st.has_model ? &st.model : nullptr, index,
+                                              static_cast<ChunkMethod>(parts[s].method), parts[s].data, parts[s].len,
+                                              sbytes, nullptr, 0, scratch.split_buf.data(), scratch, sw));
+    m.scatter(scratch.split_buf.data(), h, row_bytes, s, out);
+  }
+  return check_chunk_hash(out, decoded_size, xxh3, what);
+}
+
+}  // namespace wcodec

@@ -1,0 +1,215 @@
+// tests/gguf_quant_util.h — GGUF files of block-quantized ggml types for the
+// split-model tests and the container fuzzer's seeds: every block's fields
+// laid out as llama.cpp's block structs lay them (ggml-common.h), filled
+// from real weights (stories260K's F32 tensors where the data directory has
+// them): fp16 scales from each block's range, codes quantized from its
+// weights. The bytes need not be what llama-quantize would write (the
+// codec is lossless for any bytes); they have the statistics of real
+// quantized blocks.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "wcodec/gguf.h"
+#include "wcodec/safetensors.h"
+
+namespace wctest {
+
+// A field of a block: bytes [off, off + len) holding one kind of value.
+enum class QField { kF16Scale, kF16Min, kF32Scale, kI8, kNibbles, kCrumbs };
+struct QFieldSpec {
+  uint16_t off, len;
+  QField kind;
+};
+struct QTypeSpec {
+  uint32_t type;
+  uint32_t block;  // elements per block
+  uint32_t bytes;  // bytes per block
+  std::vector<QFieldSpec> fields;
+};
+
+// llama.cpp's block layouts (ggml-common.h) of the types the tests cover.
+inline const std::vector<QTypeSpec>& quant_specs() {
+  using F = QField;
+  static const std::vector<QTypeSpec> s = {
+      {2, 32, 18, {{0, 2, F::kF16Scale}, {2, 16, F::kNibbles}}},                                       // Q4_0
+      {3, 32, 20, {{0, 2, F::kF16Scale}, {2, 2, F::kF16Min}, {4, 16, F::kNibbles}}},                   // Q4_1
+      {6, 32, 22, {{0, 2, F::kF16Scale}, {2, 4, F::kCrumbs}, {6, 16, F::kNibbles}}},                   // Q5_0
+      {7, 32, 24, {{0, 2, F::kF16Scale}, {2, 2, F::kF16Min}, {4, 4, F::kCrumbs}, {8, 16, F::kNibbles}}},  // Q5_1
+      {8, 32, 34, {{0, 2, F::kF16Scale}, {2, 32, F::kI8}}},                                            // Q8_0
+      {10, 256, 84, {{0, 16, F::kNibbles}, {16, 64, F::kCrumbs}, {80, 2, F::kF16Scale}, {82, 2, F::kF16Min}}},  // Q2_K
+      {11, 256, 110, {{0, 32, F::kCrumbs}, {32, 64, F::kCrumbs}, {96, 12, F::kNibbles}, {108, 2, F::kF16Scale}}},  // Q3_K
+      {12, 256, 144, {{0, 2, F::kF16Scale}, {2, 2, F::kF16Min}, {4, 12, F::kNibbles}, {16, 128, F::kNibbles}}},  // Q4_K
+      {13, 256, 176,
+       {{0, 2, F::kF16Scale}, {2, 2, F::kF16Min}, {4, 12, F::kNibbles}, {16, 32, F::kCrumbs}, {48, 128, F::kNibbles}}},  // Q5_K
+      {14, 256, 210, {{0, 128, F::kNibbles}, {128, 64, F::kCrumbs}, {192, 16, F::kI8}, {208, 2, F::kF16Scale}}},  // Q6_K
+      {20, 32, 18, {{0, 2, F::kF16Scale}, {2, 16, F::kNibbles}}},                                      // IQ4_NL
+      {23, 256, 136, {{0, 2, F::kF16Scale}, {2, 6, F::kNibbles}, {8, 128, F::kNibbles}}},              // IQ4_XS
+      {34, 256, 54, {{0, 48, F::kCrumbs}, {48, 4, F::kCrumbs}, {52, 2, F::kF16Scale}}},                 // TQ1_0
+      {35, 256, 66, {{0, 64, F::kCrumbs}, {64, 2, F::kF16Scale}}},                                     // TQ2_0
+  };
+  return s;
+}
+
+inline const QTypeSpec* quant_spec(uint32_t type) {
+  for (const auto& s : quant_specs())
+    if (s.type == type) return &s;
+  return nullptr;
+}
+
+// IEEE half of a normal float (round to nearest even; flushes tiny values to 0).
+inline uint16_t to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000;
+  int32_t e = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t m = x & 0x7fffff;
+  if (e <= 0) return static_cast<uint16_t>(sign);
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7bff);
+  uint32_t h = (static_cast<uint32_t>(e) << 10) | (m >> 13);
+  const uint32_t rest = m & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+// Real weights: the F32 tensors of stories260K.f32.safetensors in `dir`
+// (empty if missing).
+inline std::vector<float> real_weights(const std::string& dir) {
+  std::ifstream in(dir + "/stories260K.f32.safetensors", std::ios::binary);
+  std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), {});
+  std::vector<float> w;
+  auto h = wcodec::parse_safetensors_header(file.data(), file.size(), file.size(), "weights");
+  if (!h.ok()) return w;
+  for (const auto& t : h->tensors) {
+    if (t.dtype != wcodec::DType::kF32 || t.nbytes() < 4096) continue;
+    const size_t n = t.nbytes() / 4;
+    const size_t at = w.size();
+    w.resize(at + n);
+    std::memcpy(w.data() + at, file.data() + h->data_start + t.begin, n * 4);
+  }
+  return w;
+}
+
+// Gaussian weights (a seeded stand-in where the data directory is absent).
+inline std::vector<float> gaussian_weights(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  std::vector<float> w(n);
+  for (auto& v : w) v = nd(rng);
+  return w;
+}
+
+// The blocks of `rows` rows of `ne0` elements of ggml type `spec`, quantized
+// from w (read cyclically from `*at`).
+inline std::vector<uint8_t> quantize_rows(const QTypeSpec& spec, uint64_t ne0, uint64_t rows,
+                                          const std::vector<float>& w, size_t* at) {
+  const uint64_t blocks = ne0 / spec.block * rows;
+  std::vector<uint8_t> out(blocks * spec.bytes);
+  std::vector<float> x(spec.block);
+  for (uint64_t b = 0; b < blocks; ++b) {
+    float lo = 1e30f, hi = -1e30f, amax = 0;
+    for (uint32_t i = 0; i < spec.block; ++i) {
+      x[i] = w[(*at)++ % w.size()];
+      lo = std::min(lo, x[i]);
+      hi = std::max(hi, x[i]);
+      amax = std::max(amax, std::fabs(x[i]));
+    }
+    if (amax == 0) amax = 1e-3f;
+    uint8_t* blk = out.data() + b * spec.bytes;
+    auto q = [&](uint32_t i, int levels) {  // x[i] on `levels` levels over [lo, hi]
+      const float t = hi > lo ? (x[i % spec.block] - lo) / (hi - lo) : 0.5f;
+      return std::clamp(static_cast<int>(std::lround(t * static_cast<float>(levels - 1))), 0, levels - 1);
+    };
+    for (const auto& f : spec.fields) {
+      uint8_t* p = blk + f.off;
+      switch (f.kind) {
+        case QField::kF16Scale: {
+          const uint16_t h = to_f16(amax / 127.0f);
+          std::memcpy(p, &h, 2);
+          break;
+        }
+        case QField::kF16Min: {
+          const uint16_t h = to_f16(lo);
+          std::memcpy(p, &h, 2);
+          break;
+        }
+        case QField::kF32Scale: {
+          const float s = amax / 127.0f;
+          std::memcpy(p, &s, 4);
+          break;
+        }
+        case QField::kI8:
+          for (uint32_t j = 0; j < f.len; ++j)
+            p[j] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(x[j % spec.block] / amax * 127.0f)));
+          break;
+        case QField::kNibbles:
+          for (uint32_t j = 0; j < f.len; ++j)
+            p[j] = static_cast<uint8_t>(q(j, 16) | q(j + f.len, 16) << 4);
+          break;
+        case QField::kCrumbs:
+          for (uint32_t j = 0; j < f.len; ++j)
+            p[j] = static_cast<uint8_t>(q(j, 3) | q(j + f.len, 3) << 2 | q(j + 2 * f.len, 3) << 4 |
+                                        q(j + 3 * f.len, 3) << 6);
+          break;
+      }
+    }
+  }
+  return out;
+}
+
+struct QTensor {
+  std::string name;
+  uint32_t type;
+  int64_t ne0, ne1;
+};
+
+// A GGUF file (alignment 32, one pair) of the given tensors, their data
+// quantized from w; padding zero.
+inline std::vector<uint8_t> make_quant_gguf(const std::vector<QTensor>& ts, const std::vector<float>& w) {
+  wcodec::GgufFile f;
+  f.kv.push_back({"general.architecture", wcodec::GgufValue::str("llama")});
+  uint64_t off = 0;
+  std::vector<std::vector<uint8_t>> data;
+  size_t at = 0;
+  for (const auto& q : ts) {
+    wcodec::GgufTensor t;
+    t.name = q.name;
+    t.n_dims = 2;
+    t.ne[0] = q.ne0;
+    t.ne[1] = q.ne1;
+    t.type = q.type;
+    t.offset = off;
+    const QTypeSpec* spec = quant_spec(q.type);
+    std::vector<uint8_t> d;
+    if (spec) {
+      d = quantize_rows(*spec, static_cast<uint64_t>(q.ne0), static_cast<uint64_t>(q.ne1), w, &at);
+    } else {  // F32
+      d.resize(static_cast<size_t>(q.ne0 * q.ne1) * 4);
+      for (size_t i = 0; i < d.size() / 4; ++i) std::memcpy(d.data() + 4 * i, &w[(at++) % w.size()], 4);
+    }
+    t.nbytes = d.size();
+    off += (d.size() + 31) / 32 * 32;
+    f.tensors.push_back(t);
+    data.push_back(std::move(d));
+  }
+  auto hdr = wcodec::write_gguf_header(f);
+  if (!hdr.ok()) return {};
+  std::vector<uint8_t> file = *hdr;
+  for (auto& d : data) {
+    file.insert(file.end(), d.begin(), d.end());
+    file.resize((file.size() + 31) / 32 * 32, 0);
+  }
+  return file;
+}
+
+}  // namespace wctest

@@ -1,0 +1,338 @@
+// tests/test_gguf_split.cpp — split models (format 2.5, docs/wcodec-format.md
+// §6.1, §8.4): GGUF tensors of every block-quantized ggml type the encoder
+// splits, round trip byte for byte (many chunks with a partial last one,
+// one-row and zero-size tensors) on the CPU decoders and through the device
+// plan; split chosen where it measures smaller; damaged split chunks
+// detected; and a catalogue of refused split records and payloads, one test
+// per rule.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bytes.h"
+#include "device_plan.h"
+#include "reader_i.h"
+#include "gguf_quant_util.h"
+#include "split_model.h"
+#include "tensor_decode.h"
+#include "testutil.h"
+#include "wcodec/container.h"
+#include "wcodec/encode.h"
+#include "wcodec/gguf.h"
+
+using namespace wcodec;
+
+namespace {
+
+const std::vector<float>& weights() {
+  static const std::vector<float> w = [] {
+    auto r = wctest::real_weights(WCODEC_DATA_DIR);
+    return r.empty() ? wctest::gaussian_weights(1 << 20, 7) : r;
+  }();
+  return w;
+}
+
+std::vector<uint8_t> encode(const std::vector<uint8_t>& file, uint64_t chunk_bytes, bool split = true) {
+  EncodeConfig cfg;
+  cfg.chunk_bytes = chunk_bytes;
+  cfg.split_models = split;
+  auto r = encode_safetensors(file.data(), file.size(), cfg, "test.gguf");
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(*r) : std::vector<uint8_t>{};
+}
+
+// Reads the whole container back and checks every byte; returns the reader.
+std::unique_ptr<Reader> read_back(const std::vector<uint8_t>& enc, const std::vector<uint8_t>& file) {
+  auto rd = Reader::open_memory(enc.data(), enc.size(), "test.gguf.wcodec");
+  EXPECT_TRUE(rd.ok()) << rd.status().ToString();
+  if (!rd.ok()) return nullptr;
+  std::vector<uint8_t> back(file.size(), 0xEE);
+  const Status st = (*rd)->read(0, back.size(), back.data());
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(back == file) << "decoded bytes differ";
+  return std::move(rd).value();
+}
+
+std::string type_name(uint32_t t) { return ggml_type_info(t)->name; }
+
+}  // namespace
+
+// Every block type: a tensor of many chunks (rows not a multiple of the
+// chunk's rows: a partial last chunk), a one-row tensor and a zero-size
+// tensor, read back byte for byte; the many-chunk tensor is split.
+class SplitTypes : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(SplitTypes, RoundTripByteForByte) {
+  const uint32_t type = GetParam();
+  const auto* spec = wctest::quant_spec(type);
+  ASSERT_NE(spec, nullptr);
+  const int64_t ne0 = spec->block == 32 ? 576 : 1536;
+  const auto file = wctest::make_quant_gguf({{"blk.0.ffn_up.weight", type, ne0, 203},
+                                             {"blk.0.one_row.weight", type, ne0, 1},
+                                             {"blk.0.empty.weight", type, ne0, 0},
+                                             {"output_norm.weight", kGgmlTypeF32, 576, 1}},
+                                            weights());
+  ASSERT_FALSE(file.empty());
+  const auto enc = encode(file, 16 * 1024);
+  auto rd = read_back(enc, file);
+  ASSERT_TRUE(rd);
+  const TensorSummary s = rd->tensor_summary(0);
+  EXPECT_GT(s.chunks_model + s.chunks_zstd + s.chunks_raw, 2u);
+  EXPECT_EQ(s.kind, "split " + type_name(type)) << s.model;
+  // Every chunk also through Reader::decode_chunk and the device plan
+  // (which decodes split chunks on the host: they arrive ready).
+  std::vector<size_t> all;
+  for (size_t i = 0; i < rd->num_chunks(); ++i) {
+    std::vector<uint8_t> out(rd->chunk(i).decoded_size);
+    ASSERT_TRUE(rd->decode_chunk(i, out.data()).ok());
+    EXPECT_EQ(0, std::memcmp(out.data(), file.data() + rd->chunk(i).decoded_offset, out.size()));
+    all.push_back(i);
+  }
+  DevicePlan plan;
+  ASSERT_TRUE(plan_chunks(*rd, all, &plan).ok());
+  for (size_t k = 0; k < all.size(); ++k) {
+    const PlanChunk& c = plan.chunks[k];
+    if (c.kind != PlanKind::kReady) continue;
+    EXPECT_EQ(0, std::memcmp(plan.arena.data() + c.raw, file.data() + rd->chunk(all[k]).decoded_offset, c.raw_len));
+  }
+  // The format revision is marked.
+  const auto meta = rd->metadata_json();
+  EXPECT_NE(meta.find("\"version\":\"2.5\""), std::string::npos) << meta;
+}
+
+INSTANTIATE_TEST_SUITE_P(GgmlTypes, SplitTypes,
+                         ::testing::Values(2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 20u, 23u, 34u, 35u),
+                         [](const ::testing::TestParamInfo<uint32_t>& i) { return type_name(i.param); });
+
+// The split measures smaller than the ordinary coding of the same file, on
+// the types the issue names (Q8_0, Q4_0, Q4_1 and the K-quants).
+TEST(Split, SmallerThanTheOrdinaryCoding) {
+  for (uint32_t type : {8u, 2u, 3u, 10u, 12u, 14u}) {
+    const auto* spec = wctest::quant_spec(type);
+    const int64_t ne0 = spec->block == 32 ? 576 : 1536;
+    const auto file = wctest::make_quant_gguf({{"blk.0.ffn_up.weight", type, ne0, 256}}, weights());
+    const auto with = encode(file, 256 * 1024), without = encode(file, 256 * 1024, false);
+    EXPECT_LT(with.size(), without.size()) << type_name(type);
+    read_back(with, file);
+    read_back(without, file);
+    // Without splits the file stays 2.4 (readers of 2.4 read it).
+    auto rd = Reader::open_memory(without.data(), without.size(), "x");
+    ASSERT_TRUE(rd.ok());
+    EXPECT_NE((*rd)->metadata_json().find("\"version\":\"2.4\""), std::string::npos);
+  }
+}
+
+// A damaged split chunk is an error, never wrong bytes: every byte of the
+// first chunk's payload flipped in turn (method bytes, lengths, stream data).
+TEST(Split, DamagedChunksAreDetected) {
+  const auto file = wctest::make_quant_gguf({{"blk.0.ffn_up.weight", kGgmlTypeQ4_K, 1536, 256}}, weights());
+  auto enc = encode(file, 64 * 1024);
+  auto rd0 = Reader::open_memory(enc.data(), enc.size(), "x");
+  ASSERT_TRUE(rd0.ok());
+  ASSERT_EQ((*rd0)->tensor_summary(0).kind, "split Q4_K");
+  const ChunkEntry e = (*rd0)->chunk(0);
+  ASSERT_EQ(e.method, 2);
+  // The reader decodes the container in place: each flip is undone after
+  // its decode.
+  const auto& rd = **rd0;
+  int refused = 0, tried = 0;
+  for (size_t k = 0; k < e.stored_size; k += std::max<size_t>(1, e.stored_size / 400)) {
+    uint8_t& b = enc[e.file_offset + k];
+    b ^= static_cast<uint8_t>(1u << (k % 8));
+    std::vector<uint8_t> out(e.decoded_size);
+    const Status st = rd.decode_chunk(0, out.data());
+    b ^= static_cast<uint8_t>(1u << (k % 8));
+    ++tried;
+    if (st.ok()) EXPECT_EQ(0, std::memcmp(out.data(), file.data() + e.decoded_offset, out.size())) << k;
+    else ++refused;
+  }
+  // A flipped bit of the first stream's method byte, its length or its
+  // coded bytes changes what decodes: nearly every flip is refused.
+  EXPECT_GT(refused, tried * 9 / 10) << refused << " of " << tried;
+}
+
+// ------------------------------------------------------------------ refused records
+namespace {
+
+// A valid record: Q8_0 (34-byte blocks) in two streams without models, for
+// a tensor of 4 rows of 2 blocks in bands of 2 rows.
+TensorGeometry parent() {
+  TensorGeometry g;
+  g.rows = 4;
+  g.cols = 68;
+  g.elem_bits = 8;
+  g.chunk_rows = 2;
+  g.chunk_cols = 68;
+  return g;
+}
+SplitModel base_model() {
+  SplitModel m;
+  m.ggml_type = 8;
+  m.block_bytes = 34;
+  SplitStream a, b;
+  a.ranges = {{0, 2}};
+  a.elem_bits = 16;
+  b.ranges = {{2, 32}};
+  b.elem_bits = 8;
+  m.streams = {a, b};
+  return m;
+}
+Status parse(const std::vector<uint8_t>& rec, const TensorGeometry& g = parent()) {
+  return SplitModel::deserialize(rec.data(), rec.size(), g, "f: tensor 0 \"w\"").status();
+}
+void expect_refused(const std::vector<uint8_t>& rec, const std::string& needle, const TensorGeometry& g = parent()) {
+  const Status st = parse(rec, g);
+  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
+  EXPECT_NE(st.ToString().find(needle), std::string::npos) << st.ToString();
+  EXPECT_NE(st.ToString().find("tensor 0 \"w\""), std::string::npos) << st.ToString();
+}
+
+}  // namespace
+
+TEST(SplitRefused, ValidBaseIsAccepted) {
+  const auto rec = base_model().serialize();
+  EXPECT_TRUE(parse(rec).ok()) << parse(rec).ToString();
+  // Annotated bytes of the base record (§8.4).
+  const std::vector<uint8_t> want = {0x08, 0x00,              // ggml_type 8 (Q8_0), informative
+                                     0x22, 0x00,              // block_bytes 34
+                                     0x02,                    // 2 streams
+                                     0x01, 0x00, 0x00, 0x02, 0x00,  // stream 0: 1 range [0, 2)
+                                     0x10, 0x00,              // elem_bits 16, no model
+                                     0x01, 0x02, 0x00, 0x20, 0x00,  // stream 1: 1 range [2, 34)
+                                     0x08, 0x00};             // elem_bits 8, no model
+  EXPECT_EQ(rec, want);
+}
+TEST(SplitRefused, BlockBytes) {
+  auto m = base_model();
+  auto rec = m.serialize();
+  rec[2] = 1;
+  rec[3] = 0;
+  expect_refused(rec, "block_bytes 1");
+  rec[2] = 0x01;
+  rec[3] = 0x20;  // 8193
+  expect_refused(rec, "block_bytes 8193");
+}
+TEST(SplitRefused, StreamCount) {
+  auto rec = base_model().serialize();
+  rec[4] = 1;
+  expect_refused(rec, "stream count 1");
+  rec[4] = 17;
+  expect_refused(rec, "stream count 17");
+}
+TEST(SplitRefused, RangeCount) {
+  auto rec = base_model().serialize();
+  rec[5] = 0;
+  expect_refused(rec, "stream 0 range count 0");
+}
+TEST(SplitRefused, RangeEmptyOrOutsideTheBlock) {
+  auto m = base_model();
+  m.streams[1].ranges = {{2, 0}};
+  expect_refused(m.serialize(), "stream 1 range [2, 2) is empty");
+  m.streams[1].ranges = {{2, 33}};
+  expect_refused(m.serialize(), "stream 1 range [2, 35) is empty or outside the block of 34 bytes");
+}
+TEST(SplitRefused, RangesOverlap) {
+  auto m = base_model();
+  m.streams[1].ranges = {{1, 33}};
+  expect_refused(m.serialize(), "stream 1 range covers block byte 1");
+}
+TEST(SplitRefused, ByteCoveredByNoStream) {
+  auto m = base_model();
+  m.streams[1].ranges = {{2, 31}};
+  expect_refused(m.serialize(), "block byte 33");
+}
+TEST(SplitRefused, ElemBits) {
+  auto m = base_model();
+  m.streams[1].elem_bits = 3;
+  expect_refused(m.serialize(), "stream 1 elem_bits 3");
+  m.streams[0].elem_bits = 32;  // 16 bits per block
+  m.streams[1].elem_bits = 8;
+  expect_refused(m.serialize(), "stream 0 elem_bits 32");
+}
+TEST(SplitRefused, StreamModelFlag) {
+  auto rec = base_model().serialize();
+  rec[11] = 2;
+  expect_refused(rec, "stream 0 model flag 2");
+}
+TEST(SplitRefused, StreamModelOfTheWrongElementSize) {
+  // The real float model of a Q8_0 tensor's fp16 scales (stream 0) put on
+  // its stream of 8-bit codes.
+  const auto file = wctest::make_quant_gguf({{"blk.0.ffn_up.weight", kGgmlTypeQ8_0, 576, 256}}, weights());
+  const auto enc = encode(file, 256 * 1024);
+  auto rd = Reader::open_memory(enc.data(), enc.size(), "x");
+  ASSERT_TRUE(rd.ok());
+  const auto& t = ReaderAccess::tensor(**rd, 0);
+  ASSERT_TRUE(t.split);
+  SplitModel m = *t.split;
+  ASSERT_TRUE(m.streams[0].has_model) << m.describe();
+  EXPECT_TRUE(parse(m.serialize(), t.geom).ok());
+  m.streams[1].has_model = true;
+  m.streams[1].model = m.streams[0].model;
+  expect_refused(m.serialize(), "split model stream 1", t.geom);
+}
+TEST(SplitRefused, Truncated) {
+  const auto rec = base_model().serialize();
+  for (size_t n = 0; n < rec.size(); ++n) {
+    const std::vector<uint8_t> cut(rec.begin(), rec.begin() + static_cast<long>(n));
+    EXPECT_EQ(parse(cut).code(), Code::kCorruption) << n;
+  }
+}
+TEST(SplitRefused, TrailingBytes) {
+  auto rec = base_model().serialize();
+  rec.push_back(0);
+  expect_refused(rec, "record trailing bytes 1");
+}
+TEST(SplitRefused, ParentNotBytes) {
+  auto g = parent();
+  g.elem_bits = 16;
+  g.cols = 34;
+  g.chunk_cols = 34;
+  expect_refused(base_model().serialize(), "16-bit elements", g);
+}
+TEST(SplitRefused, ParentInRowSegments) {
+  auto g = parent();
+  g.chunk_rows = 1;
+  g.chunk_cols = 34;
+  expect_refused(base_model().serialize(), "row segments", g);
+}
+TEST(SplitRefused, RowNotWholeBlocks) {
+  auto g = parent();
+  g.cols = 70;
+  g.chunk_cols = 70;
+  expect_refused(base_model().serialize(), "does not divide the row of 70 bytes", g);
+}
+
+// Chunk payload framing (§6.1).
+TEST(SplitRefused, Payloads) {
+  const SplitModel m = base_model();
+  std::vector<SplitPart> parts;
+  auto payload = [](std::vector<std::pair<uint8_t, std::vector<uint8_t>>> ps) {
+    ByteWriter w;
+    for (auto& p : ps) {
+      w.u8(p.first);
+      w.u32(static_cast<uint32_t>(p.second.size()));
+      w.bytes(p.second.data(), p.second.size());
+    }
+    return w.buf();
+  };
+  const auto ok = payload({{0, {1, 2, 3, 4}}, {1, {5}}});
+  EXPECT_TRUE(parse_split_payload(m, ok.data(), ok.size(), "c", &parts).ok());
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].len, 4u);
+  auto expect = [&](const std::vector<uint8_t>& p, const std::string& needle) {
+    const Status st = parse_split_payload(m, p.data(), p.size(), "c", &parts);
+    EXPECT_EQ(st.code(), Code::kCorruption);
+    EXPECT_NE(st.ToString().find(needle), std::string::npos) << st.ToString();
+  };
+  expect(payload({{3, {1}}, {0, {1}}}), "stream 0 method 3");
+  expect(payload({{0, {1}}, {2, {1}}}), "stream 1 is model-coded but the stream has no model");
+  expect(payload({{0, {1}}}), "truncated in stream 1");
+  auto trailing = ok;
+  trailing.push_back(9);
+  expect(trailing, "1 trailing bytes");
+  auto cut = ok;
+  cut.resize(cut.size() - 1);
+  expect(cut, "truncated in stream 1");
+}
