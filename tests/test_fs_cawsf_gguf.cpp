@@ -341,6 +341,26 @@ TEST(CawsfGguf, StoredWeightsWinAndTheHfViewIsTheirs) {
   EXPECT_EQ(logs.matching("the stored model.safetensors (or model.wcodec) is served").size(), 1u);
 }
 
+// Other weights of the directory's own (other.safetensors): the directory is
+// that model's (hf-gguf presents other.gguf); model.cawsf keeps its dense
+// view and gets no GGUF view.
+TEST(CawsfGguf, OtherWeightsOfTheDirectoryTakeItsGgufView) {
+  REQUIRE_CAWSF_CONVERT();
+  wctest::ScratchDir scratch;
+  const sfs::path store = scratch.path() / "store";
+  make_cawsf_dir(store / "otherw", "stories260K.f32.safetensors", "--rank 4 --pq-k 16 --max-layers 2", true);
+  sfs::rename(store / "otherw" / "model.safetensors", store / "otherw" / "other.safetensors");
+  LogLines logs;
+  auto fs = open_store(store);
+  ASSERT_TRUE(fs);
+  const auto names = names_in(*fs, "otherw");
+  EXPECT_TRUE(has(names, "other.gguf"));
+  EXPECT_TRUE(has(names, "model.safetensors"));
+  EXPECT_FALSE(has(names, "model.gguf"));
+  EXPECT_EQ(logs.matching("own other.safetensors has the hf-gguf kind's view").size(), 1u);
+  EXPECT_EQ(logs.matching("two store kinds present").size(), 0u);
+}
+
 // A stored model.gguf beside model.cawsf is served as it is; no view, one log line.
 TEST(CawsfGguf, StoredGgufWins) {
   REQUIRE_CAWSF_CONVERT();

@@ -59,7 +59,7 @@ Result<std::string> read_small(const StoredInput& in) {
 std::string own_weights(const StoreDir& dir) {
   for (const StoreEntry& e : dir.entries()) {
     if (e.type != S_IFREG) continue;
-    if ((ends_with(e.name, ".safetensors") && e.name.size() > 12) ||
+    if ((ends_with(e.name, ".safetensors") && e.name.size() > 12) || ends_with(e.name, ".safetensors.index.json") ||
         (ends_with(e.name, ".wcodec") && e.name.size() > 7 && !ends_with(e.name, ".gguf.wcodec")))
       return e.name;
   }
