@@ -86,7 +86,8 @@ def export_gguf(tool, cawsf, config_dir, out):
 
 
 def perplexity(ppl, gguf, kld_base, first):
-    """(perplexity, mean KL divergence from the original or None) of `gguf` on TEXT."""
+    """(perplexity, mean KL divergence from the original, % same top token) of `gguf` on TEXT (None, None for
+    the original, whose logits it saves)."""
     cmd = [ppl, "-m", gguf, "-f", TEXT, "-c", str(CTX), "-b", str(CTX), "-t", "2", "--kl-divergence-base", kld_base]
     if not first:
         cmd.append("--kl-divergence")
@@ -96,12 +97,13 @@ def perplexity(ppl, gguf, kld_base, first):
         m = re.search(r"Final estimate: PPL = ([0-9.]+)", log)
         if not m:
             sys.exit("llama-perplexity: no final estimate in its output:\n" + log[-2000:])
-        return float(m.group(1)), None
+        return float(m.group(1)), None, None
     p = re.search(r"Mean PPL\(Q\)\s*:\s*([0-9.]+)", log)
     k = re.search(r"Mean\s+KLD:\s*([0-9.]+)", log)
-    if not p or not k:
-        sys.exit("llama-perplexity: no PPL(Q) / KLD in its output:\n" + log[-2000:])
-    return float(p.group(1)), float(k.group(1))
+    t = re.search(r"Same top p:\s*([0-9.]+)", log)
+    if not p or not k or not t:
+        sys.exit("llama-perplexity: no PPL(Q) / KLD / same top p in its output:\n" + log[-2000:])
+    return float(p.group(1)), float(k.group(1)), float(t.group(1))
 
 
 def perplexity_table(tool, model):
@@ -110,8 +112,8 @@ def perplexity_table(tool, model):
     name = os.path.basename(model)
     print(f"\n{name}: llama.cpp perplexity on bench/data/aesop.txt ({CTX}-token chunks) and mean KL divergence "
           "from the original's next-token distributions\n")
-    print("| model | method | setting | bytes of the matrices | vs original | rel. error | perplexity | mean KLD |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+    print("| model | method | setting | bytes of the matrices | vs original | rel. error | perplexity | mean KLD | same top token |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory(prefix="cawsf-ppl-") as tmp:
         hf = os.path.join(tmp, "stories")
         run([sys.executable, os.path.join(HERE, "..", "scripts", "make_hf_llama.py"), hf, "--weights", model],
@@ -125,12 +127,13 @@ def perplexity_table(tool, model):
             g = os.path.join(tmp, "x.gguf")
             convert(tool, weights_file, c, ["--max-elems", "1"])
             export_gguf(tool, c, hf, g)
-            p, k = perplexity(ppl, g, kld, first)
+            p, k, t = perplexity(ppl, g, kld, first)
             ks = "0 (the reference)" if k is None else f"{k:.4f}"
+            ts = "100%" if t is None else f"{t:.1f}%"
             rb = "" if nbytes is None else f"{int(nbytes)}"
             rv = "" if nbytes is None else f"{nbytes / base:.3f}"
             re_ = "" if err is None else f"{err:.4f}"
-            print(f"| {name} | {label} | {setting} | {rb} | {rv} | {re_} | {p:.2f} | {ks} |")
+            print(f"| {name} | {label} | {setting} | {rb} | {rv} | {re_} | {p:.2f} | {ks} | {ts} |")
             sys.stdout.flush()
 
         # The matrices NDSQ decomposes (every float tensor of 2+ dimensions).
@@ -150,9 +153,9 @@ def perplexity_table(tool, model):
             err = rel([(hf_tensors[n], rebuilt[n].astype(np.float64)) for n in nd])
             g = os.path.join(tmp, "n.gguf")
             export_gguf(tool, c, hf, g)
-            p, kl = perplexity(ppl, g, kld, False)
+            p, kl, t = perplexity(ppl, g, kld, False)
             print(f"| {name} | NDSQ | rank {rank}, q {q}, m {m}, k {k} | {stored} | {stored / base:.3f} | {err:.4f} | "
-                  f"{p:.2f} | {kl:.4f} |")
+                  f"{p:.2f} | {kl:.4f} | {t:.1f}% |")
             sys.stdout.flush()
         for bits, group, label in ((8, None, "per-row scale"), (4, 32, "groups of 32")):
             out, pairs, nbytes = dict(hf_tensors), [], 0
