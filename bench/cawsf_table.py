@@ -145,7 +145,7 @@ def perplexity_table(tool, model):
         # The matrices NDSQ decomposes (every float tensor of 2+ dimensions).
         dec = [n for n, t in hf_tensors.items() if t.ndim >= 2]
         base = sum(hf_tensors[n].nbytes for n in dec)
-        measure(dense, "original", "F32", None, base, None, first=True)
+        measure(dense, "original", "F32", base, base, 0.0, first=True)
         for rank, q, m, k in PPL_SETTINGS:
             c = os.path.join(tmp, "n.cawsf")
             convert(tool, dense, c, ["--rank", str(rank), "--outlier-q", str(q), "--pq-m", str(m), "--pq-k", str(k)])
