@@ -1,4 +1,4 @@
-// mount/cli_cawsf.cpp — `wcodec cawsf convert|inspect|verify|route|apply|export`
+// mount/cli_cawsf.cpp — `wcodec cawsf convert|inspect|verify|route|apply|export|export-gguf`
 // (see cli_cawsf.h; the format in docs/cawsf-format.md).
 //
 //   convert  safetensors file or directory → .cawsf (version 2), a progress
@@ -10,9 +10,16 @@
 //   apply    y = W·x for one scope from its components
 //   export   the dense checkpoint as .safetensors (names, dtypes, shapes),
 //            or per-scope .f32 files in a directory (the reference's export)
+//   export-gguf  the GGUF file llama.cpp's convert_hf_to_gguf.py writes for
+//            the dense checkpoint with a model directory's config.json and
+//            tokenizer: made by the mount's own code (the cawsf kind's dense
+//            file and GGUF view, wcodecfs/cawsf_kind.h), so it equals the
+//            mount's X.gguf byte for byte
 // Thread-safety: runs on the main thread (convert starts its own workers).
 #include "cli_cawsf.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -26,6 +33,8 @@
 
 #include "wcodec/cawsf.h"
 #include "wcodec/safetensors.h"
+#include "wcodecfs/cawsf_kind.h"
+#include "wcodecfs/chunk_source.h"
 #if WCODEC_HAVE_CAWSF_CONVERT
 #include "wcodec/cawsf_convert.h"
 #endif
@@ -37,7 +46,7 @@ using namespace wcodec;
 using namespace wcodec::cawsf;
 
 struct Args {
-  std::string in, out, model, prompt, x_path;
+  std::string in, out, model, prompt, x_path, config, name;
   std::vector<std::string> files;
   bool json = false;
   size_t k = 8;
@@ -210,6 +219,135 @@ int cmd_export(const Args& a) {
   return 0;
 }
 
+// Writes `vf` to fd from offset 0, decoding each chunk once (the last
+// decoded chunk is kept: a GGUF view reads a permuted tensor row by row
+// from the same chunk).
+wcodecfs::Status write_file(const wcodecfs::VirtualFile& vf, int fd, const std::string& out) {
+  std::vector<uint8_t> buf;
+  buf.reserve(8u << 20);
+  uint64_t written = 0;
+  auto flush = [&]() -> wcodecfs::Status {
+    size_t at = 0;
+    while (at < buf.size()) {
+      const ssize_t n = ::pwrite(fd, buf.data() + at, buf.size() - at, static_cast<off_t>(written + at));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return wcodecfs::Status::IOError(out + ": write: " + std::strerror(n < 0 ? errno : ENOSPC));
+      at += static_cast<size_t>(n);
+    }
+    written += buf.size();
+    buf.clear();
+    return wcodecfs::Status::OK();
+  };
+  const wcodecfs::ChunkSource* memo_src = nullptr;
+  size_t memo_chunk = 0;
+  std::vector<uint8_t> chunk;
+  for (const wcodecfs::Extent& e : vf.extents()) {
+    for (uint64_t done = 0; done < e.length;) {
+      if (buf.size() == buf.capacity()) WCFS_RETURN_IF_ERROR(flush());
+      const uint64_t room = std::min<uint64_t>(e.length - done, buf.capacity() - buf.size());
+      uint64_t take = room;
+      const size_t at = buf.size();
+      if (const auto* in = std::get_if<wcodecfs::InlineExtent>(&e.what)) {
+        const uint8_t* p = in->bytes->data() + in->src_offset + done;
+        buf.insert(buf.end(), p, p + take);
+      } else if (const auto* pt = std::get_if<wcodecfs::PassthroughExtent>(&e.what)) {
+        buf.resize(at + take);
+        WCFS_ASSIGN_OR_RETURN(size_t got, pt->file->pread_full(pt->src_offset + done, take, buf.data() + at));
+        if (got != take) return wcodecfs::Status::IOError(pt->file->name() + ": shorter than expected (it changed)");
+      } else if (const auto* d = std::get_if<wcodecfs::DecodedExtent>(&e.what)) {
+        const wcodecfs::ChunkSource& src = *d->source;
+        const uint64_t pos = d->src_offset + done;
+        const size_t ci = src.chunk_at(pos);
+        if (ci == SIZE_MAX) return wcodecfs::Status::Internal(vf.name() + ": stream position " + std::to_string(pos) + " has no chunk");
+        if (memo_src != &src || memo_chunk != ci || chunk.empty()) {
+          chunk.assign(src.chunk_size(ci) + 64, 0);
+          WCFS_RETURN_IF_ERROR(src.decode(ci, chunk.data()));
+          memo_src = &src;
+          memo_chunk = ci;
+        }
+        const uint64_t in_chunk = pos - src.chunk_offset(ci);
+        take = std::min<uint64_t>(take, src.chunk_size(ci) - in_chunk);
+        buf.insert(buf.end(), chunk.data() + in_chunk, chunk.data() + in_chunk + take);
+      } else {
+        buf.resize(at + take, 0);
+      }
+      done += take;
+    }
+  }
+  WCFS_RETURN_IF_ERROR(flush());
+  if (written != vf.size())
+    return wcodecfs::Status::Internal(out + ": wrote " + std::to_string(written) + " of " + std::to_string(vf.size()) + " bytes");
+  return wcodecfs::Status::OK();
+}
+
+int cmd_export_gguf(const Args& a) {
+  auto fail_fs = [](const wcodecfs::Status& s) {
+    std::fprintf(stderr, "wcodec cawsf export-gguf: %s\n", s.ToString().c_str());
+    return 1;
+  };
+  // --config: the model directory, or its config.json (the tokenizer files are beside it).
+  std::error_code ec;
+  std::string dir = a.config;
+  if (fs::is_regular_file(a.config, ec)) {
+    if (fs::path(a.config).filename() != "config.json") {
+      std::fprintf(stderr, "wcodec cawsf export-gguf: --config %s: expected a model directory or its config.json\n",
+                   a.config.c_str());
+      return 2;
+    }
+    dir = fs::path(a.config).parent_path().string();
+    if (dir.empty()) dir = ".";
+  } else if (!fs::is_directory(a.config, ec)) {
+    std::fprintf(stderr, "wcodec cawsf export-gguf: --config %s: no such directory or config.json\n", a.config.c_str());
+    return 2;
+  }
+  if (a.out.size() < 5 || a.out.substr(a.out.size() - 5) != ".gguf") {
+    std::fprintf(stderr, "wcodec cawsf export-gguf: --out %s: expected a name ending in .gguf\n", a.out.c_str());
+    return 2;
+  }
+  const int dfd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return fail_fs(wcodecfs::Status::IOError(dir + ": " + std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } close_dir{dfd};
+  auto listing = wcodecfs::StoreDir::list(dfd, dir);
+  if (!listing.ok()) return fail_fs(listing.status());
+  auto names = wcodecfs::cawsf_gguf_small_files(*listing);
+  if (!names.ok()) return fail_fs(names.status());
+  std::vector<wcodecfs::StoredInput> small;
+  for (const std::string& n : *names) {
+    auto in = listing->open(n);
+    if (!in.ok()) return fail_fs(in.status());
+    small.push_back(std::move(in).value());
+  }
+  auto f = open_file(a.in);
+  if (!f.ok()) return fail(f.status());
+  if ((*f)->version() != 2)
+    return fail(Status::NotSupported(a.in + ": CAWSF version " + std::to_string((*f)->version()) +
+                                     " has no GGUF form (version 2 keeps the checkpoint's tensor names)"));
+  auto dense = wcodecfs::cawsf_dense_file(*f, a.in, 0);
+  if (!dense.ok()) return fail_fs(dense.status());
+  const std::string name = !a.name.empty() ? a.name : fs::absolute(dir, ec).lexically_normal().filename().string();
+  auto view = wcodecfs::cawsf_gguf_file(*dense, a.in, small, name.empty() ? "model" : name, a.out, nullptr);
+  if (!view.ok()) return fail_fs(view.status());
+  // Written beside OUT and renamed over it: never a half-written OUT.
+  const std::string tmp = a.out + ".tmp" + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return fail_fs(wcodecfs::Status::IOError(tmp + ": " + std::strerror(errno)));
+  wcodecfs::Status s = write_file(**view, fd, a.out);
+  if (s.ok() && ::fsync(fd) != 0) s = wcodecfs::Status::IOError(tmp + ": fsync: " + std::strerror(errno));
+  ::close(fd);
+  if (s.ok() && ::rename(tmp.c_str(), a.out.c_str()) != 0)
+    s = wcodecfs::Status::IOError(a.out + ": rename: " + std::strerror(errno));
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return fail_fs(s);
+  }
+  std::printf("wrote %s (%zu bytes, general.name \"%s\")\n", a.out.c_str(), static_cast<size_t>((*view)->size()),
+              name.c_str());
+  return 0;
+}
+
 int cmd_convert(const Args& a) {
 #if WCODEC_HAVE_CAWSF_CONVERT
   std::vector<std::string> inputs;
@@ -274,7 +412,7 @@ int cmd_convert(const Args& a) {
 
 std::function<int()> add_cawsf_commands(CLI::App& app) {
   auto args = std::make_shared<Args>();
-  auto* top = app.add_subcommand("cawsf", "CAWSF (.cawsf, NDSQ-decomposed weights): convert, inspect, verify, route, apply, export");
+  auto* top = app.add_subcommand("cawsf", "CAWSF (.cawsf, NDSQ-decomposed weights): convert, inspect, verify, route, apply, export, export-gguf");
   top->require_subcommand(1);
   auto* conv = top->add_subcommand("convert", "Decompose a .safetensors file (or directory) into a .cawsf file");
   conv->add_option("--model", args->model, ".safetensors file or directory")->required();
@@ -304,6 +442,14 @@ std::function<int()> add_cawsf_commands(CLI::App& app) {
   exp->add_option("FILE", args->in, ".cawsf file")->required();
   exp->add_option("OUT", args->out, "output .safetensors or directory")->required();
   exp->add_option("--scope", args->scope, "directory export: only this scope");
+  auto* eg = top->add_subcommand("export-gguf",
+                                 "The GGUF file of the dense checkpoint (as the mount's X.gguf): what llama.cpp's "
+                                 "convert_hf_to_gguf.py writes for it with a Llama-family config.json and tokenizer");
+  eg->add_option("FILE", args->in, ".cawsf file (version 2)")->required();
+  eg->add_option("--config", args->config, "the model directory (config.json, tokenizer.model, ...) or its config.json")
+      ->required();
+  eg->add_option("--out", args->out, "output .gguf")->required();
+  eg->add_option("--name", args->name, "general.name (default: the model directory's name)");
   return [=]() -> int {
     if (!*top) return -1;
     if (*conv) return cmd_convert(*args);
@@ -312,6 +458,7 @@ std::function<int()> add_cawsf_commands(CLI::App& app) {
     if (*rou) return cmd_route(*args);
     if (*app_) return cmd_apply(*args);
     if (*exp) return cmd_export(*args);
+    if (*eg) return cmd_export_gguf(*args);
     return 2;
   };
 }

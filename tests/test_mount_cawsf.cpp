@@ -5,12 +5,18 @@
 // `wcodec cawsf export` of the same file (the reader's rebuild) and, for the
 // decomposed ones, with the relative error the converter recorded in META;
 // a damaged shard is EIO, never wrong bytes, and the other tensors still read.
+// The GGUF view: a real Llama model (stories260K under Hugging Face names,
+// scripts/make_hf_llama.py) stored as model.cawsf beside its config.json and
+// tokenizer shows model.gguf; llama.cpp (llama-simple, greedy) loads it from
+// the mount and `wcodec cawsf export-gguf`'s file (the same bytes), and both
+// print what it prints for the converter's GGUF of the rebuilt safetensors.
 // Thread-safety: single-threaded test code (the daemon is another process).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "hf_gguf_testutil.h"
 #include "mount_fixture.h"
 #include "test_fs_store.h"
 #include "testutil.h"
@@ -20,6 +26,22 @@ namespace sfs = std::filesystem;
 namespace {
 
 using namespace mounttest;
+
+constexpr const char* kPrompt = "Once upon a time there was";
+
+// llama-simple's greedy text for `model`: the prompt and 32 tokens.
+std::string generate(const sfs::path& model) {
+  const sfs::path bin = hfgguf::llama_dir() / "bin" / "llama-simple";
+  std::string out;
+  const int rc = sh("timeout 120 " + q(bin.string()) + " -m " + q(model.string()) + " -n 32 " + q(kPrompt), &out);
+  EXPECT_EQ(rc, 0) << out;
+  const size_t b = out.find(std::string("<s> ") + kPrompt);
+  const size_t e = out.find("main: decoded 32 tokens", b == std::string::npos ? 0 : b);
+  EXPECT_NE(b, std::string::npos) << out;
+  EXPECT_NE(e, std::string::npos) << out;
+  if (b == std::string::npos || e == std::string::npos) return {};
+  return out.substr(b, e - b);
+}
 
 bool have_python() { return sh("python3 -c 'import safetensors, numpy' >/dev/null 2>&1") == 0; }
 
@@ -106,6 +128,62 @@ TEST(mount_cawsf, DamagedShardIsEIOAndTheRestReads) {
   EXPECT_EQ(::pread(fd, buf.data(), 256, st.st_size - 256), -1);
   EXPECT_EQ(errno, EIO);
   ::close(fd);
+}
+
+TEST(mount_cawsf, GgufViewAndExportGgufLoadInLlamaCpp) {
+  REQUIRE_FUSE();
+  if (hfgguf::llama_dir().empty() || !sfs::exists(hfgguf::llama_dir() / "bin" / "llama-simple"))
+    GTEST_SKIP() << "SKIPPED: llama.cpp's tools are not in the cache (bash scripts/llama_cpp.sh builds them)";
+  MountFixture fx;
+  std::string out;
+  const sfs::path dir = fx.store() / "llama";
+  hfgguf::make_dir(dir);
+  const int rc = sh(std::string(WCODEC_TOOL) + " cawsf convert --model " + q((dir / "model.safetensors").string()) +
+                        " --out " + q((dir / "model.cawsf").string()) + " --rank 8 --pq-k 16 -j 2",
+                    &out);
+  if (rc == 2 && out.find("not built") != std::string::npos) GTEST_SKIP() << "SKIPPED: " << out;
+  ASSERT_EQ(rc, 0) << out;
+  sfs::remove(dir / "model.safetensors");
+  // The converter's file of the rebuilt checkpoint with the same small files.
+  const sfs::path rebuilt = fx.scratch() / "rebuilt" / "llama";
+  sfs::create_directories(rebuilt);
+  for (const auto& e : sfs::directory_iterator(dir))
+    if (e.path().extension() != ".cawsf") sfs::copy_file(e.path(), rebuilt / e.path().filename());
+  ASSERT_EQ(sh(std::string(WCODEC_TOOL) + " cawsf export " + q((dir / "model.cawsf").string()) + " " +
+                   q((rebuilt / "model.safetensors").string()),
+               &out),
+            0)
+      << out;
+  std::string skip;
+  const sfs::path conv = hfgguf::converted(rebuilt, "f32", &skip);
+  if (conv.empty()) GTEST_SKIP() << "SKIPPED: " << skip;
+  const sfs::path exported = fx.scratch() / "export.gguf";
+  ASSERT_EQ(sh(std::string(WCODEC_TOOL) + " cawsf export-gguf " + q((dir / "model.cawsf").string()) + " --config " +
+                   q(dir.string()) + " --out " + q(exported.string()),
+               &out),
+            0)
+      << out;
+
+  ASSERT_EQ(fx.mount("", &out), 0) << out;
+  ASSERT_EQ(sh("ls -1 " + q((fx.mnt() / "llama").string()), &out), 0) << out;
+  EXPECT_EQ(out,
+            "config.json\ngeneration_config.json\nmodel.cawsf\nmodel.gguf\nmodel.safetensors\nspecial_tokens_map.json\n"
+            "tokenizer.model\ntokenizer_config.json\n");
+  const sfs::path view = fx.mnt() / "llama" / "model.gguf";
+  EXPECT_EQ(sfs::file_size(view), sfs::file_size(exported));
+  EXPECT_EQ(fx.stats()["decode"]["bytes"].get<uint64_t>(), 0u) << "stat and ls decoded something";
+  const auto vb = wctest::read_file(view);
+  EXPECT_TRUE(vb == wctest::read_file(exported)) << "the view and export-gguf differ";
+  EXPECT_EQ(hfgguf::same_gguf(vb, wctest::read_file(conv)), "");
+
+  const std::string c = generate(conv);
+  EXPECT_GT(c.size(), std::string(kPrompt).size() + 10) << c;
+  EXPECT_EQ(generate(view), c);
+  EXPECT_EQ(generate(exported), c);
+  std::cout << "[ llama.cpp ] " << c << "\n";
+  fx.unmount();
+  for (const auto& e : sfs::recursive_directory_iterator(fx.store()))
+    EXPECT_NE(e.path().extension(), ".gguf") << "a view was written to the store: " << e.path();
 }
 
 }  // namespace

@@ -1,17 +1,22 @@
-// fs/src/kinds/cawsf_kind.cpp — X.cawsf presented as X.safetensors (see
+// fs/src/kinds/cawsf_kind.cpp — X.cawsf presented as X.safetensors and,
+// beside a supported config.json and tokenizer, as X.gguf (see
 // wcodecfs/cawsf_kind.h).
 // Thread-safety: the kind is stateless; a built file's chunk function is
 // called from decoder threads at once and touches only the immutable
 // CawsfFile and the mutex-guarded component cache.
 #include "wcodecfs/cawsf_kind.h"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 
 #include "wcodec/cawsf.h"
 #include "wcodec/safetensors.h"
 #include "wcodecfs/derived.h"
+#include "wcodecfs/fs_log.h"
+#include "wcodecfs/hf_gguf_kind.h"
 
 namespace wcodecfs {
 
@@ -21,6 +26,60 @@ namespace {
 
 constexpr uint64_t kBandBytes = 1 << 20;  // bytes of one computed chunk (a band of rows, or a stored range)
 constexpr size_t kCachedComponents = 4;    // decoded tensors kept for the next bands
+constexpr uint64_t kMaxSmallFile = 64u << 20;  // config and tokenizer files read for a GGUF view
+constexpr std::string_view kExt = ".cawsf";
+
+// The tokenizer files the GGUF view reads when present, in input order.
+const char* const kOptionalSmall[] = {"tokenizer_config.json", "added_tokens.json", "tokenizer.json",
+                                      "chat_template.jinja"};
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+bool is_regular(const StoreDir& dir, std::string_view name) {
+  const StoreEntry* e = dir.find(name);
+  return e && e->type == S_IFREG;
+}
+
+Result<std::string> read_small(const StoredInput& in) {
+  if (in.st.st_size < 0 || static_cast<uint64_t>(in.st.st_size) > kMaxSmallFile)
+    return Status(Code::kNotSupported, in.path + ": " + std::to_string(in.st.st_size) + " bytes (at most " +
+                                           std::to_string(kMaxSmallFile) + " are read for a GGUF view)");
+  std::string s(static_cast<size_t>(in.st.st_size), '\0');
+  WCFS_ASSIGN_OR_RETURN(size_t got, in.file->pread_full(0, s.size(), reinterpret_cast<uint8_t*>(s.data())));
+  if (got != s.size())
+    return Status(Code::kStale, in.path + ": read " + std::to_string(got) + " of " + std::to_string(s.size()) +
+                                    " bytes (the file shrank)");
+  return s;
+}
+
+// The first entry of `dir` that the hf-gguf kind takes for weights of the
+// directory's own (X.safetensors, X.wcodec, an index), or "".
+std::string own_weights(const StoreDir& dir) {
+  for (const StoreEntry& e : dir.entries()) {
+    if (e.type != S_IFREG) continue;
+    if ((ends_with(e.name, ".safetensors") && e.name.size() > 12) || ends_with(e.name, ".safetensors.index.json") ||
+        (ends_with(e.name, ".wcodec") && e.name.size() > 7 && !ends_with(e.name, ".gguf.wcodec")))
+      return e.name;
+  }
+  return {};
+}
+
+// The format version of stored CAWSF file `name` (bytes 8..11), or 0.
+uint32_t cawsf_version(const StoreDir& dir, const std::string& name) {
+  auto in = dir.open(name);
+  if (!in.ok()) return 0;
+  uint8_t h[12];
+  auto got = in->file->pread_full(0, sizeof h, h);
+  if (!got.ok() || *got != sizeof h || std::memcmp(h, "CAWSF\0\0\0", 8) != 0) return 0;
+  return static_cast<uint32_t>(h[8]) | static_cast<uint32_t>(h[9]) << 8 | static_cast<uint32_t>(h[10]) << 16 |
+         static_cast<uint32_t>(h[11]) << 24;
+}
+
+void warn_once(const StoreDir& dir, const std::string& key, const std::string& msg) {
+  log_once(LogLevel::kWarn, "cawsf:" + dir.path() + ":" + key, msg);
+}
 
 // The last few decoded tensors (a band read decodes its tensor's components once).
 class ComponentCache {
@@ -77,22 +136,107 @@ void to_dtype(const std::vector<float>& w, wcodec::DType t, uint8_t* out) {
 
 }  // namespace
 
+Result<std::vector<std::string>> cawsf_gguf_small_files(const StoreDir& dir) {
+  const std::string where = dir.path().empty() ? std::string() : dir.path() + "/";
+  if (!is_regular(dir, "config.json")) return Status::NotFound(where + "config.json: missing");
+  WCFS_ASSIGN_OR_RETURN(StoredInput cfg_in, dir.open("config.json"));
+  WCFS_ASSIGN_OR_RETURN(std::string cfg, read_small(cfg_in));
+  WCFS_RETURN_IF_ERROR(check_hf_config(cfg, where + "config.json"));
+  if (!is_regular(dir, "tokenizer.model"))
+    return Status(Code::kNotSupported, where + "tokenizer.model: missing (a SentencePiece tokenizer is needed; "
+                                               "BPE tokenizers from tokenizer.json are not presented yet)");
+  for (const char* refused : {"tekken.json", "chat_template.json", "additional_chat_templates", "params.json"})
+    if (dir.find(refused))
+      return Status(Code::kNotSupported, where + refused + ": present (not supported by the GGUF view)");
+  std::vector<std::string> names{"config.json", "tokenizer.model"};
+  for (const char* opt : kOptionalSmall)
+    if (is_regular(dir, opt)) names.emplace_back(opt);
+  return names;
+}
+
+Result<std::shared_ptr<const VirtualFile>> cawsf_gguf_file(std::shared_ptr<const VirtualFile> dense,
+                                                          const std::string& what,
+                                                          const std::vector<StoredInput>& small,
+                                                          const std::string& dir_name, const std::string& view,
+                                                          const std::function<uint64_t(size_t)>& source_id) {
+  HfDirFiles files;
+  files.dir_name = dir_name;
+  bool have_config = false, have_tok = false;
+  for (const StoredInput& in : small) {
+    if (files.where.empty() && in.path.size() > in.rel.size())
+      files.where = in.path.substr(0, in.path.size() - in.rel.size());
+    WCFS_ASSIGN_OR_RETURN(std::string bytes, read_small(in));
+    if (in.rel == "config.json") {
+      files.config = std::move(bytes);
+      have_config = true;
+    } else if (in.rel == "tokenizer.model") {
+      files.tokenizer_model = std::move(bytes);
+      have_tok = true;
+    } else if (in.rel == "tokenizer_config.json") {
+      files.tokenizer_config = std::move(bytes);
+    } else if (in.rel == "added_tokens.json") {
+      files.added_tokens = std::move(bytes);
+    } else if (in.rel == "tokenizer.json") {
+      files.tokenizer_json = std::move(bytes);
+    } else if (in.rel == "chat_template.jinja") {
+      files.chat_template = std::move(bytes);
+    } else {
+      return Status::Internal(view + ": " + in.path + " is not a file of the GGUF view");
+    }
+  }
+  if (!have_config || !have_tok) return Status::Internal(view + ": the GGUF view lacks config.json or tokenizer.model");
+  return build_hf_gguf_view(files, {HfWeightFile{what, std::move(dense)}}, std::nullopt, "", view, source_id);
+}
+
 void CawsfKind::present(const StoreDir& dir, std::vector<Presentation>* out) const {
-  for (const StoreEntry& e : dir.entries()) {
-    if (e.type != S_IFREG || e.name.size() <= 6 || e.name.compare(e.name.size() - 6, 6, ".cawsf") != 0) continue;
-    out->push_back(Presentation{e.name.substr(0, e.name.size() - 6) + ".safetensors", {e.name}, /*hides_inputs=*/false});
+  std::vector<std::string> stems;
+  for (const StoreEntry& e : dir.entries())
+    if (e.type == S_IFREG && e.name.size() > kExt.size() && ends_with(e.name, kExt))
+      stems.push_back(e.name.substr(0, e.name.size() - kExt.size()));
+  if (stems.empty()) return;
+  const std::string shown_dir = dir.path().empty() ? "." : dir.path();
+  // The GGUF views' small files, when the directory has a config.json and
+  // no weights of its own.
+  std::optional<std::vector<std::string>> small;
+  if (is_regular(dir, "config.json")) {
+    if (const std::string w = own_weights(dir); !w.empty()) {
+      warn_once(dir, "own-weights", "no GGUF view of the .cawsf files in " + shown_dir + ": the directory's own " +
+                                        w + " has the hf-gguf kind's view");
+    } else if (auto s = cawsf_gguf_small_files(dir); s.ok()) {
+      small = std::move(s).value();
+    } else if (s.status().code() != Code::kNotFound) {
+      warn_once(dir, s.status().message(), "no GGUF view of the .cawsf files in " + shown_dir + ": " + s.status().message());
+    }
+  }
+  for (const std::string& x : stems) {
+    const std::string in = x + std::string(kExt);
+    if (is_regular(dir, x + ".safetensors") || dir.find(x + ".wcodec")) {
+      warn_once(dir, in + ":st", "no " + x + ".safetensors view of " + in + " in " + shown_dir +
+                                     ": the stored " + x + ".safetensors (or " + x + ".wcodec) is served");
+    } else {
+      out->push_back(Presentation{x + ".safetensors", {in}, /*hides_inputs=*/false});
+    }
+    if (!small) continue;
+    if (dir.find(x + ".gguf") || dir.find(x + ".gguf.wcodec")) {
+      warn_once(dir, in + ":gguf", "no " + x + ".gguf view of " + in + " in " + shown_dir + ": the stored " + x +
+                                       ".gguf (or " + x + ".gguf.wcodec) is served");
+      continue;
+    }
+    if (const uint32_t v = cawsf_version(dir, in); v != 2) {
+      warn_once(dir, in + ":version", "no " + x + ".gguf view of " + in + " in " + shown_dir + ": CAWSF version " +
+                                          std::to_string(v) + " (version 2 keeps the checkpoint's tensor names)");
+      continue;
+    }
+    Presentation p{x + ".gguf", {in}, /*hides_inputs=*/false};
+    p.inputs.insert(p.inputs.end(), small->begin(), small->end());
+    out->push_back(std::move(p));
   }
 }
 
-Result<std::shared_ptr<const VirtualFile>> CawsfKind::build(const StoreDir& /*dir*/, const Presentation& /*p*/,
-                                                            const BuildContext& ctx) const {
-  if (ctx.inputs().size() != 1)
-    return Status::Internal(ctx.presented_path() + ": a .cawsf presentation has one input");
-  const StoredInput& in = ctx.inputs().front();
-  auto opened = cw::CawsfFile::open_fd(in.file->fd(), in.path);
-  if (!opened.ok()) return from_codec(opened.status());
-  std::shared_ptr<const cw::CawsfFile> file = *opened;
-
+Result<std::shared_ptr<const VirtualFile>> cawsf_dense_file(std::shared_ptr<const cw::CawsfFile> file,
+                                                           const std::string& name, uint64_t source_id) {
+  if (!file) return Status::Internal(name + ": no CAWSF file");
+  const std::string& in_path = file->what();
   wcodec::SafetensorsHeader h;
   std::vector<Piece> pieces;
   std::vector<uint32_t> sizes;
@@ -113,7 +257,7 @@ Result<std::shared_ptr<const VirtualFile>> CawsfKind::build(const StoreDir& /*di
     }
     const uint64_t row_bytes = nb / te.rows;
     if (row_bytes > ComputedSource::kMaxChunk)
-      return Status(Code::kNotSupported, in.path + ": " + te.name + ": a row of " + std::to_string(row_bytes) +
+      return Status(Code::kNotSupported, in_path + ": " + te.name + ": a row of " + std::to_string(row_bytes) +
                                   " bytes is longer than a computed chunk");
     const uint32_t band = static_cast<uint32_t>(std::max<uint64_t>(1, kBandBytes / row_bytes));
     for (uint32_t r = 0; r < te.rows; r += band) {
@@ -143,14 +287,34 @@ Result<std::shared_ptr<const VirtualFile>> CawsfKind::build(const StoreDir& /*di
       return Status::OK();
     };
     WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const ComputedSource> src,
-                          ComputedSource::make(ctx.presented_path(), sizes, compute, ctx.source_id(0)));
+                          ComputedSource::make(name, sizes, compute, source_id));
     for (const wcodec::TensorInfo& ti : h.tensors) {
       if (ti.end == ti.begin) continue;
       extents.push_back(Extent{data_start + ti.begin, ti.end - ti.begin, DecodedExtent{src, ti.begin}});
       segments.push_back(data_start + ti.begin);
     }
   }
-  return VirtualFile::make(ctx.presented_path(), std::move(extents), std::move(segments));
+  return VirtualFile::make(name, std::move(extents), std::move(segments));
+}
+
+Result<std::shared_ptr<const VirtualFile>> CawsfKind::build(const StoreDir& dir, const Presentation& p,
+                                                            const BuildContext& ctx) const {
+  const bool gguf = ends_with(p.name, ".gguf");
+  if (ctx.inputs().empty() || (!gguf && ctx.inputs().size() != 1) || !ends_with(ctx.inputs().front().rel, kExt))
+    return Status::Internal(ctx.presented_path() + ": a .cawsf presentation starts with its .cawsf input");
+  const StoredInput& in = ctx.inputs().front();
+  auto opened = cw::CawsfFile::open_fd(in.file->fd(), in.path);
+  if (!opened.ok()) return from_codec(opened.status());
+  WCFS_ASSIGN_OR_RETURN(std::shared_ptr<const VirtualFile> dense,
+                        cawsf_dense_file(*opened, ctx.presented_path(), ctx.source_id(0)));
+  if (!gguf) return dense;
+  const std::vector<StoredInput> small(ctx.inputs().begin() + 1, ctx.inputs().end());
+  // general.name: the directory's name, as the converter and the hf-gguf
+  // kind write it (X at the top of the store).
+  const std::string dir_name = dir.path().empty() ? p.name.substr(0, p.name.size() - 5)
+                                                  : dir.path().substr(dir.path().rfind('/') + 1);
+  return cawsf_gguf_file(dense, in.path, small, dir_name, ctx.presented_path(),
+                         [&ctx](size_t i) { return ctx.source_id(1 + i); });
 }
 
 }  // namespace wcodecfs
