@@ -57,9 +57,12 @@ elif [[ "$mode" == pip ]]; then
   fi
   "$venv/bin/python" -m pip --version >/dev/null 2>&1 || skip "pip is not available in the venv"
   args=(install --quiet --no-deps --force-reinstall "$src"
-        "--config-settings=build-dir=$build/python-wheel-build")
+        "--config-settings=build-dir=$build-wheel")
   # The same compiler cache as the build scripts (scripts/ccache_env.sh):
-  # the package's codec objects are the release build's.
+  # the package's codec objects are the release build's. The wheel's build
+  # directory is a sibling of BUILD (BUILD-wheel), at the same depth under
+  # the source tree, so that the compile commands ccache hashes (paths made
+  # relative to the build directory) are the release build's.
   source "$src/scripts/ccache_env.sh"
   [[ ${#CCACHE_LAUNCHER_ARGS[@]} -gt 0 ]] && args+=("--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache")
   echo "python_suite: $venv/bin/python -m pip ${args[*]}"
