@@ -83,8 +83,9 @@ inline void make_dir(const sfs::path& dir, const std::string& weights = "stories
   ASSERT_EQ(wctest::run_command(cmd, &out), 0) << cmd << "\n" << out;
 }
 
-// Replaces every *.safetensors weight file of `dir` by its .wcodec container.
-inline void store_as_wcodec(const sfs::path& dir, uint64_t chunk_bytes = 8192) {
+// Replaces every *.safetensors weight file of `dir` by its .wcodec container
+// (`fast`: without the tile tool search, on two threads, for large models).
+inline void store_as_wcodec(const sfs::path& dir, uint64_t chunk_bytes = 8192, bool fast = false) {
   std::vector<sfs::path> ws;
   for (const auto& e : sfs::directory_iterator(dir))
     if (e.path().extension() == ".safetensors") ws.push_back(e.path());
@@ -93,6 +94,10 @@ inline void store_as_wcodec(const sfs::path& dir, uint64_t chunk_bytes = 8192) {
     const auto orig = wctest::read_file(w);
     wcodec::EncodeConfig cfg;
     cfg.chunk_bytes = chunk_bytes;
+    if (fast) {
+      cfg.tool_search = false;
+      cfg.threads = 2;
+    }
     auto enc = wcodec::encode_safetensors(orig.data(), orig.size(), cfg, w.string());
     ASSERT_TRUE(enc.ok()) << enc.status().ToString();
     sfs::path out = w;

@@ -34,6 +34,18 @@ using nlohmann::json;
 
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 std::string slurp(const sfs::path& p) {
   const auto b = wctest::read_file(p);
   return std::string(b.begin(), b.end());
@@ -148,13 +160,15 @@ TEST(HfGgufBpe, Smollm2EqualsTheConverter) {
   ASSERT_EQ(str_key(*g, "tokenizer.ggml.pre"), "smollm");
   wctest::ScratchDir scratch;
   const sfs::path store = scratch.path() / "store";
-  hfgguf::copy_smollm2(s.dir, store / "three", false);
-  hfgguf::copy_smollm2(s.dir, store / "one", true);
-  hfgguf::copy_smollm2(s.dir, store / "three-w", false);
-  hfgguf::store_as_wcodec(store / "three-w", 1 << 20);
-  hfgguf::copy_smollm2(s.dir, store / "one-w", true);
-  hfgguf::store_as_wcodec(store / "one-w", 1 << 20);
-  for (const char* d : {"three", "one", "three-w", "one-w"}) {
+  // (Under the sanitizers, one plain and one .wcodec variant: they decode
+  // and compare 270 MB per variant.)
+  std::vector<std::string> dirs = {"three", "one-w"};
+  if (!kSanitized) dirs = {"three", "one", "three-w", "one-w"};
+  for (const std::string& d : dirs) {
+    hfgguf::copy_smollm2(s.dir, store / d, d.rfind("one", 0) == 0);
+    if (d.size() > 2 && d.substr(d.size() - 2) == "-w") hfgguf::store_as_wcodec(store / d, 1 << 20, /*fast=*/true);
+  }
+  for (const std::string& d : dirs) {
     SCOPED_TRACE(d);
     const auto view = view_of(store, d);
     ASSERT_FALSE(view.empty());

@@ -464,7 +464,18 @@ Status special_vocab(const HfDirFiles& f, const Json& config, uint64_t n_vocab, 
   }
   if (f.tokenizer_json) {
     const std::string w = f.where + "tokenizer.json";
-    WCFS_ASSIGN_OR_RETURN(Json tj, parse_json(*f.tokenizer_json, w));
+    // Parsed with sorted (std::map) objects: ordered_json's linear key
+    // lookups make a 50k-token vocabulary quadratic. Only the sections
+    // read here are kept, in the ordered form the rest uses.
+    Json tj = Json::object();
+    {
+      const nlohmann::json full = nlohmann::json::parse(f.tokenizer_json->begin(), f.tokenizer_json->end(), nullptr,
+                                                        /*allow_exceptions=*/false);
+      if (full.is_discarded()) return Status::Corruption(w + ": not valid JSON");
+      if (!full.is_object()) return Status::Corruption(w + ": the top level is not a JSON object");
+      for (const char* k : {"post_processor", "normalizer", "added_tokens"})
+        if (auto it = full.find(k); it != full.end()) tj[k] = Json(*it);
+    }
     auto pp = tj.find("post_processor");
     const bool has_pp = pp != tj.end() && truthy(*pp);
     if (has_pp && !bpe)
