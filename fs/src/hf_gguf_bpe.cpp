@@ -313,9 +313,10 @@ Status bpe_vocab(const HfDirFiles& f, uint64_t vocab_size, BpeVocab* out) {
     }
   }
 
-  out->pre = bpe_pre_for(fingerprint_of(p, tc ? &*tc : nullptr));
+  const std::string fp = fingerprint_of(p, tc ? &*tc : nullptr);
+  out->pre = bpe_pre_for(fp);
   if (out->pre.empty())
-    return Status(Code::kNotSupported, w + ": pre-tokenizer fingerprint " + fingerprint_of(p, tc ? &*tc : nullptr) +
+    return Status(Code::kNotSupported, w + ": pre-tokenizer fingerprint " + fp +
                                            " is not a known tokenizer (the GGUF view names tokenizer.ggml.pre only for "
                                            "tokenizers checked against the converter; docs/gguf-view.md)");
 
