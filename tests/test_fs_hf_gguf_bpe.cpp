@@ -173,6 +173,16 @@ TEST(HfGgufBpe, Smollm2EqualsTheConverter) {
     const auto view = view_of(store, d);
     ASSERT_FALSE(view.empty());
     EXPECT_EQ(hfgguf::same_gguf(view, conv), "");
+    // The keys come in the converter's order too (same_gguf compares values).
+    auto v = wcodec::parse_gguf(view.data(), view.size(), view.size(), "view");
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    auto order = [](const wcodec::GgufFile& f) {
+      std::vector<std::string> keys;
+      for (const auto& kv : f.kv)
+        if (hfgguf::compared_key(kv.key, false)) keys.push_back(kv.key);
+      return keys;
+    };
+    EXPECT_EQ(order(*v), order(*g));
   }
 }
 
