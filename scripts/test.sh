@@ -7,7 +7,8 @@
 # Exits non-zero if a build failed, any test failed, or no test ran.
 # Before the builds it builds llama.cpp's CPU tools once per machine, outside
 # the clone (scripts/llama_cpp.sh: ~/.cache/wcodecfs/llama.cpp-<version>),
-# and exports WCODEC_LLAMA_CPP for the tests that run llama.cpp on the mount.
+# and exports WCODEC_LLAMA_CPP for the tests that run llama.cpp on the mount;
+# likewise SmolLM2 (scripts/smollm2.sh, WCODEC_SMOLLM2_HF).
 # Environment:
 #   WCODEC_TEST_CONFIGS  configurations to run, space or comma separated
 #                        (default "release asan aarch64")
@@ -36,6 +37,16 @@ if [[ " $configs " == *" release "* || " $configs " == *" asan "* ]]; then
     echo "test: llama.cpp tools in $WCODEC_LLAMA_CPP ($((SECONDS - t0)) s)"
   else
     problems+=("llama.cpp: scripts/llama_cpp.sh failed")
+  fi
+  # SmolLM2-135M-Instruct as a Hugging Face directory (a BPE tokenizer), for
+  # the GGUF view's tests (tests/test_fs_hf_gguf_bpe.cpp); once per machine.
+  echo "=== test: SmolLM2 (scripts/smollm2.sh) ==="
+  t0=$SECONDS
+  if smol_dir=$(bash scripts/smollm2.sh); then
+    export WCODEC_SMOLLM2_HF=$smol_dir
+    echo "test: SmolLM2 in $WCODEC_SMOLLM2_HF ($((SECONDS - t0)) s)"
+  else
+    problems+=("SmolLM2: scripts/smollm2.sh failed")
   fi
 fi
 log_dir=$(mktemp -d)

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -82,8 +83,9 @@ inline void make_dir(const sfs::path& dir, const std::string& weights = "stories
   ASSERT_EQ(wctest::run_command(cmd, &out), 0) << cmd << "\n" << out;
 }
 
-// Replaces every *.safetensors weight file of `dir` by its .wcodec container.
-inline void store_as_wcodec(const sfs::path& dir, uint64_t chunk_bytes = 8192) {
+// Replaces every *.safetensors weight file of `dir` by its .wcodec container
+// (`fast`: without the tile tool search, on two threads, for large models).
+inline void store_as_wcodec(const sfs::path& dir, uint64_t chunk_bytes = 8192, bool fast = false) {
   std::vector<sfs::path> ws;
   for (const auto& e : sfs::directory_iterator(dir))
     if (e.path().extension() == ".safetensors") ws.push_back(e.path());
@@ -92,6 +94,10 @@ inline void store_as_wcodec(const sfs::path& dir, uint64_t chunk_bytes = 8192) {
     const auto orig = wctest::read_file(w);
     wcodec::EncodeConfig cfg;
     cfg.chunk_bytes = chunk_bytes;
+    if (fast) {
+      cfg.tool_search = false;
+      cfg.threads = 2;
+    }
     auto enc = wcodec::encode_safetensors(orig.data(), orig.size(), cfg, w.string());
     ASSERT_TRUE(enc.ok()) << enc.status().ToString();
     sfs::path out = w;
@@ -142,6 +148,52 @@ inline sfs::path converted(const sfs::path& dir, const std::string& outtype, std
   sfs::rename(tmp, out, ec);
   EXPECT_FALSE(ec) << ec.message();
   return out;
+}
+
+// The SmolLM2-135M-Instruct Hugging Face directory (BPE tokenizer, BF16,
+// three shards; scripts/smollm2.sh, exported by scripts/test.sh as
+// WCODEC_SMOLLM2_HF), or "" with *skip saying why it is not here.
+inline sfs::path smollm2_dir(std::string* skip) {
+  const char* e = std::getenv("WCODEC_SMOLLM2_HF");
+  std::error_code ec;
+  if (e && *e && sfs::exists(sfs::path(e) / "model.safetensors.index.json", ec)) return e;
+  *skip = e && *e ? std::string("WCODEC_SMOLLM2_HF=") + e + " holds no model.safetensors.index.json"
+                  : "WCODEC_SMOLLM2_HF is not set (bash scripts/smollm2.sh fetches SmolLM2-135M-Instruct and prints "
+                    "its directory; scripts/test.sh exports it)";
+  return {};
+}
+
+// Copies (hard links where it can) the SmolLM2 directory `src` to `dst`:
+// as it is (three shards), or with `single`, its shards joined into one
+// model.safetensors (same tensors, same sorted order, no index).
+inline void copy_smollm2(const sfs::path& src, const sfs::path& dst, bool single) {
+  sfs::create_directories(dst);
+  std::vector<sfs::path> shards;
+  for (const auto& e : sfs::directory_iterator(src)) {
+    const std::string n = e.path().filename().string();
+    const bool weights = e.path().extension() == ".safetensors";
+    if (weights) shards.push_back(e.path());
+    if (single && (weights || n == "model.safetensors.index.json")) continue;
+    std::error_code ec;
+    sfs::create_hard_link(e.path(), dst / n, ec);
+    if (ec) sfs::copy_file(e.path(), dst / n, sfs::copy_options::overwrite_existing);
+  }
+  if (!single) return;
+  std::sort(shards.begin(), shards.end());
+  std::vector<wcodec::TensorData> all;
+  for (const auto& sh : shards) {
+    const auto bytes = wctest::read_file(sh);
+    auto h = wcodec::parse_safetensors_header(bytes.data(), bytes.size(), bytes.size(), sh.string());
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    for (const auto& t : h->tensors) {
+      const uint8_t* p = bytes.data() + h->data_start + t.begin;
+      all.push_back({t.name, t.dtype, t.shape, std::vector<uint8_t>(p, p + t.nbytes())});
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  auto built = wcodec::build_safetensors(all, std::map<std::string, std::string>{{"format", "pt"}});
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  wctest::write_file(dst / "model.safetensors", *built);
 }
 
 inline bool compared_key(const std::string& k, bool q8) {

@@ -10,10 +10,14 @@
 // (llama-simple, greedy, 32 tokens, a fixed prompt) loads the view from the
 // mount and prints what it prints for the converter's file; a per-row int8
 // directory's view (Q8_0) dequantizes to the converter's values and loads;
-// nothing is written to the store.
+// nothing is written to the store. SmolLM2-135M-Instruct (a BPE
+// tokenizer.json, BF16, three shards stored as .wcodec; scripts/smollm2.sh):
+// the view through the mount equals the converter's file and llama.cpp
+// prints the same greedy text from both.
 //
 // Needs /dev/fuse and fusermount3, llama.cpp's cache (scripts/llama_cpp.sh)
-// and the converter's Python packages; skipped visibly otherwise.
+// and the converter's Python packages (and SmolLM2, WCODEC_SMOLLM2_HF, for
+// its test); skipped visibly otherwise.
 #include <gtest/gtest.h>
 
 #include "hf_gguf_testutil.h"
@@ -110,4 +114,47 @@ TEST(mount_hf_gguf, ViewsLoadInLlamaCppAndEqualTheConverter) {
   fx.unmount();
   for (const auto& e : sfs::recursive_directory_iterator(fx.store()))
     EXPECT_NE(e.path().extension(), ".gguf") << "a view was written to the store: " << e.path();
+}
+
+// SmolLM2-135M-Instruct, a Llama with a BPE tokenizer (tokenizer.json only),
+// its three BF16 shards stored as .wcodec: the view through the mount equals
+// the converter's file, and llama.cpp's greedy text (stdout of llama-simple,
+// 32 tokens) from the view is the text from the converter's file.
+TEST(mount_hf_gguf, BpeModelViewGeneratesTheConvertersText) {
+  REQUIRE_FUSE();
+  if (hfgguf::llama_dir().empty() || !sfs::exists(hfgguf::llama_dir() / "bin" / "llama-simple"))
+    GTEST_SKIP() << "SKIPPED: llama.cpp's tools are not in the cache (bash scripts/llama_cpp.sh builds them)";
+  std::string skip;
+  const sfs::path src = hfgguf::smollm2_dir(&skip);
+  if (src.empty()) GTEST_SKIP() << "SKIPPED: " << skip;
+  const sfs::path conv = hfgguf::converted(src, "bf16", &skip);
+  if (conv.empty()) GTEST_SKIP() << "SKIPPED: " << skip;
+  MountFixture fx;
+  hfgguf::copy_smollm2(src, fx.store() / "smol", false);
+  hfgguf::store_as_wcodec(fx.store() / "smol", 1 << 20, /*fast=*/true);
+  std::string out;
+  ASSERT_EQ(fx.mount("", &out), 0) << out;
+  const sfs::path view = fx.mnt() / "smol" / "model.gguf";
+  ASSERT_TRUE(sfs::exists(view));
+  EXPECT_EQ(hfgguf::same_gguf(wctest::read_file(view), wctest::read_file(conv)), "");
+  const sfs::path bin = hfgguf::llama_dir() / "bin" / "llama-simple";
+  // What llama-simple prints from the prompt on, up to its closing log line.
+  auto text = [&](const sfs::path& model) -> std::string {
+    std::string o;
+    EXPECT_EQ(sh("timeout 120 " + q(bin.string()) + " -m " + q(model.string()) + " -n 32 " +
+                     q("The capital of France is"), &o),
+              0)
+        << o;
+    const size_t b = o.find("The capital of France is");
+    const size_t e = o.find("main: decoded", b == std::string::npos ? 0 : b);
+    EXPECT_NE(b, std::string::npos) << o;
+    EXPECT_NE(e, std::string::npos) << o;
+    if (b == std::string::npos || e == std::string::npos) return {};
+    return o.substr(b, e - b);
+  };
+  const std::string want = text(conv);
+  EXPECT_NE(want.find("The capital of France is Paris"), std::string::npos) << want;
+  EXPECT_EQ(text(view), want);
+  EXPECT_GT(fx.stats()["decode"]["bytes"].get<uint64_t>(), 0u);  // served by decoding the .wcodec shards
+  fx.unmount();
 }

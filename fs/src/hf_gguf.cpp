@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "hf_gguf_bpe_i.h"
 #include "wcodec/packed_ternary.h"
 
 namespace wcodecfs {
@@ -86,12 +87,7 @@ bool ends_with(std::string_view s, std::string_view p) {
 }
 
 // The converter's does_token_look_special.
-[[maybe_unused]] bool looks_special(const std::string& t) {
-  if (t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]") return true;
-  if (starts_with(t, "<|") && ends_with(t, "|>")) return true;
-  if (starts_with(t, "<\xef\xbd\x9c") && ends_with(t, "\xef\xbd\x9c>")) return true;  // <｜ ... ｜>
-  return starts_with(t, "<unused") && ends_with(t, ">");
-}
+[[maybe_unused]] bool looks_special(const std::string& t) { return hf_token_looks_special(t); }
 
 [[maybe_unused]] std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
   std::string out;
@@ -138,9 +134,9 @@ Status read_hparams(const Json& cfg, const std::string& what, Hparams* h) {
   if (h->heads % h->kv_heads != 0)
     return Status::Corruption(what + ": \"num_attention_heads\" " + std::to_string(h->heads) +
                               " is not a multiple of \"num_key_value_heads\" " + std::to_string(h->kv_heads));
-  if (h->vocab == 32016 || h->vocab == 49152)
-    return Status(Code::kNotSupported, what + ": \"vocab_size\" " + std::to_string(h->vocab) +
-                                           " (CodeLlama / Granite special cases are not supported by the GGUF view)");
+  if (h->vocab == 32016)
+    return Status(Code::kNotSupported, what + ": \"vocab_size\" 32016 (the converter's CodeLlama special case is not "
+                                               "supported by the GGUF view)");
   WCFS_RETURN_IF_ERROR(get_real(cfg, "rms_norm_eps", 1e-6, what, &h->rms_eps));
   // Rope: no scaling; theta from rope_parameters (transformers 5) or the top level.
   const Json* rope = nullptr;
@@ -268,6 +264,8 @@ const char* special_id_key(const std::string& typ) {
   if (typ == "sep") return "tokenizer.ggml.seperator_token_id";
   if (typ == "pad") return "tokenizer.ggml.padding_token_id";
   if (typ == "mask") return "tokenizer.ggml.mask_token_id";
+  if (typ == "eot") return "tokenizer.ggml.eot_token_id";
+  if (typ == "eom") return "tokenizer.ggml.eom_token_id";
   return nullptr;  // cls: the converter has no key for it
 }
 
@@ -278,12 +276,173 @@ const char* add_key(const std::string& typ) {
   return nullptr;
 }
 
-// The converter's SpecialVocab for a SentencePiece model: special token ids,
-// add_*_token flags, the chat template and normalizer flags, as pairs in
-// its order.
-Status special_vocab(const HfDirFiles& f, const Json& config, uint64_t n_vocab, std::vector<wcodec::GgufKv>* kv) {
-  std::vector<std::pair<std::string, uint32_t>> ids;  // insertion order
-  std::vector<std::pair<std::string, bool>> adds;
+// Python's truthiness of a JSON value (the converter tests fields with `if x`).
+bool truthy(const Json& v) {
+  if (v.is_null()) return false;
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number()) return v.get<double>() != 0;
+  if (v.is_string()) return !v.get_ref<const std::string&>().empty();
+  return !v.empty();
+}
+
+// An insertion-ordered map (the converter's dicts keep insertion order,
+// and it writes keys in that order).
+template <typename V>
+struct Ordered {
+  std::vector<std::pair<std::string, V>> items;
+  V* find(const std::string& k) {
+    for (auto& p : items)
+      if (p.first == k) return &p.second;
+    return nullptr;
+  }
+  void set(const std::string& k, V v) {
+    if (V* p = find(k)) *p = std::move(v);
+    else items.emplace_back(k, std::move(v));
+  }
+  void set_default(const std::string& k, V v) {
+    if (!find(k)) items.emplace_back(k, std::move(v));
+  }
+};
+
+// `processor.get(key, [])`-style access that the converter makes on every
+// element of a TemplateProcessing list: an element that is not an object
+// makes it fail (AttributeError), so the view refuses it.
+Status special_token_id(const Json& elem, const char* wrapper, const std::string& what, Json* out) {
+  if (!elem.is_object()) return Status::Corruption(what + " is " + dump(elem) + " (expected an object)");
+  auto w = elem.find(wrapper);
+  *out = Json();
+  if (w == elem.end()) return Status::OK();
+  if (!w->is_object()) return Status::Corruption(what + ".\"" + wrapper + "\" is " + dump(*w) + " (expected an object)");
+  if (auto id = w->find("id"); id != w->end()) *out = *id;
+  return Status::OK();
+}
+
+// The converter's handling of tokenizer.json's post_processor (SpecialVocab
+// ._try_load_from_tokenizer_json): add_bos/eos/sep flags from ByteLevel,
+// RobertaProcessing and simple TemplateProcessing rules, and the special
+// tokens it implies (written into `tc`, as the converter does with its copy
+// of tokenizer_config.json).
+Status post_processor_rules(const Json& pp, const std::string& w, Json* tc, Json* sbos, Json* scls, Json* seos,
+                            Json* ssep, std::vector<std::string>* types, Ordered<bool>* adds) {
+  if (!pp.is_object()) return Status::Corruption(w + ": \"post_processor\" is " + dump(pp) + " (expected an object)");
+  std::vector<Json> procs;
+  if (auto ps = pp.find("processors"); ps != pp.end()) {
+    if (!ps->is_array()) return Status::Corruption(w + ": \"post_processor\".\"processors\" is not a list");
+    procs.assign(ps->begin(), ps->end());
+  } else {
+    procs.push_back(pp);
+  }
+  const bool have_tc = truthy(*tc);
+  auto in = [](const Json& v, std::initializer_list<const Json*> set) {
+    for (const Json* s : set)
+      if (v == *s) return true;
+    return false;
+  };
+  for (size_t i = 0; i < procs.size(); ++i) {
+    const Json& proc = procs[i];
+    const std::string pw = w + ": \"post_processor\" processor " + std::to_string(i);
+    if (!proc.is_object()) return Status::Corruption(pw + " is " + dump(proc) + " (expected an object)");
+    const Json ptype = proc.value("type", Json());
+    if (ptype == "ByteLevel") {
+      adds->set_default("bos", false);
+      adds->set_default("eos", false);
+    } else if (ptype == "RobertaProcessing") {
+      adds->set("bos", true);
+      adds->set("eos", true);
+      adds->set("sep", true);
+      auto first_of = [&](const char* k, const Json& def, Json* out) -> Status {
+        auto it = proc.find(k);
+        if (it == proc.end()) {
+          *out = def;
+          return Status::OK();
+        }
+        if (!it->is_array() || it->empty()) return Status::Corruption(pw + ".\"" + k + "\" is " + dump(*it));
+        *out = (*it)[0];
+        return Status::OK();
+      };
+      if (!truthy(*scls) && have_tc) {
+        WCFS_RETURN_IF_ERROR(first_of("cls", *sbos, scls));
+        (*tc)["cls_token"] = *scls;
+      }
+      if (!truthy(*ssep) && have_tc) {
+        WCFS_RETURN_IF_ERROR(first_of("sep", *seos, ssep));
+        (*tc)["sep_token"] = *ssep;
+      }
+    } else if (ptype == "TemplateProcessing") {
+      const Json single = proc.value("single", Json::array()), pair = proc.value("pair", Json::array());
+      if (!single.is_array() || !pair.is_array())
+        return Status::Corruption(pw + ": \"single\" / \"pair\" are not lists");
+      Json first, last;
+      if (single.size() > 1) {
+        WCFS_RETURN_IF_ERROR(special_token_id(single[0], "SpecialToken", pw + ".\"single\"[0]", &first));
+        if (truthy(first)) {
+          if (!have_tc) {
+            *sbos = first;
+          } else if (!in(first, {sbos, scls})) {
+            if (!truthy(*sbos)) (*tc)["bos_token"] = *sbos = first;
+            if (!truthy(*scls)) (*tc)["cls_token"] = *scls = first;
+          }
+          adds->set("bos", in(first, {sbos, scls}));
+        }
+        WCFS_RETURN_IF_ERROR(special_token_id(single.back(), "SpecialToken", pw + ".\"single\"[-1]", &last));
+        if (truthy(last)) {
+          if (!have_tc) {
+            *seos = last;
+          } else if (last != *seos) {
+            const bool has_eot = std::find(types->begin(), types->end(), "eot") != types->end();
+            const bool has_eom = std::find(types->begin(), types->end(), "eom") != types->end();
+            if (!has_eot) {
+              types->push_back("eot");
+              (*tc)["eot_token"] = *seos;
+            } else if (!has_eom) {
+              types->push_back("eom");
+              (*tc)["eom_token"] = *seos;
+            }
+            (*tc)["eos_token"] = *seos = last;
+          }
+          adds->set("eos", last == *seos);
+        }
+      }
+      if (!pair.empty()) {
+        Json p0, pn;
+        WCFS_RETURN_IF_ERROR(special_token_id(pair[0], "SpecialToken", pw + ".\"pair\"[0]", &p0));
+        WCFS_RETURN_IF_ERROR(special_token_id(pair.back(), "SpecialToken", pw + ".\"pair\"[-1]", &pn));
+        const size_t start = truthy(first) && p0 == first ? 1 : 0;
+        const size_t stop = truthy(last) && pn == last ? pair.size() - 1 : pair.size();
+        if (start < stop) {
+          Json a, b;
+          WCFS_RETURN_IF_ERROR(special_token_id(pair[start], "Sequence", pw + ".\"pair\"", &a));
+          WCFS_RETURN_IF_ERROR(special_token_id(pair[stop - 1], "Sequence", pw + ".\"pair\"", &b));
+          if (a == "A" && b == "B" && stop - start > 2) {
+            bool add_sep = false;
+            Json e0;
+            WCFS_RETURN_IF_ERROR(special_token_id(pair[start + 1], "SpecialToken", pw + ".\"pair\"", &e0));
+            if (truthy(e0) && in(e0, {ssep, seos}) && !truthy(last)) add_sep = true;
+            if (stop - start - 2 == 2) {
+              Json e1;
+              WCFS_RETURN_IF_ERROR(special_token_id(pair[start + 2], "SpecialToken", pw + ".\"pair\"", &e1));
+              if (truthy(e1) && in(e1, {ssep, seos})) add_sep = true;
+            }
+            adds->set("sep", add_sep);
+            if (add_sep && !truthy(*ssep) && have_tc) (*tc)["sep_token"] = *seos;
+          }
+        }
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// The converter's SpecialVocab: special token ids, add_*_token flags, the
+// chat template and normalizer flags, as pairs in its order. `bpe`: the
+// vocabulary came from tokenizer.json (SpecialVocab without n_vocab, with
+// the post_processor's rules); otherwise ids at or past n_vocab are skipped
+// and a post_processor is refused.
+Status special_vocab(const HfDirFiles& f, const Json& config, uint64_t n_vocab, bool bpe,
+                     std::vector<wcodec::GgufKv>* kv) {
+  Ordered<uint32_t> ids;
+  Ordered<bool> adds;
+  std::vector<std::string> types(std::begin(kSpecialTypes), std::end(kSpecialTypes));
   std::optional<bool> lower, strip;
   auto set_id = [&](const std::string& typ, const Json& tid, const std::string& what) -> Status {
     if (!tid.is_number_integer() && !tid.is_boolean()) return Status::OK();  // the converter ignores non-ints
@@ -292,19 +451,37 @@ Status special_vocab(const HfDirFiles& f, const Json& config, uint64_t n_vocab, 
                                                                    tid.get<uint64_t>(), INT64_MAX))
                                                              : tid.get<int64_t>());
     if (v < 0) return Status::Corruption(what + ": special token " + typ + " has id " + std::to_string(v));
-    if (static_cast<uint64_t>(v) >= n_vocab) return Status::OK();  // skipped, as the converter does
-    for (const auto& p : ids)
-      if (p.first == typ) return Status::OK();
-    ids.emplace_back(typ, static_cast<uint32_t>(v));
+    if (bpe && static_cast<uint64_t>(v) > UINT32_MAX)
+      return Status::Corruption(what + ": special token " + typ + " has id " + std::to_string(v) + " (not a u32)");
+    if (!bpe && static_cast<uint64_t>(v) >= n_vocab) return Status::OK();  // skipped, as the converter does
+    ids.set_default(typ, static_cast<uint32_t>(v));
     return Status::OK();
   };
   Json added = Json::array();
+  Json tc;  // tokenizer_config.json, or null
+  if (f.tokenizer_config) {
+    WCFS_ASSIGN_OR_RETURN(tc, parse_json(*f.tokenizer_config, f.where + "tokenizer_config.json"));
+  }
   if (f.tokenizer_json) {
     const std::string w = f.where + "tokenizer.json";
-    WCFS_ASSIGN_OR_RETURN(Json tj, parse_json(*f.tokenizer_json, w));
-    if (auto pp = tj.find("post_processor"); pp != tj.end() && !pp->is_null())
+    // Parsed with sorted (std::map) objects: ordered_json's linear key
+    // lookups make a 50k-token vocabulary quadratic. Only the sections
+    // read here are kept, in the ordered form the rest uses.
+    Json tj = Json::object();
+    {
+      const nlohmann::json full = nlohmann::json::parse(f.tokenizer_json->begin(), f.tokenizer_json->end(), nullptr,
+                                                        /*allow_exceptions=*/false);
+      if (full.is_discarded()) return Status::Corruption(w + ": not valid JSON");
+      if (!full.is_object()) return Status::Corruption(w + ": the top level is not a JSON object");
+      for (const char* k : {"post_processor", "normalizer", "added_tokens"})
+        if (auto it = full.find(k); it != full.end()) tj[k] = Json(*it);
+    }
+    auto pp = tj.find("post_processor");
+    const bool has_pp = pp != tj.end() && truthy(*pp);
+    if (has_pp && !bpe)
       return Status(Code::kNotSupported, w + ": \"post_processor\" " + dump(*pp) +
-                                             " (tokenizer.json post-processors are not supported by the GGUF view yet)");
+                                             " (tokenizer.json post-processors of SentencePiece models are not "
+                                             "supported by the GGUF view yet)");
     if (auto nz = tj.find("normalizer"); nz != tj.end() && !nz->is_null()) {
       std::vector<const Json*> todo = {&*nz};
       for (size_t i = 0; i < todo.size() && i < 64; ++i) {
@@ -323,27 +500,30 @@ Status special_vocab(const HfDirFiles& f, const Json& config, uint64_t n_vocab, 
       }
     }
     if (auto at = tj.find("added_tokens"); at != tj.end() && at->is_array()) added = *at;
-  }
-  std::optional<Json> tc;
-  if (f.tokenizer_config) {
-    WCFS_ASSIGN_OR_RETURN(tc, parse_json(*f.tokenizer_config, f.where + "tokenizer_config.json"));
+    if (bpe) {
+      auto field = [&](const char* k) { return tc.is_object() && tc.contains(k) ? tc[k] : Json(); };
+      Json sbos = field("bos_token"), scls = field("cls_token"), seos = field("eos_token"), ssep = field("sep_token");
+      if (!truthy(sbos) && truthy(scls) && truthy(tc)) tc["bos_token"] = sbos = scls;
+      if (!truthy(seos) && truthy(ssep) && truthy(tc)) tc["eos_token"] = seos = ssep;
+      if (has_pp) WCFS_RETURN_IF_ERROR(post_processor_rules(*pp, w, &tc, &sbos, &scls, &seos, &ssep, &types, &adds));
+    }
   }
   std::optional<std::string> chat;
-  if (tc && !tc->empty()) {
+  if (truthy(tc)) {
     const std::string w = f.where + "tokenizer_config.json";
-    auto ct = tc->find("chat_template");
-    if (ct != tc->end()) {
+    auto ct = tc.find("chat_template");
+    if (ct != tc.end()) {
       if (ct->is_string()) chat = ct->get<std::string>();
       else if (ct->is_array())
         return Status(Code::kNotSupported, w + ": a list of chat templates is not supported by the GGUF view");
     } else if (f.chat_template) {
       chat = *f.chat_template;
     }
-    for (const char* typ : kSpecialTypes) {
-      auto a = tc->find(std::string("add_") + typ + "_token");
-      if (a != tc->end() && a->is_boolean()) adds.emplace_back(typ, a->get<bool>());
-      auto e = tc->find(std::string(typ) + "_token");
-      if (e == tc->end()) continue;
+    for (const std::string& typ : types) {
+      auto a = tc.find("add_" + typ + "_token");
+      if (a != tc.end() && a->is_boolean()) adds.set_default(typ, a->get<bool>());
+      auto e = tc.find(typ + "_token");
+      if (e == tc.end()) continue;
       std::string content;
       if (e->is_string()) {
         content = e->get<std::string>();
@@ -362,13 +542,13 @@ Status special_vocab(const HfDirFiles& f, const Json& config, uint64_t n_vocab, 
       }
     }
   }
-  for (const char* typ : kSpecialTypes) {
-    auto it = config.find(std::string(typ) + "_token_id");
+  for (const std::string& typ : types) {
+    auto it = config.find(typ + "_token_id");
     if (it != config.end()) WCFS_RETURN_IF_ERROR(set_id(typ, *it, f.where + "config.json"));
   }
-  for (const auto& [typ, id] : ids)
+  for (const auto& [typ, id] : ids.items)
     if (const char* k = special_id_key(typ)) kv->push_back({k, wcodec::GgufValue::u32(id)});
-  for (const auto& [typ, on] : adds)
+  for (const auto& [typ, on] : adds.items)
     if (const char* k = add_key(typ)) kv->push_back({k, wcodec::GgufValue::boolean(on)});
   if (chat) kv->push_back({"tokenizer.chat_template", wcodec::GgufValue::str(*chat)});
   if (lower) kv->push_back({"tokenizer.ggml.normalizer.lowercase", wcodec::GgufValue::boolean(*lower)});
@@ -733,14 +913,38 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
     if (tc.value("tokenizer_class", std::string()) == "HybridDNATokenizer")
       return Status(Code::kNotSupported, tw + ": tokenizer class HybridDNATokenizer is not supported by the GGUF view");
   }
-  Vocab voc;
-  WCFS_RETURN_IF_ERROR(spm_vocab(f, h.vocab, &voc));
-  kv.push_back({"tokenizer.ggml.model", V::str("llama")});
-  kv.push_back({"tokenizer.ggml.pre", V::str("default")});
-  kv.push_back({"tokenizer.ggml.tokens", V::str_array(voc.tokens)});
-  kv.push_back({"tokenizer.ggml.scores", V::f32_array(voc.scores)});
-  kv.push_back({"tokenizer.ggml.token_type", V::i32_array(voc.types)});
-  WCFS_RETURN_IF_ERROR(special_vocab(f, cfg, h.vocab, &kv));
+  if (!f.tokenizer_model.empty()) {
+    Vocab voc;
+    WCFS_RETURN_IF_ERROR(spm_vocab(f, h.vocab, &voc));
+    kv.push_back({"tokenizer.ggml.model", V::str("llama")});
+    kv.push_back({"tokenizer.ggml.pre", V::str("default")});
+    kv.push_back({"tokenizer.ggml.tokens", V::str_array(voc.tokens)});
+    kv.push_back({"tokenizer.ggml.scores", V::f32_array(voc.scores)});
+    kv.push_back({"tokenizer.ggml.token_type", V::i32_array(voc.types)});
+    WCFS_RETURN_IF_ERROR(special_vocab(f, cfg, h.vocab, /*bpe=*/false, &kv));
+  } else {
+    // No tokenizer.model: _set_vocab_gpt2 over tokenizer.json.
+    if (!f.tokenizer_json)
+      return Status(Code::kNotSupported, f.where + "tokenizer.model: missing, and no tokenizer.json either");
+    BpeVocab voc;
+    WCFS_RETURN_IF_ERROR(bpe_vocab(f, h.vocab, &voc));
+    kv.push_back({"tokenizer.ggml.model", V::str("gpt2")});
+    kv.push_back({"tokenizer.ggml.pre", V::str(voc.pre)});
+    kv.push_back({"tokenizer.ggml.tokens", V::str_array(voc.tokens)});
+    kv.push_back({"tokenizer.ggml.token_type", V::i32_array(voc.types)});
+    if (!voc.merges.empty()) kv.push_back({"tokenizer.ggml.merges", V::str_array(voc.merges)});
+    WCFS_RETURN_IF_ERROR(special_vocab(f, cfg, h.vocab, /*bpe=*/true, &kv));
+  }
+  // The converter's Granite special case (LlamaModel.set_vocab): a
+  // vocabulary of 49152 sets add_bos_token false, in place when the key is
+  // already written, else last.
+  if (h.vocab == 49152) {
+    auto it = std::find_if(kv.begin(), kv.end(), [](const wcodec::GgufKv& p) {
+      return p.key == "tokenizer.ggml.add_bos_token";
+    });
+    if (it != kv.end()) it->value = V::boolean(false);
+    else kv.push_back({"tokenizer.ggml.add_bos_token", V::boolean(false)});
+  }
 
   auto header = wcodec::write_gguf_header(plan.gguf);
   if (!header.ok()) return Status(Code::kCorruption, f.where + ": " + header.status().message());

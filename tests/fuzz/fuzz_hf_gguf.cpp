@@ -8,7 +8,8 @@
 //     (the file is the 8-byte length, the JSON and that many data bytes)
 //   2 tokenizer_config.json, 3 added_tokens.json, 4 tokenizer.json,
 //     5 NAME.safetensors.index.json (absent or empty: not given)
-//   6 tokenizer.model (absent or empty: the committed 512-piece test model)
+//   6 tokenizer.model (absent or empty: the committed 512-piece test model;
+//     the three bytes "bpe": none, so the BPE tokenizer of part 4 is used)
 // Oracles:
 //   - nothing crashes or reads outside its input (ASan/UBSan); a refusal is
 //     a non-empty message of kCorruption, kNotSupported or kInvalidArgument;
@@ -16,13 +17,17 @@
 //     the planned pairs and tensors, every tensor's GGUF bytes equal its
 //     planned size, its source range lies inside the weight file's data,
 //     and a row order is a permutation of the rows;
-//   - an accepted index names single .safetensors files, sorted, unique.
+//   - an accepted index names single .safetensors files, sorted, unique;
+//   - tokenizer.json's fingerprint is 64 hex digits or a clean refusal, and
+//     an accepted BPE plan writes tokenizer.ggml.model "gpt2" and the
+//     table's pre-tokenizer name for that fingerprint.
 // Thread-safety: single-threaded harness.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,6 +94,21 @@ extern "C" int WCODEC_FUZZ_ENTRY(const uint8_t* data, size_t size) {
     }
   }
 
+  // The BPE tokenizer's fingerprint.
+  std::string fingerprint;
+  if (!parts[4].empty()) {
+    std::optional<std::string_view> tc;
+    if (!parts[2].empty()) tc = parts[2];
+    auto fp = wcodecfs::bpe_fingerprint(parts[4], tc, "fuzz/tokenizer.json");
+    if (!fp.ok()) {
+      check_refusal(fp.status());
+    } else {
+      if (fp->size() != 64 || fp->find_first_not_of("0123456789abcdef") != std::string::npos)
+        die("fingerprint is not 64 hex digits: " + *fp);
+      fingerprint = *fp;
+    }
+  }
+
   // The weight file's header.
   if (parts[1].size() < 4) return 0;
   const uint32_t extra = static_cast<uint8_t>(parts[1][0]) | static_cast<uint8_t>(parts[1][1]) << 8 |
@@ -105,7 +125,8 @@ extern "C" int WCODEC_FUZZ_ENTRY(const uint8_t* data, size_t size) {
   f.dir_name = "fuzz";
   f.where = "fuzz/";
   f.config = parts[0];
-  f.tokenizer_model = parts[6].empty() ? test_tokenizer() : parts[6];
+  const bool bpe = parts[6] == "bpe";
+  f.tokenizer_model = bpe ? std::string() : parts[6].empty() ? test_tokenizer() : parts[6];
   if (!parts[2].empty()) f.tokenizer_config = parts[2];
   if (!parts[3].empty()) f.added_tokens = parts[3];
   if (!parts[4].empty()) f.tokenizer_json = parts[4];
@@ -116,6 +137,14 @@ extern "C" int WCODEC_FUZZ_ENTRY(const uint8_t* data, size_t size) {
     return 0;
   }
   const wcodecfs::HfGgufPlan& p = *plan;
+  if (bpe) {
+    std::string model, pre;
+    const auto* m = p.gguf.find("tokenizer.ggml.model");
+    const auto* r = p.gguf.find("tokenizer.ggml.pre");
+    if (!m || !m->value.get_string(&model) || model != "gpt2") die("accepted BPE plan without tokenizer.ggml.model gpt2");
+    if (fingerprint.empty() || !r || !r->value.get_string(&pre) || pre != wcodecfs::bpe_pre_for(fingerprint))
+      die("accepted BPE plan whose tokenizer.ggml.pre is not the table's for its fingerprint");
+  }
   if (p.header.size() != p.gguf.data_offset) die("header size differs from the data offset");
   auto g = wcodec::parse_gguf(p.header.data(), p.header.size(), p.header.size() + p.gguf.data_size, "fuzz.gguf");
   if (!g.ok()) die("planned header does not parse: " + g.status().ToString());

@@ -1,8 +1,9 @@
 // wcodecfs/hf_gguf.h — the GGUF file llama.cpp's reference converter
 // (convert_hf_to_gguf.py) writes for a Hugging Face Llama-family model
 // directory, planned from the directory's small files: config.json, the
-// SentencePiece tokenizer (tokenizer.model, read with libsentencepiece),
-// tokenizer_config.json / added_tokens.json / tokenizer.json /
+// tokenizer (a SentencePiece tokenizer.model, read with libsentencepiece, or
+// else a BPE tokenizer.json, whose pre-tokenizer is named by its
+// fingerprint), tokenizer_config.json / added_tokens.json / tokenizer.json /
 // chat_template.jinja when present, and the safetensors headers of the
 // weights (one file or the shards of NAME.safetensors.index.json).
 //
@@ -19,8 +20,8 @@
 //
 // Every refusal is a Status naming the file, the field and the value:
 // NotSupported for what is valid but not presented (another architecture,
-// a BPE-only tokenizer, rope scaling, quantized weights), Corruption for
-// values that are wrong.
+// a BPE tokenizer of unknown fingerprint, rope scaling, quantized weights),
+// Corruption for values that are wrong.
 //
 // Thread-safety: pure functions over caller-owned values.
 #pragma once
@@ -41,7 +42,7 @@ namespace wcodecfs {
 struct HfDirFiles {
   std::string dir_name;         // the directory's name (general.name)
   std::string config;           // config.json
-  std::string tokenizer_model;  // tokenizer.model (SentencePiece)
+  std::string tokenizer_model;  // tokenizer.model (SentencePiece); empty: the BPE tokenizer of tokenizer_json
   std::optional<std::string> tokenizer_config;  // tokenizer_config.json
   std::optional<std::string> added_tokens;      // added_tokens.json
   std::optional<std::string> tokenizer_json;    // tokenizer.json
@@ -103,6 +104,18 @@ Result<std::vector<std::string>> hf_index_tensor_names(std::string_view json, co
 
 // Plans the GGUF view. `shards` in the converter's order (sorted names).
 Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& files, const std::vector<HfShard>& shards);
+
+// The fingerprint of a BPE tokenizer.json (with its directory's
+// tokenizer_config.json, if any): SHA-256, hex, of the normalizer,
+// pre-tokenizer, post-processor and model settings (canonical JSON), the
+// tokenizer_config add_bos_token / add_eos_token values, the vocabulary by
+// id, the merges and the added tokens (docs/gguf-view.md). Corruption for a
+// malformed tokenizer.json, NotSupported for a model that is not BPE.
+Result<std::string> bpe_fingerprint(std::string_view tokenizer_json, std::optional<std::string_view> tokenizer_config,
+                                    const std::string& what);
+// The converter's tokenizer.ggml.pre for a fingerprint in the table of
+// known tokenizers; "" for any other.
+std::string bpe_pre_for(std::string_view fingerprint);
 
 // Element conversions (as numpy does them: exact widening).
 float bf16_to_f32(uint16_t v);

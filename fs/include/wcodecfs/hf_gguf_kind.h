@@ -3,7 +3,8 @@
 //
 // Where a store directory holds a Hugging Face Llama-family model
 // (config.json naming LlamaForCausalLM or MistralForCausalLM, a SentencePiece
-// tokenizer.model, and the weights as NAME.safetensors or as the shards of
+// tokenizer.model or a known BPE tokenizer.json, and the weights as
+// NAME.safetensors or as the shards of
 // NAME.safetensors.index.json, each stored plain or as X.wcodec), the mount
 // also shows NAME.gguf: the file llama.cpp's convert_hf_to_gguf.py writes for
 // that directory with --outtype the weights' dtype (F32, F16 or BF16). The
@@ -20,7 +21,9 @@
 // or weights the view does not support gets no view and one log line naming
 // the file, the field and the value; docs/gguf-view.md has the rules.
 //
-// Thread-safety: immutable; every function may be called from any thread.
+// Thread-safety: every function may be called from any thread; the only
+// shared state is the process-wide memo of fingerprinted tokenizer.json
+// files (hf_gguf_kind.cpp), guarded by its own mutex.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -206,6 +207,58 @@ Result<std::shared_ptr<const ComputedSource>> converted_source(std::shared_ptr<c
   return ComputedSource::make_uniform(view, total, kComputedChunk, std::move(fn), id);
 }
 
+// Whether the directory's BPE tokenizer is one the view can name
+// (tokenizer.ggml.pre from its fingerprint), so that an unknown tokenizer
+// gets no view rather than a view that fails at stat. Fingerprinting parses
+// the whole tokenizer.json, so results are remembered per file identity
+// (device, inode, size, mtime, ctime of tokenizer.json and
+// tokenizer_config.json) in a small process-wide table.
+Status check_bpe_tokenizer(const StoreDir& dir, const std::string& where) {
+  struct Remembered {
+    std::string key;
+    Status result;
+  };
+  static std::mutex mu;                   // guards `known`
+  static std::vector<Remembered> known;  // at most kMaxKnown entries
+  constexpr size_t kMaxKnown = 64;
+  WCFS_ASSIGN_OR_RETURN(StoredInput tj, dir.open("tokenizer.json"));
+  std::optional<StoredInput> tc;
+  if (is_regular(dir, "tokenizer_config.json")) {
+    WCFS_ASSIGN_OR_RETURN(tc, dir.open("tokenizer_config.json"));
+  }
+  std::string key;
+  for (const StoredInput* in : {&tj, tc ? &*tc : nullptr}) {
+    if (!in) continue;
+    const struct stat& st = in->st;
+    for (uint64_t v : {uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size), uint64_t(st.st_mtim.tv_sec),
+                       uint64_t(st.st_mtim.tv_nsec), uint64_t(st.st_ctim.tv_sec), uint64_t(st.st_ctim.tv_nsec)})
+      key += std::to_string(v) + ",";
+    key += ";";
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    for (const auto& r : known)
+      if (r.key == key) return r.result;
+  }
+  Status result = [&]() -> Status {
+    WCFS_ASSIGN_OR_RETURN(std::string tjs, read_small(tj));
+    std::optional<std::string> tcs;
+    if (tc) {
+      WCFS_ASSIGN_OR_RETURN(tcs, read_small(*tc));
+    }
+    WCFS_ASSIGN_OR_RETURN(std::string fp, bpe_fingerprint(tjs, tcs, where + "tokenizer.json"));
+    if (bpe_pre_for(fp).empty())
+      return Status(Code::kNotSupported, where + "tokenizer.json: pre-tokenizer fingerprint " + fp +
+                                             " is not a known tokenizer (docs/gguf-view.md)");
+    return Status::OK();
+  }();
+  if (result.code() == Code::kStale) return result;  // changed while read: not remembered
+  std::lock_guard<std::mutex> lk(mu);
+  if (known.size() >= kMaxKnown) known.clear();
+  known.push_back({key, result});
+  return result;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const VirtualFile>> build_hf_gguf_view(const HfDirFiles& files,
@@ -316,15 +369,19 @@ Result<Presentation> hf_gguf_presentation(const StoreDir& dir) {
   }
   WCFS_ASSIGN_OR_RETURN(std::string cfg, read_small(dir, "config.json"));
   WCFS_RETURN_IF_ERROR(check_hf_config(cfg, where + "config.json"));
-  if (!is_regular(dir, "tokenizer.model"))
-    return Status(Code::kNotSupported, where + "tokenizer.model: missing (a SentencePiece tokenizer is needed; "
-                                               "BPE tokenizers from tokenizer.json are not presented yet)");
+  // The tokenizer: SentencePiece's tokenizer.model, else tokenizer.json
+  // (a BPE tokenizer, identified when the view is built).
+  const bool spm = is_regular(dir, "tokenizer.model");
+  if (!spm && !is_regular(dir, "tokenizer.json"))
+    return Status(Code::kNotSupported, where + "tokenizer.model: missing, and no tokenizer.json either (a "
+                                               "SentencePiece or BPE tokenizer is needed)");
   for (const char* refused : {"tekken.json", "chat_template.json", "additional_chat_templates", "params.json"})
     if (dir.find(refused))
       return Status(Code::kNotSupported, where + refused + ": present (not supported by the GGUF view)");
+  if (!spm) WCFS_RETURN_IF_ERROR(check_bpe_tokenizer(dir, where));
   p.name = name + ".gguf";
   p.inputs.push_back("config.json");
-  p.inputs.push_back("tokenizer.model");
+  if (spm) p.inputs.push_back("tokenizer.model");
   for (const char* opt : kOptional)
     if (is_regular(dir, opt)) p.inputs.push_back(opt);
   for (std::string& t : tail) p.inputs.push_back(std::move(t));
@@ -382,8 +439,9 @@ Result<std::shared_ptr<const VirtualFile>> HfGgufKind::build(const StoreDir& dir
       weights.push_back(&in);
     }
   }
+  have_tok = have_tok || files.tokenizer_json.has_value();
   if (!have_config || !have_tok || weights.empty())
-    return Status::Internal(view + ": the presentation lacks config.json, tokenizer.model or weights");
+    return Status::Internal(view + ": the presentation lacks config.json, a tokenizer or weights");
 
   // The weights as the mount shows them.
   std::vector<HfWeightFile> contents;
