@@ -13,6 +13,7 @@
 #include "wcodecfs/derived.h"
 #include "wcodecfs/fs_log.h"
 #include "wcodecfs/hf_gguf.h"
+#include "wcodecfs/trellis_kind.h"
 
 namespace wcodecfs {
 namespace {
@@ -329,6 +330,9 @@ Result<Presentation> hf_gguf_presentation(const StoreDir& dir) {
   if (!is_regular(dir, "config.json")) return Status::NotFound("no config.json");
   std::vector<std::string> indexes, bases;
   for (const StoreEntry& e : dir.entries()) {
+    // A Trellis v2 store (layer directories): the trellis kind presents it,
+    // and its GGUF form (model.dense.gguf).
+    if (e.type == S_IFDIR && is_trellis_layer_dir_name(e.name)) return Status::NotFound("a Trellis v2 store");
     if (e.type != S_IFREG) continue;
     if (ends_with(e.name, kIndexExt) && e.name.size() > kIndexExt.size()) {
       indexes.push_back(e.name);
@@ -351,6 +355,7 @@ Result<Presentation> hf_gguf_presentation(const StoreDir& dir) {
   if (indexes.size() == 1) {
     name = indexes[0].substr(0, indexes[0].size() - kIndexExt.size());
     WCFS_ASSIGN_OR_RETURN(std::string idx, read_small(dir, indexes[0]));
+    if (is_trellis_v3_index(idx)) return Status::NotFound("a Trellis v3 store");
     WCFS_ASSIGN_OR_RETURN(std::vector<std::string> shards, parse_hf_index(idx, where + indexes[0]));
     for (const std::string& s : shards) {
       const std::string stored = stored_weight(dir, s);
