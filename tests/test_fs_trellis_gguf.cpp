@@ -128,15 +128,17 @@ TEST(TrellisGguf, DenseGgufEqualsTheConverter) {
   auto fs = open_store(store);
   ASSERT_TRUE(fs);
   for (const Case& c : cases) {
-    for (const std::string d : {std::string(c.name), "enc/" + std::string(c.name)}) {
+    for (const std::string& d : {std::string(c.name), "enc/" + std::string(c.name)}) {
       const auto names = names_in(*fs, d);
       EXPECT_TRUE(names.count(kGguf)) << d;
       EXPECT_TRUE(names.count(wcodec::kTrellisDenseName)) << d;
       // The Hugging Face GGUF view leaves Trellis stores alone (no model.gguf
       // or base_weights.gguf beside the dense form).
-      for (const std::string& n : names)
-        if (n.size() > 5 && n.compare(n.size() - 5, 5, ".gguf") == 0)
+      for (const std::string& n : names) {
+        if (n.size() > 5 && n.compare(n.size() - 5, 5, ".gguf") == 0) {
           EXPECT_EQ(n, kGguf) << d << ": a second GGUF file in a Trellis store";
+        }
+      }
       auto e = fs->lookup_path(d + "/" + kGguf);
       ASSERT_TRUE(e.ok()) << e.status().ToString();
       EXPECT_GT(e->attr.st_size, 500000) << d;

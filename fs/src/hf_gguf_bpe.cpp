@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "wcodecfs/hf_gguf.h"
+
 namespace wcodecfs {
 namespace {
 

@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "wcodecfs/hf_gguf.h"
+#include "wcodecfs/fs_status.h"
 
 namespace wcodecfs {
+
+struct HfDirFiles;  // wcodecfs/hf_gguf.h
 
 struct BpeVocab {
   std::vector<std::string> tokens;  // vocab_size entries

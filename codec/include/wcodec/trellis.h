@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wcodec/safetensors.h"
@@ -37,6 +38,21 @@ inline constexpr uint64_t kTrellisScaleGroup = 128;  // one scale per 128 inputs
 inline constexpr uint64_t kTrellisHadamardBlock = 128;
 inline constexpr double kTrellisGridStep = 1.24371088;  // grid[k] = (k - (2^bits - 1) / 2) * step
 inline constexpr uint64_t kTrellisMaxDim = uint64_t{1} << 31;
+
+// Whether `name` is a Trellis v2 layer directory's name (layer_NNNN, 4 to 6
+// digits), and whether a safetensors index's text marks a Trellis v3 store
+// ("trellis_v3" in its metadata): such directories are Trellis stores (the
+// mount's GGUF view of Hugging Face directories leaves them to the trellis
+// store kind).
+inline bool is_trellis_layer_dir_name(std::string_view name) {
+  if (name.size() < 10 || name.size() > 12 || name.rfind("layer_", 0) != 0) return false;
+  for (size_t i = 6; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return false;
+  return true;
+}
+inline bool is_trellis_v3_index(std::string_view index_json) {
+  return index_json.find("\"trellis_v3\"") != std::string_view::npos;
+}
 
 // Bytes of the indices tensor of an [out, in] weight: the header byte plus
 // 32 * bits bytes per 16 x 16 tile. 0 on overflow or bits out of range.

@@ -37,18 +37,9 @@
 // is guarded by a mutex; what it holds is immutable).
 #pragma once
 
-#include <string_view>
-
 #include "wcodecfs/store_kind.h"
 
 namespace wcodecfs {
-
-// Whether `name` is a Trellis v2 layer directory's name (layer_NNNN, 4 to 6
-// digits), and whether a safetensors index's text marks a Trellis v3 store
-// ("format": "trellis_v3"): such directories are Trellis stores, which the
-// GGUF view of Hugging Face directories leaves to this kind.
-bool is_trellis_layer_dir_name(std::string_view name);
-bool is_trellis_v3_index(std::string_view index_json);
 
 class TrellisKind final : public StoreKind {
  public:

@@ -10,10 +10,10 @@
 
 #include "wcodec/packed_ternary.h"
 #include "wcodec/safetensors.h"
+#include "wcodec/trellis.h"
 #include "wcodecfs/derived.h"
 #include "wcodecfs/fs_log.h"
 #include "wcodecfs/hf_gguf.h"
-#include "wcodecfs/trellis_kind.h"
 
 namespace wcodecfs {
 namespace {
@@ -332,7 +332,7 @@ Result<Presentation> hf_gguf_presentation(const StoreDir& dir) {
   for (const StoreEntry& e : dir.entries()) {
     // A Trellis v2 store (layer directories): the trellis kind presents it,
     // and its GGUF form (model.dense.gguf).
-    if (e.type == S_IFDIR && is_trellis_layer_dir_name(e.name)) return Status::NotFound("a Trellis v2 store");
+    if (e.type == S_IFDIR && wcodec::is_trellis_layer_dir_name(e.name)) return Status::NotFound("a Trellis v2 store");
     if (e.type != S_IFREG) continue;
     if (ends_with(e.name, kIndexExt) && e.name.size() > kIndexExt.size()) {
       indexes.push_back(e.name);
@@ -355,7 +355,7 @@ Result<Presentation> hf_gguf_presentation(const StoreDir& dir) {
   if (indexes.size() == 1) {
     name = indexes[0].substr(0, indexes[0].size() - kIndexExt.size());
     WCFS_ASSIGN_OR_RETURN(std::string idx, read_small(dir, indexes[0]));
-    if (is_trellis_v3_index(idx)) return Status::NotFound("a Trellis v3 store");
+    if (wcodec::is_trellis_v3_index(idx)) return Status::NotFound("a Trellis v3 store");
     WCFS_ASSIGN_OR_RETURN(std::vector<std::string> shards, parse_hf_index(idx, where + indexes[0]));
     for (const std::string& s : shards) {
       const std::string stored = stored_weight(dir, s);

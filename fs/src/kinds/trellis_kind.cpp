@@ -40,7 +40,7 @@ const char* const kGgufOptional[] = {"tokenizer_config.json", "added_tokens.json
 // Files that make the converter take paths the GGUF view does not follow.
 const char* const kGgufRefused[] = {"tekken.json", "chat_template.json", "additional_chat_templates", "params.json"};
 
-bool is_layer_dir(const StoreEntry& e) { return e.type == S_IFDIR && is_trellis_layer_dir_name(e.name); }
+bool is_layer_dir(const StoreEntry& e) { return e.type == S_IFDIR && wcodec::is_trellis_layer_dir_name(e.name); }
 
 // A stored file as the Trellis reader sees it: a plain file, or X.wcodec
 // read as the X.safetensors it holds (its content, wcodecfs/derived.h).
@@ -593,7 +593,7 @@ std::shared_ptr<const Snapshot> read_listing(const StoreDir& dir, bool v2) {
     if (!size.ok() || *size > (64u << 20)) return nullptr;
     std::string text(*size, '\0');
     if (!td.read("model.safetensors.index.json", 0, *size, reinterpret_cast<uint8_t*>(text.data())).ok() ||
-        !is_trellis_v3_index(text))
+        !wcodec::is_trellis_v3_index(text))
       return nullptr;
   }
   bool cacheable = false;
@@ -675,14 +675,5 @@ Result<std::shared_ptr<const VirtualFile>> TrellisKind::build(const StoreDir& di
   }
   return Status::NotFound(ctx.presented_path() + ": the Trellis v2 store no longer has this file");
 }
-
-bool is_trellis_layer_dir_name(std::string_view name) {
-  if (name.size() < 10 || name.size() > 12 || name.rfind("layer_", 0) != 0) return false;
-  for (size_t i = 6; i < name.size(); ++i)
-    if (name[i] < '0' || name[i] > '9') return false;
-  return true;
-}
-
-bool is_trellis_v3_index(std::string_view index_json) { return index_json.find("\"trellis_v3\"") != std::string_view::npos; }
 
 }  // namespace wcodecfs
