@@ -64,7 +64,13 @@ elif [[ "$mode" == pip ]]; then
   # the source tree, so that the compile commands ccache hashes (paths made
   # relative to the build directory) are the release build's.
   source "$src/scripts/ccache_env.sh"
-  [[ ${#CCACHE_LAUNCHER_ARGS[@]} -gt 0 ]] && args+=("--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache")
+  if [[ ${#CCACHE_LAUNCHER_ARGS[@]} -gt 0 ]]; then
+    args+=("--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache")
+    # The release build's compiler by the same path (the CMake that pip
+    # runs may pick g++ where the build has c++: another ccache key).
+    cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)
+    [[ -n "$cxx" ]] && args+=("--config-settings=cmake.define.CMAKE_CXX_COMPILER=$cxx")
+  fi
   echo "python_suite: $venv/bin/python -m pip ${args[*]}"
   log="$build/python-pip.log"
   t0=$SECONDS
