@@ -54,6 +54,26 @@ inline sfs::path llama_dir() {
   return d;
 }
 
+// The prompt the llama.cpp tests generate from.
+inline constexpr const char* kLlamaPrompt = "Once upon a time there was";
+
+// llama-simple's greedy text for `model` (a GGUF file): the prompt and 32
+// generated tokens, what it prints between its loading log and "main:
+// decoded". Empty, with a failed EXPECT, when it fails or prints neither.
+inline std::string llama_simple_text(const sfs::path& model, const std::string& prompt = kLlamaPrompt) {
+  const sfs::path bin = llama_dir() / "bin" / "llama-simple";
+  std::string out;
+  const int rc =
+      wctest::run_command("timeout 120 " + q(bin.string()) + " -m " + q(model.string()) + " -n 32 " + q(prompt), &out);
+  EXPECT_EQ(rc, 0) << out;
+  const size_t b = out.find("<s> " + prompt);
+  const size_t e = out.find("main: decoded 32 tokens", b == std::string::npos ? 0 : b);
+  EXPECT_NE(b, std::string::npos) << out;
+  EXPECT_NE(e, std::string::npos) << out;
+  if (b == std::string::npos || e == std::string::npos) return {};
+  return out.substr(b, e - b);
+}
+
 // Why the converter cannot run here, or "".
 inline std::string converter_unavailable() {
   if (llama_dir().empty())

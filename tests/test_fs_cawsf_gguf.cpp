@@ -29,6 +29,7 @@
 #include <set>
 
 #include "hf_gguf_testutil.h"
+#include "fs_view_testutil.h"
 #include "testutil.h"
 #include "wcodec/gguf.h"
 #include "wcodecfs/filesystem.h"
@@ -39,6 +40,11 @@ using namespace wcodecfs;
 using hfgguf::q;
 
 namespace {
+
+using fsview::LogLines;
+using fsview::names_in;
+using fsview::open_store;
+using fsview::view_of;
 
 const char* const kSmall[] = {"config.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
                               "generation_config.json"};
@@ -75,29 +81,7 @@ void make_cawsf_dir(const sfs::path& dir, const std::string& weights = "stories2
   if (!keep_plain) sfs::remove(dir / "model.safetensors");
 }
 
-std::unique_ptr<Filesystem> open_store(const sfs::path& store) {
-  FsOptions o;
-  o.staging = "";
-  o.kinds = default_kinds();
-  auto fs = Filesystem::create(store.string(), o);
-  EXPECT_TRUE(fs.ok()) << fs.status().ToString();
-  return fs.ok() ? std::move(fs).value() : nullptr;
-}
-
-std::vector<std::string> names_in(Filesystem& fs, const std::string& dir) {
-  std::vector<std::string> out;
-  auto d = fs.lookup_path(dir);
-  EXPECT_TRUE(d.ok()) << d.status().ToString();
-  if (!d.ok()) return out;
-  auto l = fs.readdir(d->id);
-  EXPECT_TRUE(l.ok()) << l.status().ToString();
-  if (l.ok())
-    for (const DirEntry& e : *l) out.push_back(e.name);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-bool has(const std::vector<std::string>& v, const std::string& s) { return std::count(v.begin(), v.end(), s) == 1; }
+bool has(const std::set<std::string>& v, const std::string& s) { return v.count(s) == 1; }
 
 // Reads a presented file whole; the status of the first failed read.
 Result<std::vector<uint8_t>> read_all(Filesystem& fs, const std::string& path) {
@@ -114,48 +98,6 @@ Result<std::vector<uint8_t>> read_all(Filesystem& fs, const std::string& path) {
   if (out.size() != size) return Status::Internal(path + ": read " + std::to_string(out.size()) + " of " + std::to_string(size));
   return out;
 }
-
-// The view of store/<path>, read after checking that listing and stat
-// decoded nothing.
-std::vector<uint8_t> view_of(const sfs::path& store, const std::string& dir, const std::string& name) {
-  auto fs = open_store(store);
-  if (!fs) return {};
-  EXPECT_TRUE(has(names_in(*fs, dir), name)) << dir;
-  auto e = fs->lookup_path(dir + "/" + name);
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  EXPECT_EQ(Stats::get(fs->stats().chunks_decoded), 0u) << "listing and stat decoded chunks";
-  auto b = read_all(*fs, dir + "/" + name);
-  EXPECT_TRUE(b.ok()) << b.status().ToString();
-  EXPECT_EQ(Stats::get(fs->stats().decode_errors), 0u);
-  return b.ok() ? *b : std::vector<uint8_t>{};
-}
-
-// Captured log lines while alive.
-class LogLines {
- public:
-  LogLines() {
-    set_log_capture([this](LogLevel, const std::string& m) {
-      std::lock_guard<std::mutex> lk(mu_);
-      lines_.push_back(m);
-    });
-  }
-  ~LogLines() { set_log_capture({}); }
-  std::vector<std::string> matching(const std::string& s) {
-    std::lock_guard<std::mutex> lk(mu_);
-    std::vector<std::string> out;
-    for (const auto& l : lines_)
-      if (l.find(s) != std::string::npos) out.push_back(l);
-    return out;
-  }
-  size_t count() {
-    std::lock_guard<std::mutex> lk(mu_);
-    return lines_.size();
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
-};
 
 // The whole chain for one dtype: view == export-gguf == hf-gguf view of the
 // rebuilt safetensors; == converter (data byte for byte, keys compared).

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "fs_view_testutil.h"
 #include "testutil.h"
 #include "wcodec/container.h"
 #include "wcodecfs/encode_queue.h"
@@ -165,34 +166,6 @@ pid_t dead_pid() {
   return pid;
 }
 
-// Captures log lines while alive.
-class LogLines {
- public:
-  LogLines() {
-    set_log_capture([this](LogLevel, const std::string& m) {
-      std::lock_guard<std::mutex> lk(mu_);
-      lines_.push_back(m);
-    });
-  }
-  ~LogLines() { set_log_capture({}); }
-  int count(const std::string& needle) const {
-    std::lock_guard<std::mutex> lk(mu_);
-    int n = 0;
-    for (auto& l : lines_) n += l.find(needle) != std::string::npos;
-    return n;
-  }
-  std::string all() const {
-    std::lock_guard<std::mutex> lk(mu_);
-    std::string s;
-    for (auto& l : lines_) s += l + "\n";
-    return s;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<std::string> lines_;
-};
-
 // A one-shot gate a hook waits on.
 class Gate {
  public:
@@ -262,7 +235,7 @@ TEST(EncodeQueue, EncodesTreeInPlaceAndLeavesOthersAlone) {
   sfs::create_symlink(outside / "o.safetensors", area / "link.safetensors");
   sfs::create_directory_symlink(outside, area / "linkdir");
 
-  LogLines log;
+  fsview::LogLines log;
   auto q = make_queue(area, test_options());
   ASSERT_TRUE(q);
   ASSERT_TRUE(q->recover().ok());
@@ -635,7 +608,7 @@ TEST(EncodeQueue, RecoverSettlesEveryCrashState) {
   o.lock_stale = milliseconds(3000);
   auto q = make_queue(a, o);
   ASSERT_TRUE(q);
-  LogLines log;
+  fsview::LogLines log;
   // The live locks are fresh when recovery looks at them, however long the
   // set-up above took (sanitized builds encode slowly).
   for (const char* d : {"d5", "d7"}) touch(a / d / (".wcodecfs-lock." + f));

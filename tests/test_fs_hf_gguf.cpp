@@ -19,6 +19,7 @@
 #include <set>
 
 #include "hf_gguf_testutil.h"
+#include "fs_view_testutil.h"
 #include "testutil.h"
 #include "wcodec/safetensors.h"
 #include "wcodecfs/filesystem.h"
@@ -31,58 +32,10 @@ using namespace wcodecfs;
 
 namespace {
 
-std::vector<uint8_t> read_all(Filesystem& fs, NodeId id, uint64_t size) {
-  auto fh = fs.open(id, O_RDONLY);
-  EXPECT_TRUE(fh.ok()) << fh.status().ToString();
-  if (!fh.ok()) return {};
-  std::vector<uint8_t> out;
-  for (uint64_t off = 0; off < size;) {
-    auto r = fs.read(**fh, off, 1 << 20);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (!r.ok() || r->size() == 0) break;
-    auto b = r->gather();
-    out.insert(out.end(), b.begin(), b.end());
-    off += b.size();
-  }
-  return out;
-}
-
-std::unique_ptr<Filesystem> open_store(const sfs::path& store) {
-  FsOptions o;
-  o.staging = "";
-  o.kinds = default_kinds();
-  auto fs = Filesystem::create(store.string(), o);
-  EXPECT_TRUE(fs.ok()) << fs.status().ToString();
-  return fs.ok() ? std::move(fs).value() : nullptr;
-}
-
-std::set<std::string> names_in(Filesystem& fs, const std::string& dir) {
-  std::set<std::string> out;
-  auto d = fs.lookup_path(dir);
-  EXPECT_TRUE(d.ok()) << d.status().ToString();
-  if (!d.ok()) return out;
-  auto l = fs.readdir(d->id);
-  EXPECT_TRUE(l.ok()) << l.status().ToString();
-  if (l.ok())
-    for (const DirEntry& e : *l) out.insert(e.name);
-  return out;
-}
-
-// The view of store/<dir>/model.gguf read through an in-process
-// Filesystem; checks that listing and stat decoded nothing.
-std::vector<uint8_t> view_of(const sfs::path& store, const std::string& dir) {
-  auto fs = open_store(store);
-  if (!fs) return {};
-  EXPECT_TRUE(names_in(*fs, dir).count("model.gguf")) << dir;
-  auto e = fs->lookup_path(dir + "/model.gguf");
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  if (!e.ok()) return {};
-  EXPECT_EQ(Stats::get(fs->stats().chunks_decoded), 0u) << "listing and stat decoded chunks";
-  const auto bytes = read_all(*fs, e->id, static_cast<uint64_t>(e->attr.st_size));
-  EXPECT_EQ(bytes.size(), static_cast<uint64_t>(e->attr.st_size));
-  EXPECT_EQ(Stats::get(fs->stats().decode_errors), 0u);
-  return bytes;
-}
+using fsview::LogLines;
+using fsview::names_in;
+using fsview::open_store;
+using fsview::view_of;
 
 // Every variant of one directory (plain / .wcodec, one file / 2 shards)
 // against the converter's file for the plain directory of the same layout
@@ -159,29 +112,6 @@ class HfGgufRefused : public ::testing::Test {
   }
   wctest::ScratchDir scratch_;
   Planned base_;
-};
-
-// Captured log lines (set_log_capture) while alive.
-class LogLines {
- public:
-  LogLines() {
-    set_log_capture([this](LogLevel, const std::string& m) {
-      std::lock_guard<std::mutex> lk(mu_);
-      lines_.push_back(m);
-    });
-  }
-  ~LogLines() { set_log_capture({}); }
-  std::vector<std::string> matching(const std::string& s) {
-    std::lock_guard<std::mutex> lk(mu_);
-    std::vector<std::string> out;
-    for (const auto& l : lines_)
-      if (l.find(s) != std::string::npos) out.push_back(l);
-    return out;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
 };
 
 }  // namespace
@@ -373,7 +303,7 @@ TEST(HfGguf, ViewIsListedBesideItsInputsAndStatDecodesNothing) {
   EXPECT_EQ(Stats::get(fs->stats().chunks_decoded), 0u);
   EXPECT_EQ(Stats::get(fs->stats().bytes_decoded), 0u);
   // The header parses and names the llama architecture.
-  const auto bytes = read_all(*fs, e->id, static_cast<uint64_t>(e->attr.st_size));
+  const auto bytes = fsview::read_path(*fs, "m/model.gguf");
   auto g = wcodec::parse_gguf(bytes.data(), bytes.size(), bytes.size(), "view");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   std::string arch;

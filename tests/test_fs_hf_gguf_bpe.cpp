@@ -20,6 +20,7 @@
 #include <set>
 
 #include "hf_gguf_testutil.h"
+#include "fs_view_testutil.h"
 #include "testutil.h"
 #include "wcodec/gguf.h"
 #include "wcodec/safetensors.h"
@@ -33,6 +34,11 @@ using namespace wcodecfs;
 using nlohmann::json;
 
 namespace {
+
+using fsview::LogLines;
+using fsview::names_in;
+using fsview::open_store;
+using fsview::view_of;
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kSanitized = true;
@@ -53,83 +59,12 @@ std::string slurp(const sfs::path& p) {
 
 void spit(const sfs::path& p, const std::string& s) { wctest::write_file(p, std::vector<uint8_t>(s.begin(), s.end())); }
 
-std::unique_ptr<Filesystem> open_store(const sfs::path& store) {
-  FsOptions o;
-  o.staging = "";
-  o.kinds = default_kinds();
-  auto fs = Filesystem::create(store.string(), o);
-  EXPECT_TRUE(fs.ok()) << fs.status().ToString();
-  return fs.ok() ? std::move(fs).value() : nullptr;
-}
-
-std::set<std::string> names_in(Filesystem& fs, const std::string& dir) {
-  std::set<std::string> out;
-  auto d = fs.lookup_path(dir);
-  EXPECT_TRUE(d.ok()) << d.status().ToString();
-  if (!d.ok()) return out;
-  auto l = fs.readdir(d->id);
-  EXPECT_TRUE(l.ok()) << l.status().ToString();
-  if (l.ok())
-    for (const DirEntry& e : *l) out.insert(e.name);
-  return out;
-}
-
-// store/<dir>/model.gguf read through an in-process Filesystem (listing and
-// stat decode nothing).
-std::vector<uint8_t> view_of(const sfs::path& store, const std::string& dir) {
-  auto fs = open_store(store);
-  if (!fs) return {};
-  EXPECT_TRUE(names_in(*fs, dir).count("model.gguf")) << dir;
-  auto e = fs->lookup_path(dir + "/model.gguf");
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  if (!e.ok()) return {};
-  EXPECT_EQ(Stats::get(fs->stats().chunks_decoded), 0u) << "listing and stat decoded chunks";
-  auto fh = fs->open(e->id, O_RDONLY);
-  EXPECT_TRUE(fh.ok()) << fh.status().ToString();
-  if (!fh.ok()) return {};
-  std::vector<uint8_t> out;
-  const uint64_t size = static_cast<uint64_t>(e->attr.st_size);
-  for (uint64_t off = 0; off < size;) {
-    auto r = fs->read(**fh, off, 4 << 20);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (!r.ok() || r->size() == 0) break;
-    auto b = r->gather();
-    out.insert(out.end(), b.begin(), b.end());
-    off += b.size();
-  }
-  EXPECT_EQ(out.size(), size);
-  EXPECT_EQ(Stats::get(fs->stats().decode_errors), 0u);
-  return out;
-}
-
 std::string str_key(const wcodec::GgufFile& g, const char* key) {
   std::string s;
   const wcodec::GgufKv* kv = g.find(key);
   if (kv) kv->value.get_string(&s);
   return s;
 }
-
-class LogLines {
- public:
-  LogLines() {
-    set_log_capture([this](LogLevel, const std::string& m) {
-      std::lock_guard<std::mutex> lk(mu_);
-      lines_.push_back(m);
-    });
-  }
-  ~LogLines() { set_log_capture({}); }
-  std::vector<std::string> matching(const std::string& s) {
-    std::lock_guard<std::mutex> lk(mu_);
-    std::vector<std::string> out;
-    for (const auto& l : lines_)
-      if (l.find(s) != std::string::npos) out.push_back(l);
-    return out;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
-};
 
 // The SmolLM2 directory and the converter's file for it, or a skip reason.
 struct Smol {

@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "fs_view_testutil.h"
 #include "testutil.h"
 #include "trellis_gguf_testutil.h"
 #include "wcodecfs/filesystem.h"
@@ -38,70 +39,12 @@ using namespace wcodecfs;
 
 namespace {
 
+using fsview::LogLines;
+using fsview::names_in;
+using fsview::open_store;
+std::vector<uint8_t> read_all(Filesystem& fs, const std::string& path) { return fsview::read_path(fs, path); }
+
 constexpr const char* kGguf = "model.dense.gguf";
-
-std::unique_ptr<Filesystem> open_store(const sfs::path& store) {
-  FsOptions o;
-  o.staging = "";
-  o.kinds = default_kinds();
-  auto fs = Filesystem::create(store.string(), o);
-  EXPECT_TRUE(fs.ok()) << fs.status().ToString();
-  return fs.ok() ? std::move(fs).value() : nullptr;
-}
-
-std::set<std::string> names_in(Filesystem& fs, const std::string& dir) {
-  std::set<std::string> out;
-  auto d = fs.lookup_path(dir);
-  EXPECT_TRUE(d.ok()) << d.status().ToString();
-  if (!d.ok()) return out;
-  auto l = fs.readdir(d->id);
-  EXPECT_TRUE(l.ok()) << l.status().ToString();
-  if (l.ok())
-    for (const DirEntry& e : *l) out.insert(e.name);
-  return out;
-}
-
-std::vector<uint8_t> read_all(Filesystem& fs, const std::string& path) {
-  auto e = fs.lookup_path(path);
-  EXPECT_TRUE(e.ok()) << path << ": " << e.status().ToString();
-  if (!e.ok()) return {};
-  auto fh = fs.open(e->id, O_RDONLY);
-  EXPECT_TRUE(fh.ok()) << fh.status().ToString();
-  if (!fh.ok()) return {};
-  std::vector<uint8_t> out;
-  for (;;) {
-    auto r = fs.read(**fh, out.size(), 1 << 20);
-    EXPECT_TRUE(r.ok()) << path << ": " << r.status().ToString();
-    if (!r.ok() || r->size() == 0) break;
-    const auto b = r->gather();
-    out.insert(out.end(), b.begin(), b.end());
-  }
-  EXPECT_EQ(out.size(), e->attr.st_size) << path;
-  return out;
-}
-
-// Captured log lines (set_log_capture) while alive.
-class LogLines {
- public:
-  LogLines() {
-    set_log_capture([this](LogLevel, const std::string& m) {
-      std::lock_guard<std::mutex> lk(mu_);
-      lines_.push_back(m);
-    });
-  }
-  ~LogLines() { set_log_capture({}); }
-  std::vector<std::string> matching(const std::string& s) {
-    std::lock_guard<std::mutex> lk(mu_);
-    std::vector<std::string> out;
-    for (const auto& l : lines_)
-      if (l.find(s) != std::string::npos) out.push_back(l);
-    return out;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
-};
 
 }  // namespace
 

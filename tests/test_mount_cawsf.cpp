@@ -27,22 +27,6 @@ namespace {
 
 using namespace mounttest;
 
-constexpr const char* kPrompt = "Once upon a time there was";
-
-// llama-simple's greedy text for `model`: the prompt and 32 tokens.
-std::string generate(const sfs::path& model) {
-  const sfs::path bin = hfgguf::llama_dir() / "bin" / "llama-simple";
-  std::string out;
-  const int rc = sh("timeout 120 " + q(bin.string()) + " -m " + q(model.string()) + " -n 32 " + q(kPrompt), &out);
-  EXPECT_EQ(rc, 0) << out;
-  const size_t b = out.find(std::string("<s> ") + kPrompt);
-  const size_t e = out.find("main: decoded 32 tokens", b == std::string::npos ? 0 : b);
-  EXPECT_NE(b, std::string::npos) << out;
-  EXPECT_NE(e, std::string::npos) << out;
-  if (b == std::string::npos || e == std::string::npos) return {};
-  return out.substr(b, e - b);
-}
-
 bool have_python() { return sh("python3 -c 'import safetensors, numpy' >/dev/null 2>&1") == 0; }
 
 TEST(mount_cawsf, ConvertedCheckpointLoadsEveryTensorWithTheReportedError) {
@@ -176,10 +160,10 @@ TEST(mount_cawsf, GgufViewAndExportGgufLoadInLlamaCpp) {
   EXPECT_TRUE(vb == wctest::read_file(exported)) << "the view and export-gguf differ";
   EXPECT_EQ(hfgguf::same_gguf(vb, wctest::read_file(conv)), "");
 
-  const std::string c = generate(conv);
-  EXPECT_GT(c.size(), std::string(kPrompt).size() + 10) << c;
-  EXPECT_EQ(generate(view), c);
-  EXPECT_EQ(generate(exported), c);
+  const std::string c = hfgguf::llama_simple_text(conv);
+  EXPECT_GT(c.size(), std::string(hfgguf::kLlamaPrompt).size() + 10) << c;
+  EXPECT_EQ(hfgguf::llama_simple_text(view), c);
+  EXPECT_EQ(hfgguf::llama_simple_text(exported), c);
   std::cout << "[ llama.cpp ] " << c << "\n";
   fx.unmount();
   for (const auto& e : sfs::recursive_directory_iterator(fx.store()))

@@ -27,27 +27,6 @@
 namespace sfs = std::filesystem;
 using namespace mounttest;
 
-namespace {
-
-constexpr const char* kPrompt = "Once upon a time there was";
-
-// llama-simple's greedy text: the prompt and 32 generated tokens (what it
-// prints between its loading log and "main: decoded").
-std::string generate(const sfs::path& model) {
-  const sfs::path bin = hfgguf::llama_dir() / "bin" / "llama-simple";
-  std::string out;
-  const int rc = sh("timeout 120 " + q(bin.string()) + " -m " + q(model.string()) + " -n 32 " + q(kPrompt), &out);
-  EXPECT_EQ(rc, 0) << out;
-  const size_t b = out.find(std::string("<s> ") + kPrompt);
-  const size_t e = out.find("main: decoded 32 tokens", b == std::string::npos ? 0 : b);
-  EXPECT_NE(b, std::string::npos) << out;
-  EXPECT_NE(e, std::string::npos) << out;
-  if (b == std::string::npos || e == std::string::npos) return {};
-  return out.substr(b, e - b);
-}
-
-}  // namespace
-
 TEST(mount_hf_gguf, ViewsLoadInLlamaCppAndEqualTheConverter) {
   REQUIRE_FUSE();
   if (hfgguf::llama_dir().empty() || !sfs::exists(hfgguf::llama_dir() / "bin" / "llama-simple"))
@@ -89,9 +68,9 @@ TEST(mount_hf_gguf, ViewsLoadInLlamaCppAndEqualTheConverter) {
     SCOPED_TRACE(cases[i].dir);
     const sfs::path view = fx.mnt() / cases[i].dir / "model.gguf";
     EXPECT_EQ(hfgguf::same_gguf(wctest::read_file(view), wctest::read_file(conv[i])), "");
-    const std::string b = generate(conv[i]);
-    const std::string a = generate(view);
-    EXPECT_GT(b.size(), std::string(kPrompt).size() + 10) << b;
+    const std::string b = hfgguf::llama_simple_text(conv[i]);
+    const std::string a = hfgguf::llama_simple_text(view);
+    EXPECT_GT(b.size(), std::string(hfgguf::kLlamaPrompt).size() + 10) << b;
     EXPECT_EQ(a, b);
   }
   // Per-row int8 weights, .wcodec-stored: the view maps them to Q8_0, and
@@ -108,8 +87,8 @@ TEST(mount_hf_gguf, ViewsLoadInLlamaCppAndEqualTheConverter) {
   EXPECT_EQ(hfgguf::same_gguf(wctest::read_file(q8), wctest::read_file(deq), /*q8=*/true), "");
   // (Its text is not compared with the F32 file's: llama.cpp's Q8_0 matrix
   // products quantize the activations too, so the logits differ slightly.)
-  const std::string q8_text = generate(q8);
-  EXPECT_GT(q8_text.size(), std::string(kPrompt).size() + 10) << q8_text;
+  const std::string q8_text = hfgguf::llama_simple_text(q8);
+  EXPECT_GT(q8_text.size(), std::string(hfgguf::kLlamaPrompt).size() + 10) << q8_text;
   EXPECT_GT(fx.stats()["decode"]["bytes"].get<uint64_t>(), 0u);  // the .wcodec shards were decoded by the reads
   fx.unmount();
   for (const auto& e : sfs::recursive_directory_iterator(fx.store()))

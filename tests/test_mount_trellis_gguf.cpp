@@ -30,27 +30,6 @@
 namespace sfs = std::filesystem;
 using namespace mounttest;
 
-namespace {
-
-constexpr const char* kPrompt = "Once upon a time there was";
-
-// llama-simple's greedy text for `model`: the prompt and 32 generated
-// tokens (what it prints between its loading log and "main: decoded").
-std::string generate(const sfs::path& model) {
-  const sfs::path bin = hfgguf::llama_dir() / "bin" / "llama-simple";
-  std::string out;
-  const int rc = sh("timeout 120 " + q(bin.string()) + " -m " + q(model.string()) + " -n 32 " + q(kPrompt), &out);
-  EXPECT_EQ(rc, 0) << out;
-  const size_t b = out.find(std::string("<s> ") + kPrompt);
-  const size_t e = out.find("main: decoded 32 tokens", b == std::string::npos ? 0 : b);
-  EXPECT_NE(b, std::string::npos) << out;
-  EXPECT_NE(e, std::string::npos) << out;
-  if (b == std::string::npos || e == std::string::npos) return {};
-  return out.substr(b, e - b);
-}
-
-}  // namespace
-
 TEST(mount_trellis_gguf, LlamaCppGeneratesFromTheDenseGgufView) {
   REQUIRE_FUSE();
   if (hfgguf::llama_dir().empty() || !sfs::exists(hfgguf::llama_dir() / "bin" / "llama-simple"))
@@ -86,15 +65,15 @@ TEST(mount_trellis_gguf, LlamaCppGeneratesFromTheDenseGgufView) {
   EXPECT_EQ(fx.stats()["decode"]["chunks"].get<uint64_t>(), 0u) << "ls and stat computed or decoded something";
 
   for (const Case& c : cases) {
-    const std::string want = generate(conv[static_cast<size_t>(&c - cases)]);
-    EXPECT_GT(want.size(), std::string(kPrompt).size() + 10) << want;
+    const std::string want = hfgguf::llama_simple_text(conv[static_cast<size_t>(&c - cases)]);
+    EXPECT_GT(want.size(), std::string(hfgguf::kLlamaPrompt).size() + 10) << want;
     for (const std::string d : {std::string(c.name), "enc/" + std::string(c.name)}) {
       SCOPED_TRACE(d);
       const sfs::path view = fx.mnt() / d / "model.dense.gguf";
       EXPECT_EQ(trellisgguf::same_as_converter(wctest::read_file(view),
                                                wctest::read_file(conv[static_cast<size_t>(&c - cases)])),
                 "");
-      const std::string got = generate(view);
+      const std::string got = hfgguf::llama_simple_text(view);
       EXPECT_EQ(got, want) << "llama.cpp prints other text for the view than for the converter's file";
       std::printf("[ llama.cpp] %s/model.dense.gguf through the mount: %s\n", d.c_str(),
                   got.substr(0, got.find('\n')).c_str());
