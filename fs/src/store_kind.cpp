@@ -63,6 +63,18 @@ const StoreEntry* StoreDir::find(std::string_view name) const {
 
 std::string StoreDir::path_of(std::string_view rel) const { return join(path_, rel); }
 
+Result<std::string> read_small_input(const StoredInput& in, uint64_t max_bytes, std::string_view purpose) {
+  if (in.st.st_size < 0 || static_cast<uint64_t>(in.st.st_size) > max_bytes)
+    return Status(Code::kNotSupported, in.path + ": " + std::to_string(in.st.st_size) + " bytes (at most " +
+                                           std::to_string(max_bytes) + " are read for " + std::string(purpose) + ")");
+  std::string s(static_cast<size_t>(in.st.st_size), '\0');
+  WCFS_ASSIGN_OR_RETURN(size_t got, in.file->pread_full(0, s.size(), reinterpret_cast<uint8_t*>(s.data())));
+  if (got != s.size())
+    return Status(Code::kStale, in.path + ": read " + std::to_string(got) + " of " + std::to_string(s.size()) +
+                                    " bytes (the file shrank)");
+  return s;
+}
+
 namespace {
 
 // Splits a relative path into components; false for "", absolute paths, and

@@ -57,6 +57,12 @@ struct StoredInput {
   struct stat st {};                        // fstat of that descriptor
 };
 
+// The whole of a small stored input (a config or tokenizer file) as text.
+// NotSupported when it holds more than `max_bytes` (the message names the
+// file, its size, the limit and `purpose`: "a GGUF view"); Stale when it
+// shrank while being read.
+Result<std::string> read_small_input(const StoredInput& in, uint64_t max_bytes, std::string_view purpose);
+
 // A directory of the store as a kind sees it: its entries, and a safe way to
 // open what is in and below it.
 class StoreDir {
@@ -74,6 +80,11 @@ class StoreDir {
   const std::vector<StoreEntry>& entries() const { return entries_; }
   // The entry called `name`, or null.
   const StoreEntry* find(std::string_view name) const;
+  // Whether `name` is an entry here and a regular file.
+  bool is_regular(std::string_view name) const {
+    const StoreEntry* e = find(name);
+    return e && e->type == S_IFREG;
+  }
   // Store-relative path of `rel` (a name here, or a path below: "a/b").
   std::string path_of(std::string_view rel) const;
   // Opens the regular file `rel` (a name here or a relative path below this

@@ -27,6 +27,8 @@ namespace {
 constexpr uint64_t kBandBytes = 1 << 20;  // bytes of one computed chunk (a band of rows, or a stored range)
 constexpr size_t kCachedComponents = 4;    // decoded tensors kept for the next bands
 constexpr uint64_t kMaxSmallFile = 64u << 20;  // config and tokenizer files read for a GGUF view
+
+Result<std::string> read_small(const StoredInput& in) { return read_small_input(in, kMaxSmallFile, "a GGUF view"); }
 constexpr std::string_view kExt = ".cawsf";
 
 // The tokenizer files the GGUF view reads when present, in input order.
@@ -35,23 +37,6 @@ const char* const kOptionalSmall[] = {"tokenizer_config.json", "added_tokens.jso
 
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-bool is_regular(const StoreDir& dir, std::string_view name) {
-  const StoreEntry* e = dir.find(name);
-  return e && e->type == S_IFREG;
-}
-
-Result<std::string> read_small(const StoredInput& in) {
-  if (in.st.st_size < 0 || static_cast<uint64_t>(in.st.st_size) > kMaxSmallFile)
-    return Status(Code::kNotSupported, in.path + ": " + std::to_string(in.st.st_size) + " bytes (at most " +
-                                           std::to_string(kMaxSmallFile) + " are read for a GGUF view)");
-  std::string s(static_cast<size_t>(in.st.st_size), '\0');
-  WCFS_ASSIGN_OR_RETURN(size_t got, in.file->pread_full(0, s.size(), reinterpret_cast<uint8_t*>(s.data())));
-  if (got != s.size())
-    return Status(Code::kStale, in.path + ": read " + std::to_string(got) + " of " + std::to_string(s.size()) +
-                                    " bytes (the file shrank)");
-  return s;
 }
 
 // The first entry of `dir` that the hf-gguf kind takes for weights of the
@@ -138,11 +123,11 @@ void to_dtype(const std::vector<float>& w, wcodec::DType t, uint8_t* out) {
 
 Result<std::vector<std::string>> cawsf_gguf_small_files(const StoreDir& dir) {
   const std::string where = dir.path().empty() ? std::string() : dir.path() + "/";
-  if (!is_regular(dir, "config.json")) return Status::NotFound(where + "config.json: missing");
+  if (!dir.is_regular("config.json")) return Status::NotFound(where + "config.json: missing");
   WCFS_ASSIGN_OR_RETURN(StoredInput cfg_in, dir.open("config.json"));
   WCFS_ASSIGN_OR_RETURN(std::string cfg, read_small(cfg_in));
   WCFS_RETURN_IF_ERROR(check_hf_config(cfg, where + "config.json"));
-  if (!is_regular(dir, "tokenizer.model"))
+  if (!dir.is_regular("tokenizer.model"))
     return Status(Code::kNotSupported, where + "tokenizer.model: missing (a SentencePiece tokenizer is needed; "
                                                "BPE tokenizers from tokenizer.json are not presented yet)");
   for (const char* refused : {"tekken.json", "chat_template.json", "additional_chat_templates", "params.json"})
@@ -150,7 +135,7 @@ Result<std::vector<std::string>> cawsf_gguf_small_files(const StoreDir& dir) {
       return Status(Code::kNotSupported, where + refused + ": present (not supported by the GGUF view)");
   std::vector<std::string> names{"config.json", "tokenizer.model"};
   for (const char* opt : kOptionalSmall)
-    if (is_regular(dir, opt)) names.emplace_back(opt);
+    if (dir.is_regular(opt)) names.emplace_back(opt);
   return names;
 }
 
@@ -198,7 +183,7 @@ void CawsfKind::present(const StoreDir& dir, std::vector<Presentation>* out) con
   // The GGUF views' small files, when the directory has a config.json and
   // no weights of its own.
   std::optional<std::vector<std::string>> small;
-  if (is_regular(dir, "config.json")) {
+  if (dir.is_regular("config.json")) {
     if (const std::string w = own_weights(dir); !w.empty()) {
       warn_once(dir, "own-weights", "no GGUF view of the .cawsf files in " + shown_dir + ": the directory's own " +
                                         w + " has the hf-gguf kind's view");
@@ -210,7 +195,7 @@ void CawsfKind::present(const StoreDir& dir, std::vector<Presentation>* out) con
   }
   for (const std::string& x : stems) {
     const std::string in = x + std::string(kExt);
-    if (is_regular(dir, x + ".safetensors") || dir.find(x + ".wcodec")) {
+    if (dir.is_regular(x + ".safetensors") || dir.find(x + ".wcodec")) {
       warn_once(dir, in + ":st", "no " + x + ".safetensors view of " + in + " in " + shown_dir +
                                      ": the stored " + x + ".safetensors (or " + x + ".wcodec) is served");
     } else {

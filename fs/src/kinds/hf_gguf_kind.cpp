@@ -24,6 +24,8 @@ constexpr std::string_view kWcodecExt = ".wcodec";
 constexpr uint64_t kMaxSmallFile = 64u << 20;      // config, tokenizer and index files
 constexpr uint32_t kComputedChunk = 1u << 20;      // bytes of a computed (converted) chunk
 
+Result<std::string> read_small(const StoredInput& in) { return read_small_input(in, kMaxSmallFile, "a GGUF view"); }
+
 // The optional tokenizer files, in the order they are inputs.
 const char* const kOptional[] = {"tokenizer_config.json", "added_tokens.json", "tokenizer.json",
                                  "chat_template.jinja"};
@@ -32,29 +34,12 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-bool is_regular(const StoreDir& dir, std::string_view name) {
-  const StoreEntry* e = dir.find(name);
-  return e && e->type == S_IFREG;
-}
-
 // The stored name of weight file `plain` (X.safetensors): itself, or X.wcodec.
 std::string stored_weight(const StoreDir& dir, const std::string& plain) {
-  if (is_regular(dir, plain)) return plain;
+  if (dir.is_regular(plain)) return plain;
   const std::string w = plain.substr(0, plain.size() - kSafetensorsExt.size()) + std::string(kWcodecExt);
-  if (is_regular(dir, w)) return w;
+  if (dir.is_regular(w)) return w;
   return {};
-}
-
-Result<std::string> read_small(const StoredInput& in) {
-  if (in.st.st_size < 0 || static_cast<uint64_t>(in.st.st_size) > kMaxSmallFile)
-    return Status(Code::kNotSupported, in.path + ": " + std::to_string(in.st.st_size) + " bytes (at most " +
-                                           std::to_string(kMaxSmallFile) + " are read for a GGUF view)");
-  std::string s(static_cast<size_t>(in.st.st_size), '\0');
-  WCFS_ASSIGN_OR_RETURN(size_t got, in.file->pread_full(0, s.size(), reinterpret_cast<uint8_t*>(s.data())));
-  if (got != s.size())
-    return Status(Code::kStale, in.path + ": read " + std::to_string(got) + " of " + std::to_string(s.size()) +
-                                    " bytes (the file shrank)");
-  return s;
 }
 
 Result<std::string> read_small(const StoreDir& dir, std::string_view name) {
@@ -224,7 +209,7 @@ Status check_bpe_tokenizer(const StoreDir& dir, const std::string& where) {
   constexpr size_t kMaxKnown = 64;
   WCFS_ASSIGN_OR_RETURN(StoredInput tj, dir.open("tokenizer.json"));
   std::optional<StoredInput> tc;
-  if (is_regular(dir, "tokenizer_config.json")) {
+  if (dir.is_regular("tokenizer_config.json")) {
     WCFS_ASSIGN_OR_RETURN(tc, dir.open("tokenizer_config.json"));
   }
   std::string key;
@@ -327,7 +312,7 @@ Result<std::shared_ptr<const VirtualFile>> build_hf_gguf_view(const HfDirFiles& 
 }
 
 Result<Presentation> hf_gguf_presentation(const StoreDir& dir) {
-  if (!is_regular(dir, "config.json")) return Status::NotFound("no config.json");
+  if (!dir.is_regular("config.json")) return Status::NotFound("no config.json");
   std::vector<std::string> indexes, bases;
   for (const StoreEntry& e : dir.entries()) {
     // A Trellis v2 store (layer directories): the trellis kind presents it,
@@ -376,8 +361,8 @@ Result<Presentation> hf_gguf_presentation(const StoreDir& dir) {
   WCFS_RETURN_IF_ERROR(check_hf_config(cfg, where + "config.json"));
   // The tokenizer: SentencePiece's tokenizer.model, else tokenizer.json
   // (a BPE tokenizer, identified when the view is built).
-  const bool spm = is_regular(dir, "tokenizer.model");
-  if (!spm && !is_regular(dir, "tokenizer.json"))
+  const bool spm = dir.is_regular("tokenizer.model");
+  if (!spm && !dir.is_regular("tokenizer.json"))
     return Status(Code::kNotSupported, where + "tokenizer.model: missing, and no tokenizer.json either (a "
                                                "SentencePiece or BPE tokenizer is needed)");
   for (const char* refused : {"tekken.json", "chat_template.json", "additional_chat_templates", "params.json"})
@@ -388,7 +373,7 @@ Result<Presentation> hf_gguf_presentation(const StoreDir& dir) {
   p.inputs.push_back("config.json");
   if (spm) p.inputs.push_back("tokenizer.model");
   for (const char* opt : kOptional)
-    if (is_regular(dir, opt)) p.inputs.push_back(opt);
+    if (dir.is_regular(opt)) p.inputs.push_back(opt);
   for (std::string& t : tail) p.inputs.push_back(std::move(t));
   return p;
 }

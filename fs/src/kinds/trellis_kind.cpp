@@ -33,6 +33,8 @@ constexpr const char* kDenseName = wcodec::kTrellisDenseName;
 constexpr const char* kDenseGgufName = "model.dense.gguf";
 constexpr uint64_t kMaxSmallFile = 64u << 20;  // config and tokenizer files read for the GGUF form
 
+Result<std::string> read_small(const StoredInput& in) { return read_small_input(in, kMaxSmallFile, "a GGUF form"); }
+
 // The small files the GGUF form reads besides config.json and
 // tokenizer.model, when present (the converter reads them too).
 const char* const kGgufOptional[] = {"tokenizer_config.json", "added_tokens.json", "tokenizer.json",
@@ -495,41 +497,24 @@ Result<std::shared_ptr<const VirtualFile>> build_dense(const wcodec::TrellisStor
   return VirtualFile::make(name, std::move(extents), std::move(segments));
 }
 
-bool is_regular(const StoreDir& dir, std::string_view name) {
-  const StoreEntry* e = dir.find(name);
-  return e && e->type == S_IFREG;
-}
-
-Result<std::string> read_small(const StoredInput& in) {
-  if (in.st.st_size < 0 || static_cast<uint64_t>(in.st.st_size) > kMaxSmallFile)
-    return Status(Code::kNotSupported, in.path + ": " + std::to_string(in.st.st_size) + " bytes (at most " +
-                                           std::to_string(kMaxSmallFile) + " are read for a GGUF form)");
-  std::string s(static_cast<size_t>(in.st.st_size), '\0');
-  WCFS_ASSIGN_OR_RETURN(size_t got, in.file->pread_full(0, s.size(), reinterpret_cast<uint8_t*>(s.data())));
-  if (got != s.size())
-    return Status(Code::kStale, in.path + ": read " + std::to_string(got) + " of " + std::to_string(s.size()) +
-                                    " bytes (the file shrank)");
-  return s;
-}
-
 // The small files the GGUF form of the dense view is made from (config.json,
 // tokenizer.model, the optional tokenizer files present), in input order;
 // NotSupported / Corruption naming the file and the value when the store's
 // model has no GGUF form.
 Result<std::vector<std::string>> gguf_small_files(const StoreDir& dir) {
   const std::string where = dir.path().empty() ? std::string() : dir.path() + "/";
-  if (!is_regular(dir, "config.json")) return Status(Code::kNotSupported, where + "config.json: missing");
+  if (!dir.is_regular("config.json")) return Status(Code::kNotSupported, where + "config.json: missing");
   WCFS_ASSIGN_OR_RETURN(StoredInput cfg_in, dir.open("config.json"));
   WCFS_ASSIGN_OR_RETURN(std::string cfg, read_small(cfg_in));
   WCFS_RETURN_IF_ERROR(check_hf_config(cfg, where + "config.json"));
-  if (!is_regular(dir, "tokenizer.model"))
+  if (!dir.is_regular("tokenizer.model"))
     return Status(Code::kNotSupported, where + "tokenizer.model: missing (the GGUF form needs a SentencePiece tokenizer)");
   for (const char* refused : kGgufRefused)
     if (dir.find(refused))
       return Status(Code::kNotSupported, where + refused + ": present (not supported by the GGUF view)");
   std::vector<std::string> in{"config.json", "tokenizer.model"};
   for (const char* opt : kGgufOptional)
-    if (is_regular(dir, opt)) in.push_back(opt);
+    if (dir.is_regular(opt)) in.push_back(opt);
   return in;
 }
 
