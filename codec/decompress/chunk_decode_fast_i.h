@@ -21,13 +21,14 @@
 namespace wcodec {
 namespace fast {
 
-// The word stream. A step reads at most kStepAhead words past pos (two
-// symbol slots of 32 lanes, each lane loading the word at the cursor
-// whether it renormalizes or not); before a step that could read past the
+// The word stream. A step reads at most kStepAhead words past pos (three
+// symbol slots of 32 lanes: a float's two symbols, an int token and its
+// two escape fields; each lane loads the word at the cursor whether it
+// renormalizes or not); before a step that could read past the
 // stream, its remaining words move to a zeroed pad. A stream that runs
 // short then decodes zero words until the step check rejects it (the
 // reference rejects such a stream too: its word source marks it bad).
-inline constexpr uint32_t kStepAhead = 2 * kLanes;
+inline constexpr uint32_t kStepAhead = 3 * kLanes;
 struct Words {
   const uint8_t* p;  // word 0 at p
   uint32_t n, pos;   // words at p; next word
