@@ -49,15 +49,15 @@ struct IntCfg {
 WC_FAST_INLINE uint32_t sign_class(int32_t v) { return (v > 0 ? 1u : 0u) | (v < 0 ? 2u : 0u); }
 WC_FAST_INLINE uint32_t mag(int32_t v) { return iabs32(v); }
 
-// The residual token of lane l at its current position (no escape
-// handling); writes the value and shifts the left neighbours.
-// MODE: 0 activity, 3 kernel. OA: the extra neighbour's distance (0 none,
-// 1-3 from the registers, 4 any: read from the row). CC: column classes.
-template <int MODE, int OA, bool CC>
-WC_FAST_INLINE void int_lane(const IntCfg& c, IntLanes& L, uint32_t l, const uint8_t* p, uint32_t& pos) {
+// The residual token of lane l at element e (column col of its row; ht:
+// not the lane's first row), no escape handling: writes the value, shifts
+// the left neighbours and (PH) steps the column phase. MODE: 0 activity,
+// 3 kernel. OA: the extra neighbour's distance (0 none, 1-3 from the
+// registers, 4 any: read from the row). CC: column classes.
+template <int MODE, int OA, bool CC, bool PH>
+WC_FAST_INLINE void int_lane(const IntCfg& c, IntLanes& L, uint32_t l, int32_t* e, uint32_t col, bool ht,
+                             const uint8_t* p, uint32_t& pos) {
   const int32_t h1 = L.h1[l], h2 = L.h2[l], h3 = L.h3[l];
-  int32_t* e = L.at[l];
-  const uint32_t col = L.col[l];
   int32_t la;
   if constexpr (OA == 0) la = 0;
   else if constexpr (OA == 1) la = h1;
@@ -73,8 +73,8 @@ WC_FAST_INLINE void int_lane(const IntCfg& c, IntLanes& L, uint32_t l, const uin
     uint32_t a = mag(lk) + mag(uk);
     a = a < 1023u ? a : 1023u;
     ctx = ((sb + c.act[a]) * 3u + sign_class(lk)) * 3u + sign_class(uk);
+    if constexpr (PH) L.phase[l] = kp + 1 == c.period ? 0u : kp + 1;
   } else {
-    const bool ht = L.row[l] != 0;
     const int32_t t = ht ? e[-static_cast<int64_t>(c.w)] : 0;
     uint32_t a = 2 * mag(h1) + mag(t) + mag(h2) + mag(la);
     if (col == 0) a += 2 * mag(t);  // no left neighbour: the top counts three times
@@ -97,7 +97,7 @@ struct LaneRows {
   uint32_t phase0[kLanes];
 };
 template <bool CC>
-WC_FAST_INLINE void int_advance(const IntCfg& c, const LaneRows& g, IntLanes& L, uint32_t l, uint32_t row0) {
+WC_FAST_INLINE void int_advance(const IntCfg& c, const LaneRows& g, IntLanes& L, uint32_t l) {
   L.at[l] += 1;
   L.phase[l] = L.phase[l] + 1 == c.period ? 0u : L.phase[l] + 1;
   if (++L.col[l] == g.w[l]) {
@@ -111,7 +111,6 @@ WC_FAST_INLINE void int_advance(const IntCfg& c, const LaneRows& g, IntLanes& L,
       L.scb[l] = CC ? rp : static_cast<uint32_t>(c.scale[rp]) * c.nb;
     }
   }
-  (void)row0;
 }
 
 // The extra bits of the step's escaped tokens (the reference's order: the
@@ -145,7 +144,7 @@ bool int_escapes(const IntCfg& c, IntLanes& L, const uint32_t* act_mask, const u
 }
 
 template <int MODE, int OA, bool CC>
-int int_lanes(const IntCfg& c, const Geom& g, const LaneRows& rows, IntLanes& L, Words& ws, uint32_t row0) {
+int int_lanes(const IntCfg& c, const Geom& g, const LaneRows& rows, IntLanes& L, Words& ws) {
   uint32_t all[kLanes];
   for (uint32_t l = 0; l < kLanes; ++l) all[l] = 1;
   uint32_t act[kLanes];
@@ -157,22 +156,60 @@ int int_lanes(const IntCfg& c, const Geom& g, const LaneRows& rows, IntLanes& L,
     uint32_t any_esc = 0;
     if (t < g.min_n) {
       for (uint32_t l = 0; l < kLanes; ++l) {
-        int_lane<MODE, OA, CC>(c, L, l, p, pos);
+        int_lane<MODE, OA, CC, false>(c, L, l, L.at[l], L.col[l], L.row[l] != 0, p, pos);
         any_esc |= L.tok[l] >= c.esc;
       }
     } else {
       for (uint32_t l = 0; l < kLanes; ++l) {
         act[l] = t < g.n[l];
         if (!act[l]) continue;
-        int_lane<MODE, OA, CC>(c, L, l, p, pos);
+        int_lane<MODE, OA, CC, false>(c, L, l, L.at[l], L.col[l], L.row[l] != 0, p, pos);
         any_esc |= L.tok[l] >= c.esc;
       }
       am = act;
     }
     if (any_esc && !int_escapes(c, L, am, p, pos)) return 0;
     for (uint32_t l = 0; l < kLanes; ++l)
-      if (am[l]) int_advance<CC>(c, rows, L, l, row0);
+      if (am[l]) int_advance<CC>(c, rows, L, l);
     ws.pos = pos;
+  }
+  return 1;
+}
+
+// Lanes of one rectangle size (R rows of W): one position for all lanes,
+// lane l's element at base[l] + r * w + j; no per-lane counters.
+template <int MODE, int OA, bool CC>
+int int_same(const IntCfg& c, const Geom& g, const LaneRows& rows, IntLanes& L, Words& ws) {
+  static const uint32_t all[kLanes] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                       1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  int32_t* base[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l) base[l] = L.at[l];
+  const uint32_t W = g.w[0], R = g.h[0];
+  for (uint32_t r = 0; r < R; ++r) {
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      L.h1[l] = L.h2[l] = L.h3[l] = 0;
+      L.phase[l] = rows.phase0[l];
+      if (c.rc) {
+        const uint32_t rp = c.rc[g.r0[l] + r];
+        L.scb[l] = CC ? rp : static_cast<uint32_t>(c.scale[rp]) * c.nb;
+      }
+    }
+    for (uint32_t j = 0; j < W; ++j) {
+      if (!words_ready(&ws, 3 * kLanes)) return 0;
+      uint32_t pos = ws.pos;
+      const uint8_t* p = ws.p;
+      const uint64_t off = uint64_t{r} * c.w + j;
+      uint32_t any_esc = 0;
+      for (uint32_t l = 0; l < kLanes; ++l) {
+        int_lane<MODE, OA, CC, true>(c, L, l, base[l] + off, j, r != 0, p, pos);
+        any_esc |= L.tok[l] >= c.esc;
+      }
+      if (any_esc) {
+        for (uint32_t l = 0; l < kLanes; ++l) L.at[l] = base[l] + off;
+        if (!int_escapes(c, L, all, p, pos)) return 0;
+      }
+      ws.pos = pos;
+    }
   }
   return 1;
 }
@@ -236,8 +273,12 @@ int decode_int_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t
   const int oa = p.off_a == 0 ? 0 : (p.off_a <= 3 ? p.off_a : 4);
   int ok = 0;
 #define WC_FAST_INT(MODEv, OAv)                                                                        \
-  if (p.nbr_mode == MODEv && oa == OAv)                                                                \
-    ok = cc ? int_lanes<MODEv, OAv, true>(c, g, rows, L, ws, cv.row0) : int_lanes<MODEv, OAv, false>(c, g, rows, L, ws, cv.row0);
+  if (p.nbr_mode == MODEv && oa == OAv) {                                                              \
+    if (g.same)                                                                                        \
+      ok = cc ? int_same<MODEv, OAv, true>(c, g, rows, L, ws) : int_same<MODEv, OAv, false>(c, g, rows, L, ws); \
+    else                                                                                               \
+      ok = cc ? int_lanes<MODEv, OAv, true>(c, g, rows, L, ws) : int_lanes<MODEv, OAv, false>(c, g, rows, L, ws); \
+  }
   WC_FAST_INT(0, 0)
   WC_FAST_INT(0, 1)
   WC_FAST_INT(0, 2)
