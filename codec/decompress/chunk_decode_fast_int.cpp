@@ -53,8 +53,10 @@ WC_FAST_INLINE uint32_t mag(int32_t v) { return iabs32(v); }
 // not the lane's first row), no escape handling: writes the value, shifts
 // the left neighbours and (PH) steps the column phase. MODE: 0 activity,
 // 3 kernel. OA: the extra neighbour's distance (0 none, 1-3 from the
-// registers, 4 any: read from the row). CC: column classes.
-template <int MODE, int OA, bool CC, bool PH>
+// registers, 4 any: read from the row). CC: column classes. ACT: the
+// model has activity classes (nb > 1; with one class the activity is not
+// needed: its class is 0).
+template <int MODE, int OA, bool CC, bool PH, bool ACT = true>
 WC_FAST_INLINE void int_lane(const IntCfg& c, IntLanes& L, uint32_t l, int32_t* e, uint32_t col, bool ht,
                              const uint8_t* p, uint32_t& pos) {
   const int32_t h1 = L.h1[l], h2 = L.h2[l], h3 = L.h3[l];
@@ -70,16 +72,22 @@ WC_FAST_INLINE void int_lane(const IntCfg& c, IntLanes& L, uint32_t l, int32_t* 
   if constexpr (MODE == 3) {
     const uint32_t kp = L.phase[l];
     const int32_t lk = h1 & c.lmask[kp], uk = la & c.umask[kp];
-    uint32_t a = mag(lk) + mag(uk);
-    a = a < 1023u ? a : 1023u;
-    ctx = ((sb + c.act[a]) * 3u + sign_class(lk)) * 3u + sign_class(uk);
+    uint32_t ac = 0;
+    if constexpr (ACT) {
+      const uint32_t a = mag(lk) + mag(uk);
+      ac = c.act[a < 1023u ? a : 1023u];
+    }
+    ctx = ((sb + ac) * 3u + sign_class(lk)) * 3u + sign_class(uk);
     if constexpr (PH) L.phase[l] = kp + 1 == c.period ? 0u : kp + 1;
   } else {
-    const int32_t t = ht ? e[-static_cast<int64_t>(c.w)] : 0;
-    uint32_t a = 2 * mag(h1) + mag(t) + mag(h2) + mag(la);
-    if (col == 0) a += 2 * mag(t);  // no left neighbour: the top counts three times
-    a = a < 1023u ? a : 1023u;
-    ctx = (sb + c.act[a]) * 3u + sign_class(h1);
+    uint32_t ac = 0;
+    if constexpr (ACT) {
+      const int32_t t = ht ? e[-static_cast<int64_t>(c.w)] : 0;
+      uint32_t a = 2 * mag(h1) + mag(t) + mag(h2) + mag(la);
+      if (col == 0) a += 2 * mag(t);  // no left neighbour: the top counts three times
+      ac = c.act[a < 1023u ? a : 1023u];
+    }
+    ctx = (sb + ac) * 3u + sign_class(h1);
   }
   const uint32_t tk = decode_renorm(L.x[l], c.sym + ctx * 4096, c.fs + ctx * 256, p, pos);
   const int32_t v = tile::zz_decode(static_cast<int32_t>(tk));
@@ -178,7 +186,7 @@ int int_lanes(const IntCfg& c, const Geom& g, const LaneRows& rows, IntLanes& L,
 
 // Lanes of one rectangle size (R rows of W): one position for all lanes,
 // lane l's element at base[l] + r * w + j; no per-lane counters.
-template <int MODE, int OA, bool CC>
+template <int MODE, int OA, bool CC, bool ACT>
 int int_same(const IntCfg& c, const Geom& g, const LaneRows& rows, IntLanes& L, Words& ws) {
   static const uint32_t all[kLanes] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
                                        1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
@@ -201,7 +209,7 @@ int int_same(const IntCfg& c, const Geom& g, const LaneRows& rows, IntLanes& L, 
       const uint64_t off = uint64_t{r} * c.w + j;
       uint32_t any_esc = 0;
       for (uint32_t l = 0; l < kLanes; ++l) {
-        int_lane<MODE, OA, CC, true>(c, L, l, base[l] + off, j, r != 0, p, pos);
+        int_lane<MODE, OA, CC, true, ACT>(c, L, l, base[l] + off, j, r != 0, p, pos);
         any_esc |= L.tok[l] >= c.esc;
       }
       if (any_esc) {
@@ -270,13 +278,19 @@ int decode_int_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t
   Words ws;
   words_open(&ws, rans, rans_len);
   // The extra neighbour: from the registers up to 3 back, else the row.
-  const int oa = p.off_a == 0 ? 0 : (p.off_a <= 3 ? p.off_a : 4);
+  // (Mode 0 with one activity class does not read it.)
+  const int oa = p.off_a == 0 || (p.nbr_mode == 0 && p.nb == 1) ? 0 : (p.off_a <= 3 ? p.off_a : 4);
   int ok = 0;
-#define WC_FAST_INT(MODEv, OAv)                                                                        \
-  if (p.nbr_mode == MODEv && oa == OAv) {                                                              \
-    if (g.same)                                                                                        \
-      ok = cc ? int_same<MODEv, OAv, true>(c, g, rows, L, ws) : int_same<MODEv, OAv, false>(c, g, rows, L, ws); \
-    else                                                                                               \
+#define WC_FAST_INT(MODEv, OAv)                                                                             \
+  if (p.nbr_mode == MODEv && oa == OAv) {                                                                   \
+    if constexpr (MODEv == 3 || OAv == 0) {                                                                 \
+      if (g.same && p.nb == 1)                                                                              \
+        ok = cc ? int_same<MODEv, OAv, true, false>(c, g, rows, L, ws)                                      \
+                : int_same<MODEv, OAv, false, false>(c, g, rows, L, ws);                                    \
+    }                                                                                                       \
+    if (g.same && p.nb > 1)                                                                                 \
+      ok = cc ? int_same<MODEv, OAv, true, true>(c, g, rows, L, ws) : int_same<MODEv, OAv, false, true>(c, g, rows, L, ws); \
+    if (!g.same)                                                                                            \
       ok = cc ? int_lanes<MODEv, OAv, true>(c, g, rows, L, ws) : int_lanes<MODEv, OAv, false>(c, g, rows, L, ws); \
   }
   WC_FAST_INT(0, 0)
