@@ -227,6 +227,17 @@ struct RawSrc {
   uint64_t ns, bit0;
   uint32_t rawb;
 };
+// get_bits with one 4-byte load (the section has 4 readable bytes past its
+// last field: float_raw_ok; the tail buffer ends with 4 zero bytes).
+WC_FAST_INLINE uint32_t bits_at(const uint8_t* p, uint64_t pos, uint32_t n) {
+  uint32_t v;
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(&v, p + (pos >> 3), 4);
+  } else {
+    v = load_elem(p + (pos >> 3), 4);
+  }
+  return (v >> (pos & 7)) & ((1u << n) - 1);
+}
 template <int RB>
 WC_FAST_INLINE uint32_t raw_at(const RawSrc& s, uint64_t i) {
   if constexpr (RB == 0) {
@@ -234,7 +245,7 @@ WC_FAST_INLINE uint32_t raw_at(const RawSrc& s, uint64_t i) {
   } else if constexpr (RB == 8) {
     return i < s.ns ? s.raw[i] : s.buf[i - s.bit0 / 8];
   } else {
-    return i < s.ns ? get_bits(s.raw, i * s.rawb, s.rawb) : get_bits(s.buf, i * s.rawb - s.bit0, s.rawb);
+    return i < s.ns ? bits_at(s.raw, i * s.rawb, s.rawb) : bits_at(s.buf, i * s.rawb - s.bit0, s.rawb);
   }
 }
 
