@@ -15,6 +15,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "chunk_decode_fast.h"
 #include "chunk_decode_hwy.h"
 #include "simd_avx512_i.h"
 #include "wcodec/cpu.h"
@@ -760,6 +761,7 @@ template int decode_float_group_e<2>(const ModelView*, const ChunkView&, const G
 
 int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                             const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm, bool tail) {
+  if (cpu_path() == CpuPath::kScalar) return decode_float_chunk_fast(m, cv, rans, rans_len, raw, raw_len, out, lm, tail);
   if (cpu_path() == CpuPath::kAvx2) return decode_float_chunk_hwy(m, cv, rans, rans_len, raw, raw_len, out, lm, tail);
   if (!simd_enabled() || m.kind != ModelKind::kFloat || !m.slot_all || (!m.slot1_all && !float_joint(m.fp)))
     return -1;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "chunk_decode_fast.h"
 #include "chunk_decode_hwy.h"
 #include "simd_avx512_i.h"
 #include "wcodec/cpu.h"
@@ -929,6 +930,9 @@ int pack_nibble_chunk(const ChunkView& cv, const LaneGeom& g, uint8_t* lm, uint8
 
 int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm) {
+  // The scalar path: the portable fast decoder (chunk_decode_fast.h).
+  if (cpu_path() == CpuPath::kScalar)
+    return decode_int_chunk_fast(m, cv, tile_map, rans, rans_len, out, res, tmp_tile, lm);
   // The avx2 path: the Highway decoders, ternary chunks
   // (chunk_decode_hwy_tern.cpp) and 8-bit and 4-bit codes
   // (chunk_decode_hwy_int.cpp); what they decline takes the reference.

@@ -1,0 +1,336 @@
+// tests/test_fast_decoders.cpp — the portable fast decoders of the scalar
+// decoder path (codec/decompress/chunk_decode_fast.h) against the reference
+// decoders (chunk_decode.h), chunk by chunk: on every real model file of
+// ../shared/data and the generated edge cases, byte for byte; and on
+// damaged streams (bytes flipped in the lane states and the word stream,
+// words swapped, streams cut short, lengthened or of odd length, a raw
+// section one byte short), the same accept / reject and, where both accept,
+// the same bytes. The scalar path is no longer the reference itself, so
+// this is its equality test whatever path the CPU would pick.
+// Thread-safety: single-threaded test code.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bytes.h"
+#include "chunk_decode.h"
+#include "chunk_decode_fast.h"
+#include "chunk_decode_simd.h"
+#include "chunk_model.h"
+#include "edge_cases.h"
+#include "tensor_encode.h"
+#include "tensor_model.h"
+#include "testutil.h"
+#include "wcodec/container.h"
+#include "wcodec/safetensors.h"
+
+namespace {
+
+using namespace wcodec;
+
+struct Parsed {
+  const uint8_t* map = nullptr;  // int tile map, or null
+  const uint8_t* rans = nullptr;
+  uint32_t rans_len = 0;
+  const uint8_t* raw = nullptr;
+  size_t raw_len = 0;
+  bool tail = false;
+};
+
+bool parse_payload(const TensorGeometry& g, uint64_t index, const std::vector<uint8_t>& p, Parsed* out) {
+  uint64_t row0, col0, h, w;
+  g.chunk_rect(index, &row0, &col0, &h, &w);
+  ByteReader r(p.data(), p.size());
+  const uint8_t flags = r.u8();
+  if (flags & 1) out->map = r.take(2 * ((h + kTile - 1) / kTile) * ((w + kTile - 1) / kTile));
+  out->tail = (flags & 2) != 0;
+  out->rans_len = r.u32();
+  out->rans = r.take(out->rans_len);
+  out->raw = r.cur();
+  out->raw_len = r.remaining();
+  return r.ok();
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr uint64_t kMaxTensor = 256u << 10;
+constexpr int kMutations = 30;  // per chunk (AgreeWithReferenceOnRandomlyDamagedStreams)
+#else
+constexpr uint64_t kMaxTensor = 512u << 10;
+constexpr int kMutations = 60;
+#endif
+
+struct Counts {
+  int float_chunks = 0, float_ragged = 0, float_joint = 0, float_tail = 0, f32 = 0;
+  int int_chunks = 0, int_nibble = 0, int_ragged = 0, int_escapes = 0, int_tiles = 0;
+  int damaged = 0, rejected = 0;
+};
+
+bool same_rect(const ChunkView& cv) {
+  const LaneRect a = lane_rect(cv.h, cv.w, 0);
+  bool same = a.h * a.w > 0;
+  for (uint32_t l = 1; l < kLanes; ++l) {
+    const LaneRect b = lane_rect(cv.h, cv.w, l);
+    same &= a.w == b.w && a.h == b.h;
+  }
+  return same;
+}
+
+// The reference result (false: rejected) and the fast decoder's (1, 0,
+// -1) for one chunk's stream and raw section.
+bool reference_decode(const ModelView& mv, const ChunkView& cv, const Parsed& ps, const uint8_t* rans,
+                      uint32_t rans_len, uint64_t raw_len, std::vector<uint8_t>* out) {
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (mv.kind == ModelKind::kFloat) {
+    std::vector<uint16_t> e(n);
+    std::vector<uint8_t> sm(n);
+    return decode_float_chunk(mv, cv, rans, rans_len, ps.raw, raw_len, out->data(), e.data(), sm.data(), ps.tail);
+  }
+  std::vector<int32_t> res(n), tile(kTile * kTile);
+  return decode_int_residuals(mv, cv, rans, rans_len, res.data()) &&
+         int_finish_chunk(mv, cv, ps.map, out->data(), res.data(), tile.data());
+}
+int fast_decode(const ModelView& mv, const ChunkView& cv, const Parsed& ps, const uint8_t* rans, uint32_t rans_len,
+                uint64_t raw_len, std::vector<uint8_t>* out) {
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  std::vector<uint8_t> lm(fast_lane_major_bytes(cv));
+  if (mv.kind == ModelKind::kFloat)
+    return decode_float_chunk_fast(mv, cv, rans, rans_len, ps.raw, raw_len, out->data(), lm.data(), ps.tail);
+  std::vector<int32_t> res(n), tile(kTile * kTile);
+  return decode_int_chunk_fast(mv, cv, ps.map, rans, rans_len, out->data(), res.data(), tile.data(), lm.data());
+}
+
+// Damaged variants of one chunk's stream (v: which damage).
+constexpr int kDamages = 11;
+std::vector<uint8_t> damage(const Parsed& ps, int v, std::mt19937& rng, uint64_t* raw_len) {
+  std::vector<uint8_t> s(ps.rans, ps.rans + ps.rans_len);
+  *raw_len = ps.raw_len;
+  const size_t L = s.size();
+  auto at = [&](size_t lo) { return lo + rng() % (L - lo); };
+  switch (v) {
+    case 0: s[rng() % (4 * kLanes)] ^= static_cast<uint8_t>(1 + rng() % 255); break;  // a lane state
+    case 1: s[at(4 * kLanes < L ? 4 * kLanes : 0)] ^= static_cast<uint8_t>(1 + rng() % 255); break;
+    case 2:  // three words of the stream
+      for (int k = 0; k < 3; ++k) s[at(4 * kLanes < L ? 4 * kLanes : 0)] ^= static_cast<uint8_t>(1u << (rng() % 8));
+      break;
+    case 3:  // two words swapped
+      if (L >= 4 * kLanes + 4) {
+        const size_t a = 4 * kLanes + 2 * (rng() % ((L - 4 * kLanes) / 2));
+        const size_t b = 4 * kLanes + 2 * (rng() % ((L - 4 * kLanes) / 2));
+        std::swap(s[a], s[b]);
+        std::swap(s[a + 1], s[b + 1]);
+      }
+      break;
+    case 4: s.resize(L >= 2 ? L - 2 : 0); break;                       // one word short
+    case 5: s.resize(L >= 64 ? L - 64 : 0); break;                     // 32 words short
+    case 6: s.resize(4 * kLanes < L ? 4 * kLanes : L); break;          // the lane states only
+    case 7: s.resize(L - 1); break;                                    // odd length
+    case 8: s.push_back(0), s.push_back(0); break;                     // a word left over
+    case 9: s.resize(L > 4 * kLanes + 7 ? 4 * kLanes - 2 : 0); break;  // shorter than the states
+    default: *raw_len = ps.raw_len ? ps.raw_len - 1 : 0; break;        // raw section one byte short
+  }
+  return s;
+}
+
+void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string& what, uint64_t t_index,
+                    Counts* k) {
+  auto r = encode_tensor(t, data, AuxInput{}, EncodeOptions{});
+  ASSERT_TRUE(r.ok()) << what << ": " << r.status().ToString();
+  const EncodedTensor& et = *r;
+  if (et.model.kind != ModelKind::kFloat && et.model.kind != ModelKind::kInt) return;
+  std::shared_ptr<const TensorModel::VectorTables> hold;
+  const ModelView mv = et.model.view(&hold);
+  for (uint64_t i = 0; i < et.chunks.size(); ++i) {
+    const auto& c = et.chunks[i];
+    if (c.method != ChunkMethod::kModel) continue;
+    Parsed ps;
+    ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps)) << what;
+    uint64_t row0, col0, h, w;
+    et.geom.chunk_rect(i, &row0, &col0, &h, &w);
+    const ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                       static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+    const std::string wc = what + " chunk " + std::to_string(i);
+    std::vector<uint8_t> ref(c.decoded_size, 0x11), fast(c.decoded_size, 0x22);
+    ASSERT_TRUE(reference_decode(mv, cv, ps, ps.rans, ps.rans_len, ps.raw_len, &ref)) << wc;
+    const int f = fast_decode(mv, cv, ps, ps.rans, ps.rans_len, ps.raw_len, &fast);
+    if (f < 0) continue;  // declined: the reference decodes it
+    ASSERT_EQ(f, 1) << wc << ": the fast decoder rejects a valid chunk";
+    ASSERT_EQ(ref, fast) << wc << ": the fast decoder differs from the reference";
+    ASSERT_EQ(chunk_hash(fast.data(), fast.size()), c.xxh3) << wc;
+    const bool ragged = !same_rect(cv);
+    if (mv.kind == ModelKind::kFloat) {
+      ++k->float_chunks;
+      k->float_ragged += ragged;
+      k->float_joint += float_joint(mv.fp);
+      k->float_tail += ps.tail;
+      k->f32 += mv.fp.elem_bytes == 4;
+    } else {
+      ++k->int_chunks;
+      k->int_ragged += ragged;
+      k->int_nibble += mv.ip.sub == kIntNibble;
+      k->int_tiles += ps.map != nullptr;
+    }
+    // Damaged streams: the same verdict, and the same bytes where both
+    // accept (a flip may leave a valid stream). Three of the damages per
+    // chunk, in turn over the chunks (every damage on every file), to keep
+    // the suite short.
+    std::mt19937 rng(static_cast<uint32_t>(i * 7919 + c.decoded_size));
+    for (int j = 0; j < 3; ++j) {
+      const int v = static_cast<int>((i + t_index + 4 * j) % kDamages);
+      uint64_t raw_len = 0;
+      const std::vector<uint8_t> bad = damage(ps, v, rng, &raw_len);
+      std::vector<uint8_t> a(c.decoded_size, 0x33), b(c.decoded_size, 0x44);
+      const uint32_t bl = static_cast<uint32_t>(bad.size());
+      const bool r_ok = reference_decode(mv, cv, ps, bad.data(), bl, raw_len, &a);
+      const int f_ok = fast_decode(mv, cv, ps, bad.data(), bl, raw_len, &b);
+      ASSERT_EQ(r_ok ? 1 : 0, f_ok) << wc << " damage " << v << ": the fast decoder and the reference disagree";
+      if (r_ok) {
+        ASSERT_EQ(a, b) << wc << " damage " << v;
+      }
+      ++k->damaged;
+      k->rejected += !r_ok;
+    }
+  }
+}
+
+void compare_file(const std::vector<uint8_t>& f, const std::string& what, Counts* k) {
+  auto h = parse_safetensors_header(f.data(), f.size(), f.size(), what);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  uint64_t ti = 0;
+  for (const auto& t : h->tensors) {
+    ++ti;
+    if (t.nbytes() > kMaxTensor) continue;
+    compare_tensor(t, f.data() + h->data_start + t.begin, what + ": " + t.name, ti, k);
+    if (testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(FastDecoders, EqualReferenceOnRealFiles) {
+  Counts k;
+  int files = 0;
+  for (const auto& p : wctest::data_safetensors_files()) {
+    compare_file(wctest::read_file(p), p.filename().string(), &k);
+    if (HasFatalFailure()) return;
+    ++files;
+  }
+  if (files == 0) GTEST_SKIP() << "no model files in " << wctest::data_dir();
+  std::printf("float chunks %d (ragged lanes %d, joint %d, raw tail %d, 4-byte %d); int chunks %d (4-bit %d, "
+              "ragged %d, tile maps %d); damaged %d, rejected %d\n",
+              k.float_chunks, k.float_ragged, k.float_joint, k.float_tail, k.f32, k.int_chunks, k.int_nibble,
+              k.int_ragged, k.int_tiles, k.damaged, k.rejected);
+  EXPECT_GT(k.float_chunks, 50);
+  EXPECT_GT(k.float_ragged, 5) << "float chunks whose lanes differ in size";
+  EXPECT_GT(k.float_joint, 20) << "joint-symbol float chunks";
+  EXPECT_GT(k.float_tail, 10) << "raw tail chunks";
+  EXPECT_GT(k.f32, 5) << "4-byte float chunks";
+  EXPECT_GT(k.int_chunks, 50);
+  EXPECT_GT(k.int_nibble, 20) << "4-bit code chunks";
+  EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
+}
+
+TEST(FastDecoders, EqualReferenceOnEdgeCases) {
+  Counts k;
+  for (const auto& c : wctest::make_edge_cases()) {
+    compare_file(c.file, c.name, &k);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(k.float_chunks + k.int_chunks, 0);
+}
+
+// Fuzz-style: many random mutations of a few chunks of each kind (the
+// small stories260K files: BF16 and F32 floats, int8 and 4-bit codes; F16
+// joint symbols of isnet-medium): random
+// byte flips anywhere in the stream, random truncations, random lengths of
+// random bytes. Same verdict and bytes as the reference every time.
+TEST(FastDecoders, AgreeWithReferenceOnRandomlyDamagedStreams) {
+  struct Chunk {
+    EncodedTensor et;
+    uint64_t index;
+  };
+  std::vector<Chunk> chunks;
+  std::vector<std::vector<uint8_t>> keep;
+  auto add_file = [&](const std::string& name, int per_file) {
+    const auto path = wctest::data_dir() / name;
+    if (!std::filesystem::exists(path)) return;
+    keep.push_back(wctest::read_file(path));
+    const auto& f = keep.back();
+    auto h = parse_safetensors_header(f.data(), f.size(), f.size(), name);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    int taken = 0;
+    for (const auto& t : h->tensors) {
+      if (taken >= per_file || t.nbytes() > (256u << 10)) continue;
+      auto r = encode_tensor(t, f.data() + h->data_start + t.begin, AuxInput{}, EncodeOptions{});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      for (uint64_t i = 0; i < r->chunks.size(); ++i)
+        if (r->chunks[i].method == ChunkMethod::kModel) {
+          chunks.push_back(Chunk{*r, i});
+          ++taken;
+          break;
+        }
+    }
+  };
+  for (const char* f : {"stories260K.bf16.safetensors", "stories260K.f32.safetensors",
+                        "stories260K.rtn-int8.safetensors", "stories260K.rtn-int4.safetensors",
+                        "silero_vad_16k.bf16.safetensors", "isnet-medium.f16.safetensors"})
+    add_file(f, 3);
+  if (chunks.empty()) GTEST_SKIP() << "no model files in " << wctest::data_dir();
+  std::mt19937 rng(12345);
+  int compared = 0, accepted = 0;
+  for (const Chunk& ch : chunks) {
+    const EncodedTensor& et = ch.et;
+    const auto& c = et.chunks[ch.index];
+    Parsed ps;
+    ASSERT_TRUE(parse_payload(et.geom, ch.index, c.payload, &ps));
+    uint64_t row0, col0, h, w;
+    et.geom.chunk_rect(ch.index, &row0, &col0, &h, &w);
+    const ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                       static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+    std::shared_ptr<const TensorModel::VectorTables> hold;
+    const ModelView mv = et.model.view(&hold);
+    std::vector<uint8_t> probe(c.decoded_size);
+    if (fast_decode(mv, cv, ps, ps.rans, ps.rans_len, ps.raw_len, &probe) < 0) continue;
+    for (int it = 0; it < kMutations; ++it) {
+      std::vector<uint8_t> s(ps.rans, ps.rans + ps.rans_len);
+      const int kind = static_cast<int>(rng() % 4);
+      if (kind == 0 || kind == 1) {  // 1-4 flips
+        const int flips = 1 + static_cast<int>(rng() % 4);
+        for (int k = 0; k < flips; ++k) s[rng() % s.size()] ^= static_cast<uint8_t>(1 + rng() % 255);
+      } else if (kind == 2) {  // cut anywhere
+        s.resize(rng() % s.size());
+      } else {  // random bytes of a random even length
+        s.resize(2 * (rng() % (s.size() / 2 + 64)));
+        for (auto& b : s) b = static_cast<uint8_t>(rng());
+      }
+      std::vector<uint8_t> a(c.decoded_size, 0x33), b(c.decoded_size, 0x44);
+      const bool r_ok = reference_decode(mv, cv, ps, s.data(), static_cast<uint32_t>(s.size()), ps.raw_len, &a);
+      const int f_ok = fast_decode(mv, cv, ps, s.data(), static_cast<uint32_t>(s.size()), ps.raw_len, &b);
+      ASSERT_EQ(r_ok ? 1 : 0, f_ok) << "mutation " << it << " of a chunk of " << et.geom.rows << "x" << et.geom.cols;
+      if (r_ok) {
+        ASSERT_EQ(a, b);
+        ++accepted;
+      }
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 15 * kMutations) << "chunks of every kind";
+  std::printf("%d mutated streams compared, %d accepted by both\n", compared, accepted);
+}
+
+// The decoders run in the scratch the reader sizes with
+// simd_lane_major_bytes (whatever path): it must hold theirs.
+TEST(FastDecoders, ScratchFitsTheReadersBuffer) {
+  for (uint32_t h : {1u, 2u, 3u, 31u, 32u, 33u, 64u, 255u, 1000u})
+    for (uint32_t w : {1u, 2u, 7u, 8u, 9u, 63u, 64u, 257u, 4096u, 10000u}) {
+      const ChunkView cv{h, w, 0, 0, w};
+      EXPECT_LE(fast_lane_major_bytes(cv), simd_lane_major_bytes(cv)) << h << "x" << w;
+      uint64_t steps = 0;
+      for (uint32_t l = 0; l < kLanes; ++l) {
+        const LaneRect r = lane_rect(h, w, l);
+        steps = std::max<uint64_t>(steps, uint64_t{r.h} * r.w);
+      }
+      EXPECT_GE(fast_lane_major_bytes(cv), steps * kLanes * 4) << h << "x" << w;
+    }
+}
+
+}  // namespace
