@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "encode_model_i.h"
+#include "split_palette.h"
 #include "tensor_encode.h"
 #include "wcodec/gguf.h"
 
@@ -78,6 +79,59 @@ void put_u32(std::vector<uint8_t>& v, uint32_t x) {
   for (int i = 0; i < 4; ++i) v.push_back(static_cast<uint8_t>(x >> (8 * i)));
 }
 
+// Codes per palette group of an int8 code stream (a Q8_0 block's codes).
+constexpr uint32_t kPalGroup = 32;
+
+// Encodes the stream st (its bytes per block set) of the split tensor of
+// geometry g from sdata (rows × the stream's row bytes) as a tensor of its
+// own with the parent's bands: sets st's elem_bits and model, returns its
+// chunks (model-coded, zstd or raw each).
+std::vector<EncodedChunk> encode_stream(const SplitModel& split, const TensorGeometry& g, SplitStream& st,
+                                        const uint8_t* sdata, As as, const EncodeOptions& sopt, TableCoding coding) {
+  const uint64_t rows = g.rows, srow = (g.row_bytes() / split.block_bytes) * st.bytes_per_block();
+  TensorInfo info;
+  info.name = as == As::kPacked ? "split.packed" : "split";
+  uint64_t esize = 1;
+  switch (as) {
+    case As::kF16: info.dtype = DType::kF16; esize = 2; break;
+    case As::kF32: info.dtype = DType::kF32; esize = 4; break;
+    case As::kI8: info.dtype = DType::kI8; break;
+    default: info.dtype = DType::kU8; break;
+  }
+  info.shape = {rows, srow / esize};
+  info.begin = 0;
+  info.end = rows * srow;
+  auto r = encode_tensor(info, sdata, AuxInput{}, sopt);
+  EncodedTensor se;
+  if (r.ok()) se = std::move(r).value();
+  // The stream's tensor must have the parent's bands (a small stream is
+  // coded without a model, as one row of bytes: recode it in bands).
+  st.elem_bits = 8;
+  const bool fits = r.ok() && se.has_model && se.aux_tensor < 0 && se.geom.rows == rows &&
+                    se.geom.chunk_cols == se.geom.cols && se.geom.chunk_rows == g.chunk_rows &&
+                    se.geom.row_bytes() == srow;
+  if (fits) {
+    st.elem_bits = static_cast<uint8_t>(se.geom.elem_bits);
+    // A model that does not pay for its record is dropped.
+    if (payload_bytes(se) + se.model.serialize(coding).size() >= fallback_bytes(se)) drop_model(sdata, sopt, &se);
+  } else {
+    const TensorGeometry sg = split.geometry_of(g, st);
+    se = EncodedTensor{};
+    se.geom = sg;
+    for (uint64_t i = 0; i < g.num_chunks(); ++i) se.chunks.push_back(pick_chunk(chunk_ref(sg, sdata, i), {}, sopt));
+  }
+  st.has_model = se.has_model;
+  if (se.has_model) st.model = std::move(se.model);
+  return std::move(se.chunks);
+}
+
+// What a stream costs in the file: its parts with their framing, its model.
+uint64_t stream_cost(const SplitStream& st, const std::vector<EncodedChunk>& chunks, TableCoding coding) {
+  uint64_t n = st.has_model ? st.model.serialize(coding).size() : 0;
+  for (const auto& c : chunks) n += 5 + c.payload.size();
+  return n;
+}
+
 }  // namespace
 
 bool split_candidate(uint32_t ggml_type) {
@@ -101,9 +155,9 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
   sopt.tool_search = false;
   sopt.band_rows = g.chunk_rows;
   const uint64_t nchunks = g.num_chunks();
-  // The streams' chunk payloads, stream by stream.
+  // The parts of the chunk payloads, in payload order (§6.1).
   std::vector<std::vector<EncodedChunk>> parts;
-  std::vector<uint8_t> sdata;
+  std::vector<uint8_t> sdata, pal[kPalDerivedCount];
   for (const FieldSpec& f : spec->fields) {
     SplitStream st;
     st.ranges.push_back(SplitRange{f.off, f.len});
@@ -112,43 +166,42 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
     const uint64_t srow = blocks_per_row * f.len;
     sdata.resize(rows * srow);
     split->gather(data, rows, row_bytes, s, sdata.data());
-    TensorInfo info;
-    info.name = f.as == As::kPacked ? "split.packed" : "split";
-    uint64_t esize = 1;
-    switch (f.as) {
-      case As::kF16: info.dtype = DType::kF16; esize = 2; break;
-      case As::kF32: info.dtype = DType::kF32; esize = 4; break;
-      case As::kI8: info.dtype = DType::kI8; break;
-      default: info.dtype = DType::kU8; break;
+    // int8 codes with at most 16 values in every group of 32 (a file
+    // requantized from a 4-bit type): the palette streams (§8.5), kept
+    // where they cost less than the codes coded as they are.
+    if (f.as == As::kI8 && f.len % kPalGroup == 0 && opt.split_palette) {
+      const uint64_t groups = rows * srow / kPalGroup;
+      pal[kPalFirst].resize(groups);
+      pal[kPalGaps].resize(groups * kPaletteGaps);
+      pal[kPalIndex].resize(groups * kPalGroup / 2);
+      if (palette_build(sdata.data(), groups, kPalGroup, true, pal[kPalFirst].data(), pal[kPalGaps].data(),
+                        pal[kPalIndex].data())) {
+        SplitStream pst = split->streams[s];
+        pst.pal_group = kPalGroup;
+        pst.pal_signed = true;
+        std::vector<std::vector<EncodedChunk>> pparts;
+        uint64_t pcost = 0;
+        const As pas[kPalDerivedCount] = {As::kI8, As::kU8, As::kPacked};
+        for (uint32_t k = 0; k < kPalDerivedCount; ++k) {
+          SplitStream d;
+          d.derived_bpb = pst.derived_bytes_per_block(k);
+          pparts.push_back(encode_stream(*split, g, d, pal[k].data(), pas[k], sopt, coding));
+          pcost += stream_cost(d, pparts.back(), coding);
+          pst.derived.push_back(std::move(d));
+        }
+        SplitStream plain = split->streams[s];
+        auto cparts = encode_stream(*split, g, plain, sdata.data(), f.as, sopt, coding);
+        if (stream_cost(plain, cparts, coding) <= pcost + 4) {
+          split->streams[s] = std::move(plain);
+          parts.push_back(std::move(cparts));
+        } else {
+          split->streams[s] = std::move(pst);
+          for (auto& pp : pparts) parts.push_back(std::move(pp));
+        }
+        continue;
+      }
     }
-    info.shape = {rows, srow / esize};
-    info.begin = 0;
-    info.end = rows * srow;
-    auto r = encode_tensor(info, sdata.data(), AuxInput{}, sopt);
-    EncodedTensor se;
-    if (r.ok()) se = std::move(r).value();
-    // The stream's tensor must have the parent's bands (a small stream is
-    // coded without a model, as one row of bytes: recode it in bands).
-    TensorGeometry sg = split->stream_geometry(g, s);
-    const bool fits = r.ok() && se.has_model && se.aux_tensor < 0 && se.geom.rows == rows &&
-                      se.geom.chunk_cols == se.geom.cols && se.geom.chunk_rows == g.chunk_rows &&
-                      se.geom.row_bytes() == srow;
-    if (fits) {
-      split->streams[s].elem_bits = static_cast<uint8_t>(se.geom.elem_bits);
-      sg = split->stream_geometry(g, s);
-      // A model that does not pay for its record is dropped.
-      if (payload_bytes(se) + se.model.serialize(coding).size() >= fallback_bytes(se)) drop_model(sdata.data(), sopt, &se);
-    }
-    if (!fits) {
-      se = EncodedTensor{};
-      se.geom = sg;
-      for (uint64_t i = 0; i < nchunks; ++i) se.chunks.push_back(pick_chunk(chunk_ref(sg, sdata.data(), i), {}, sopt));
-    }
-    if (se.has_model) {
-      split->streams[s].has_model = true;
-      split->streams[s].model = std::move(se.model);
-    }
-    parts.push_back(std::move(se.chunks));
+    parts.push_back(encode_stream(*split, g, split->streams[s], sdata.data(), f.as, sopt, coding));
   }
   const uint64_t record = split->serialize(coding).size();
   uint64_t split_total = record, base_total = payload_bytes(*et);
