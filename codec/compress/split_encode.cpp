@@ -125,6 +125,16 @@ std::vector<EncodedChunk> encode_stream(const SplitModel& split, const TensorGeo
   return std::move(se.chunks);
 }
 
+// The order-0 entropy of n bytes, in bytes.
+uint64_t order0_bytes(const uint8_t* p, size_t n) {
+  uint64_t hist[256] = {};
+  for (size_t i = 0; i < n; ++i) ++hist[p[i]];
+  double bits = 0;
+  for (uint64_t c : hist)
+    if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c) / static_cast<double>(n));
+  return static_cast<uint64_t>(bits / 8);
+}
+
 // What a stream costs in the file: its parts with their framing, its model.
 uint64_t stream_cost(const SplitStream& st, const std::vector<EncodedChunk>& chunks, TableCoding coding) {
   uint64_t n = st.has_model ? st.model.serialize(coding).size() : 0;
@@ -189,9 +199,14 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
           pcost += stream_cost(d, pparts.back(), coding);
           pst.derived.push_back(std::move(d));
         }
+        // The codes as they are, unless the palette costs under 3/4 of
+        // their order-0 entropy (no static-table model gets far below it;
+        // saves encoding them twice).
         SplitStream plain = split->streams[s];
-        auto cparts = encode_stream(*split, g, plain, sdata.data(), f.as, sopt, coding);
-        if (stream_cost(plain, cparts, coding) <= pcost + 4) {
+        std::vector<EncodedChunk> cparts;
+        const bool try_plain = pcost >= order0_bytes(sdata.data(), sdata.size()) * 3 / 4;
+        if (try_plain) cparts = encode_stream(*split, g, plain, sdata.data(), f.as, sopt, coding);
+        if (try_plain && stream_cost(plain, cparts, coding) <= pcost + 4) {
           split->streams[s] = std::move(plain);
           parts.push_back(std::move(cparts));
         } else {
