@@ -193,16 +193,23 @@ TEST(Palette, SmallerThanThePlainSplit) {
   EXPECT_LT(with.size(), without.size() - file.size() / 10) << with.size() << " vs " << without.size();
 }
 
-// A damaged palette chunk is an error, never wrong bytes: bits flipped
+// Seeded Gaussian weights (no repeats for zstd to find) give the index
+// stream a 4-bit model: model-coded derived parts round trip, and a
+// damaged palette chunk is an error, never wrong bytes: bits flipped
 // across the first chunk's payload (part methods, lengths, the three
-// derived parts).
+// derived parts, the model-coded index part).
 TEST(Palette, DamagedChunksAreDetected) {
-  auto file = wctest::make_quant_gguf({{"blk.0.ffn_up.weight", kGgmlTypeQ8_0, 576, 256}}, weights());
+  auto file = wctest::make_quant_gguf({{"blk.0.ffn_up.weight", kGgmlTypeQ8_0, 576, 256}},
+                                      wctest::gaussian_weights(1 << 20, 11));
   requantize_q8_0(file);
   auto enc = encode(file, 64 * 1024);
+  read_back(enc, file);
   auto rd0 = Reader::open_memory(enc.data(), enc.size(), "x");
   ASSERT_TRUE(rd0.ok());
   ASSERT_TRUE(uses_palette(**rd0, 0));
+  const auto& split = *ReaderAccess::tensor(**rd0, 0).split;
+  ASSERT_TRUE(split.streams[1].derived[kPalIndex].has_model) << split.describe();
+  EXPECT_EQ(split.streams[1].derived[kPalIndex].elem_bits, 4);
   const ChunkEntry e = (*rd0)->chunk(0);
   ASSERT_EQ(e.method, 2);
   int refused = 0, tried = 0;

@@ -5,7 +5,10 @@
 // tensor of its own by encode_tensor (so it gets the model its data
 // measures best with: float for fp16 scales, int8 / 4-bit / ternary codes,
 // bytes), and the split kept only where it measures smaller than the
-// tensor's ordinary coding.
+// tensor's ordinary coding. An int8 code stream whose every group of 32
+// codes holds at most 16 values (a file requantized from a 4-bit type) is
+// also tried as a palette stream (format 2.6, §8.5: palettes and 4-bit
+// indices, split_palette.h), kept where it measures smaller.
 //
 // Thread-safety: re-entrant (encode_tensor is).
 #include <algorithm>
