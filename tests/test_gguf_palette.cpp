@@ -175,6 +175,63 @@ TEST(Palette, SeventeenValuesInOneBlockKeepsThePlainSplit) {
   EXPECT_EQ(version(*rd), "2.5");
 }
 
+// Q5_0 and Q5_1 blocks whose 5-bit codes are an affine image of 4-bit ones
+// (llama-quantize requantizing Q4_1 to Q5_0 / Q5_1: at most 16 of the 32
+// values a block): the high bits and low nibbles as one palette stream of
+// 5-bit codes (§8.5, codes 2), smaller than the two fields as streams; one
+// block of 17 values keeps the two streams. Every byte read back.
+TEST(Palette, FiveBitCodesRoundTrip) {
+  for (uint32_t type : {uint32_t{kGgmlTypeQ5_0}, uint32_t{kGgmlTypeQ5_1}}) {
+    for (bool seventeen : {false, true}) {
+      auto file = wctest::make_quant_gguf({{"blk.0.ffn_up.weight", type, 576, 203},
+                                           {"blk.0.one_block.weight", type, 32, 1}},
+                                          wctest::gaussian_weights(1 << 20, 5));
+      auto f = parse_gguf(file.data(), file.size(), file.size(), "t.gguf");
+      ASSERT_TRUE(f.ok());
+      const uint32_t bb = type == kGgmlTypeQ5_0 ? 22 : 24, off = bb - 20;
+      for (const auto& t : f->tensors) {
+        uint8_t* p = file.data() + f->data_offset + t.offset;
+        for (uint64_t b = 0; b < t.nbytes / bb; ++b) {
+          uint8_t* blk = p + b * bb + off;
+          uint8_t codes[32];
+          const uint32_t top = 20 + static_cast<uint32_t>(b % 12);  // the block's largest code
+          for (int j = 0; j < 16; ++j) {  // the low nibbles as 4-bit codes, spread over 0..top
+            codes[j] = static_cast<uint8_t>(((blk[4 + j] & 15) * top + 7) / 15);
+            codes[j + 16] = static_cast<uint8_t>(((blk[4 + j] >> 4) * top + 7) / 15);
+          }
+          if (seventeen && b == 40)
+            for (int j = 0; j < 32; ++j) codes[j] = static_cast<uint8_t>(j % 17);
+          if (b == 3) std::memset(codes, 31, 32);  // all equal, the largest code
+          q5_pack(codes, 1, blk);
+        }
+      }
+      const auto enc = encode(file, 16 * 1024);
+      auto rd = read_back(enc, file);
+      ASSERT_TRUE(rd);
+      EXPECT_EQ(rd->tensor_summary(0).kind, "split " + std::string(ggml_type_info(type)->name));
+      EXPECT_EQ(uses_palette(*rd, 0), !seventeen) << rd->tensor_summary(0).model;
+      if (!seventeen) {
+        EXPECT_NE(rd->tensor_summary(0).model.find("palette/32 q5"), std::string::npos);
+        EXPECT_EQ(version(*rd), "2.6");
+        const auto without = encode(file, 16 * 1024, false);
+        EXPECT_LT(enc.size(), without.size());
+      }
+    }
+  }
+}
+
+// 5-bit codes unpack and pack back exactly.
+TEST(Palette, FiveBitCodesPackBack) {
+  std::vector<uint8_t> in(3 * kQ5Bytes), codes(96), back(in.size());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 37 + 11);
+  q5_unpack(in.data(), 3, codes.data());
+  for (uint8_t c : codes) EXPECT_LT(c, 32);
+  q5_pack(codes.data(), 3, back.data());
+  EXPECT_EQ(back, in);
+  // Code 17 of the first run: high nibble of qs[1], qh bit 17.
+  EXPECT_EQ(codes[17], static_cast<uint8_t>((in[5] >> 4) | ((in[2] >> 1) & 1) << 4));
+}
+
 // The palette measures smaller than the split without it on requantized
 // Q8_0 (by more than a tenth of the file); directly quantized Q8_0 (blocks
 // of up to 32 values) gets no palette.
@@ -322,12 +379,18 @@ TEST(PaletteRefused, GroupOdd) {
 TEST(PaletteRefused, GroupNotDividingTheStream) {
   auto rec = pal_model().serialize();
   rec[19] = 12;
-  expect_refused(rec, "stream 1 palette group 12 (allowed a divisor of the stream's 32 bytes per block)");
+  expect_refused(rec, "stream 1 palette group 12 (allowed a divisor of the stream's 32 codes per block)");
 }
-TEST(PaletteRefused, Order) {
+TEST(PaletteRefused, Codes) {
+  auto rec = pal_model().serialize();
+  rec[21] = 3;
+  expect_refused(rec, "stream 1 palette codes 3");
+}
+// 5-bit codes come 32 in 20 bytes: a stream of 32 bytes per block is not.
+TEST(PaletteRefused, FiveBitCodesOfAStreamNotOf20ByteRuns) {
   auto rec = pal_model().serialize();
   rec[21] = 2;
-  expect_refused(rec, "stream 1 palette order 2");
+  expect_refused(rec, "stream 1 bytes per block 32 (allowed a multiple of 20 for 5-bit codes)");
 }
 TEST(PaletteRefused, DerivedElemBits) {
   auto m = pal_model();
@@ -435,6 +498,20 @@ TEST(PaletteDataRefused, RunsPastTheLargestValue) {
   gaps[0] = 6;
   const Status st = palette_reconstruct(&first, gaps.data(), idx, 1, 4, false, c.data(), "f");
   EXPECT_NE(st.ToString().find("runs past the largest uint8 value"), std::string::npos) << st.ToString();
+}
+// 5-bit codes: a palette entry above 31.
+TEST(PaletteDataRefused, FiveBitCodeAbove31) {
+  const uint8_t first = 30, idx[2] = {0x10, 0x00};
+  std::vector<uint8_t> gaps(kPaletteGaps, 0), c(4);
+  gaps[0] = 2;
+  const Status st = palette_reconstruct(&first, gaps.data(), idx, 1, 4, false, c.data(), "f", 31);
+  EXPECT_NE(st.ToString().find("palette group 0 entry 1 runs past the largest code value (gap 2)"), std::string::npos)
+      << st.ToString();
+  const uint8_t big = 32;
+  gaps[0] = 0;
+  const Status st2 = palette_reconstruct(&big, gaps.data(), idx, 1, 4, false, c.data(), "f", 31);
+  EXPECT_NE(st2.ToString().find("palette group 0 first value 32 (allowed 0..31)"), std::string::npos)
+      << st2.ToString();
 }
 // An index at or beyond the palette's count.
 TEST(PaletteDataRefused, IndexBeyondCount) {

@@ -20,7 +20,7 @@ uint32_t SplitStream::bytes_per_block() const {
 }
 
 uint32_t SplitStream::derived_bytes_per_block(uint32_t k) const {
-  const uint32_t groups = bytes_per_block() / pal_group;
+  const uint32_t groups = codes_per_block() / pal_group;
   return k == kPalFirst ? groups : k == kPalGaps ? groups * kPaletteGaps : groups * (pal_group / 2);
 }
 
@@ -125,7 +125,7 @@ std::vector<uint8_t> SplitModel::serialize(TableCoding coding) const {
     }
     w.u8(2);
     w.u16(st.pal_group);
-    w.u8(st.pal_signed ? 1 : 0);
+    w.u8(st.pal_q5 ? kPalCodesQ5 : st.pal_signed ? kPalCodesI8 : kPalCodesU8);
     for (const auto& d : st.derived) {
       w.u8(d.elem_bits);
       coded(d);
@@ -211,11 +211,14 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
     if (st.pal_group < kPaletteMinGroup || st.pal_group > kPaletteMaxGroup || st.pal_group % 2)
       return bad(S + " palette group", st.pal_group,
                  "even, " + std::to_string(kPaletteMinGroup) + ".." + std::to_string(kPaletteMaxGroup));
-    if (st.bytes_per_block() % st.pal_group)
+    if (order > kPalCodesQ5) return bad(S + " palette codes", order, "0 uint8, 1 int8, 2 ggml 5-bit");
+    st.pal_signed = order == kPalCodesI8;
+    st.pal_q5 = order == kPalCodesQ5;
+    if (st.pal_q5 && st.bytes_per_block() % kQ5Bytes)
+      return bad(S + " bytes per block", st.bytes_per_block(), "a multiple of 20 for 5-bit codes");
+    if (st.codes_per_block() % st.pal_group)
       return bad(S + " palette group", st.pal_group,
-                 "a divisor of the stream's " + std::to_string(st.bytes_per_block()) + " bytes per block");
-    if (order > 1) return bad(S + " palette order", order, "0 uint8, 1 int8");
-    st.pal_signed = order == 1;
+                 "a divisor of the stream's " + std::to_string(st.codes_per_block()) + " codes per block");
     for (uint32_t k = 0; k < kPalDerivedCount; ++k) {
       SplitStream d;
       const std::string D = S + " derived " + std::to_string(k);
@@ -241,7 +244,7 @@ std::string SplitModel::describe() const {
   for (const auto& st : streams) {
     d += " [" + std::to_string(st.bytes_per_block()) + "B ";
     if (st.palette()) {
-      d += "palette/" + std::to_string(st.pal_group) + (st.pal_signed ? " i8" : " u8");
+      d += "palette/" + std::to_string(st.pal_group) + (st.pal_q5 ? " q5" : st.pal_signed ? " i8" : " u8");
       for (const auto& x : st.derived) d += " (" + (x.has_model ? x.model.describe() : std::string("-")) + ")";
     } else {
       d += st.has_model ? st.model.describe() : std::string("-");

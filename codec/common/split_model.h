@@ -45,10 +45,14 @@ struct SplitStream {
   // each with the fields above and no ranges.
   uint16_t pal_group = 0;
   bool pal_signed = false;           // codes ordered as int8 (else uint8)
+  bool pal_q5 = false;               // ggml 5-bit codes (kPalCodesQ5): 20 bytes per 32 codes
   std::vector<SplitStream> derived;  // kPalDerivedCount when pal_group
   uint32_t derived_bpb = 0;          // a derived stream's bytes per block
   uint32_t bytes_per_block() const;
   bool palette() const { return pal_group != 0; }
+  // A palette stream's codes per block (its bytes, or 32 per 20 bytes of
+  // 5-bit codes).
+  uint32_t codes_per_block() const { return pal_q5 ? bytes_per_block() / 20 * 32 : bytes_per_block(); }
   // The bytes per block of derived stream k of a palette stream.
   uint32_t derived_bytes_per_block(uint32_t k) const;
 };

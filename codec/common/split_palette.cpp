@@ -49,12 +49,37 @@ bool palette_build(const uint8_t* codes, uint64_t groups, uint32_t group, bool i
   return true;
 }
 
+void q5_unpack(const uint8_t* in, uint64_t blocks, uint8_t* codes) {
+  for (uint64_t b = 0; b < blocks; ++b, in += kQ5Bytes, codes += 32) {
+    const uint32_t qh = uint32_t{in[0]} | uint32_t{in[1]} << 8 | uint32_t{in[2]} << 16 | uint32_t{in[3]} << 24;
+    for (uint32_t j = 0; j < 16; ++j) {
+      codes[j] = static_cast<uint8_t>((in[4 + j] & 15) | ((qh >> j) & 1) << 4);
+      codes[j + 16] = static_cast<uint8_t>((in[4 + j] >> 4) | ((qh >> (j + 16)) & 1) << 4);
+    }
+  }
+}
+
+void q5_pack(const uint8_t* codes, uint64_t blocks, uint8_t* out) {
+  for (uint64_t b = 0; b < blocks; ++b, out += kQ5Bytes, codes += 32) {
+    uint32_t qh = 0;
+    for (uint32_t j = 0; j < 16; ++j) {
+      out[4 + j] = static_cast<uint8_t>((codes[j] & 15) | (codes[j + 16] & 15) << 4);
+      qh |= uint32_t{codes[j] >> 4 & 1u} << j | uint32_t{codes[j + 16] >> 4 & 1u} << (j + 16);
+    }
+    for (int k = 0; k < 4; ++k) out[k] = static_cast<uint8_t>(qh >> (8 * k));
+  }
+}
+
 Status palette_reconstruct(const uint8_t* first, const uint8_t* gaps, const uint8_t* index, uint64_t groups,
-                           uint32_t group, bool is_signed, uint8_t* codes, const std::string& what) {
+                           uint32_t group, bool is_signed, uint8_t* codes, const std::string& what,
+                           uint32_t max_value) {
   uint8_t pal[kPaletteMaxValues] = {};
   for (uint64_t gi = 0; gi < groups; ++gi) {
     const uint8_t* gp = gaps + gi * kPaletteGaps;
     uint32_t r = rank_of(first[gi], is_signed), count = 1;
+    if (r > max_value)
+      return Status::Corruption(what + ": palette group " + std::to_string(gi) + " first value " +
+                                std::to_string(first[gi]) + " (allowed 0.." + std::to_string(max_value) + ")");
     pal[0] = first[gi];
     for (uint32_t k = 0; k < kPaletteGaps; ++k) {
       if (gp[k] == 0) continue;
@@ -63,10 +88,11 @@ Status palette_reconstruct(const uint8_t* first, const uint8_t* gaps, const uint
                                   " value " + std::to_string(gp[k]) +
                                   " after the palette's end (allowed 0: entries strictly increasing)");
       r += gp[k];
-      if (r > 255)
+      if (r > max_value)
         return Status::Corruption(what + ": palette group " + std::to_string(gi) + " entry " +
                                   std::to_string(k + 1) + " runs past the largest " +
-                                  (is_signed ? "int8" : "uint8") + " value (gap " + std::to_string(gp[k]) + ")");
+                                  (is_signed ? "int8" : max_value == 255 ? "uint8" : "code") + " value (gap " +
+                                  std::to_string(gp[k]) + ")");
       pal[count++] = value_of(r, is_signed);
     }
     const uint8_t* ip = index + gi * (group / 2);

@@ -171,7 +171,33 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
   // The parts of the chunk payloads, in payload order (§6.1).
   std::vector<std::vector<EncodedChunk>> parts;
   std::vector<uint8_t> sdata, pal[kPalDerivedCount];
-  for (const FieldSpec& f : spec->fields) {
+  // Encodes the palette of pst's codes (groups of kPalGroup) into its
+  // derived streams; returns their cost and appends their parts to pparts.
+  auto encode_palette = [&](SplitStream& pst, const uint8_t* codes, uint64_t ncodes, bool sgn,
+                            std::vector<std::vector<EncodedChunk>>* pparts, uint64_t* pcost) {
+    const uint64_t groups = ncodes / kPalGroup;
+    pal[kPalFirst].resize(groups);
+    pal[kPalGaps].resize(groups * kPaletteGaps);
+    pal[kPalIndex].resize(groups * kPalGroup / 2);
+    if (!palette_build(codes, groups, kPalGroup, sgn, pal[kPalFirst].data(), pal[kPalGaps].data(),
+                       pal[kPalIndex].data()))
+      return false;
+    pst.pal_group = kPalGroup;
+    *pcost = 0;
+    const As pas[kPalDerivedCount] = {sgn ? As::kI8 : As::kU8, As::kU8, As::kPacked};
+    for (uint32_t k = 0; k < kPalDerivedCount; ++k) {
+      SplitStream d;
+      d.derived_bpb = pst.derived_bytes_per_block(k);
+      pparts->push_back(encode_stream(*split, g, d, pal[k].data(), pas[k], sopt, coding));
+      *pcost += stream_cost(d, pparts->back(), coding);
+      pst.derived.push_back(std::move(d));
+    }
+    return true;
+  };
+  const bool q5 = ggml_type == kGgmlTypeQ5_0 || ggml_type == kGgmlTypeQ5_1;
+  std::vector<uint8_t> q5codes;
+  for (size_t fi = 0; fi < spec->fields.size(); ++fi) {
+    const FieldSpec& f = spec->fields[fi];
     SplitStream st;
     st.ranges.push_back(SplitRange{f.off, f.len});
     split->streams.push_back(st);
@@ -183,25 +209,11 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
     // requantized from a 4-bit type): the palette streams (§8.5), kept
     // where they cost less than the codes coded as they are.
     if (f.as == As::kI8 && f.len % kPalGroup == 0 && opt.split_palette) {
-      const uint64_t groups = rows * srow / kPalGroup;
-      pal[kPalFirst].resize(groups);
-      pal[kPalGaps].resize(groups * kPaletteGaps);
-      pal[kPalIndex].resize(groups * kPalGroup / 2);
-      if (palette_build(sdata.data(), groups, kPalGroup, true, pal[kPalFirst].data(), pal[kPalGaps].data(),
-                        pal[kPalIndex].data())) {
-        SplitStream pst = split->streams[s];
-        pst.pal_group = kPalGroup;
-        pst.pal_signed = true;
-        std::vector<std::vector<EncodedChunk>> pparts;
-        uint64_t pcost = 0;
-        const As pas[kPalDerivedCount] = {As::kI8, As::kU8, As::kPacked};
-        for (uint32_t k = 0; k < kPalDerivedCount; ++k) {
-          SplitStream d;
-          d.derived_bpb = pst.derived_bytes_per_block(k);
-          pparts.push_back(encode_stream(*split, g, d, pal[k].data(), pas[k], sopt, coding));
-          pcost += stream_cost(d, pparts.back(), coding);
-          pst.derived.push_back(std::move(d));
-        }
+      SplitStream pst = split->streams[s];
+      pst.pal_signed = true;
+      std::vector<std::vector<EncodedChunk>> pparts;
+      uint64_t pcost = 0;
+      if (encode_palette(pst, sdata.data(), sdata.size(), true, &pparts, &pcost)) {
         // The codes as they are, unless the palette costs under 3/4 of
         // their order-0 entropy (no static-table model gets far below it;
         // saves encoding them twice).
@@ -218,6 +230,48 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
         }
         continue;
       }
+    }
+    // Q5_0 / Q5_1: the 4 bytes of high bits and the 16 of low nibbles
+    // (adjacent fields) as one palette stream of 5-bit codes, where every
+    // block holds at most 16 of the 32 values (requantized from 4 bits)
+    // and it costs less than the two fields as streams.
+    if (q5 && opt.split_palette && f.len == 4 && fi + 1 < spec->fields.size() &&
+        spec->fields[fi + 1].off == f.off + 4 && spec->fields[fi + 1].len == 16) {
+      SplitStream pst;
+      pst.ranges.push_back(SplitRange{f.off, static_cast<uint16_t>(kQ5Bytes)});
+      pst.pal_q5 = true;
+      split->streams[s] = pst;
+      const uint64_t blocks = rows * blocks_per_row;
+      std::vector<uint8_t> merged(blocks * kQ5Bytes);
+      split->gather(data, rows, row_bytes, s, merged.data());
+      q5codes.resize(blocks * 32);
+      q5_unpack(merged.data(), blocks, q5codes.data());
+      std::vector<std::vector<EncodedChunk>> pparts;
+      uint64_t pcost = 0;
+      if (encode_palette(pst, q5codes.data(), q5codes.size(), false, &pparts, &pcost)) {
+        // The two fields as streams.
+        SplitModel two = *split;
+        two.streams[s] = st;
+        SplitStream lo;
+        lo.ranges.push_back(SplitRange{spec->fields[fi + 1].off, spec->fields[fi + 1].len});
+        two.streams.push_back(lo);
+        std::vector<uint8_t> lodata(blocks * 16);
+        two.gather(data, rows, row_bytes, s + 1, lodata.data());
+        auto hparts = encode_stream(two, g, two.streams[s], sdata.data(), f.as, sopt, coding);
+        auto lparts = encode_stream(two, g, two.streams[s + 1], lodata.data(), As::kPacked, sopt, coding);
+        if (stream_cost(two.streams[s], hparts, coding) + stream_cost(two.streams[s + 1], lparts, coding) <=
+            pcost + 4) {
+          split->streams = std::move(two.streams);
+          parts.push_back(std::move(hparts));
+          parts.push_back(std::move(lparts));
+        } else {
+          split->streams[s] = std::move(pst);
+          for (auto& pp : pparts) parts.push_back(std::move(pp));
+        }
+        ++fi;
+        continue;
+      }
+      split->streams[s] = st;
     }
     parts.push_back(encode_stream(*split, g, split->streams[s], sdata.data(), f.as, sopt, coding));
   }

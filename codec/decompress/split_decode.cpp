@@ -46,10 +46,15 @@ Status decode_split_chunk(const TensorGeometry& g, const SplitModel& m, uint64_t
       for (uint32_t d = 0; d < kPalDerivedCount; ++d)
         WC_RETURN_IF_ERROR(decode_part(st.derived[d], k++, sw + " derived " + std::to_string(d), derived[d]));
       const uint64_t sbytes = h * m.geometry_of(g, st).row_bytes();
+      const uint64_t ncodes = st.pal_q5 ? sbytes / kQ5Bytes * 32 : sbytes;
+      thread_local std::vector<uint8_t> q5codes;
       if (scratch.split_buf.size() < sbytes) scratch.split_buf.resize(sbytes);
+      if (st.pal_q5 && q5codes.size() < ncodes) q5codes.resize(ncodes);
+      uint8_t* codes = st.pal_q5 ? q5codes.data() : scratch.split_buf.data();
       WC_RETURN_IF_ERROR(palette_reconstruct(derived[kPalFirst].data(), derived[kPalGaps].data(),
-                                             derived[kPalIndex].data(), sbytes / st.pal_group, st.pal_group,
-                                             st.pal_signed, scratch.split_buf.data(), sw));
+                                             derived[kPalIndex].data(), ncodes / st.pal_group, st.pal_group,
+                                             st.pal_signed, codes, sw, st.pal_q5 ? 31 : 255));
+      if (st.pal_q5) q5_pack(codes, sbytes / kQ5Bytes, scratch.split_buf.data());
     } else {
       WC_RETURN_IF_ERROR(decode_part(st, k++, sw, scratch.split_buf));
     }
