@@ -248,7 +248,15 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
       q5_unpack(merged.data(), blocks, q5codes.data());
       std::vector<std::vector<EncodedChunk>> pparts;
       uint64_t pcost = 0;
-      if (encode_palette(pst, q5codes.data(), q5codes.size(), false, &pparts, &pcost)) {
+      if (encode_palette(pst, q5codes.data(), q5codes.size(), false, &pparts, &pcost) &&
+          pcost < order0_bytes(q5codes.data(), q5codes.size()) * 3 / 4) {
+        // Under 3/4 of the codes' order-0 entropy: the palette.
+        split->streams[s] = std::move(pst);
+        for (auto& pp : pparts) parts.push_back(std::move(pp));
+        ++fi;
+        continue;
+      }
+      if (!pparts.empty()) {
         // The two fields as streams.
         SplitModel two = *split;
         two.streams[s] = st;
