@@ -212,4 +212,31 @@ inline std::vector<uint8_t> make_quant_gguf(const std::vector<QTensor>& ts, cons
   return file;
 }
 
+// Rewrites the codes of every Q8_0 block of a GGUF file's Q8_0 tensors as
+// llama-quantize does when it requantizes a Q4_1 file to Q8_0 (SmolLM2's
+// Q8_0): the block's values on 16 levels between its min and max (Q4_1),
+// then on the int8 grid of their largest magnitude (Q8_0). At most 16
+// distinct codes per block (the palette streams' case, format 2.6).
+inline void requantize_q8_0_from_q4_1(std::vector<uint8_t>& file) {
+  auto f = wcodec::parse_gguf(file.data(), file.size(), file.size(), "requantize");
+  if (!f.ok()) return;
+  for (const auto& t : f->tensors) {
+    if (t.type != wcodec::kGgmlTypeQ8_0) continue;
+    uint8_t* p = file.data() + f->data_offset + t.offset;
+    for (uint64_t b = 0; b < t.nbytes / 34; ++b) {
+      int8_t* q = reinterpret_cast<int8_t*>(p + 34 * b + 2);
+      float lo = 1e9f, hi = -1e9f;
+      for (int i = 0; i < 32; ++i) lo = std::min(lo, float(q[i])), hi = std::max(hi, float(q[i]));
+      const float d = (hi - lo) / 15.0f;
+      float y[32], amax = 0;
+      for (int i = 0; i < 32; ++i) {
+        y[i] = d > 0 ? lo + d * std::round((q[i] - lo) / d) : lo;
+        amax = std::max(amax, std::fabs(y[i]));
+      }
+      for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(amax > 0 ? std::lround(y[i] / amax * 127.0f) : 0);
+    }
+  }
+}
+
 }  // namespace wctest
+

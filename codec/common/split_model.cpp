@@ -8,17 +8,39 @@
 #include <cstring>
 
 #include "bytes.h"
+#include "split_palette.h"
 
 namespace wcodec {
 
 uint32_t SplitStream::bytes_per_block() const {
+  if (ranges.empty()) return derived_bpb;
   uint32_t n = 0;
   for (const auto& r : ranges) n += r.len;
   return n;
 }
 
+uint32_t SplitStream::derived_bytes_per_block(uint32_t k) const {
+  const uint32_t groups = codes_per_block() / pal_group;
+  return k == kPalFirst ? groups : k == kPalGaps ? groups * kPaletteGaps : groups * (pal_group / 2);
+}
+
+size_t SplitModel::num_parts() const {
+  size_t n = 0;
+  for (const auto& st : streams) n += st.palette() ? st.derived.size() : 1;
+  return n;
+}
+
+uint16_t SplitModel::format_minor() const {
+  for (const auto& st : streams)
+    if (st.palette()) return 6;
+  return 5;
+}
+
 TensorGeometry SplitModel::stream_geometry(const TensorGeometry& parent, size_t s) const {
-  const SplitStream& st = streams[s];
+  return geometry_of(parent, streams[s]);
+}
+
+TensorGeometry SplitModel::geometry_of(const TensorGeometry& parent, const SplitStream& st) const {
   TensorGeometry g;
   g.elem_bits = st.elem_bits;
   if (parent.rows == 0) return g;
@@ -89,11 +111,24 @@ std::vector<uint8_t> SplitModel::serialize(TableCoding coding) const {
       w.u16(r.len);
     }
     w.u8(st.elem_bits);
-    w.u8(st.has_model ? 1 : 0);
-    if (st.has_model) {
-      const auto mb = st.model.serialize(coding);
-      w.varint(mb.size());
-      w.bytes(mb.data(), mb.size());
+    auto coded = [&](const SplitStream& c) {
+      w.u8(c.has_model ? 1 : 0);
+      if (c.has_model) {
+        const auto mb = c.model.serialize(coding);
+        w.varint(mb.size());
+        w.bytes(mb.data(), mb.size());
+      }
+    };
+    if (!st.palette()) {
+      coded(st);
+      continue;
+    }
+    w.u8(2);
+    w.u16(st.pal_group);
+    w.u8(st.pal_q5 ? kPalCodesQ5 : st.pal_signed ? kPalCodesI8 : kPalCodesU8);
+    for (const auto& d : st.derived) {
+      w.u8(d.elem_bits);
+      coded(d);
     }
   }
   return std::move(w.buf());
@@ -115,6 +150,27 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
     return bad("block_bytes", m.block_bytes, "2.." + std::to_string(kSplitMaxBlockBytes));
   if (ns < 2 || ns > kSplitMaxStreams) return bad("stream count", ns, "2.." + std::to_string(kSplitMaxStreams));
   WC_RETURN_IF_ERROR(m.check_parent(parent, what));
+  auto check_bits = [&](const std::string& S, const SplitStream& st) -> Status {
+    const uint32_t eb = st.elem_bits;
+    if (eb != 2 && eb != 4 && eb != 8 && eb != 16 && eb != 32) return bad(S + " elem_bits", eb, "2, 4, 8, 16, 32");
+    if ((st.bytes_per_block() * 8) % eb)
+      return bad(S + " elem_bits", eb, "a divisor of the stream's " + std::to_string(st.bytes_per_block() * 8) +
+                                           " bits per block");
+    return Status::OK();
+  };
+  auto read_model = [&](const std::string& S, uint8_t flag, SplitStream& st) -> Status {
+    if (flag != 1) return Status::OK();
+    const uint64_t ml = r.varint();
+    const uint8_t* mp = r.take(ml);
+    if (!r.ok() || !mp) return Status::Corruption(W + " " + S + " model record truncated");
+    auto sm = TensorModel::deserialize(mp, ml, m.geometry_of(parent, st), W + " " + S, coding);
+    if (!sm.ok()) return sm.status();
+    st.model = std::move(sm).value();
+    if (st.model.kind == ModelKind::kInt && st.model.ip.zgroup)
+      return bad(S + " zgroup", st.model.ip.zgroup, "0 (no zero points in a stream)");
+    st.has_model = true;
+    return Status::OK();
+  };
   std::vector<uint8_t> covered(m.block_bytes, 0);
   for (uint32_t s = 0; s < ns; ++s) {
     SplitStream st;
@@ -140,26 +196,42 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
     st.elem_bits = r.u8();
     const uint8_t flag = r.u8();
     if (!r.ok()) return Status::Corruption(W + " record truncated");
-    const uint32_t eb = st.elem_bits;
-    if (eb != 2 && eb != 4 && eb != 8 && eb != 16 && eb != 32) return bad(S + " elem_bits", eb, "2, 4, 8, 16, 32");
-    if ((st.bytes_per_block() * 8) % eb)
-      return bad(S + " elem_bits", eb, "a divisor of the stream's " + std::to_string(st.bytes_per_block() * 8) +
-                                           " bits per block");
-    if (flag > 1) return bad(S + " model flag", flag, "0, 1");
-    m.streams.push_back(std::move(st));
-    if (flag == 1) {
-      const uint64_t ml = r.varint();
-      const uint8_t* mp = r.take(ml);
-      if (!r.ok() || !mp) return Status::Corruption(W + " " + S + " model record truncated");
-      const TensorGeometry sg = m.stream_geometry(parent, s);
-      auto sm = TensorModel::deserialize(mp, ml, sg, W + " " + S, coding);
-      if (!sm.ok()) return sm.status();
-      SplitStream& back = m.streams.back();
-      back.model = std::move(sm).value();
-      if (back.model.kind == ModelKind::kInt && back.model.ip.zgroup)
-        return bad(S + " zgroup", back.model.ip.zgroup, "0 (no zero points in a stream)");
-      back.has_model = true;
+    WC_RETURN_IF_ERROR(check_bits(S, st));
+    if (flag > 2) return bad(S + " model flag", flag, "0, 1, 2 (2: a palette stream, format 2.6)");
+    if (flag < 2) {
+      WC_RETURN_IF_ERROR(read_model(S, flag, st));
+      m.streams.push_back(std::move(st));
+      continue;
     }
+    // A palette stream (§8.5).
+    st.pal_group = r.u16();
+    const uint8_t order = r.u8();
+    if (!r.ok()) return Status::Corruption(W + " record truncated");
+    if (st.elem_bits != 8) return bad(S + " elem_bits", st.elem_bits, "8 for a palette stream");
+    if (st.pal_group < kPaletteMinGroup || st.pal_group > kPaletteMaxGroup || st.pal_group % 2)
+      return bad(S + " palette group", st.pal_group,
+                 "even, " + std::to_string(kPaletteMinGroup) + ".." + std::to_string(kPaletteMaxGroup));
+    if (order > kPalCodesQ5) return bad(S + " palette codes", order, "0 uint8, 1 int8, 2 ggml 5-bit");
+    st.pal_signed = order == kPalCodesI8;
+    st.pal_q5 = order == kPalCodesQ5;
+    if (st.pal_q5 && st.bytes_per_block() % kQ5Bytes)
+      return bad(S + " bytes per block", st.bytes_per_block(), "a multiple of 20 for 5-bit codes");
+    if (st.codes_per_block() % st.pal_group)
+      return bad(S + " palette group", st.pal_group,
+                 "a divisor of the stream's " + std::to_string(st.codes_per_block()) + " codes per block");
+    for (uint32_t k = 0; k < kPalDerivedCount; ++k) {
+      SplitStream d;
+      const std::string D = S + " derived " + std::to_string(k);
+      d.derived_bpb = st.derived_bytes_per_block(k);
+      d.elem_bits = r.u8();
+      const uint8_t dflag = r.u8();
+      if (!r.ok()) return Status::Corruption(W + " record truncated");
+      WC_RETURN_IF_ERROR(check_bits(D, d));
+      if (dflag > 1) return bad(D + " model flag", dflag, "0, 1");
+      WC_RETURN_IF_ERROR(read_model(D, dflag, d));
+      st.derived.push_back(std::move(d));
+    }
+    m.streams.push_back(std::move(st));
   }
   for (uint32_t b = 0; b < m.block_bytes; ++b)
     if (!covered[b]) return bad("block byte", b, "covered by a stream (none covers it)");
@@ -171,7 +243,12 @@ std::string SplitModel::describe() const {
   std::string d = "split " + std::to_string(streams.size()) + " streams:";
   for (const auto& st : streams) {
     d += " [" + std::to_string(st.bytes_per_block()) + "B ";
-    d += st.has_model ? st.model.describe() : std::string("-");
+    if (st.palette()) {
+      d += "palette/" + std::to_string(st.pal_group) + (st.pal_q5 ? " q5" : st.pal_signed ? " i8" : " u8");
+      for (const auto& x : st.derived) d += " (" + (x.has_model ? x.model.describe() : std::string("-")) + ")";
+    } else {
+      d += st.has_model ? st.model.describe() : std::string("-");
+    }
     d += "]";
   }
   return d;
@@ -181,20 +258,29 @@ Status parse_split_payload(const SplitModel& m, const uint8_t* p, size_t n, cons
                            std::vector<SplitPart>* parts) {
   ByteReader r(p, n);
   parts->clear();
-  for (size_t s = 0; s < m.streams.size(); ++s) {
+  auto one = [&](const SplitStream& st, const std::string& k) -> Status {
     SplitPart part;
     part.method = r.u8();
     part.len = r.u32();
     part.data = r.take(part.len);
     if (!r.ok() || (part.len && !part.data))
-      return Status::Corruption(what + ": split chunk payload truncated in stream " + std::to_string(s));
+      return Status::Corruption(what + ": split chunk payload truncated in stream " + k);
     if (part.method > 2)
-      return Status::Corruption(what + ": split chunk stream " + std::to_string(s) + " method " +
+      return Status::Corruption(what + ": split chunk stream " + k + " method " +
                                 std::to_string(part.method) + " (allowed 0..2)");
-    if (part.method == 2 && !m.streams[s].has_model)
-      return Status::Corruption(what + ": split chunk stream " + std::to_string(s) +
-                                " is model-coded but the stream has no model");
+    if (part.method == 2 && !st.has_model)
+      return Status::Corruption(what + ": split chunk stream " + k + " is model-coded but the stream has no model");
     parts->push_back(part);
+    return Status::OK();
+  };
+  for (size_t s = 0; s < m.streams.size(); ++s) {
+    const SplitStream& st = m.streams[s];
+    if (!st.palette()) {
+      WC_RETURN_IF_ERROR(one(st, std::to_string(s)));
+      continue;
+    }
+    for (size_t k = 0; k < st.derived.size(); ++k)
+      WC_RETURN_IF_ERROR(one(st.derived[k], std::to_string(s) + " derived " + std::to_string(k)));
   }
   if (r.remaining())
     return Status::Corruption(what + ": split chunk payload has " + std::to_string(r.remaining()) +

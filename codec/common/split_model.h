@@ -1,6 +1,6 @@
 // codec/common/split_model.h — split models (format 2.5, docs/wcodec-format.md
-// §8.4): a tensor of byte rows made of fixed-size blocks (a GGUF tensor of a
-// block-quantized ggml type, one row of blocks per grid row) coded as
+// §8.4; palette streams: format 2.6, §8.5): a tensor of byte rows made of
+// fixed-size blocks (a GGUF tensor of a block-quantized ggml type, one row of blocks per grid row) coded as
 // several streams, each gathering some byte ranges of every block (a Q4_K
 // block's fp16 d, its fp16 dmin, its 12 bytes of packed scales, its 128
 // bytes of packed codes). Each stream is a tensor of its own with the same
@@ -31,12 +31,30 @@ struct SplitRange {
   uint16_t off = 0, len = 0;  // bytes [off, off + len) of each block
 };
 
+// The derived streams of a palette stream (format 2.6, §8.5), in order.
+enum PaletteDerived : uint32_t { kPalFirst = 0, kPalGaps = 1, kPalIndex = 2, kPalDerivedCount = 3 };
+
 struct SplitStream {
   std::vector<SplitRange> ranges;  // in block order, gathered in this order
   uint8_t elem_bits = 8;           // the stream grid's element size: 2, 4, 8, 16 or 32
   bool has_model = false;
   TensorModel model;               // when has_model
+  // Format 2.6 (§8.5): a palette stream (pal_group != 0) is not coded
+  // itself; its codes, in groups of pal_group bytes, are coded as three
+  // derived streams (first values, gaps, 4-bit indices: PaletteDerived),
+  // each with the fields above and no ranges.
+  uint16_t pal_group = 0;
+  bool pal_signed = false;           // codes ordered as int8 (else uint8)
+  bool pal_q5 = false;               // ggml 5-bit codes (kPalCodesQ5): 20 bytes per 32 codes
+  std::vector<SplitStream> derived;  // kPalDerivedCount when pal_group
+  uint32_t derived_bpb = 0;          // a derived stream's bytes per block
   uint32_t bytes_per_block() const;
+  bool palette() const { return pal_group != 0; }
+  // A palette stream's codes per block (its bytes, or 32 per 20 bytes of
+  // 5-bit codes).
+  uint32_t codes_per_block() const { return pal_q5 ? bytes_per_block() / 20 * 32 : bytes_per_block(); }
+  // The bytes per block of derived stream k of a palette stream.
+  uint32_t derived_bytes_per_block(uint32_t k) const;
 };
 
 struct SplitModel {
@@ -47,6 +65,12 @@ struct SplitModel {
   // The stream's tensor: the parent's rows and chunk bands, its columns
   // the stream's elements per row. REQUIRES: check_parent(g) succeeded.
   TensorGeometry stream_geometry(const TensorGeometry& parent, size_t s) const;
+  // The tensor of any stream, derived ones included.
+  TensorGeometry geometry_of(const TensorGeometry& parent, const SplitStream& st) const;
+  // The parts of a chunk payload: one per stream, three per palette stream.
+  size_t num_parts() const;
+  // The lowest format minor version the record needs: 5, or 6 with a palette.
+  uint16_t format_minor() const;
   // Whether a split model may code a tensor of this geometry: 8-bit
   // elements, bands of rows (or an empty tensor), rows of whole blocks.
   Status check_parent(const TensorGeometry& g, const std::string& what) const;
@@ -65,14 +89,15 @@ struct SplitModel {
   std::string describe() const;
 };
 
-// One stream's part of a split chunk payload (§6.1).
+// One part of a split chunk payload (§6.1): a stream's, or a derived
+// stream's of a palette stream (in stream order, derived streams in order).
 struct SplitPart {
   uint8_t method = 0;  // ChunkMethod
   const uint8_t* data = nullptr;
   uint32_t len = 0;
 };
-// Splits a split chunk payload into its streams' parts (count: the model's
-// streams). Errors name `what`.
+// Splits a split chunk payload into its parts (count: num_parts()).
+// Errors name `what`.
 Status parse_split_payload(const SplitModel& m, const uint8_t* p, size_t n, const std::string& what,
                            std::vector<SplitPart>* parts);
 

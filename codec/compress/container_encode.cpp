@@ -512,6 +512,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   opt.zstd_level = cfg.zstd_level;
   opt.format_2_1 = cfg.format_major >= 2;
   opt.split_models = cfg.split_models && cfg.format_major >= 2;
+  opt.split_palette = cfg.split_palette;
   const TableCoding coding = cfg.format_major == 1 ? kTablesGamma : kTablesCompact;
   const int nthreads = std::max(1, std::min<int>(cfg.threads, static_cast<int>(std::max<size_t>(nt, 1))));
   std::atomic<uint64_t> done_bytes{0};
@@ -680,7 +681,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
       minor = std::max<uint16_t>(minor, job.enc.model.ip.nbr_mode == 2 ? 1 : 2);
     if (job.enc.has_model && job.enc.model.kind == ModelKind::kFloat && float_joint(job.enc.model.fp))
       minor = std::max<uint16_t>(minor, 3);
-    if (job.enc.split) minor = std::max<uint16_t>(minor, 5);
+    if (job.enc.split) minor = std::max<uint16_t>(minor, job.enc.split->format_minor());
     for (auto& c : job.enc.chunks) {
       WC_RETURN_IF_ERROR(out.pad_to(16));
       offsets[i].push_back(out.pos);

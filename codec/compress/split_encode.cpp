@@ -5,7 +5,10 @@
 // tensor of its own by encode_tensor (so it gets the model its data
 // measures best with: float for fp16 scales, int8 / 4-bit / ternary codes,
 // bytes), and the split kept only where it measures smaller than the
-// tensor's ordinary coding.
+// tensor's ordinary coding. An int8 code stream whose every group of 32
+// codes holds at most 16 values (a file requantized from a 4-bit type) is
+// also tried as a palette stream (format 2.6, §8.5: palettes and 4-bit
+// indices, split_palette.h), kept where it measures smaller.
 //
 // Thread-safety: re-entrant (encode_tensor is).
 #include <algorithm>
@@ -14,6 +17,7 @@
 #include <memory>
 
 #include "encode_model_i.h"
+#include "split_palette.h"
 #include "tensor_encode.h"
 #include "wcodec/gguf.h"
 
@@ -78,6 +82,69 @@ void put_u32(std::vector<uint8_t>& v, uint32_t x) {
   for (int i = 0; i < 4; ++i) v.push_back(static_cast<uint8_t>(x >> (8 * i)));
 }
 
+// Codes per palette group of an int8 code stream (a Q8_0 block's codes).
+constexpr uint32_t kPalGroup = 32;
+
+// Encodes the stream st (its bytes per block set) of the split tensor of
+// geometry g from sdata (rows × the stream's row bytes) as a tensor of its
+// own with the parent's bands: sets st's elem_bits and model, returns its
+// chunks (model-coded, zstd or raw each).
+std::vector<EncodedChunk> encode_stream(const SplitModel& split, const TensorGeometry& g, SplitStream& st,
+                                        const uint8_t* sdata, As as, const EncodeOptions& sopt, TableCoding coding) {
+  const uint64_t rows = g.rows, srow = (g.row_bytes() / split.block_bytes) * st.bytes_per_block();
+  TensorInfo info;
+  info.name = as == As::kPacked ? "split.packed" : "split";
+  uint64_t esize = 1;
+  switch (as) {
+    case As::kF16: info.dtype = DType::kF16; esize = 2; break;
+    case As::kF32: info.dtype = DType::kF32; esize = 4; break;
+    case As::kI8: info.dtype = DType::kI8; break;
+    default: info.dtype = DType::kU8; break;
+  }
+  info.shape = {rows, srow / esize};
+  info.begin = 0;
+  info.end = rows * srow;
+  auto r = encode_tensor(info, sdata, AuxInput{}, sopt);
+  EncodedTensor se;
+  if (r.ok()) se = std::move(r).value();
+  // The stream's tensor must have the parent's bands (a small stream is
+  // coded without a model, as one row of bytes: recode it in bands).
+  st.elem_bits = 8;
+  const bool fits = r.ok() && se.has_model && se.aux_tensor < 0 && se.geom.rows == rows &&
+                    se.geom.chunk_cols == se.geom.cols && se.geom.chunk_rows == g.chunk_rows &&
+                    se.geom.row_bytes() == srow;
+  if (fits) {
+    st.elem_bits = static_cast<uint8_t>(se.geom.elem_bits);
+    // A model that does not pay for its record is dropped.
+    if (payload_bytes(se) + se.model.serialize(coding).size() >= fallback_bytes(se)) drop_model(sdata, sopt, &se);
+  } else {
+    const TensorGeometry sg = split.geometry_of(g, st);
+    se = EncodedTensor{};
+    se.geom = sg;
+    for (uint64_t i = 0; i < g.num_chunks(); ++i) se.chunks.push_back(pick_chunk(chunk_ref(sg, sdata, i), {}, sopt));
+  }
+  st.has_model = se.has_model;
+  if (se.has_model) st.model = std::move(se.model);
+  return std::move(se.chunks);
+}
+
+// The order-0 entropy of n bytes, in bytes.
+uint64_t order0_bytes(const uint8_t* p, size_t n) {
+  uint64_t hist[256] = {};
+  for (size_t i = 0; i < n; ++i) ++hist[p[i]];
+  double bits = 0;
+  for (uint64_t c : hist)
+    if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c) / static_cast<double>(n));
+  return static_cast<uint64_t>(bits / 8);
+}
+
+// What a stream costs in the file: its parts with their framing, its model.
+uint64_t stream_cost(const SplitStream& st, const std::vector<EncodedChunk>& chunks, TableCoding coding) {
+  uint64_t n = st.has_model ? st.model.serialize(coding).size() : 0;
+  for (const auto& c : chunks) n += 5 + c.payload.size();
+  return n;
+}
+
 }  // namespace
 
 bool split_candidate(uint32_t ggml_type) {
@@ -101,10 +168,36 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
   sopt.tool_search = false;
   sopt.band_rows = g.chunk_rows;
   const uint64_t nchunks = g.num_chunks();
-  // The streams' chunk payloads, stream by stream.
+  // The parts of the chunk payloads, in payload order (§6.1).
   std::vector<std::vector<EncodedChunk>> parts;
-  std::vector<uint8_t> sdata;
-  for (const FieldSpec& f : spec->fields) {
+  std::vector<uint8_t> sdata, pal[kPalDerivedCount];
+  // Encodes the palette of pst's codes (groups of kPalGroup) into its
+  // derived streams; returns their cost and appends their parts to pparts.
+  auto encode_palette = [&](SplitStream& pst, const uint8_t* codes, uint64_t ncodes, bool sgn,
+                            std::vector<std::vector<EncodedChunk>>* pparts, uint64_t* pcost) {
+    const uint64_t groups = ncodes / kPalGroup;
+    pal[kPalFirst].resize(groups);
+    pal[kPalGaps].resize(groups * kPaletteGaps);
+    pal[kPalIndex].resize(groups * kPalGroup / 2);
+    if (!palette_build(codes, groups, kPalGroup, sgn, pal[kPalFirst].data(), pal[kPalGaps].data(),
+                       pal[kPalIndex].data()))
+      return false;
+    pst.pal_group = kPalGroup;
+    *pcost = 0;
+    const As pas[kPalDerivedCount] = {sgn ? As::kI8 : As::kU8, As::kU8, As::kPacked};
+    for (uint32_t k = 0; k < kPalDerivedCount; ++k) {
+      SplitStream d;
+      d.derived_bpb = pst.derived_bytes_per_block(k);
+      pparts->push_back(encode_stream(*split, g, d, pal[k].data(), pas[k], sopt, coding));
+      *pcost += stream_cost(d, pparts->back(), coding);
+      pst.derived.push_back(std::move(d));
+    }
+    return true;
+  };
+  const bool q5 = ggml_type == kGgmlTypeQ5_0 || ggml_type == kGgmlTypeQ5_1;
+  std::vector<uint8_t> q5codes;
+  for (size_t fi = 0; fi < spec->fields.size(); ++fi) {
+    const FieldSpec& f = spec->fields[fi];
     SplitStream st;
     st.ranges.push_back(SplitRange{f.off, f.len});
     split->streams.push_back(st);
@@ -112,43 +205,83 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
     const uint64_t srow = blocks_per_row * f.len;
     sdata.resize(rows * srow);
     split->gather(data, rows, row_bytes, s, sdata.data());
-    TensorInfo info;
-    info.name = f.as == As::kPacked ? "split.packed" : "split";
-    uint64_t esize = 1;
-    switch (f.as) {
-      case As::kF16: info.dtype = DType::kF16; esize = 2; break;
-      case As::kF32: info.dtype = DType::kF32; esize = 4; break;
-      case As::kI8: info.dtype = DType::kI8; break;
-      default: info.dtype = DType::kU8; break;
+    // int8 codes with at most 16 values in every group of 32 (a file
+    // requantized from a 4-bit type): the palette streams (§8.5), kept
+    // where they cost less than the codes coded as they are.
+    if (f.as == As::kI8 && f.len % kPalGroup == 0 && opt.split_palette) {
+      SplitStream pst = split->streams[s];
+      pst.pal_signed = true;
+      std::vector<std::vector<EncodedChunk>> pparts;
+      uint64_t pcost = 0;
+      if (encode_palette(pst, sdata.data(), sdata.size(), true, &pparts, &pcost)) {
+        // The codes as they are, unless the palette costs under 3/4 of
+        // their order-0 entropy (no static-table model gets far below it;
+        // saves encoding them twice).
+        SplitStream plain = split->streams[s];
+        std::vector<EncodedChunk> cparts;
+        const bool try_plain = pcost >= order0_bytes(sdata.data(), sdata.size()) * 3 / 4;
+        if (try_plain) cparts = encode_stream(*split, g, plain, sdata.data(), f.as, sopt, coding);
+        if (try_plain && stream_cost(plain, cparts, coding) <= pcost + 4) {
+          split->streams[s] = std::move(plain);
+          parts.push_back(std::move(cparts));
+        } else {
+          split->streams[s] = std::move(pst);
+          for (auto& pp : pparts) parts.push_back(std::move(pp));
+        }
+        continue;
+      }
     }
-    info.shape = {rows, srow / esize};
-    info.begin = 0;
-    info.end = rows * srow;
-    auto r = encode_tensor(info, sdata.data(), AuxInput{}, sopt);
-    EncodedTensor se;
-    if (r.ok()) se = std::move(r).value();
-    // The stream's tensor must have the parent's bands (a small stream is
-    // coded without a model, as one row of bytes: recode it in bands).
-    TensorGeometry sg = split->stream_geometry(g, s);
-    const bool fits = r.ok() && se.has_model && se.aux_tensor < 0 && se.geom.rows == rows &&
-                      se.geom.chunk_cols == se.geom.cols && se.geom.chunk_rows == g.chunk_rows &&
-                      se.geom.row_bytes() == srow;
-    if (fits) {
-      split->streams[s].elem_bits = static_cast<uint8_t>(se.geom.elem_bits);
-      sg = split->stream_geometry(g, s);
-      // A model that does not pay for its record is dropped.
-      if (payload_bytes(se) + se.model.serialize(coding).size() >= fallback_bytes(se)) drop_model(sdata.data(), sopt, &se);
+    // Q5_0 / Q5_1: the 4 bytes of high bits and the 16 of low nibbles
+    // (adjacent fields) as one palette stream of 5-bit codes, where every
+    // block holds at most 16 of the 32 values (requantized from 4 bits)
+    // and it costs less than the two fields as streams.
+    if (q5 && opt.split_palette && f.len == 4 && fi + 1 < spec->fields.size() &&
+        spec->fields[fi + 1].off == f.off + 4 && spec->fields[fi + 1].len == 16) {
+      SplitStream pst;
+      pst.ranges.push_back(SplitRange{f.off, static_cast<uint16_t>(kQ5Bytes)});
+      pst.pal_q5 = true;
+      split->streams[s] = pst;
+      const uint64_t blocks = rows * blocks_per_row;
+      std::vector<uint8_t> merged(blocks * kQ5Bytes);
+      split->gather(data, rows, row_bytes, s, merged.data());
+      q5codes.resize(blocks * 32);
+      q5_unpack(merged.data(), blocks, q5codes.data());
+      std::vector<std::vector<EncodedChunk>> pparts;
+      uint64_t pcost = 0;
+      if (encode_palette(pst, q5codes.data(), q5codes.size(), false, &pparts, &pcost) &&
+          pcost < order0_bytes(q5codes.data(), q5codes.size()) * 3 / 4) {
+        // Under 3/4 of the codes' order-0 entropy: the palette.
+        split->streams[s] = std::move(pst);
+        for (auto& pp : pparts) parts.push_back(std::move(pp));
+        ++fi;
+        continue;
+      }
+      if (!pparts.empty()) {
+        // The two fields as streams.
+        SplitModel two = *split;
+        two.streams[s] = st;
+        SplitStream lo;
+        lo.ranges.push_back(SplitRange{spec->fields[fi + 1].off, spec->fields[fi + 1].len});
+        two.streams.push_back(lo);
+        std::vector<uint8_t> lodata(blocks * 16);
+        two.gather(data, rows, row_bytes, s + 1, lodata.data());
+        auto hparts = encode_stream(two, g, two.streams[s], sdata.data(), f.as, sopt, coding);
+        auto lparts = encode_stream(two, g, two.streams[s + 1], lodata.data(), As::kPacked, sopt, coding);
+        if (stream_cost(two.streams[s], hparts, coding) + stream_cost(two.streams[s + 1], lparts, coding) <=
+            pcost + 4) {
+          split->streams = std::move(two.streams);
+          parts.push_back(std::move(hparts));
+          parts.push_back(std::move(lparts));
+        } else {
+          split->streams[s] = std::move(pst);
+          for (auto& pp : pparts) parts.push_back(std::move(pp));
+        }
+        ++fi;
+        continue;
+      }
+      split->streams[s] = st;
     }
-    if (!fits) {
-      se = EncodedTensor{};
-      se.geom = sg;
-      for (uint64_t i = 0; i < nchunks; ++i) se.chunks.push_back(pick_chunk(chunk_ref(sg, sdata.data(), i), {}, sopt));
-    }
-    if (se.has_model) {
-      split->streams[s].has_model = true;
-      split->streams[s].model = std::move(se.model);
-    }
-    parts.push_back(std::move(se.chunks));
+    parts.push_back(encode_stream(*split, g, split->streams[s], sdata.data(), f.as, sopt, coding));
   }
   const uint64_t record = split->serialize(coding).size();
   uint64_t split_total = record, base_total = payload_bytes(*et);

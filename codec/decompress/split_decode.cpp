@@ -3,12 +3,15 @@
 // is decoded as a chunk of the stream's own tensor by the ordinary chunk
 // decoder (so it runs on the vector decoders where the CPU has them, else
 // on the reference decoders), then scattered back into the blocks; the
-// chunk's checksum covers the result.
+// chunk's checksum covers the result. A palette stream (format 2.6, §8.5)
+// decodes its three derived parts the same way and rebuilds its codes from
+// them before the scatter.
 //
 // Thread-safety: pure function over its arguments; each decoding thread
 // brings its own DecodeScratch.
 #include <cstring>
 
+#include "split_palette.h"
 #include "tensor_decode.h"
 
 namespace wcodec {
@@ -24,16 +27,37 @@ Status decode_split_chunk(const TensorGeometry& g, const SplitModel& m, uint64_t
   thread_local std::vector<SplitPart> parts;
   WC_RETURN_IF_ERROR(parse_split_payload(m, payload, payload_len, what, &parts));
   const uint64_t row_bytes = g.row_bytes();
-  for (size_t s = 0; s < m.streams.size(); ++s) {
-    const SplitStream& st = m.streams[s];
-    const TensorGeometry sg = m.stream_geometry(g, s);
+  // Decodes part k (of stream st, in geometry sg) into buf.
+  auto decode_part = [&](const SplitStream& st, size_t k, const std::string& sw, std::vector<uint8_t>& buf) {
+    const TensorGeometry sg = m.geometry_of(g, st);
     const uint64_t sbytes = h * sg.row_bytes();
     // Slack after the stream: vector decoders may store whole vectors.
-    if (scratch.split_buf.size() < sbytes + 64) scratch.split_buf.resize(sbytes + 64);
+    if (buf.size() < sbytes + 64) buf.resize(sbytes + 64);
+    return decode_chunk_unchecked(sg, st.has_model ? &st.model : nullptr, index,
+                                  static_cast<ChunkMethod>(parts[k].method), parts[k].data, parts[k].len, sbytes,
+                                  nullptr, 0, buf.data(), scratch, sw);
+  };
+  thread_local std::vector<uint8_t> derived[kPalDerivedCount];
+  size_t k = 0;
+  for (size_t s = 0; s < m.streams.size(); ++s) {
+    const SplitStream& st = m.streams[s];
     const std::string sw = what + " stream " + std::to_string(s);
-    WC_RETURN_IF_ERROR(decode_chunk_unchecked(sg, st.has_model ? &st.model : nullptr, index,
-                                              static_cast<ChunkMethod>(parts[s].method), parts[s].data, parts[s].len,
-                                              sbytes, nullptr, 0, scratch.split_buf.data(), scratch, sw));
+    if (st.palette()) {
+      for (uint32_t d = 0; d < kPalDerivedCount; ++d)
+        WC_RETURN_IF_ERROR(decode_part(st.derived[d], k++, sw + " derived " + std::to_string(d), derived[d]));
+      const uint64_t sbytes = h * m.geometry_of(g, st).row_bytes();
+      const uint64_t ncodes = st.pal_q5 ? sbytes / kQ5Bytes * 32 : sbytes;
+      thread_local std::vector<uint8_t> q5codes;
+      if (scratch.split_buf.size() < sbytes) scratch.split_buf.resize(sbytes);
+      if (st.pal_q5 && q5codes.size() < ncodes) q5codes.resize(ncodes);
+      uint8_t* codes = st.pal_q5 ? q5codes.data() : scratch.split_buf.data();
+      WC_RETURN_IF_ERROR(palette_reconstruct(derived[kPalFirst].data(), derived[kPalGaps].data(),
+                                             derived[kPalIndex].data(), ncodes / st.pal_group, st.pal_group,
+                                             st.pal_signed, codes, sw, st.pal_q5 ? 31 : 255));
+      if (st.pal_q5) q5_pack(codes, sbytes / kQ5Bytes, scratch.split_buf.data());
+    } else {
+      WC_RETURN_IF_ERROR(decode_part(st, k++, sw, scratch.split_buf));
+    }
     m.scatter(scratch.split_buf.data(), h, row_bytes, s, out);
   }
   return check_chunk_hash(out, decoded_size, xxh3, what);

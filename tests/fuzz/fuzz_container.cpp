@@ -24,7 +24,8 @@
 // weights (kernel contexts), and a GGUF file of quantized blocks whose
 // tensors take split models (format 2.5: region 1 edits reach the split
 // record parser, region 0 edits the split chunk framing and its streams),
-// encoded with 16 KiB chunks.
+// encoded with 16 KiB chunks; and a GGUF file of Q8_0 blocks requantized
+// from Q4_1 whose code stream takes a palette (format 2.6).
 //
 // Build (clang): cmake -DWCODEC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ ...
 // Run:           build-fuzz/tests/fuzz/fuzz_container -max_len=256 -max_total_time=600
@@ -156,6 +157,14 @@ const std::vector<Seed>& seeds() {
                                        {"output_norm.weight", wcodec::kGgmlTypeF32, 576, 1}},
                                       w.empty() ? wctest::gaussian_weights(1 << 18, 3) : w),
               &v);
+    // Q8_0 requantized from Q4_1 (at most 16 codes a block), whose code
+    // stream takes a palette (format 2.6): region 1 edits reach the palette
+    // record, region 0 its three parts and the palette data checks.
+    auto pal = wctest::make_quant_gguf({{"blk.0.attn_k.weight", wcodec::kGgmlTypeQ8_0, 576, 160},
+                                        {"output_norm.weight", wcodec::kGgmlTypeF32, 576, 1}},
+                                       w.empty() ? wctest::gaussian_weights(1 << 18, 5) : w);
+    wctest::requantize_q8_0_from_q4_1(pal);
+    load_seed("gguf_palette", std::move(pal), &v);
     return v;
   }();
   return s;
