@@ -420,9 +420,12 @@ TEST(CpuPaths, Avx2TernaryEqualsReferenceOnRealFiles) {
     const auto f = wctest::read_file(p);
     auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
     ASSERT_TRUE(hd.ok()) << hd.status().ToString();
-    for (const auto& t : hd->tensors) {
+    for (const auto& t : hd->tensors)
+      for (bool f21 : {true, false}) {  // the models of format 2.1+ and of format 1
       if (t.nbytes() > kMaxTensor) continue;
-      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, compared_options());
+      EncodeOptions opt = compared_options();
+      opt.format_2_1 = f21;
+      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, opt);
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       const EncodedTensor& et = *r;
       if (et.model.kind != ModelKind::kInt || et.model.ip.sub != kIntTernary) continue;
@@ -440,7 +443,9 @@ TEST(CpuPaths, Avx2TernaryEqualsReferenceOnRealFiles) {
                            static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
         const int before = k.chunks;
         compare_tern_chunk(mv, cv, ps, map, c.xxh3, c.decoded_size,
-                           p.filename().string() + ": " + t.name + " chunk " + std::to_string(i), &k);
+                           p.filename().string() + ": " + t.name + " (" + et.model.describe() + ") chunk " +
+                               std::to_string(i),
+                           &k);
         if (HasFatalFailure()) return;
         if (k.chunks > before) {
           modes |= 1 << mv.ip.nbr_mode;

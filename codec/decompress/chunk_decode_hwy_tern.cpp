@@ -450,8 +450,9 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
       }
     s.tab = s.tab3;
   }
-  if (p.nbr_mode == 0 && !scale) {
-    // 3 contexts, read as 9.
+  if (p.nbr_mode == 0 && !scale && !s.act0) {
+    // One activity class: 3 contexts, read as 9 (with several, the
+    // activity table above stays).
     for (uint32_t i = 0; i < 16; ++i) s.tab3[i] = i < 3 ? m.tern3[i] : 0;
     s.tab = s.tab3;
   }
