@@ -1,6 +1,7 @@
 // tests/test_cpu_paths.cpp — the decoder paths (include/wcodec/cpu.h):
-// WCODEC_CPU parsing and fallback, and every path this CPU runs (scalar,
-// avx2 = the Highway decoders, avx512) decoding exactly like the reference:
+// WCODEC_CPU parsing and fallback, and every path this CPU runs (scalar;
+// avx2 and neon = the Highway decoders' AVX2 and NEON instances; avx512)
+// decoding exactly like the reference:
 // chunk by chunk on the real model files (also on damaged streams: the same
 // accept / reject on every path), and whole files through the wcodec tool
 // forced onto each path (SHA-256 of the decoded file = the original's).
@@ -25,6 +26,10 @@
 #include "wcodec/container.h"
 #include "wcodec/cpu.h"
 #include "wcodec/safetensors.h"
+
+#ifndef WCODEC_TEST_EMULATED
+#define WCODEC_TEST_EMULATED 0
+#endif
 
 namespace {
 
@@ -90,6 +95,38 @@ TEST(CpuPaths, Resolve) {
 
 // ------------------------------------------------------------ chunks
 
+// The path the Highway decoders (chunk_decode_hwy.h) serve in this build:
+// their AVX2 instance on x86-64, their NEON instance on aarch64.
+CpuPath hwy_path() {
+#if defined(__aarch64__)
+  return CpuPath::kNeon;
+#else
+  return CpuPath::kAvx2;
+#endif
+}
+
+// The real files compared: all of them, but under emulation (the aarch64
+// build under qemu, scripts/test_aarch64.sh: WCODEC_TEST_EMULATED) or with
+// WCODEC_TEST_SMALL_FILES=1 the small ones (stories260K, silero_vad: up to
+// 2 MB; the isnet-medium files take minutes each under qemu).
+bool small_files_only() {
+  const char* small = std::getenv("WCODEC_TEST_SMALL_FILES");
+  return WCODEC_TEST_EMULATED || (small && *small && std::string(small) != "0");
+}
+std::vector<fs::path> compared_files() {
+  std::vector<fs::path> v = wctest::data_safetensors_files();
+  if (small_files_only()) std::erase_if(v, [](const fs::path& p) { return fs::file_size(p) > (2u << 20); });
+  return v;
+}
+// The encoder's options for the chunk comparisons: the default, but with
+// the small files only, chunks of 4 KiB (their tensors then give as many
+// chunks, groups and chunk shapes as the large files do at 256 KiB).
+EncodeOptions compared_options() {
+  EncodeOptions o;
+  if (small_files_only()) o.chunk_bytes = 4 * 1024;
+  return o;
+}
+
 struct Parsed {
   const uint8_t* map = nullptr;  // int tile map, or null
   const uint8_t* rans = nullptr;
@@ -120,7 +157,7 @@ constexpr uint64_t kMaxTensor = 8u << 20;
 #endif
 
 struct Counts {
-  int chunks = 0;   // chunks the AVX2 decoder decoded
+  int chunks = 0;   // chunks the Highway decoder decoded
   int same = 0;     // of them, 16-bit floats whose lanes share one rectangle
   int ragged = 0;   // 16-bit floats whose lanes differ in size
   int f32 = 0;      // 4-byte floats
@@ -131,7 +168,7 @@ struct Counts {
   int center_ok = 0;  // ... that the reference accepted
 };
 
-// Reference, AVX2 (Highway) and, where the process runs it, AVX-512 on
+// Reference, Highway (AVX2 / NEON) and, where the process runs it, AVX-512 on
 // one float chunk and on damaged copies of its stream.
 void compare_float_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& ps, uint64_t xxh3,
                          uint64_t decoded_size, const std::string& what, Counts* k) {
@@ -146,8 +183,8 @@ void compare_float_chunk(const ModelView& mv, const ChunkView& cv, const Parsed&
   const int h = decode_float_chunk_hwy(mv, cv, ps.rans, ps.rans_len, ps.raw, ps.raw_len, hw.data(), lm.data(),
                                        ps.tail);
   if (h < 0) return;
-  ASSERT_EQ(h, 1) << what << ": the AVX2 decoder rejected a valid chunk";
-  ASSERT_EQ(ref, hw) << what << ": the AVX2 decoder differs from the reference";
+  ASSERT_EQ(h, 1) << what << ": the Highway decoder rejected a valid chunk";
+  ASSERT_EQ(ref, hw) << what << ": the Highway decoder differs from the reference";
   ++k->chunks;
   k->tails += ps.tail;
   k->f32 += mv.fp.elem_bytes == 4;
@@ -178,7 +215,7 @@ void compare_float_chunk(const ModelView& mv, const ChunkView& cv, const Parsed&
                                          sm.data(), ps.tail);
     const int h_ok = decode_float_chunk_hwy(mv, cv, bad.data(), len, ps.raw, ps.raw_len, hw.data(), lm.data(),
                                             ps.tail);
-    EXPECT_EQ(r_ok ? 1 : 0, h_ok) << what << " damage " << v << ": AVX2 and reference disagree";
+    EXPECT_EQ(r_ok ? 1 : 0, h_ok) << what << " damage " << v << ": Highway decoder and reference disagree";
     if (r_ok && h_ok == 1) {
       EXPECT_EQ(ref, hw) << what << " damage " << v;
     }
@@ -195,15 +232,15 @@ void compare_float_chunk(const ModelView& mv, const ChunkView& cv, const Parsed&
 }
 
 TEST(CpuPaths, Avx2FloatEqualsReferenceOnRealFiles) {
-  if (!cpu_path_supported(CpuPath::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2: the avx2 path is not compared";
+  if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
   Counts k;
-  for (const auto& p : wctest::data_safetensors_files()) {
+  for (const auto& p : compared_files()) {
     const auto f = wctest::read_file(p);
     auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
     ASSERT_TRUE(hd.ok()) << hd.status().ToString();
     for (const auto& t : hd->tensors) {
       if (t.nbytes() > kMaxTensor) continue;
-      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, EncodeOptions{});
+      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, compared_options());
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       const EncodedTensor& et = *r;
       if (et.model.kind != ModelKind::kFloat) continue;
@@ -237,9 +274,9 @@ TEST(CpuPaths, Avx2FloatEqualsReferenceOnRealFiles) {
 // bytes as the reference, and, with one stream of the group damaged, 0
 // exactly when the reference rejects that chunk.
 TEST(CpuPaths, Avx2FloatGroupsEqualReference) {
-  if (!cpu_path_supported(CpuPath::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2: the avx2 path is not compared";
+  if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
   int groups = 0, damaged = 0, rejected = 0;
-  for (const auto& p : wctest::data_safetensors_files()) {
+  for (const auto& p : compared_files()) {
     const auto f = wctest::read_file(p);
     auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
     ASSERT_TRUE(hd.ok()) << hd.status().ToString();
@@ -247,7 +284,7 @@ TEST(CpuPaths, Avx2FloatGroupsEqualReference) {
       // Tensors of several chunks (larger than kMaxTensor under the
       // sanitizers); enough groups once 16 are compared.
       if (t.nbytes() > (8u << 20) || groups >= 16) continue;
-      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, EncodeOptions{});
+      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, compared_options());
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       const EncodedTensor& et = *r;
       if (et.model.kind != ModelKind::kFloat || et.model.fp.elem_bytes != 2) continue;
@@ -324,7 +361,7 @@ TEST(CpuPaths, Avx2FloatGroupsEqualReference) {
   EXPECT_GT(rejected, damaged / 2) << "the damage should mostly be detected";
 }
 
-// Reference and the AVX2 (Highway) ternary decoder on one ternary chunk
+// Reference and the Highway (AVX2 / NEON) ternary decoder on one ternary chunk
 // and on damaged copies of its stream: the same bytes, the same accept /
 // reject.
 void compare_tern_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& ps, const uint8_t* map, uint64_t xxh3,
@@ -339,8 +376,8 @@ void compare_tern_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& 
   ASSERT_EQ(chunk_hash(ref.data(), ref.size()), xxh3) << what;
   const int h = decode_tern_chunk_hwy(mv, cv, map, ps.rans, ps.rans_len, hw.data(), lm.data());
   if (h < 0) return;
-  ASSERT_EQ(h, 1) << what << ": the AVX2 decoder rejected a valid chunk";
-  ASSERT_EQ(ref, hw) << what << ": the AVX2 decoder differs from the reference";
+  ASSERT_EQ(h, 1) << what << ": the Highway decoder rejected a valid chunk";
+  ASSERT_EQ(ref, hw) << what << ": the Highway decoder differs from the reference";
   ++k->chunks;
   // Damage: one byte flipped in the lane states, early, middle and last
   // words; a truncated stream (shorter by 2 and by 64 bytes); an odd
@@ -364,7 +401,7 @@ void compare_tern_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& 
     const bool r_ok = decode_int_residuals(mv, cv, bad.data(), len, res.data()) &&
                       int_finish_chunk(mv, cv, map, ref.data(), res.data(), tile.data());
     const int h_ok = decode_tern_chunk_hwy(mv, cv, map, bad.data(), len, hw.data(), lm.data());
-    EXPECT_EQ(r_ok ? 1 : 0, h_ok) << what << " damage " << v << ": AVX2 and reference disagree";
+    EXPECT_EQ(r_ok ? 1 : 0, h_ok) << what << " damage " << v << ": Highway decoder and reference disagree";
     if (r_ok && h_ok == 1) {
       EXPECT_EQ(ref, hw) << what << " damage " << v;
     }
@@ -374,18 +411,21 @@ void compare_tern_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& 
 }
 
 TEST(CpuPaths, Avx2TernaryEqualsReferenceOnRealFiles) {
-  if (!cpu_path_supported(CpuPath::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2: the avx2 path is not compared";
+  if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
   Counts k;
   int modes = 0;  // bit m: a chunk of nbr_mode m decoded
   bool scaled = false;
-  for (const auto& p : wctest::data_safetensors_files()) {
+  for (const auto& p : compared_files()) {
     if (p.filename().string().find("ternary") == std::string::npos) continue;
     const auto f = wctest::read_file(p);
     auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
     ASSERT_TRUE(hd.ok()) << hd.status().ToString();
-    for (const auto& t : hd->tensors) {
+    for (const auto& t : hd->tensors)
+      for (bool f21 : {true, false}) {  // the models of format 2.1+ and of format 1
       if (t.nbytes() > kMaxTensor) continue;
-      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, EncodeOptions{});
+      EncodeOptions opt = compared_options();
+      opt.format_2_1 = f21;
+      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, opt);
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       const EncodedTensor& et = *r;
       if (et.model.kind != ModelKind::kInt || et.model.ip.sub != kIntTernary) continue;
@@ -403,7 +443,9 @@ TEST(CpuPaths, Avx2TernaryEqualsReferenceOnRealFiles) {
                            static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
         const int before = k.chunks;
         compare_tern_chunk(mv, cv, ps, map, c.xxh3, c.decoded_size,
-                           p.filename().string() + ": " + t.name + " chunk " + std::to_string(i), &k);
+                           p.filename().string() + ": " + t.name + " (" + et.model.describe() + ") chunk " +
+                               std::to_string(i),
+                           &k);
         if (HasFatalFailure()) return;
         if (k.chunks > before) {
           modes |= 1 << mv.ip.nbr_mode;
@@ -427,7 +469,7 @@ TEST(CpuPaths, Avx2TernaryEqualsReferenceOnRealFiles) {
 // models; conv-like rows (3x3 kernels flattened) for the periodic forms;
 // narrow shapes whose lanes do not start on a byte.
 TEST(CpuPaths, Avx2TernaryEqualsReferenceOnSyntheticTensors) {
-  if (!cpu_path_supported(CpuPath::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2: the avx2 path is not compared";
+  if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
   std::mt19937 rng(3);
   std::normal_distribution<double> gauss(0.0, 1.0);
   std::uniform_real_distribution<double> uni(0.0, 1.0);
@@ -497,7 +539,7 @@ TEST(CpuPaths, Avx2TernaryEqualsReferenceOnSyntheticTensors) {
               k.chunks, k.damaged);
 }
 
-// Reference and AVX2 (Highway) int decoder on one int chunk and on damaged
+// Reference and the Highway (AVX2 / NEON) int decoder on one int chunk and on damaged
 // copies of its stream.
 void compare_int_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& ps, uint64_t xxh3,
                        uint64_t decoded_size, const std::string& what, Counts* k) {
@@ -513,8 +555,8 @@ void compare_int_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& p
   ASSERT_EQ(chunk_hash(ref.data(), ref.size()), xxh3) << what;
   const int h = decode_int_chunk_hwy(mv, cv, ps.map, ps.rans, ps.rans_len, hw.data(), lm.data());
   if (h < 0) return;
-  ASSERT_EQ(h, 1) << what << ": the AVX2 decoder rejected a valid chunk";
-  ASSERT_EQ(ref, hw) << what << ": the AVX2 decoder differs from the reference";
+  ASSERT_EQ(h, 1) << what << ": the Highway decoder rejected a valid chunk";
+  ASSERT_EQ(ref, hw) << what << ": the Highway decoder differs from the reference";
   ++k->chunks;
   // Damage: one byte flipped in the lane states, early, middle and last
   // words; a truncated stream (shorter by 2 and by 64 bytes); an odd
@@ -533,7 +575,7 @@ void compare_int_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& p
     }
     const bool r_ok = reference(bad.data(), len);
     const int h_ok = decode_int_chunk_hwy(mv, cv, ps.map, bad.data(), len, hw.data(), lm.data());
-    EXPECT_EQ(r_ok ? 1 : 0, h_ok) << what << " damage " << v << ": AVX2 and reference disagree";
+    EXPECT_EQ(r_ok ? 1 : 0, h_ok) << what << " damage " << v << ": Highway decoder and reference disagree";
     if (r_ok && h_ok == 1) {
       EXPECT_EQ(ref, hw) << what << " damage " << v;
     }
@@ -550,7 +592,7 @@ void compare_int_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& p
       const bool r_ok = decode_int_residuals(m2, cv, ps.rans, ps.rans_len, res.data()) &&
                         int_finish_chunk(m2, cv, ps.map, ref.data(), res.data(), tmp.data());
       const int h_ok = decode_int_chunk_hwy(m2, cv, ps.map, ps.rans, ps.rans_len, hw.data(), lm.data());
-      EXPECT_EQ(r_ok ? 1 : 0, h_ok) << what << " center " << center << ": AVX2 and reference disagree";
+      EXPECT_EQ(r_ok ? 1 : 0, h_ok) << what << " center " << center << ": Highway decoder and reference disagree";
       if (r_ok && h_ok == 1) {
         EXPECT_EQ(ref, hw) << what << " center " << center;
       }
@@ -560,7 +602,7 @@ void compare_int_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& p
   }
 }
 
-// The AVX2 int decoder's groups (decode_int_group_hwy) on n chunks of one
+// The Highway int decoder's groups (decode_int_group_hwy) on n chunks of one
 // tensor: the reference's bytes, and 0 when one member's stream is
 // damaged so that the reference rejects it.
 void compare_int_group(const ModelView& mv, const ChunkView* cvs, const Parsed* ps, int n, const std::string& what,
@@ -582,7 +624,7 @@ void compare_int_group(const ModelView& mv, const ChunkView* cvs, const Parsed* 
   const std::vector<ModelView> ms(n, mv);
   const int r = decode_int_group_hwy(ms.data(), cvs[0], sd, n);
   if (r < 0) return;
-  ASSERT_EQ(r, 1) << what << ": the AVX2 group decoder rejected valid chunks";
+  ASSERT_EQ(r, 1) << what << ": the Highway group decoder rejected valid chunks";
   for (int i = 0; i < n; ++i) ASSERT_EQ(ref[i], hw[i]) << what << " member " << i << ": differs from the reference";
   ++*groups;
   // The last member's stream damaged in the middle.
@@ -592,20 +634,20 @@ void compare_int_group(const ModelView& mv, const ChunkView* cvs, const Parsed* 
                     int_finish_chunk(mv, cvs[n - 1], nullptr, ref[n - 1].data(), res.data(), tmp.data());
   sd[n - 1].rans = bad.data();
   const int rb = decode_int_group_hwy(ms.data(), cvs[0], sd, n);
-  EXPECT_EQ(r_ok ? 1 : 0, rb) << what << " (damaged member): AVX2 group and reference disagree";
+  EXPECT_EQ(r_ok ? 1 : 0, rb) << what << " (damaged member): Highway group and reference disagree";
 }
 
 TEST(CpuPaths, Avx2IntEqualsReferenceOnRealFiles) {
-  if (!cpu_path_supported(CpuPath::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2: the avx2 path is not compared";
+  if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
   Counts k;
   int int_chunks = 0, groups = 0;
-  for (const auto& p : wctest::data_safetensors_files()) {
+  for (const auto& p : compared_files()) {
     const auto f = wctest::read_file(p);
     auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
     ASSERT_TRUE(hd.ok()) << hd.status().ToString();
     for (const auto& t : hd->tensors) {
       if (t.nbytes() > kMaxTensor) continue;
-      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, EncodeOptions{});
+      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, compared_options());
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       const EncodedTensor& et = *r;
       if (et.model.kind != ModelKind::kInt) continue;
@@ -652,15 +694,22 @@ TEST(CpuPaths, Avx2IntEqualsReferenceOnRealFiles) {
     }
   }
   if (!vector_decoder_available()) GTEST_SKIP() << "scalar path forced: no vector tables, nothing compared";
-  std::printf("AVX2 int decoder: %d of %d int chunks (%d damaged streams, %d rejected), %d groups, %d of %d "
+  std::printf("Highway int decoder: %d of %d int chunks (%d damaged streams, %d rejected), %d groups, %d of %d "
               "under other centers accepted\n",
               k.chunks, int_chunks, k.damaged, k.rejected, groups, k.center_ok, k.centers);
-  EXPECT_GT(k.chunks, 50);
-  EXPECT_GT(groups, 10);  // 20 with the sanitizers' 1 MiB tensor limit
-  // Both outcomes occur under the other centers.
-  EXPECT_GT(k.centers, 0);
-  EXPECT_GT(k.center_ok, 0);
-  EXPECT_LT(k.center_ok, k.centers);
+  if (small_files_only()) {
+    // stories260K's int tensors: 17 model-coded chunks at 4 KiB, no two
+    // consecutive of one size, no center under which a code stays in
+    // range; the full run (every file) covers groups and centers.
+    EXPECT_GT(k.chunks, 5);
+  } else {
+    EXPECT_GT(k.chunks, 50);
+    EXPECT_GT(groups, 10);  // 20 with the sanitizers' 1 MiB tensor limit
+    // Both outcomes occur under the other centers.
+    EXPECT_GT(k.centers, 0);
+    EXPECT_GT(k.center_ok, 0);
+    EXPECT_LT(k.center_ok, k.centers);
+  }
   EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
 }
 
@@ -681,7 +730,7 @@ TEST(CpuPaths, ToolReportsPath) {
   ASSERT_EQ(wctest::run_command("WCODEC_CPU=bogus " + std::string(WCODEC_TOOL) + " --version", &out), 0) << out;
   EXPECT_NE(out.find(std::string("decoder path: ") + cpu_path_name(cpu_path_best())), std::string::npos) << out;
   EXPECT_NE(out.find("bogus"), std::string::npos) << out;
-  for (CpuPath p : {CpuPath::kAvx2, CpuPath::kAvx512}) {
+  for (CpuPath p : {CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kNeon}) {
     ASSERT_EQ(wctest::run_command(std::string("WCODEC_CPU=") + cpu_path_name(p) + " " + WCODEC_TOOL + " --version",
                                   &out),
               0)
@@ -696,7 +745,7 @@ TEST(CpuPaths, ToolReportsPath) {
 TEST(CpuPaths, EveryPathDecodesRealFiles) {
   wctest::ScratchDir dir;
   int files = 0;
-  for (const auto& p : wctest::data_safetensors_files()) {
+  for (const auto& p : compared_files()) {
 #if defined(__SANITIZE_ADDRESS__)
     if (fs::file_size(p) > (2u << 20)) continue;
 #endif
@@ -706,7 +755,7 @@ TEST(CpuPaths, EveryPathDecodesRealFiles) {
     std::string out;
     ASSERT_EQ(wctest::run_command(std::string(WCODEC_TOOL) + " encode -q " + q(p) + " " + q(enc) + " 2>&1", &out), 0)
         << out;
-    for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+    for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kNeon}) {
       if (!cpu_path_supported(path)) continue;
       const fs::path dec = dir / (p.stem().string() + "." + cpu_path_name(path) + ".out");
       ASSERT_EQ(wctest::run_command(std::string("WCODEC_CPU=") + cpu_path_name(path) + " " + WCODEC_TOOL +

@@ -57,7 +57,7 @@ TEST(mount_trellis_gguf, LlamaCppGeneratesFromTheDenseGgufView) {
   std::string out;
   ASSERT_EQ(fx.mount("", &out), 0) << out;
   for (const Case& c : cases)
-    for (const std::string d : {std::string(c.name), "enc/" + std::string(c.name)}) {
+    for (const std::string& d : {std::string(c.name), "enc/" + std::string(c.name)}) {
       ASSERT_EQ(sh("ls -1 " + q((fx.mnt() / d).string()), &out), 0) << out;
       EXPECT_NE(out.find("model.dense.gguf"), std::string::npos) << out;
       EXPECT_GT(sfs::file_size(fx.mnt() / d / "model.dense.gguf"), 500000u);
@@ -67,7 +67,7 @@ TEST(mount_trellis_gguf, LlamaCppGeneratesFromTheDenseGgufView) {
   for (const Case& c : cases) {
     const std::string want = hfgguf::llama_simple_text(conv[static_cast<size_t>(&c - cases)]);
     EXPECT_GT(want.size(), std::string(hfgguf::kLlamaPrompt).size() + 10) << want;
-    for (const std::string d : {std::string(c.name), "enc/" + std::string(c.name)}) {
+    for (const std::string& d : {std::string(c.name), "enc/" + std::string(c.name)}) {
       SCOPED_TRACE(d);
       const sfs::path view = fx.mnt() / d / "model.dense.gguf";
       EXPECT_EQ(trellisgguf::same_as_converter(wctest::read_file(view),

@@ -1,5 +1,5 @@
 // codec/common/cpu.cpp — the decoder paths (include/wcodec/cpu.h): CPU
-// feature checks, the WCODEC_CPU / WCODEC_NO_SIMD environment variables, the
+// feature checks (x86-64: AVX2 and AVX-512 VBMI2; aarch64: NEON), the WCODEC_CPU / WCODEC_NO_SIMD environment variables, the
 // CPU model name.
 // Thread-safety: the process's answers are function-local statics, computed
 // once; resolve_cpu_path is pure.
@@ -70,7 +70,16 @@ bool cpu_path_supported(CpuPath p) {
       return false;
 #endif
     }
-    case CpuPath::kNeon: return false;  // reserved: no NEON decoder yet
+    case CpuPath::kNeon: {
+#if defined(__aarch64__)
+      // The Highway NEON target (on A64 Highway requires AES too) as
+      // Highway checks it.
+      static const bool ok = (hwy::SupportedTargets() & HWY_NEON) != 0;
+      return ok;
+#else
+      return false;
+#endif
+    }
   }
   return false;
 }
@@ -78,6 +87,7 @@ bool cpu_path_supported(CpuPath p) {
 CpuPath cpu_path_best() {
   if (cpu_path_supported(CpuPath::kAvx512)) return CpuPath::kAvx512;
   if (cpu_path_supported(CpuPath::kAvx2)) return CpuPath::kAvx2;
+  if (cpu_path_supported(CpuPath::kNeon)) return CpuPath::kNeon;
   return CpuPath::kScalar;
 }
 
@@ -94,7 +104,7 @@ CpuPathChoice resolve_cpu_path(const char* cpu, const char* no_simd) {
   if (v == "auto") return c;
   CpuPath p;
   if (!parse_cpu_path(cpu, &p)) {
-    c.note = std::string("WCODEC_CPU=") + cpu + " is not a decoder path (scalar, avx2, avx512, auto); using " +
+    c.note = std::string("WCODEC_CPU=") + cpu + " is not a decoder path (scalar, avx2, avx512, neon, auto); using " +
              cpu_path_name(c.effective);
     return c;
   }
@@ -103,8 +113,9 @@ CpuPathChoice resolve_cpu_path(const char* cpu, const char* no_simd) {
   if (cpu_path_supported(p)) {
     c.effective = p;
   } else {
-    // The best path below the requested one that this CPU runs.
-    c.effective = p == CpuPath::kAvx512 && cpu_path_supported(CpuPath::kAvx2) ? CpuPath::kAvx2 : CpuPath::kScalar;
+    // The best path this CPU runs: avx512 -> avx2 on AVX2-only CPUs, the
+    // x86 paths -> neon on Arm, neon -> the best x86 path on x86-64.
+    c.effective = cpu_path_best();
     c.note = std::string("WCODEC_CPU=") + cpu + ": this CPU or build cannot run the " + cpu_path_name(p) +
              " decoders; using " + cpu_path_name(c.effective);
   }

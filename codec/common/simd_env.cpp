@@ -16,7 +16,8 @@ bool simd_enabled() {
 }
 
 bool vector_decoder_available() {
-  static const bool on = cpu_path() == CpuPath::kAvx512 || cpu_path() == CpuPath::kAvx2;
+  static const bool on =
+      cpu_path() == CpuPath::kAvx512 || cpu_path() == CpuPath::kAvx2 || cpu_path() == CpuPath::kNeon;
   return on;
 }
 

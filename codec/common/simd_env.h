@@ -11,9 +11,10 @@ namespace wcodec {
 // set, non-empty and not "0"): every vector path off, the AVX-512 and AVX2
 // decoders, the AVX-512 rANS encoder, the encoder's AVX2 row loops.
 bool simd_disabled_by_env();
-// Whether a vector decoder path (avx512 or avx2) is in use: the model
+// Whether a vector decoder path (avx512, avx2 or neon) is in use: the model
 // tables are then built in their flattened vector form, and the rANS
-// encoder may take its Highway (AVX2) pass where the AVX-512 one is off.
+// encoder may take its Highway (AVX2 or NEON) pass where the AVX-512 one is
+// off.
 bool vector_decoder_available();
 // Whether the avx512 path is in use (AVX-512 with BW, VL, DQ, VBMI and
 // VBMI2): the AVX-512 decoders' and the vector rANS encoder's check.

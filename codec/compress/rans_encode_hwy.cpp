@@ -1,6 +1,7 @@
 // codec/compress/rans_encode_hwy.cpp — the rANS encoder's group pass of the
-// avx2 path (include/wcodec/cpu.h), written with Google Highway so that one
-// source serves AVX2 now and NEON later.
+// avx2 and neon paths (include/wcodec/cpu.h), written with Google Highway:
+// an AVX2 instance (x86-64) and a NEON one (aarch64), chosen in
+// hwy_path_i.h.
 //
 // Why: without AVX-512 the encoder took the scalar group pass, whose
 // division per symbol was a fifth to a quarter of the int files' encode
@@ -16,8 +17,9 @@
 // correction step (as in rans_encode_avx512.cpp).
 //
 // Static dispatch: foreach_target.h compiles the body once per enabled
-// Highway target; the avx2 path calls the AVX2 instance explicitly (it is
-// chosen by cpu_path(), not by Highway's best target).
+// Highway target; the entry point calls the AVX2 instance (x86-64) or the
+// NEON one (aarch64) explicitly (hwy_path_i.h; the path is chosen by
+// cpu_path(), not by Highway's best target).
 // Thread-safety: pure function over its arguments.
 #include <cstddef>
 #include <cstdint>
@@ -154,12 +156,13 @@ HWY_NOINLINE void EncodeGroups(const uint32_t* mask, const uint32_t* sf, size_t 
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "hwy_path_i.h"
 namespace wcodec {
 
 bool rans_encode_groups_hwy(const uint32_t* mask, const uint32_t* sf, size_t ngroups, uint32_t* x, uint16_t** pos) {
-#if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX2)
+#if defined(WCODEC_HWY_PATH)
   if (!vector_decoder_available()) return false;
-  N_AVX2::EncodeGroups(mask, sf, ngroups, x, pos);
+  WCODEC_HWY_PATH::EncodeGroups(mask, sf, ngroups, x, pos);
   return true;
 #else
   (void)mask, (void)sf, (void)ngroups, (void)x, (void)pos;

@@ -1,6 +1,9 @@
-// codec/decompress/chunk_decode_hwy.h — the decoders of the avx2 decoder
-// path (include/wcodec/cpu.h), written with Google Highway
-// (chunk_decode_hwy_*.cpp: float, ternary and int chunks).
+// codec/decompress/chunk_decode_hwy.h — the decoders of the avx2 and neon
+// decoder paths (include/wcodec/cpu.h), written with Google Highway
+// (chunk_decode_hwy_*.cpp: float, ternary and int chunks). Each function
+// runs the AVX2 instance on x86-64 and the NEON one on aarch64; where
+// this build compiles neither, it returns -1. "x86" and "AVX2" below
+// read "x86 or aarch64" and "AVX2 or NEON".
 //
 // Thread-safety: pure functions over their arguments and the caller's
 // scratch.

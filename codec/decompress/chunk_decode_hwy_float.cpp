@@ -1,6 +1,7 @@
 // codec/decompress/chunk_decode_hwy_float.cpp — the float chunk decoder of
-// the avx2 decoder path (include/wcodec/cpu.h), written with Google Highway
-// so that one source serves AVX2 now and NEON later.
+// the avx2 and neon decoder paths (include/wcodec/cpu.h), written with
+// Google Highway: one source, an AVX2 instance (x86-64) and a NEON one
+// (aarch64; 4-lane vectors, 128-bit transposes in the output stage).
 //
 // Why: the AVX-512 decoders (chunk_decode_simd*.cpp) need VBMI2; without
 // them a float chunk took the scalar reference decoder (chunk_decode.h).
@@ -32,8 +33,9 @@
 // end in its initial state, is rejected (0), as the reference rejects it.
 //
 // Static dispatch: foreach_target.h compiles the body once per enabled
-// Highway target; the avx2 path calls the AVX2 instance explicitly (it is
-// chosen by cpu_path(), not by Highway's best target).
+// Highway target; the entry points call the AVX2 instance on x86-64 and the
+// NEON one on aarch64 explicitly (hwy_path_i.h; the path is chosen by
+// cpu_path(), not by Highway's best target).
 // Thread-safety: pure functions over their arguments and the caller's
 // scratch.
 #include <cstdint>
@@ -389,7 +391,10 @@ void AssembleFloats(const FloatParams& p, uint64_t n, const uint8_t* raw, const 
 // (a group) step together, phase by phase, so that their gathers overlap.
 // A pass then transposes blocks of 8 steps x 8 lanes into the raster
 // order, and one ORs in the raw bits.
-#if HWY_TARGET == HWY_AVX2
+// AVX2: 4 vectors of 8 lanes; NEON: 8 vectors of 4 lanes (the expand
+// table's rows serve both: a 4-lane mask is below 16 and its first 4
+// entries are its prefix counts).
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_NEON
 #define WCODEC_HWY_FAST 1
 using DU = hn::ScalableTag<uint32_t>;
 using DI = hn::RebindToSigned<DU>;
@@ -397,7 +402,7 @@ using VU = hn::Vec<DU>;
 using VI = hn::Vec<DI>;
 constexpr size_t kN = hn::MaxLanes(DU());
 constexpr size_t kNV = kLanes / kN;
-static_assert(kN == 8 && kNV == 4, "the expand table serves 8-lane vectors");
+static_assert((kN == 8 || kN == 4) && kNV * kN == kLanes, "the expand table serves 4- and 8-lane vectors");
 
 struct FastConsts {
   const uint32_t *se, *ss;  // packed slot entries: exponents (joint symbols), sign / mantissa
@@ -405,7 +410,11 @@ struct FastConsts {
   bool sign_ctx;
 };
 
+// (Explicit constructors carry the target attribute: GCC builds implicit
+// ones without it, and the vector members' constructors then fail to
+// inline on NEON.)
 struct FastState {
+  HWY_ATTR FastState() {}
   VU X[kNV];
   VI LE[kNV];  // left exponent
   VI LS[kNV];  // left sign + 1 (joint: the left sign)
@@ -710,6 +719,7 @@ int FastChunks(const ModelView* ms, const ChunkView& cv, const uint8_t* const* r
 // neighbour past its row's first column (J, its column) and a top one from
 // its second row on (t >= its width), which lies wa or wa + 1 steps back.
 struct RaggedLanes {
+  HWY_ATTR RaggedLanes() {}
   VI J[kNV], Wv[kNV], Nv[kNV];
   hn::Mask<DI> wide[kNV];
 };
@@ -922,21 +932,19 @@ int RaggedChunk(const ModelView& m, const ChunkView& cv, const uint8_t* rans, ui
   }
   return 1;
 }
-#endif  // HWY_TARGET == HWY_AVX2
+#endif  // HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_NEON
 
 }  // namespace HWY_NAMESPACE
 }  // namespace wcodec
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX2)
-#define WCODEC_HWY_FAST_AVX2 1
-#endif
+#include "hwy_path_i.h"
 namespace wcodec {
 
 int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                            const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm, bool tail) {
-#if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX2)
+#if defined(WCODEC_HWY_PATH)
   if (m.kind != ModelKind::kFloat || !m.slot_all || (!m.slot1_all && !float_joint(m.fp))) return -1;
   const FloatParams& p = m.fp;
   if (p.eb > 8 || p.k > 7 || float_raw_bits(p) > 24 || float_e_nsym(p) > 256) return -1;
@@ -944,16 +952,16 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
   if (n >= (1ull << 29)) return -1;
   if (!float_raw_ok(p, n, raw_len, tail)) return 0;
   if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
-#if defined(WCODEC_HWY_FAST_AVX2)
+#if defined(WCODEC_HWY_PATH)
   if (p.elem_bytes == 2) {
-    const int r = N_AVX2::FastChunks<1, uint16_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out);
+    const int r = WCODEC_HWY_PATH::FastChunks<1, uint16_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out);
     if (r >= 0) return r;
-    const int q = N_AVX2::RaggedChunk<uint16_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out);
+    const int q = WCODEC_HWY_PATH::RaggedChunk<uint16_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out);
     if (q >= 0) return q;
   } else if (p.elem_bytes == 4) {
-    const int r = N_AVX2::FastChunks<1, uint32_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out);
+    const int r = WCODEC_HWY_PATH::FastChunks<1, uint32_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out);
     if (r >= 0) return r;
-    const int q = N_AVX2::RaggedChunk<uint32_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out);
+    const int q = WCODEC_HWY_PATH::RaggedChunk<uint32_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out);
     if (q >= 0) return q;
   }
 #endif
@@ -962,15 +970,15 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
   uint8_t* sm_grid = lm + 2 * n + 8;
   std::memset(lm + 2 * n, 0, 8);
   uint32_t x_tail[kLanes];
-  if (!N_AVX2::FloatSymbols(m, cv, rans, rans_len, e_grid, sm_grid, tail ? x_tail : nullptr)) return 0;
+  if (!WCODEC_HWY_PATH::FloatSymbols(m, cv, rans, rans_len, e_grid, sm_grid, tail ? x_tail : nullptr)) return 0;
   if (tail) {
     uint8_t buf[kRawTailBuf];
     uint64_t ns = 0, bit0 = 0;
     float_raw_tail(p, n, raw, x_tail, buf, &ns, &bit0);
-    N_AVX2::AssembleFloats(p, ns, raw, e_grid, sm_grid, out);
+    WCODEC_HWY_PATH::AssembleFloats(p, ns, raw, e_grid, sm_grid, out);
     float_assemble_range(p, ns, n, buf, bit0, e_grid, sm_grid, out);
   } else {
-    N_AVX2::AssembleFloats(p, n, raw, e_grid, sm_grid, out);
+    WCODEC_HWY_PATH::AssembleFloats(p, n, raw, e_grid, sm_grid, out);
   }
   return 1;
 #else
@@ -980,7 +988,7 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
 }
 
 int decode_float_group_hwy(const ModelView* ms, const ChunkView& cv, const GroupSide* s, int n) {
-#if defined(WCODEC_HWY_FAST_AVX2)
+#if defined(WCODEC_HWY_PATH)
   if (n < 2 || n > 3) return -1;
   const uint64_t nel = uint64_t{cv.h} * cv.w;
   if (nel >= (1ull << 29)) return -1;
@@ -1010,8 +1018,8 @@ int decode_float_group_hwy(const ModelView* ms, const ChunkView& cv, const Group
     lm[i] = s[i].lm;
     out[i] = s[i].out;
   }
-  return n == 2 ? N_AVX2::FastChunks<2, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out)
-                : N_AVX2::FastChunks<3, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out);
+  return n == 2 ? WCODEC_HWY_PATH::FastChunks<2, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out)
+                : WCODEC_HWY_PATH::FastChunks<3, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out);
 #else
   (void)ms, (void)cv, (void)s, (void)n;
   return -1;

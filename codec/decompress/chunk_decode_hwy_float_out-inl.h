@@ -6,8 +6,10 @@
 // Why a file of its own: chunk_decode_hwy_float.cpp stays below the
 // codec's file length limit (scripts/check_layering.py). This is a Highway
 // "-inl" part: it has no include guard and is included once per Highway
-// target from inside that file's HWY_NAMESPACE (in its AVX2 section), where
-// hn, DU, VU, kN and the helpers it uses are defined.
+// target from inside that file's HWY_NAMESPACE (in its AVX2 / NEON
+// section), where hn, DU, VU, kN and the helpers it uses are defined. The
+// transposes have a 256-bit form (AVX2: two 8x8 blocks per register) and a
+// 128-bit one (NEON: 8x8 blocks of 16-bit, 4x4 of 32-bit elements).
 // Thread-safety: pure functions over their arguments.
 
 // Lane-major 16-bit elements -> the chunk's raster order (h x w, lanes of
@@ -18,6 +20,7 @@
 // next lane's first columns, which that lane's first block (stored later)
 // overwrites; lanes at the chunk's right edge store short blocks exactly.
 // lm must be readable for 8 steps past the last.
+#if HWY_MAX_BYTES >= 32
 void lane_major_to_raster16(const uint16_t* lm, uint32_t h, uint32_t w, uint32_t W, uint32_t rows, uint16_t* out) {
   const hn::Full256<uint16_t> d;
   const hn::Full256<uint32_t> d32;
@@ -78,9 +81,63 @@ void lane_major_to_raster16(const uint16_t* lm, uint32_t h, uint32_t w, uint32_t
   }
 }
 
+#else
+// 128-bit vectors: one 8x8 block of 16-bit elements per register (8 steps
+// of 8 lanes), transposed by 16-, 32- and 64-bit interleaves, a lane's 8
+// elements one 16-byte store. A short last block (W not a multiple of 8) is
+// stored exactly.
+void lane_major_to_raster16(const uint16_t* lm, uint32_t h, uint32_t w, uint32_t W, uint32_t rows, uint16_t* out) {
+  const hn::Full128<uint16_t> d;
+  const hn::Full128<uint32_t> d32;
+  const hn::Full128<uint64_t> d64;
+  uint64_t base[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const LaneRect rc = lane_rect(h, w, l);
+    base[l] = uint64_t{rc.r0} * w + rc.c0;
+  }
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t j0 = 0; j0 < W; j0 += 8) {
+      const uint32_t len = W - j0 < 8 ? W - j0 : 8;
+      const uint64_t t0 = uint64_t{r} * W + j0;
+      const uint64_t off = uint64_t{r} * w + j0;
+      for (uint32_t q = 0; q < kLanes / 8; ++q) {
+        hn::Vec<decltype(d)> v[8], a[8];
+        for (int j = 0; j < 8; ++j) v[j] = hn::LoadU(d, lm + (t0 + j) * kLanes + 8 * q);
+        for (int j = 0; j < 4; ++j) {
+          a[2 * j] = hn::InterleaveLower(d, v[2 * j], v[2 * j + 1]);      // lanes 0-3 of steps 2j, 2j + 1
+          a[2 * j + 1] = hn::InterleaveUpper(d, v[2 * j], v[2 * j + 1]);  // lanes 4-7
+        }
+        hn::Vec<decltype(d32)> b[8];
+        for (int g = 0; g < 2; ++g) {  // steps 4g .. 4g + 3
+          const auto a0 = hn::BitCast(d32, a[4 * g]), a1 = hn::BitCast(d32, a[4 * g + 1]);
+          const auto a2 = hn::BitCast(d32, a[4 * g + 2]), a3 = hn::BitCast(d32, a[4 * g + 3]);
+          b[4 * g] = hn::InterleaveLower(d32, a0, a2);      // lanes 0, 1
+          b[4 * g + 1] = hn::InterleaveUpper(d32, a0, a2);  // lanes 2, 3
+          b[4 * g + 2] = hn::InterleaveLower(d32, a1, a3);  // lanes 4, 5
+          b[4 * g + 3] = hn::InterleaveUpper(d32, a1, a3);  // lanes 6, 7
+        }
+        for (int i = 0; i < 8; ++i) {
+          const auto lo = hn::BitCast(d64, b[i / 2]), hi = hn::BitCast(d64, b[4 + i / 2]);
+          const auto x = hn::BitCast(d, (i & 1) ? hn::InterleaveUpper(d64, lo, hi) : hn::InterleaveLower(d64, lo, hi));
+          uint16_t* dst = out + base[8 * q + static_cast<uint32_t>(i)] + off;
+          if (len == 8) {
+            hn::StoreU(x, d, dst);
+          } else {
+            HWY_ALIGN uint16_t tmp[8];
+            hn::Store(x, d, tmp);
+            std::memcpy(dst, tmp, 2 * len);
+          }
+        }
+      }
+    }
+  }
+}
+#endif
+
 // The same for 32-bit elements: blocks of 8 steps x 8 lanes (one vector
 // per step) transposed in three stages, a lane's 8 elements one 32-byte
 // store.
+#if HWY_MAX_BYTES >= 32
 void lane_major_to_raster32(const uint32_t* lm, uint32_t h, uint32_t w, uint32_t W, uint32_t rows, uint32_t* out) {
   const hn::Full256<uint32_t> d;
   const hn::Full256<uint64_t> d64;
@@ -133,6 +190,49 @@ void lane_major_to_raster32(const uint32_t* lm, uint32_t h, uint32_t w, uint32_t
   }
 }
 
+#else
+// 128-bit vectors: blocks of 4 steps x 4 lanes (one vector per step)
+// transposed by 32- and 64-bit interleaves, a lane's 4 elements one 16-byte
+// store; a short last block is stored exactly.
+void lane_major_to_raster32(const uint32_t* lm, uint32_t h, uint32_t w, uint32_t W, uint32_t rows, uint32_t* out) {
+  const hn::Full128<uint32_t> d;
+  const hn::Full128<uint64_t> d64;
+  uint64_t base[kLanes];
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const LaneRect rc = lane_rect(h, w, l);
+    base[l] = uint64_t{rc.r0} * w + rc.c0;
+  }
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t j0 = 0; j0 < W; j0 += 4) {
+      const uint32_t len = W - j0 < 4 ? W - j0 : 4;
+      const uint64_t t0 = uint64_t{r} * W + j0;
+      const uint64_t off = uint64_t{r} * w + j0;
+      for (uint32_t q = 0; q < kLanes / 4; ++q) {
+        hn::Vec<decltype(d)> v[4];
+        for (int j = 0; j < 4; ++j) v[j] = hn::LoadU(d, lm + (t0 + j) * kLanes + 4 * q);
+        const auto a0 = hn::BitCast(d64, hn::InterleaveLower(d, v[0], v[1]));  // lanes 0, 1 of steps 0, 1
+        const auto a1 = hn::BitCast(d64, hn::InterleaveUpper(d, v[0], v[1]));  // lanes 2, 3
+        const auto a2 = hn::BitCast(d64, hn::InterleaveLower(d, v[2], v[3]));  // lanes 0, 1 of steps 2, 3
+        const auto a3 = hn::BitCast(d64, hn::InterleaveUpper(d, v[2], v[3]));
+        const hn::Vec<decltype(d)> x[4] = {
+            hn::BitCast(d, hn::InterleaveLower(d64, a0, a2)), hn::BitCast(d, hn::InterleaveUpper(d64, a0, a2)),
+            hn::BitCast(d, hn::InterleaveLower(d64, a1, a3)), hn::BitCast(d, hn::InterleaveUpper(d64, a1, a3))};
+        for (int i = 0; i < 4; ++i) {
+          uint32_t* dst = out + base[4 * q + static_cast<uint32_t>(i)] + off;
+          if (len == 4) {
+            hn::StoreU(x[i], d, dst);
+          } else {
+            HWY_ALIGN uint32_t tmp[4];
+            hn::Store(x[i], d, tmp);
+            std::memcpy(dst, tmp, 4 * len);
+          }
+        }
+      }
+    }
+  }
+}
+#endif
+
 // ORs the raw mantissa bits (rawb bits each, field i at bit i * rawb of
 // raw, raw_len readable bytes) into the low bits of the n 16-bit elements
 // at out. 8 fields start at a whole byte: up to 15 bits each they lie in
@@ -159,30 +259,41 @@ void or_raw(T* out, uint64_t n, const uint8_t* raw, uint64_t raw_len, uint32_t r
   const DU du;
   const VU mask = hn::Set(du, (1u << rawb) - 1u);
   if (sizeof(T) == 2 && rawb == 8) {
-    const hn::Full256<uint16_t> d16x16;
-    const hn::Full128<uint8_t> d8;
-    for (; i + 16 <= n; i += 16)
-      hn::StoreU(hn::Or(hn::LoadU(d16x16, reinterpret_cast<uint16_t*>(out) + i), hn::PromoteTo(d16x16, hn::LoadU(d8, raw + i))),
-                 d16x16, reinterpret_cast<uint16_t*>(out) + i);
+    // A byte per field: widened and ORed (16 or 8 at a time).
+    const hn::ScalableTag<uint16_t> d16x;
+    const hn::Rebind<uint8_t, decltype(d16x)> d8;
+    const size_t n16 = hn::Lanes(d16x);
+    for (; i + n16 <= n; i += n16)
+      hn::StoreU(hn::Or(hn::LoadU(d16x, reinterpret_cast<uint16_t*>(out) + i), hn::PromoteTo(d16x, hn::LoadU(d8, raw + i))),
+                 d16x, reinterpret_cast<uint16_t*>(out) + i);
   } else if (rawb <= 15) {
+    // 8 fields per 16 source bytes: one vector of 8 lanes (AVX2) or two of
+    // 4 (NEON), each with its own byte shuffle and shifts.
+    constexpr size_t kG = 8 / kN;
     const hn::Repartition<uint8_t, DU> d8;
-    HWY_ALIGN uint8_t idx[4 * kN];
-    HWY_ALIGN uint32_t sh[kN];
-    for (uint32_t j = 0; j < kN; ++j) {
-      const uint32_t bit = j * rawb;
-      sh[j] = bit & 7;
+    HWY_ALIGN uint8_t idx[kG][4 * kN];
+    HWY_ALIGN uint32_t sh[kG][kN];
+    for (uint32_t f = 0; f < 8; ++f) {
+      const uint32_t bit = f * rawb, g = f / kN, j = f % kN;
+      sh[g][j] = bit & 7;
       for (uint32_t q = 0; q < 4; ++q) {
         const uint32_t b = (bit >> 3) + q;
-        idx[4 * j + q] = static_cast<uint8_t>(b < 16 ? b : 0x80);
+        idx[g][4 * j + q] = static_cast<uint8_t>(b < 16 ? b : 0x80);
       }
     }
-    const auto vidx = hn::Load(d8, idx);
-    const VU vsh = hn::Load(du, sh);
-    for (; i + kN <= n && i / 8 * rawb + 16 <= raw_len; i += kN) {
+    hn::Vec<decltype(d8)> vidx[kG];
+    VU vsh[kG];
+    for (size_t g = 0; g < kG; ++g) {
+      vidx[g] = hn::Load(d8, idx[g]);
+      vsh[g] = hn::Load(du, sh[g]);
+    }
+    for (; i + 8 <= n && i / 8 * rawb + 16 <= raw_len; i += 8) {
       const auto src = hn::LoadDup128(d8, raw + i / 8 * rawb);
-      const VU v = hn::BitCast(du, hn::TableLookupBytesOr0(src, vidx));
-      const VU lo = hn::And(hn::Shr(v, vsh), mask);
-      or_store(out + i, lo);
+      for (size_t g = 0; g < kG; ++g) {
+        const VU v = hn::BitCast(du, hn::TableLookupBytesOr0(src, vidx[g]));
+        const VU lo = hn::And(hn::Shr(v, vsh[g]), mask);
+        or_store(out + i + g * kN, lo);
+      }
     }
   } else {
     const VI jr = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(rawb)));

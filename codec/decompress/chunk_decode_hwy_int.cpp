@@ -1,8 +1,8 @@
 // codec/decompress/chunk_decode_hwy_int.cpp — the int chunk decoder of the
-// avx2 decoder path (include/wcodec/cpu.h) for 8-bit and 4-bit codes (int
-// model sub 0 int8, 1 uint8, 2 4-bit; docs/wcodec-format.md §8.2, §9.3),
-// written with Google Highway so that one source serves AVX2 now and NEON
-// later.
+// avx2 and neon decoder paths (include/wcodec/cpu.h) for 8-bit and 4-bit
+// codes (int model sub 0 int8, 1 uint8, 2 4-bit; docs/wcodec-format.md
+// §8.2, §9.3), written with Google Highway: one source, an AVX2 instance
+// (x86-64) and a NEON one (aarch64: 128-bit byte vectors, 4-lane states).
 //
 // Why: the AVX-512 int decoders (chunk_decode_simd_int.cpp) need VBMI /
 // VBMI2; without them every int chunk took the scalar reference decoder
@@ -49,7 +49,8 @@
 // decoder.
 //
 // Static dispatch: foreach_target.h compiles the body once per enabled
-// Highway target; the avx2 path calls the AVX2 instance explicitly.
+// Highway target; the entry points call the AVX2 instance (x86-64) or the
+// NEON one (aarch64) explicitly (hwy_path_i.h).
 // Thread-safety: pure functions over their arguments and the caller's
 // scratch.
 #include <cstdint>
@@ -792,12 +793,13 @@ int DecodeGroup(const ModelView* ms, const ChunkView& cv, const GroupSide* sd, i
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "hwy_path_i.h"
 namespace wcodec {
 
 int decode_int_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                          uint32_t rans_len, uint8_t* out, uint8_t* lm) {
-#if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX2)
-  return N_AVX2::int_hwy::DecodeInt(m, cv, tile_map, rans, rans_len, out, lm);
+#if defined(WCODEC_HWY_PATH)
+  return WCODEC_HWY_PATH::int_hwy::DecodeInt(m, cv, tile_map, rans, rans_len, out, lm);
 #else
   (void)m, (void)cv, (void)tile_map, (void)rans, (void)rans_len, (void)out, (void)lm;
   return -1;
@@ -805,8 +807,8 @@ int decode_int_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t*
 }
 
 int decode_int_group_hwy(const ModelView* ms, const ChunkView& cv, const GroupSide* sides, int n) {
-#if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX2)
-  return N_AVX2::int_hwy::DecodeGroup(ms, cv, sides, n);
+#if defined(WCODEC_HWY_PATH)
+  return WCODEC_HWY_PATH::int_hwy::DecodeGroup(ms, cv, sides, n);
 #else
   (void)ms, (void)cv, (void)sides, (void)n;
   return -1;

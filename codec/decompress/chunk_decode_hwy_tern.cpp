@@ -1,7 +1,7 @@
 // codec/decompress/chunk_decode_hwy_tern.cpp — the ternary chunk decoder of
-// the avx2 decoder path (include/wcodec/cpu.h): int model sub 3 (2-bit
-// codes), written with Google Highway so that one source serves AVX2 now
-// and NEON later.
+// the avx2 and neon decoder paths (include/wcodec/cpu.h): int model sub 3
+// (2-bit codes), written with Google Highway: one source, an AVX2 instance
+// (x86-64, 8 lanes per vector) and a NEON one (aarch64, 4 lanes).
 //
 // Why: without VBMI2 a ternary chunk took the scalar reference decoder
 // (decode_int_residuals + int_finish_chunk in chunk_decode.h), about 14 MB/s.
@@ -41,8 +41,9 @@
 // as the reference rejects it.
 //
 // Static dispatch: foreach_target.h compiles the body once per enabled
-// Highway target; the avx2 path calls the AVX2 instance explicitly (it is
-// chosen by cpu_path(), not by Highway's best target).
+// Highway target; the entry point calls the AVX2 instance (x86-64) or the
+// NEON one (aarch64) explicitly (hwy_path_i.h; the path is chosen by
+// cpu_path(), not by Highway's best target).
 // Thread-safety: pure functions over their arguments and the caller's
 // scratch.
 #include <algorithm>
@@ -354,11 +355,12 @@ bool TernDecode(int mode, bool scale, bool lut, const TernSetup& s, const uint8_
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "hwy_path_i.h"
 namespace wcodec {
 
 int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, uint8_t* lm) {
-#if HWY_ARCH_X86 && (HWY_TARGETS & HWY_AVX2)
+#if defined(WCODEC_HWY_PATH)
   const IntParams& p = m.ip;
   if (m.kind != ModelKind::kInt || p.sub != kIntTernary || tile_map || !m.tern3 || !m.luts) return -1;
   if (p.nbr_mode > 3 || p.nb < 1 || p.nb > 8) return -1;
@@ -448,8 +450,9 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
       }
     s.tab = s.tab3;
   }
-  if (p.nbr_mode == 0 && !scale) {
-    // 3 contexts, read as 9.
+  if (p.nbr_mode == 0 && !scale && !s.act0) {
+    // One activity class: 3 contexts, read as 9 (with several, the
+    // activity table above stays).
     for (uint32_t i = 0; i < 16; ++i) s.tab3[i] = i < 3 ? m.tern3[i] : 0;
     s.tab = s.tab3;
   }
@@ -475,7 +478,7 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
   s.aligned = s.W % 4 == 0;
   for (uint32_t l = 0; l < kLanes; ++l) s.aligned &= s.base[l] % 4 == 0;
   if (!s.aligned) std::memset(out, 0, out_len);  // the lanes OR their codes in
-  return N_AVX2::TernDecode(p.nbr_mode, scale, s.lut, s, rans, rans_len, lm, out, out_len) ? 1 : 0;
+  return WCODEC_HWY_PATH::TernDecode(p.nbr_mode, scale, s.lut, s, rans, rans_len, lm, out, out_len) ? 1 : 0;
 #else
   (void)m, (void)cv, (void)tile_map, (void)rans, (void)rans_len, (void)out, (void)lm;
   return -1;

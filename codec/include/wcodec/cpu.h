@@ -1,9 +1,10 @@
 // codec/include/wcodec/cpu.h — the decoder paths: which vector decoders a
-// process uses (scalar reference, AVX2, AVX-512; NEON reserved), chosen once
-// from the CPU and the WCODEC_CPU environment variable, and the CPU's model
-// name, so that tools can print what a measurement ran on.
+// process uses (scalar reference; AVX2, AVX-512 on x86-64; NEON on
+// aarch64), chosen once from the CPU and the WCODEC_CPU environment
+// variable, and the CPU's model name, so that tools can print what a
+// measurement ran on.
 //
-// WCODEC_CPU=scalar|avx2|avx512|auto forces a path (case-insensitive);
+// WCODEC_CPU=scalar|avx2|avx512|neon|auto forces a path (case-insensitive);
 // WCODEC_NO_SIMD=1 (set, non-empty, not "0") is an alias of
 // WCODEC_CPU=scalar and wins over WCODEC_CPU. A forced path this CPU cannot
 // run, or an unknown value, falls back to the best path the CPU runs; the
@@ -23,9 +24,11 @@ enum class CpuPath { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kNeon = 3 };
 const char* cpu_path_name(CpuPath p);
 // Parses a path name (case-insensitive; "auto" and "" are not paths).
 bool parse_cpu_path(const char* s, CpuPath* out);
-// Whether this build and CPU can run path p (kNeon: never yet).
+// Whether this build and CPU can run path p (avx2, avx512: x86-64 builds
+// only; neon: aarch64 builds only).
 bool cpu_path_supported(CpuPath p);
-// The best path this CPU runs.
+// The best path this CPU runs (avx512, avx2, neon, scalar: the first
+// supported).
 CpuPath cpu_path_best();
 
 // How the environment resolves to a path; pure, for tests. cpu: the value
