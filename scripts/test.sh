@@ -49,6 +49,16 @@ if [[ " $configs " == *" release "* || " $configs " == *" asan "* ]]; then
     problems+=("SmolLM2: scripts/smollm2.sh failed")
   fi
 fi
+# The names of a configuration's failed tests go into the closing lines
+# too: CI keeps only the tail of this output.
+note_failed_tests() {
+  local config=$1 log=$2 name
+  while IFS= read -r name; do
+    problems+=("$config: FAILED $name")
+  done < <(sed -n '/The following tests FAILED:/,$p' "$log" |
+           grep -E '^[[:space:]]+[0-9]+ - ' | sed -E 's/^[[:space:]]+//' || true)
+}
+
 log_dir=$(mktemp -d)
 trap 'rm -rf "$log_dir"' EXIT
 
@@ -78,6 +88,7 @@ for config in $configs; do
     echo "test: aarch64: $passed passed, $failed failed (exit $rc, $((SECONDS - t0)) s)"
     total_passed=$((total_passed + passed))
     total_failed=$((total_failed + failed))
+    note_failed_tests aarch64 "$log"
     if [[ "$passed" -eq 0 ]]; then
       problems+=("aarch64: no tests ran")
     elif [[ "$failed" -eq 0 && "$rc" -ne 0 ]]; then
@@ -133,6 +144,7 @@ for config in $configs; do
   fi
   total_passed=$((total_passed + passed))
   total_failed=$((total_failed + failed))
+  note_failed_tests "$config" "$log"
   if [[ "$total" -eq 0 ]]; then
     problems+=("$config: no tests ran")
   elif [[ "$failed" -eq 0 && "$rc" -ne 0 ]]; then
