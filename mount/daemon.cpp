@@ -414,6 +414,10 @@ out_signals:
   fuse_remove_signal_handlers(se);
 out_session:
   fuse_session_destroy(se);
+  // Handles whose RELEASE never came (the session ended first): freed
+  // before the filesystem they point into.
+  if (const size_t n = wcodecfs::mount::release_open_handles(ctx))
+    wcodecfs::log_debug(std::to_string(n) + " open handle(s) had no RELEASE before the session ended; freed");
 out_fs:
   fs.reset();
 out_opts:

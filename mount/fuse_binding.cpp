@@ -78,6 +78,26 @@ struct DirSnapshot {
 // handle alive independently of release().
 using HandleBox = std::shared_ptr<FileHandle>;
 
+// fi->fh values are registered in MountContext while the kernel holds them.
+template <typename T>
+uint64_t keep_handle(MountContext& ctx, std::unordered_set<uint64_t>& set, std::unique_ptr<T> p) {
+  const uint64_t fh = reinterpret_cast<uint64_t>(p.get());
+  {
+    std::lock_guard<std::mutex> lk(ctx.handles_mu);
+    set.insert(fh);
+  }
+  p.release();  // owned by the set now
+  return fh;
+}
+template <typename T>
+void drop_handle(MountContext& ctx, std::unordered_set<uint64_t>& set, uint64_t fh) {
+  {
+    std::lock_guard<std::mutex> lk(ctx.handles_mu);
+    set.erase(fh);
+  }
+  delete reinterpret_cast<T*>(fh);
+}
+
 void fill_entry(const Entry& e, fuse_entry_param* out) {
   std::memset(out, 0, sizeof(*out));
   out->ino = e.id;
@@ -161,9 +181,9 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     tune_once(req);
     auto r = fs_of(req).readdir(ino);
     if (!r.ok()) return reply_status(req, r.status());
-    auto* snap = new DirSnapshot{std::move(r).value()};
-    fi->fh = reinterpret_cast<uint64_t>(snap);
-    if (fuse_reply_open(req, fi) != 0) delete snap;
+    MountContext& ctx = ctx_of(req);
+    fi->fh = keep_handle(ctx, ctx.open_dirs, std::make_unique<DirSnapshot>(DirSnapshot{std::move(r).value()}));
+    if (fuse_reply_open(req, fi) != 0) drop_handle<DirSnapshot>(ctx, ctx.open_dirs, fi->fh);
   });
 }
 
@@ -189,7 +209,8 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct f
 
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   (void)ino;
-  delete reinterpret_cast<DirSnapshot*>(fi->fh);
+  MountContext& ctx = ctx_of(req);
+  drop_handle<DirSnapshot>(ctx, ctx.open_dirs, fi->fh);
   fuse_reply_err(req, 0);
 }
 
@@ -197,12 +218,13 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   guarded(req, [&] {
     auto r = fs_of(req).open(ino, fi->flags);
     if (!r.ok()) return reply_status(req, r.status());
-    auto* box = new HandleBox(std::move(r).value());
-    fi->fh = reinterpret_cast<uint64_t>(box);
-    fi->keep_cache = (*box)->keep_cache();
-    fi->direct_io = (*box)->direct_io();
+    MountContext& ctx = ctx_of(req);
+    const HandleBox& h = r.value();
+    fi->keep_cache = h->keep_cache();
+    fi->direct_io = h->direct_io();
     fi->noflush = 1;
-    if (fuse_reply_open(req, fi) != 0) delete box;
+    fi->fh = keep_handle(ctx, ctx.open_files, std::make_unique<HandleBox>(std::move(r).value()));
+    if (fuse_reply_open(req, fi) != 0) drop_handle<HandleBox>(ctx, ctx.open_files, fi->fh);
   });
 }
 
@@ -280,7 +302,8 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   (void)ino;
-  delete reinterpret_cast<HandleBox*>(fi->fh);
+  MountContext& ctx = ctx_of(req);
+  drop_handle<HandleBox>(ctx, ctx.open_files, fi->fh);
   fuse_reply_err(req, 0);
 }
 
@@ -387,13 +410,13 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     auto& [entry, handle] = r.value();
     fuse_entry_param e;
     fill_entry(entry, &e);
-    auto* box = new HandleBox(std::move(handle));
-    fi->fh = reinterpret_cast<uint64_t>(box);
+    MountContext& ctx = ctx_of(req);
     fi->keep_cache = 0;
     fi->direct_io = 0;
     fi->noflush = 1;
+    fi->fh = keep_handle(ctx, ctx.open_files, std::make_unique<HandleBox>(std::move(handle)));
     if (fuse_reply_create(req, &e, fi) != 0) {
-      delete box;
+      drop_handle<HandleBox>(ctx, ctx.open_files, fi->fh);
       fs_of(req).forget(entry.id, 1);
     }
   });
@@ -464,6 +487,18 @@ std::string unescape_mountinfo(const std::string& s) {
 }
 
 }  // namespace
+
+size_t release_open_handles(MountContext& ctx) {
+  std::unordered_set<uint64_t> files, dirs;
+  {
+    std::lock_guard<std::mutex> lk(ctx.handles_mu);
+    files.swap(ctx.open_files);
+    dirs.swap(ctx.open_dirs);
+  }
+  for (uint64_t fh : files) delete reinterpret_cast<HandleBox*>(fh);
+  for (uint64_t fh : dirs) delete reinterpret_cast<DirSnapshot*>(fh);
+  return files.size() + dirs.size();
+}
 
 const struct fuse_lowlevel_ops& operations() {
   static const struct fuse_lowlevel_ops ops = make_ops();

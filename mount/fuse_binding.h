@@ -10,7 +10,8 @@
 //
 // Thread-safety: the operations run on libfuse's worker threads
 // (fuse_session_loop_mt); they share only the Filesystem (thread-safe) and
-// MountContext, whose mutable parts are atomics / std::once_flag.
+// MountContext, whose mutable parts are atomics, std::once_flag and the
+// handle sets under handles_mu.
 #pragma once
 
 #define FUSE_USE_VERSION 312
@@ -19,6 +20,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "wcodecfs/filesystem.h"
 
@@ -36,7 +38,21 @@ struct MountContext {
   // the same). INIT still offers 16 MiB, so -o kernel_readahead= can raise it.
   unsigned max_readahead_kb = 128;
   std::once_flag tune_once;          // raise the bdi readahead after INIT, once
+
+  // The handles the kernel holds (fi->fh of open files and directories).
+  // The kernel sends RELEASE / RELEASEDIR for each, but asynchronously: a
+  // session that ends first (the mount unmounted right after a process
+  // closed a file, a lazy unmount, the daemon stopped while files are open)
+  // never gets some of them. release_open_handles frees those.
+  std::mutex handles_mu;
+  std::unordered_set<uint64_t> open_files;  // HandleBox*
+  std::unordered_set<uint64_t> open_dirs;   // DirSnapshot*
 };
+
+// Frees the handles no RELEASE came for; call once the session can send no
+// more requests (after fuse_session_destroy), before the Filesystem goes.
+// Returns how many there were.
+size_t release_open_handles(MountContext& ctx);
 
 // The operations table. userdata passed to fuse_session_new must be a
 // MountContext* that outlives the session.
