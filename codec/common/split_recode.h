@@ -32,7 +32,7 @@ inline constexpr uint8_t kRecodeLast = kRecodeF16AsBf16;
 
 // The rotation of a block's codes: (8 − zr) mod 16, zr = round(−m / d)
 // clamped to 0..15 (float32 division of the exact fp16 values; 8 when d is
-// not a positive finite number or m is not finite, so zr is 0).
+// not a positive finite number or m is not finite: no rotation).
 uint8_t zero_shift_of(uint16_t d_bits, uint16_t m_bits);
 
 // Rotates every nibble of the n bytes at p by `shift` (forward) or back.
