@@ -13,6 +13,7 @@
 // Thread-safety: single-threaded tests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
