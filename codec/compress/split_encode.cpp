@@ -299,7 +299,8 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
       split->streams[s] = st;
     }
     // Q4_1's codes rotated by each block's zero point (format 2.7, §8.6),
-    // where their nibbles' order-0 entropy drops by over 0.5%.
+    // where their nibbles' order-0 entropy drops by over 0.5% and more than
+    // the recode record's 6 bytes (16).
     if (ggml_type == kGgmlTypeQ4_1 && f.as == As::kPacked && opt.split_recode) {
       std::vector<uint8_t> rot(sdata);
       const uint64_t blocks = rows * blocks_per_row;
@@ -310,7 +311,8 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
                                      static_cast<uint16_t>(blk[2] | blk[3] << 8)),
                        true);
       }
-      if (nibble_order0_bytes(rot.data(), rot.size()) < nibble_order0_bytes(sdata.data(), sdata.size()) * 0.995) {
+      if (nibble_order0_bytes(rot.data(), rot.size()) <
+          nibble_order0_bytes(sdata.data(), sdata.size()) * 0.995 - 16) {
         SplitStream& rs = split->streams[s];
         rs.recode = kRecodeZeroShift;
         rs.rc_d_off = 0;
