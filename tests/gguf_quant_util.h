@@ -238,5 +238,42 @@ inline void requantize_q8_0_from_q4_1(std::vector<uint8_t>& file) {
   }
 }
 
-}  // namespace wctest
+// Rewrites every block of a GGUF file's Q4_1 tensors as llama.cpp's
+// quantize_row_q4_1 writes them from a BF16 checkpoint (SmolLM2's Q4_1):
+// the block's 32 weights of w (read cyclically, rounded to bf16), m = their
+// minimum (an fp16 with 3 low zero mantissa bits), d = (max − min) / 15,
+// code = (x − m) / d + 0.5 truncated, at most 15: every block holds codes 0
+// and 15 (the recoded streams' case, format 2.7).
+inline void requantize_q4_1_from_bf16(std::vector<uint8_t>& file, const std::vector<float>& w) {
+  auto f = wcodec::parse_gguf(file.data(), file.size(), file.size(), "requantize");
+  if (!f.ok()) return;
+  size_t at = 0;
+  for (const auto& t : f->tensors) {
+    if (t.type != wcodec::kGgmlTypeQ4_1) continue;
+    uint8_t* p = file.data() + f->data_offset + t.offset;
+    for (uint64_t b = 0; b < t.nbytes / 20; ++b) {
+      float x[32], lo = 1e30f, hi = -1e30f;
+      for (float& v : x) {
+        uint32_t u;
+        const float src = w[(at++) % w.size()];
+        std::memcpy(&u, &src, 4);
+        u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;  // bf16, round to nearest even
+        std::memcpy(&v, &u, 4);
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      const float d = (hi - lo) / 15.0f, id = d != 0 ? 1.0f / d : 0.0f;
+      uint8_t* blk = p + 20 * b;
+      const uint16_t dh = to_f16(d), mh = to_f16(lo);
+      std::memcpy(blk, &dh, 2);
+      std::memcpy(blk + 2, &mh, 2);
+      for (int j = 0; j < 16; ++j) {
+        const int c0 = std::min(15, static_cast<int>((x[j] - lo) * id + 0.5f));
+        const int c1 = std::min(15, static_cast<int>((x[j + 16] - lo) * id + 0.5f));
+        blk[4 + j] = static_cast<uint8_t>(c0 | c1 << 4);
+      }
+    }
+  }
+}
 
+}  // namespace wctest

@@ -253,8 +253,8 @@ TEST(SplitRefused, ElemBits) {
 }
 TEST(SplitRefused, StreamModelFlag) {
   auto rec = base_model().serialize();
-  rec[11] = 3;  // 2 is a palette stream (format 2.6, test_gguf_palette.cpp)
-  expect_refused(rec, "stream 0 model flag 3");
+  rec[11] = 4;  // 2 is a palette stream (format 2.6, test_gguf_palette.cpp), 3 a recoded one (2.7, test_gguf_recode.cpp)
+  expect_refused(rec, "stream 0 model flag 4");
 }
 TEST(SplitRefused, StreamModelOfTheWrongElementSize) {
   // The real float model of a Q8_0 tensor's fp16 scales (stream 0) put on

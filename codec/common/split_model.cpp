@@ -9,6 +9,7 @@
 
 #include "bytes.h"
 #include "split_palette.h"
+#include "split_recode.h"
 
 namespace wcodec {
 
@@ -31,9 +32,12 @@ size_t SplitModel::num_parts() const {
 }
 
 uint16_t SplitModel::format_minor() const {
-  for (const auto& st : streams)
-    if (st.palette()) return 6;
-  return 5;
+  uint16_t minor = 5;
+  for (const auto& st : streams) {
+    if (st.recoded()) return 7;
+    if (st.palette()) minor = 6;
+  }
+  return minor;
 }
 
 TensorGeometry SplitModel::stream_geometry(const TensorGeometry& parent, size_t s) const {
@@ -119,6 +123,16 @@ std::vector<uint8_t> SplitModel::serialize(TableCoding coding) const {
         w.bytes(mb.data(), mb.size());
       }
     };
+    if (st.recoded()) {
+      w.u8(3);
+      w.u8(st.recode);
+      if (st.recode == kRecodeZeroShift) {
+        w.u16(st.rc_d_off);
+        w.u16(st.rc_m_off);
+      }
+      coded(st);
+      continue;
+    }
     if (!st.palette()) {
       coded(st);
       continue;
@@ -171,7 +185,7 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
     st.has_model = true;
     return Status::OK();
   };
-  std::vector<uint8_t> covered(m.block_bytes, 0);
+  std::vector<uint8_t> covered(m.block_bytes, 0);  // 1 + the stream holding each byte
   for (uint32_t s = 0; s < ns; ++s) {
     SplitStream st;
     const std::string S = "stream " + std::to_string(s);
@@ -189,7 +203,7 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
                                   std::to_string(m.block_bytes) + " bytes");
       for (uint32_t b = rg.off; b < uint32_t{rg.off} + rg.len; ++b) {
         if (covered[b]) return bad(S + " range covers block byte", b, "each byte in one stream once");
-        covered[b] = 1;
+        covered[b] = static_cast<uint8_t>(s + 1);
       }
       st.ranges.push_back(rg);
     }
@@ -197,7 +211,36 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
     const uint8_t flag = r.u8();
     if (!r.ok()) return Status::Corruption(W + " record truncated");
     WC_RETURN_IF_ERROR(check_bits(S, st));
-    if (flag > 2) return bad(S + " model flag", flag, "0, 1, 2 (2: a palette stream, format 2.6)");
+    if (flag > 3)
+      return bad(S + " model flag", flag, "0, 1, 2 (a palette stream, format 2.6), 3 (a recoded stream, format 2.7)");
+    if (flag == 3) {
+      // A recoded stream (§8.6).
+      st.recode = r.u8();
+      if (!r.ok()) return Status::Corruption(W + " record truncated");
+      if (st.recode == kRecodeNone || st.recode > kRecodeLast)
+        return bad(S + " recode", st.recode, "1 zero-point shift, 2 fp16 as bf16");
+      if (st.recode == kRecodeZeroShift) {
+        st.rc_d_off = r.u16();
+        st.rc_m_off = r.u16();
+        if (!r.ok()) return Status::Corruption(W + " record truncated");
+        for (const auto& [name, off] : {std::pair<const char*, uint16_t>{"d_off", st.rc_d_off},
+                                        std::pair<const char*, uint16_t>{"m_off", st.rc_m_off}}) {
+          if (uint32_t{off} + 2 > m.block_bytes)
+            return bad(S + " recode " + name, off, "an fp16 inside the block of " + std::to_string(m.block_bytes) +
+                                                       " bytes");
+          if (covered[off] == 0 || covered[off] > s || covered[off + 1] == 0 || covered[off + 1] > s)
+            return bad(S + " recode " + name, off, "bytes held by an earlier stream");
+        }
+      } else if (st.bytes_per_block() % 2) {
+        return bad(S + " bytes per block", st.bytes_per_block(), "even for fp16 as bf16");
+      }
+      const uint8_t mflag = r.u8();
+      if (!r.ok()) return Status::Corruption(W + " record truncated");
+      if (mflag > 1) return bad(S + " recoded model flag", mflag, "0, 1");
+      WC_RETURN_IF_ERROR(read_model(S, mflag, st));
+      m.streams.push_back(std::move(st));
+      continue;
+    }
     if (flag < 2) {
       WC_RETURN_IF_ERROR(read_model(S, flag, st));
       m.streams.push_back(std::move(st));
@@ -247,6 +290,8 @@ std::string SplitModel::describe() const {
       d += "palette/" + std::to_string(st.pal_group) + (st.pal_q5 ? " q5" : st.pal_signed ? " i8" : " u8");
       for (const auto& x : st.derived) d += " (" + (x.has_model ? x.model.describe() : std::string("-")) + ")";
     } else {
+      if (st.recode == kRecodeZeroShift) d += "zshift ";
+      if (st.recode == kRecodeF16AsBf16) d += "bf16 ";
       d += st.has_model ? st.model.describe() : std::string("-");
     }
     d += "]";

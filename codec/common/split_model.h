@@ -48,6 +48,13 @@ struct SplitStream {
   bool pal_q5 = false;               // ggml 5-bit codes (kPalCodesQ5): 20 bytes per 32 codes
   std::vector<SplitStream> derived;  // kPalDerivedCount when pal_group
   uint32_t derived_bpb = 0;          // a derived stream's bytes per block
+  // Format 2.7 (§8.6): a recoded stream (recode != 0, SplitRecode in
+  // split_recode.h) is coded, with the fields above, after a lossless
+  // per-block transform; rc_d_off / rc_m_off: the block's fp16 d and m
+  // (kRecodeZeroShift), held by earlier streams.
+  uint8_t recode = 0;
+  uint16_t rc_d_off = 0, rc_m_off = 0;
+  bool recoded() const { return recode != 0; }
   uint32_t bytes_per_block() const;
   bool palette() const { return pal_group != 0; }
   // A palette stream's codes per block (its bytes, or 32 per 20 bytes of
@@ -69,7 +76,8 @@ struct SplitModel {
   TensorGeometry geometry_of(const TensorGeometry& parent, const SplitStream& st) const;
   // The parts of a chunk payload: one per stream, three per palette stream.
   size_t num_parts() const;
-  // The lowest format minor version the record needs: 5, or 6 with a palette.
+  // The lowest format minor version the record needs: 5, 6 with a palette,
+  // 7 with a recoded stream.
   uint16_t format_minor() const;
   // Whether a split model may code a tensor of this geometry: 8-bit
   // elements, bands of rows (or an empty tensor), rows of whole blocks.

@@ -513,6 +513,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   opt.format_2_1 = cfg.format_major >= 2;
   opt.split_models = cfg.split_models && cfg.format_major >= 2;
   opt.split_palette = cfg.split_palette;
+  opt.split_recode = cfg.split_recode;
   const TableCoding coding = cfg.format_major == 1 ? kTablesGamma : kTablesCompact;
   const int nthreads = std::max(1, std::min<int>(cfg.threads, static_cast<int>(std::max<size_t>(nt, 1))));
   std::atomic<uint64_t> done_bytes{0};

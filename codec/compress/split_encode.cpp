@@ -8,7 +8,9 @@
 // tensor's ordinary coding. An int8 code stream whose every group of 32
 // codes holds at most 16 values (a file requantized from a 4-bit type) is
 // also tried as a palette stream (format 2.6, §8.5: palettes and 4-bit
-// indices, split_palette.h), kept where it measures smaller.
+// indices, split_palette.h), kept where it measures smaller. Format 2.7
+// (§8.6, split_recode.h): Q4_1's codes rotated by each block's zero point,
+// and fp16 fields with 3 low zero mantissa bits coded as bf16.
 //
 // Thread-safety: re-entrant (encode_tensor is).
 #include <algorithm>
@@ -18,6 +20,7 @@
 
 #include "encode_model_i.h"
 #include "split_palette.h"
+#include "split_recode.h"
 #include "tensor_encode.h"
 #include "wcodec/gguf.h"
 
@@ -26,7 +29,7 @@ namespace wcodec {
 namespace {
 
 // How a stream is presented to encode_tensor.
-enum class As { kF16, kF32, kI8, kU8, kPacked };
+enum class As { kBF16, kF16, kF32, kI8, kU8, kPacked };
 
 struct FieldSpec {
   uint16_t off, len;
@@ -97,6 +100,7 @@ std::vector<EncodedChunk> encode_stream(const SplitModel& split, const TensorGeo
   uint64_t esize = 1;
   switch (as) {
     case As::kF16: info.dtype = DType::kF16; esize = 2; break;
+    case As::kBF16: info.dtype = DType::kBF16; esize = 2; break;
     case As::kF32: info.dtype = DType::kF32; esize = 4; break;
     case As::kI8: info.dtype = DType::kI8; break;
     default: info.dtype = DType::kU8; break;
@@ -143,6 +147,19 @@ uint64_t stream_cost(const SplitStream& st, const std::vector<EncodedChunk>& chu
   uint64_t n = st.has_model ? st.model.serialize(coding).size() : 0;
   for (const auto& c : chunks) n += 5 + c.payload.size();
   return n;
+}
+
+// The order-0 entropy of the nibbles of n bytes, in bytes.
+double nibble_order0_bytes(const uint8_t* p, size_t n) {
+  uint64_t hist[16] = {};
+  for (size_t i = 0; i < n; ++i) {
+    ++hist[p[i] & 15];
+    ++hist[p[i] >> 4];
+  }
+  double bits = 0;
+  for (uint64_t c : hist)
+    if (c) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c) / static_cast<double>(2 * n));
+  return bits / 8;
 }
 
 }  // namespace
@@ -280,6 +297,42 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
         continue;
       }
       split->streams[s] = st;
+    }
+    // Q4_1's codes rotated by each block's zero point (format 2.7, §8.6),
+    // where their nibbles' order-0 entropy drops by over 0.5% and more than
+    // the recode record's 6 bytes (16).
+    if (ggml_type == kGgmlTypeQ4_1 && f.as == As::kPacked && opt.split_recode) {
+      std::vector<uint8_t> rot(sdata);
+      const uint64_t blocks = rows * blocks_per_row;
+      for (uint64_t b = 0; b < blocks; ++b) {
+        const uint8_t* blk = data + b * spec->block_bytes;
+        rotate_nibbles(rot.data() + b * f.len, f.len,
+                       zero_shift_of(static_cast<uint16_t>(blk[0] | blk[1] << 8),
+                                     static_cast<uint16_t>(blk[2] | blk[3] << 8)),
+                       true);
+      }
+      if (nibble_order0_bytes(rot.data(), rot.size()) <
+          nibble_order0_bytes(sdata.data(), sdata.size()) * 0.995 - 16) {
+        SplitStream& rs = split->streams[s];
+        rs.recode = kRecodeZeroShift;
+        rs.rc_d_off = 0;
+        rs.rc_m_off = 2;
+        parts.push_back(encode_stream(*split, g, rs, rot.data(), f.as, sopt, coding));
+        continue;
+      }
+    }
+    // fp16 values whose low 3 mantissa bits are all zero (a block minimum
+    // taken from bf16 weights) also as bf16 (§8.6), kept where smaller.
+    if (f.as == As::kF16 && opt.split_recode && f16_low3_zero(sdata.data(), sdata.size())) {
+      SplitStream plain = split->streams[s], rs = split->streams[s];
+      auto pparts = encode_stream(*split, g, plain, sdata.data(), f.as, sopt, coding);
+      f16_to_bf16_inplace(sdata.data(), sdata.size());
+      rs.recode = kRecodeF16AsBf16;
+      auto rparts = encode_stream(*split, g, rs, sdata.data(), As::kBF16, sopt, coding);
+      const bool keep = stream_cost(rs, rparts, coding) + 1 < stream_cost(plain, pparts, coding);
+      split->streams[s] = keep ? std::move(rs) : std::move(plain);
+      parts.push_back(keep ? std::move(rparts) : std::move(pparts));
+      continue;
     }
     parts.push_back(encode_stream(*split, g, split->streams[s], sdata.data(), f.as, sopt, coding));
   }

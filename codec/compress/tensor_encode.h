@@ -26,6 +26,7 @@ struct EncodeOptions {
   bool format_2_1 = true;             // may use models of formats 2.1-2.3 (int nbr_modes 2, 3; float emode 5)
   bool split_models = true;           // GGUF sources: may use split models (format 2.5, split_encode.cpp)
   bool split_palette = true;          // split models may use palette streams (format 2.6, split_encode.cpp)
+  bool split_recode = true;           // split models may use recoded streams (format 2.7, split_encode.cpp)
   uint64_t band_rows = 0;             // > 0: chunks are bands of this many rows (a split model's streams)
 };
 

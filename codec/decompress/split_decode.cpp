@@ -5,13 +5,17 @@
 // on the reference decoders), then scattered back into the blocks; the
 // chunk's checksum covers the result. A palette stream (format 2.6, §8.5)
 // decodes its three derived parts the same way and rebuilds its codes from
-// them before the scatter.
+// them before the scatter. A recoded stream (format 2.7, §8.6) is
+// transformed back (its nibbles rotated by each block's zero point, read
+// from the d and m earlier streams have scattered; or bf16 back to fp16)
+// before the scatter.
 //
 // Thread-safety: pure function over its arguments; each decoding thread
 // brings its own DecodeScratch.
 #include <cstring>
 
 #include "split_palette.h"
+#include "split_recode.h"
 #include "tensor_decode.h"
 
 namespace wcodec {
@@ -57,6 +61,19 @@ Status decode_split_chunk(const TensorGeometry& g, const SplitModel& m, uint64_t
       if (st.pal_q5) q5_pack(codes, sbytes / kQ5Bytes, scratch.split_buf.data());
     } else {
       WC_RETURN_IF_ERROR(decode_part(st, k++, sw, scratch.split_buf));
+      if (st.recode == kRecodeZeroShift) {
+        // Earlier streams already hold each block's d and m in out.
+        const uint32_t bpb = st.bytes_per_block();
+        const uint64_t blocks = h * (row_bytes / m.block_bytes);
+        for (uint64_t b = 0; b < blocks; ++b) {
+          const uint8_t* blk = out + b * m.block_bytes;
+          const uint8_t shift = zero_shift_of(static_cast<uint16_t>(blk[st.rc_d_off] | blk[st.rc_d_off + 1] << 8),
+                                              static_cast<uint16_t>(blk[st.rc_m_off] | blk[st.rc_m_off + 1] << 8));
+          rotate_nibbles(scratch.split_buf.data() + b * bpb, bpb, shift, false);
+        }
+      } else if (st.recode == kRecodeF16AsBf16) {
+        WC_RETURN_IF_ERROR(bf16_to_f16_inplace(scratch.split_buf.data(), h * m.geometry_of(g, st).row_bytes(), sw));
+      }
     }
     m.scatter(scratch.split_buf.data(), h, row_bytes, s, out);
   }

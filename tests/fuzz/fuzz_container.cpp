@@ -25,7 +25,9 @@
 // tensors take split models (format 2.5: region 1 edits reach the split
 // record parser, region 0 edits the split chunk framing and its streams),
 // encoded with 16 KiB chunks; and a GGUF file of Q8_0 blocks requantized
-// from Q4_1 whose code stream takes a palette (format 2.6).
+// from Q4_1 whose code stream takes a palette (format 2.6); and a GGUF file
+// of Q4_1 blocks as llama.cpp quantizes bf16 weights, whose code and
+// minimum streams are recoded (format 2.7).
 //
 // Build (clang): cmake -DWCODEC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ ...
 // Run:           build-fuzz/tests/fuzz/fuzz_container -max_len=256 -max_total_time=600
@@ -165,6 +167,15 @@ const std::vector<Seed>& seeds() {
                                        w.empty() ? wctest::gaussian_weights(1 << 18, 5) : w);
     wctest::requantize_q8_0_from_q4_1(pal);
     load_seed("gguf_palette", std::move(pal), &v);
+    // Q4_1 quantized as llama.cpp does from bf16 weights, whose codes and
+    // minimums take recoded streams (format 2.7): region 1 edits reach the
+    // recode records (kind, d_off, m_off), region 0 the rotated code parts,
+    // the bf16 parts and the bf16 -> fp16 checks.
+    auto rc = wctest::make_quant_gguf({{"blk.0.ffn_up.weight", wcodec::kGgmlTypeQ4_1, 576, 240},
+                                       {"output_norm.weight", wcodec::kGgmlTypeF32, 576, 1}},
+                                      w.empty() ? wctest::gaussian_weights(1 << 18, 9) : w);
+    wctest::requantize_q4_1_from_bf16(rc, w.empty() ? wctest::gaussian_weights(1 << 18, 9) : w);
+    load_seed("gguf_recode", std::move(rc), &v);
     return v;
   }();
   return s;

@@ -1,0 +1,128 @@
+// codec/common/split_recode.cpp — recoded split streams (format 2.7,
+// docs/wcodec-format.md §8.6). See split_recode.h.
+//
+// Thread-safety: pure functions over their arguments.
+#include "split_recode.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+namespace wcodec {
+
+namespace {
+
+// The exact value of fp16 bits (every fp16 value is a float32 value).
+float f16_value(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023;
+  uint32_t u;
+  if (e == 31) {
+    u = sign | 0x7f800000u | (m << 13);
+  } else if (e != 0) {
+    u = sign | ((e + 112) << 23) | (m << 13);
+  } else {
+    const float v = std::ldexp(static_cast<float>(m), -24);
+    return sign ? -v : v;
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+uint8_t zero_shift_of(uint16_t d_bits, uint16_t m_bits) {
+  const float d = f16_value(d_bits), m = f16_value(m_bits);
+  uint32_t zr = 8;
+  if (std::isfinite(d) && d > 0 && std::isfinite(m)) {
+    const float z = -m / d;  // may be ±inf for a tiny d
+    // In [0.5, 14.5) z + 0.5 is positive: truncation is floor.
+    zr = !(z >= 0.5f) ? 0 : z >= 14.5f ? 15 : static_cast<uint32_t>(z + 0.5f);
+  }
+  return static_cast<uint8_t>((8 - zr) & 15);
+}
+
+void rotate_nibbles(uint8_t* p, uint32_t n, uint8_t shift, bool forward) {
+  const uint8_t s = forward ? (shift & 15) : ((16 - shift) & 15);
+  if (s == 0) return;
+  // Eight bytes at a time: each nibble plus s stays below 32, within its
+  // byte's lane once masked.
+  constexpr uint64_t kLo = 0x0f0f0f0f0f0f0f0full;
+  const uint64_t add = 0x0101010101010101ull * s;
+  uint32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x;
+    std::memcpy(&x, p + i, 8);
+    x = (((x & kLo) + add) & kLo) | (((((x >> 4) & kLo) + add) & kLo) << 4);
+    std::memcpy(p + i, &x, 8);
+  }
+  for (; i < n; ++i)
+    p[i] = static_cast<uint8_t>(((p[i] + s) & 15) | ((((p[i] >> 4) + s) & 15) << 4));
+}
+
+uint16_t f16_to_bf16_exact(uint16_t h) {
+  const uint16_t sign = h & 0x8000;
+  const uint32_t e = (h >> 10) & 31, m = (h & 1023) >> 3;  // 7 mantissa bits
+  if (e == 31) return static_cast<uint16_t>(sign | 0x7f80 | m);
+  if (e != 0) return static_cast<uint16_t>(sign | ((e + 112) << 7) | m);
+  if (m == 0) return sign;
+  // A subnormal fp16: m × 2^-21 with m in 1..127, normalized for bf16.
+  uint32_t p = 0;
+  while ((m >> (p + 1)) != 0) ++p;  // m = 1.f × 2^p
+  return static_cast<uint16_t>(sign | ((p + 106) << 7) | ((m << (7 - p)) & 127));
+}
+
+bool bf16_to_f16_exact(uint16_t b, uint16_t* h) {
+  const uint16_t sign = b & 0x8000;
+  const uint32_t e = (b >> 7) & 255, m = b & 127;
+  if (e == 255) {
+    *h = static_cast<uint16_t>(sign | 0x7c00 | (m << 3));
+  } else if (e == 0) {
+    if (m) return false;  // bf16 subnormals are below fp16's range
+    *h = sign;
+  } else if (e >= 113 && e <= 142) {
+    *h = static_cast<uint16_t>(sign | ((e - 112) << 10) | (m << 3));
+  } else if (e >= 106 && e <= 112) {
+    // fp16 subnormal j × 2^-21 (j < 128): the bits below 2^-21 must be zero.
+    const uint32_t p = e - 106, full = (128 | m);  // value = full × 2^(p - 7 - 21)
+    if (full & ((1u << (7 - p)) - 1)) return false;
+    const uint32_t j = full >> (7 - p);
+    if (j >= 128) return false;  // 2^-14 and up are normal (e >= 113)
+    *h = static_cast<uint16_t>(sign | (j << 3));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool f16_low3_zero(const uint8_t* p, uint64_t n) {
+  uint8_t acc = 0;
+  for (uint64_t i = 0; i < n; i += 2) acc |= p[i];
+  return (acc & 7) == 0;
+}
+
+void f16_to_bf16_inplace(uint8_t* p, uint64_t n) {
+  for (uint64_t i = 0; i + 1 < n; i += 2) {
+    const uint16_t b = f16_to_bf16_exact(static_cast<uint16_t>(p[i] | p[i + 1] << 8));
+    p[i] = static_cast<uint8_t>(b);
+    p[i + 1] = static_cast<uint8_t>(b >> 8);
+  }
+}
+
+Status bf16_to_f16_inplace(uint8_t* p, uint64_t n, const std::string& what) {
+  for (uint64_t i = 0; i + 1 < n; i += 2) {
+    const uint16_t b = static_cast<uint16_t>(p[i] | p[i + 1] << 8);
+    uint16_t h;
+    if (!bf16_to_f16_exact(b, &h)) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%04x", b);
+      return Status::Corruption(what + ": recoded bf16 value " + hex + " of element " + std::to_string(i / 2) +
+                                " is no fp16 value with 3 low zero mantissa bits");
+    }
+    p[i] = static_cast<uint8_t>(h);
+    p[i + 1] = static_cast<uint8_t>(h >> 8);
+  }
+  return Status::OK();
+}
+
+}  // namespace wcodec

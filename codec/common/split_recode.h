@@ -1,0 +1,57 @@
+// codec/common/split_recode.h — recoded split streams (format 2.7,
+// docs/wcodec-format.md §8.6): a split stream whose bytes are transformed,
+// block by block and losslessly, before its model codes them, so that an
+// ordinary model sees a steadier distribution:
+//   - zero-point shift (kRecodeZeroShift): every 4-bit code of a Q4_1-like
+//     block (x = d × code + m) is rotated by 8 − round(−m / d) (mod 16), so
+//     the code of x = 0 sits near 8 in every block instead of wherever the
+//     block's range put it; d and m come from the block's fp16 fields,
+//     which earlier streams hold;
+//   - fp16 as bf16 (kRecodeF16AsBf16): fp16 values whose low 3 mantissa
+//     bits are all zero (a minimum taken from bf16 weights) are coded as the
+//     same values in bf16, whose 7 mantissa bits the float model codes
+//     without 3 wasted bits each.
+// Shared by the encoder (forward) and every decoder (inverse).
+//
+// Thread-safety: pure functions over their arguments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "wcodec/status.h"
+
+namespace wcodec {
+
+enum SplitRecode : uint8_t {
+  kRecodeNone = 0,
+  kRecodeZeroShift = 1,  // 4-bit codes rotated by the block's zero point (u16 d_off, u16 m_off follow)
+  kRecodeF16AsBf16 = 2,  // fp16 values with 3 low zero mantissa bits, coded as bf16
+};
+inline constexpr uint8_t kRecodeLast = kRecodeF16AsBf16;
+
+// The rotation of a block's codes: (8 − zr) mod 16, zr = round(−m / d)
+// clamped to 0..15 (float32 division of the exact fp16 values; 8 when d is
+// not a positive finite number or m is not finite: no rotation).
+uint8_t zero_shift_of(uint16_t d_bits, uint16_t m_bits);
+
+// Rotates every nibble of the n bytes at p by `shift` (forward) or back.
+void rotate_nibbles(uint8_t* p, uint32_t n, uint8_t shift, bool forward);
+
+// fp16 bits with the low 3 mantissa bits zero -> the same value's bf16
+// bits (exact). REQUIRES: (h & 7) == 0.
+uint16_t f16_to_bf16_exact(uint16_t h);
+// The inverse: false where the bf16 value is no such fp16 value (outside
+// fp16's range, or more mantissa bits than the fp16 keeps).
+bool bf16_to_f16_exact(uint16_t b, uint16_t* h);
+
+// Whether every 16-bit little-endian element of the n bytes at p (n even)
+// is an fp16 value with its low 3 mantissa bits zero.
+bool f16_low3_zero(const uint8_t* p, uint64_t n);
+// The forward / inverse transform of n bytes of 16-bit elements in place;
+// the inverse refuses (naming `what`, the element and its value) a value
+// that is no fp16 value with 3 low zero bits.
+void f16_to_bf16_inplace(uint8_t* p, uint64_t n);
+Status bf16_to_f16_inplace(uint8_t* p, uint64_t n, const std::string& what);
+
+}  // namespace wcodec

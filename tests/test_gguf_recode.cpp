@@ -1,0 +1,473 @@
+// tests/test_gguf_recode.cpp — recoded split streams (format 2.7,
+// docs/wcodec-format.md §8.6): Q4_1 tensors quantized as llama.cpp does
+// from bf16 weights (every block holds codes 0 and 15; m an fp16 with 3
+// low zero mantissa bits) round trip byte for byte with their codes
+// rotated by each block's zero point and their m coded as bf16 (many
+// chunks and a partial last one, one row, one block, blocks with a zero,
+// negative, infinite or NaN d, NaN, infinite, subnormal or negative-zero
+// m), through the reader, the device plan and every CPU decoder path; the
+// recoded streams measure smaller than without them; damaged chunks are
+// refused, never served wrong; the fp16 <-> bf16 map is exact and one to
+// one; and a catalogue of refused records and data, one test per rule.
+//
+// Thread-safety: single-threaded tests.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "device_plan.h"
+#include "gguf_quant_util.h"
+#include "reader_i.h"
+#include "split_model.h"
+#include "split_recode.h"
+#include "tensor_decode.h"
+#include "testutil.h"
+#include "wcodec/container.h"
+#include "wcodec/cpu.h"
+#include "wcodec/encode.h"
+#include "wcodec/gguf.h"
+
+using namespace wcodec;
+
+namespace {
+
+const std::vector<float>& weights() {
+  static const std::vector<float> w = [] {
+    auto r = wctest::real_weights(WCODEC_DATA_DIR);
+    return r.empty() ? wctest::gaussian_weights(1 << 20, 13) : r;
+  }();
+  return w;
+}
+
+std::vector<uint8_t> q4_1_file(const std::vector<wctest::QTensor>& ts) {
+  auto file = wctest::make_quant_gguf(ts, weights());
+  wctest::requantize_q4_1_from_bf16(file, weights());
+  return file;
+}
+
+std::vector<uint8_t> encode(const std::vector<uint8_t>& file, uint64_t chunk_bytes, bool recode = true) {
+  EncodeConfig cfg;
+  cfg.chunk_bytes = chunk_bytes;
+  cfg.split_recode = recode;
+  auto r = encode_safetensors(file.data(), file.size(), cfg, "t.gguf");
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(*r) : std::vector<uint8_t>{};
+}
+
+// Reads every byte back through Reader::read, every chunk through
+// decode_chunk and the device plan (split chunks arrive decoded on the
+// host); returns the reader.
+std::unique_ptr<Reader> read_back(const std::vector<uint8_t>& enc, const std::vector<uint8_t>& file) {
+  auto rd = Reader::open_memory(enc.data(), enc.size(), "t.gguf.wcodec");
+  EXPECT_TRUE(rd.ok()) << rd.status().ToString();
+  if (!rd.ok()) return nullptr;
+  std::vector<uint8_t> back(file.size(), 0xEE);
+  const Status st = (*rd)->read(0, back.size(), back.data());
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(back == file) << "decoded bytes differ";
+  std::vector<size_t> all;
+  for (size_t i = 0; i < (*rd)->num_chunks(); ++i) {
+    std::vector<uint8_t> out((*rd)->chunk(i).decoded_size);
+    EXPECT_TRUE((*rd)->decode_chunk(i, out.data()).ok());
+    EXPECT_EQ(0, std::memcmp(out.data(), file.data() + (*rd)->chunk(i).decoded_offset, out.size())) << i;
+    all.push_back(i);
+  }
+  DevicePlan plan;
+  EXPECT_TRUE(plan_chunks(**rd, all, &plan).ok());
+  for (size_t k = 0; k < all.size() && k < plan.chunks.size(); ++k) {
+    const PlanChunk& c = plan.chunks[k];
+    if (ReaderAccess::tensor(**rd, ReaderAccess::chunk_tensor(**rd, all[k])).split &&
+        (*rd)->chunk(all[k]).method == 2) {
+      EXPECT_EQ(c.kind, PlanKind::kReady) << k;
+    }
+    if (c.kind != PlanKind::kReady) continue;
+    EXPECT_EQ(0, std::memcmp(plan.arena.data() + c.raw, file.data() + (*rd)->chunk(all[k]).decoded_offset,
+                             c.raw_len));
+  }
+  return std::move(rd).value();
+}
+
+// The recode kinds tensor t's split model uses (bit 1 << kind).
+unsigned recodes(const Reader& rd, size_t t) {
+  const auto& ti = ReaderAccess::tensor(rd, t);
+  unsigned k = 0;
+  if (ti.split)
+    for (const auto& s : ti.split->streams) k |= 1u << s.recode;
+  return k & ~1u;
+}
+constexpr unsigned kBoth = (1u << kRecodeZeroShift) | (1u << kRecodeF16AsBf16);
+
+std::string version(const Reader& rd) {
+  const auto meta = rd.metadata_json();
+  const auto at = meta.find("\"version\":\"");
+  return at == std::string::npos ? "" : meta.substr(at + 11, 3);
+}
+
+float half_value(uint16_t h) {
+  const int e = (h >> 10) & 31, m = h & 1023;
+  const float v = e == 0 ? std::ldexp(static_cast<float>(m), -24) : std::ldexp(static_cast<float>(1024 + m), e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+}  // namespace
+
+// Every fp16 value with 3 low zero mantissa bits maps to the bf16 of the
+// same value and back; exactly those 8192 bf16 values map back.
+TEST(Recode, Bf16MapIsExactAndOneToOne) {
+  int accepted = 0;
+  for (uint32_t h = 0; h < 65536; h += 8) {
+    const uint16_t b = f16_to_bf16_exact(static_cast<uint16_t>(h));
+    uint16_t back = 0;
+    ASSERT_TRUE(bf16_to_f16_exact(b, &back)) << h;
+    EXPECT_EQ(back, h);
+    if (((h >> 10) & 31) != 31) {
+      const uint32_t u = static_cast<uint32_t>(b) << 16;
+      float f;
+      std::memcpy(&f, &u, 4);
+      EXPECT_EQ(f, half_value(static_cast<uint16_t>(h))) << std::hex << h;
+    }
+  }
+  for (uint32_t b = 0; b < 65536; ++b) {
+    uint16_t h;
+    if (bf16_to_f16_exact(static_cast<uint16_t>(b), &h)) {
+      ++accepted;
+      EXPECT_EQ(f16_to_bf16_exact(h), b) << std::hex << b;
+    }
+  }
+  EXPECT_EQ(accepted, 8192);
+}
+
+// The zero point: round(-m / d) clamped to 0..15, no rotation for a d that
+// is not a positive finite number or an m that is not finite; rotations
+// undo exactly.
+TEST(Recode, ZeroShift) {
+  const uint16_t one = 0x3c00;
+  EXPECT_EQ(zero_shift_of(one, 0xc780), 0);       // m = -7.5: zr 8
+  EXPECT_EQ(zero_shift_of(one, 0xc200), 5);       // m = -3: zr 3
+  EXPECT_EQ(zero_shift_of(one, 0xc300), 4);       // m = -3.5: zr 4 (halves up)
+  EXPECT_EQ(zero_shift_of(one, 0x3c00), 8);       // m = 1: zr 0
+  EXPECT_EQ(zero_shift_of(one, 0xd640), 9);       // m = -100: zr 15
+  EXPECT_EQ(zero_shift_of(0x0001, 0xbc00), 9);    // subnormal d: zr 15
+  EXPECT_EQ(zero_shift_of(0x0000, 0xc200), 0);    // d = 0
+  EXPECT_EQ(zero_shift_of(0xbc00, 0xc200), 0);    // d < 0
+  EXPECT_EQ(zero_shift_of(0x7c00, 0xc200), 0);    // d = inf
+  EXPECT_EQ(zero_shift_of(0x7e00, 0xc200), 0);    // d = NaN
+  EXPECT_EQ(zero_shift_of(one, 0x7e00), 0);       // m = NaN
+  EXPECT_EQ(zero_shift_of(one, 0xfc00), 0);       // m = -inf
+  for (uint32_t s = 0; s < 16; ++s) {
+    std::vector<uint8_t> v(256), w;
+    for (uint32_t i = 0; i < 256; ++i) v[i] = static_cast<uint8_t>(i);
+    w = v;
+    rotate_nibbles(w.data(), 256, static_cast<uint8_t>(s), true);
+    if (s) {
+      EXPECT_NE(w, v);
+    }
+    EXPECT_EQ(w[0], static_cast<uint8_t>(s | s << 4));
+    rotate_nibbles(w.data(), 256, static_cast<uint8_t>(s), false);
+    EXPECT_EQ(w, v) << s;
+  }
+}
+
+// Many chunks with a partial last one, one row, one block, a zero-size
+// tensor: byte for byte, both recodes in use, the file marked 2.7.
+TEST(Recode, RoundTripQ4_1) {
+  const auto file = q4_1_file({{"blk.0.ffn_up.weight", kGgmlTypeQ4_1, 576, 203},
+                               {"blk.0.one_row.weight", kGgmlTypeQ4_1, 576, 1},
+                               {"blk.0.one_block.weight", kGgmlTypeQ4_1, 32, 1},
+                               {"blk.0.empty.weight", kGgmlTypeQ4_1, 576, 0},
+                               {"output_norm.weight", kGgmlTypeF32, 576, 1}});
+  ASSERT_FALSE(file.empty());
+  const auto enc = encode(file, 16 * 1024);
+  auto rd = read_back(enc, file);
+  ASSERT_TRUE(rd);
+  EXPECT_GT(rd->num_chunks(), 6u);
+  EXPECT_EQ(recodes(*rd, 0), kBoth) << ReaderAccess::tensor(*rd, 0).split->describe();
+  EXPECT_EQ(version(*rd), "2.7");
+}
+
+// Blocks whose d is zero, negative, infinite or NaN, whose m is NaN,
+// infinite, subnormal or negative zero (all with 3 low zero bits, so m
+// stays bf16-coded), codes of every value: byte for byte.
+TEST(Recode, EdgeBlocks) {
+  auto file = q4_1_file({{"blk.0.ffn_up.weight", kGgmlTypeQ4_1, 576, 256}});
+  auto f = parse_gguf(file.data(), file.size(), file.size(), "t.gguf");
+  ASSERT_TRUE(f.ok());
+  uint8_t* p = file.data() + f->data_offset + f->tensors[0].offset;
+  const uint16_t dm[][2] = {{0x0000, 0xc200}, {0xbc00, 0xc200}, {0x7c00, 0xc200}, {0x7e00, 0xc200},
+                            {0x3c00, 0x7e00}, {0x3c00, 0xfc00}, {0x3c00, 0x0008}, {0x3c00, 0x8000},
+                            {0x0001, 0xbc00}, {0x2000, 0x7c00}};
+  for (size_t i = 0; i < sizeof dm / sizeof dm[0]; ++i) {
+    uint8_t* blk = p + 20 * (7 * i + 3);
+    std::memcpy(blk, &dm[i][0], 2);
+    std::memcpy(blk + 2, &dm[i][1], 2);
+    for (int j = 0; j < 16; ++j) blk[4 + j] = static_cast<uint8_t>(j * 17 + i);
+  }
+  const auto enc = encode(file, 64 * 1024);
+  auto rd = read_back(enc, file);
+  ASSERT_TRUE(rd);
+  EXPECT_EQ(recodes(*rd, 0), kBoth) << ReaderAccess::tensor(*rd, 0).split->describe();
+}
+
+// An m with a low mantissa bit set anywhere keeps the m stream fp16; the
+// codes stay rotated.
+TEST(Recode, OneInexactMinimumKeepsFp16) {
+  auto file = q4_1_file({{"blk.0.ffn_up.weight", kGgmlTypeQ4_1, 576, 64}});
+  auto f = parse_gguf(file.data(), file.size(), file.size(), "t.gguf");
+  ASSERT_TRUE(f.ok());
+  file[f->data_offset + f->tensors[0].offset + 20 * 100 + 2] |= 1;
+  const auto enc = encode(file, 8 * 1024);
+  auto rd = read_back(enc, file);
+  ASSERT_TRUE(rd);
+  EXPECT_EQ(recodes(*rd, 0), 1u << kRecodeZeroShift) << ReaderAccess::tensor(*rd, 0).split->describe();
+}
+
+// The recoded streams cost less than the split without them.
+TEST(Recode, SmallerThanWithout) {
+  const auto file = q4_1_file({{"blk.0.ffn_up.weight", kGgmlTypeQ4_1, 576, 256}});
+  const auto with = encode(file, 64 * 1024), without = encode(file, 64 * 1024, false);
+  auto a = read_back(with, file), b = read_back(without, file);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(recodes(*a, 0), kBoth);
+  EXPECT_EQ(recodes(*b, 0), 0u);
+  EXPECT_LT(with.size(), without.size() - file.size() / 100) << with.size() << " vs " << without.size();
+}
+
+// The wcodec tool decodes the file on every decoder path this CPU runs.
+TEST(Recode, EveryCpuPathDecodes) {
+  wctest::ScratchDir dir;
+  const auto file = q4_1_file({{"blk.0.ffn_up.weight", kGgmlTypeQ4_1, 576, 203},
+                               {"output_norm.weight", kGgmlTypeF32, 576, 1}});
+  const auto src = dir / "q.gguf", enc = dir / "q.wcodec";
+  wctest::write_file(src, file);
+  std::string out;
+  ASSERT_EQ(wctest::run_command(std::string(WCODEC_TOOL) + " encode -q --chunk-size 16384 '" + src.string() + "' '" +
+                                    enc.string() + "' 2>&1",
+                                &out),
+            0)
+      << out;
+  int paths = 0;
+  for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kNeon}) {
+    if (!cpu_path_supported(path)) continue;
+    const auto dec = dir / (std::string("q.") + cpu_path_name(path));
+    ASSERT_EQ(wctest::run_command(std::string("WCODEC_CPU=") + cpu_path_name(path) + " " + WCODEC_TOOL + " decode '" +
+                                      enc.string() + "' '" + dec.string() + "' 2>&1",
+                                  &out),
+              0)
+        << cpu_path_name(path) << ": " << out;
+    EXPECT_TRUE(wctest::read_file(dec) == file) << cpu_path_name(path);
+    ++paths;
+  }
+  EXPECT_GE(paths, 1);
+}
+
+// A damaged chunk is an error, never wrong bytes: bits flipped across the
+// first chunk's payload (part methods and lengths, the bf16 m part, the
+// rotated codes part).
+TEST(Recode, DamagedChunksAreDetected) {
+  const auto file = q4_1_file({{"blk.0.ffn_up.weight", kGgmlTypeQ4_1, 576, 256}});
+  auto enc = encode(file, 64 * 1024);
+  read_back(enc, file);
+  auto rd0 = Reader::open_memory(enc.data(), enc.size(), "x");
+  ASSERT_TRUE(rd0.ok());
+  ASSERT_EQ(recodes(**rd0, 0), kBoth);
+  const ChunkEntry e = (*rd0)->chunk(0);
+  ASSERT_EQ(e.method, 2);
+  int refused = 0, tried = 0;
+  for (size_t k = 0; k < e.stored_size; k += std::max<size_t>(1, e.stored_size / 400)) {
+    uint8_t& b = enc[e.file_offset + k];
+    b ^= static_cast<uint8_t>(1u << (k % 8));
+    std::vector<uint8_t> out(e.decoded_size);
+    const Status st = (*rd0)->decode_chunk(0, out.data());
+    b ^= static_cast<uint8_t>(1u << (k % 8));
+    ++tried;
+    if (st.ok()) EXPECT_EQ(0, std::memcmp(out.data(), file.data() + e.decoded_offset, out.size())) << k;
+    else ++refused;
+  }
+  EXPECT_GT(refused, tried * 9 / 10) << refused << " of " << tried;
+}
+
+// ------------------------------------------------------------------ refused records
+namespace {
+
+// Q4_1 (20-byte blocks): d plain, m bf16-recoded, the codes rotated by the
+// zero point of d at 0 and m at 2; a tensor of 4 rows of 2 blocks in bands
+// of 2 rows. Record bytes: 5 of header, stream 0 at 5 (7 bytes), stream 1
+// at 12 (flag 18, recode 19, model flag 20), stream 2 at 21 (flag 27,
+// recode 28, d_off 29, m_off 31, model flag 33); 34 in all.
+TensorGeometry parent() {
+  TensorGeometry g;
+  g.rows = 4;
+  g.cols = 40;
+  g.elem_bits = 8;
+  g.chunk_rows = 2;
+  g.chunk_cols = 40;
+  return g;
+}
+SplitModel rc_model() {
+  SplitModel m;
+  m.ggml_type = kGgmlTypeQ4_1;
+  m.block_bytes = 20;
+  SplitStream d, mn, c;
+  d.ranges = {{0, 2}};
+  d.elem_bits = 16;
+  mn.ranges = {{2, 2}};
+  mn.elem_bits = 16;
+  mn.recode = kRecodeF16AsBf16;
+  c.ranges = {{4, 16}};
+  c.elem_bits = 4;
+  c.recode = kRecodeZeroShift;
+  c.rc_d_off = 0;
+  c.rc_m_off = 2;
+  m.streams = {d, mn, c};
+  return m;
+}
+Status parse(const std::vector<uint8_t>& rec) {
+  return SplitModel::deserialize(rec.data(), rec.size(), parent(), "f: tensor 0 \"w\"").status();
+}
+void expect_refused(const std::vector<uint8_t>& rec, const std::string& needle) {
+  const Status st = parse(rec);
+  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
+  EXPECT_NE(st.ToString().find(needle), std::string::npos) << st.ToString();
+  EXPECT_NE(st.ToString().find("tensor 0 \"w\""), std::string::npos) << st.ToString();
+}
+
+}  // namespace
+
+TEST(RecodeRefused, ValidRecordIsAccepted) {
+  const auto rec = rc_model().serialize();
+  ASSERT_EQ(rec.size(), 34u);
+  EXPECT_EQ(rec[18], 3);
+  EXPECT_EQ(rec[19], kRecodeF16AsBf16);
+  EXPECT_EQ(rec[27], 3);
+  EXPECT_EQ(rec[28], kRecodeZeroShift);
+  auto m = SplitModel::deserialize(rec.data(), rec.size(), parent(), "x");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->format_minor(), 7);
+  EXPECT_EQ(m->streams[1].recode, kRecodeF16AsBf16);
+  EXPECT_EQ(m->streams[2].recode, kRecodeZeroShift);
+  EXPECT_EQ(m->streams[2].rc_m_off, 2);
+  EXPECT_EQ(m->serialize(), rec);
+}
+TEST(RecodeRefused, StreamFlag) {
+  auto rec = rc_model().serialize();
+  rec[27] = 4;
+  expect_refused(rec, "stream 2 model flag 4");
+}
+TEST(RecodeRefused, RecodeNone) {
+  auto rec = rc_model().serialize();
+  rec[19] = 0;
+  expect_refused(rec, "stream 1 recode 0 (allowed 1 zero-point shift, 2 fp16 as bf16)");
+}
+TEST(RecodeRefused, RecodeUnknown) {
+  auto rec = rc_model().serialize();
+  rec[28] = 3;
+  expect_refused(rec, "stream 2 recode 3");
+}
+TEST(RecodeRefused, ScaleOutsideTheBlock) {
+  auto rec = rc_model().serialize();
+  rec[29] = 19;
+  expect_refused(rec, "stream 2 recode d_off 19 (allowed an fp16 inside the block of 20 bytes)");
+}
+TEST(RecodeRefused, MinimumInTheStreamItself) {
+  auto rec = rc_model().serialize();
+  rec[31] = 4;
+  expect_refused(rec, "stream 2 recode m_off 4 (allowed bytes held by an earlier stream)");
+}
+TEST(RecodeRefused, ScaleStraddlingAnEarlierAndThisStream) {
+  auto rec = rc_model().serialize();
+  rec[29] = 3;  // bytes 3 (stream 1) and 4 (this stream)
+  expect_refused(rec, "stream 2 recode d_off 3 (allowed bytes held by an earlier stream)");
+}
+TEST(RecodeRefused, ScaleInALaterStream) {
+  auto m = rc_model();
+  std::swap(m.streams[1], m.streams[2]);  // the codes before m
+  expect_refused(m.serialize(), "stream 1 recode m_off 2 (allowed bytes held by an earlier stream)");
+}
+TEST(RecodeRefused, Bf16OfAnOddStream) {
+  auto m = rc_model();
+  m.streams[0].ranges = {{0, 3}};
+  m.streams[0].elem_bits = 8;
+  m.streams[0].recode = kRecodeF16AsBf16;
+  m.streams[1].ranges = {{3, 1}};
+  m.streams[1].elem_bits = 8;
+  m.streams[1].recode = kRecodeNone;
+  m.streams[2].rc_d_off = 3;  // keep the rotation's fields valid: held by streams 0 and 1
+  m.streams[2].rc_m_off = 0;
+  expect_refused(m.serialize(), "stream 0 bytes per block 3 (allowed even for fp16 as bf16)");
+}
+TEST(RecodeRefused, RecodedModelFlag) {
+  auto rec = rc_model().serialize();
+  rec[20] = 2;
+  expect_refused(rec, "stream 1 recoded model flag 2 (allowed 0, 1)");
+}
+TEST(RecodeRefused, Truncated) {
+  const auto rec = rc_model().serialize();
+  for (size_t n = 0; n < rec.size(); ++n) {
+    const Status st = parse(std::vector<uint8_t>(rec.begin(), rec.begin() + static_cast<long>(n)));
+    EXPECT_EQ(st.code(), Code::kCorruption) << n;
+  }
+}
+
+// ------------------------------------------------------------------ refused data
+namespace {
+
+// A split chunk of rc_model's tensor (band 0: 2 rows of 2 blocks) with
+// every part raw: d, m as bf16 (four values), the codes.
+std::vector<uint8_t> raw_payload(const std::vector<uint16_t>& bf16_m) {
+  std::vector<uint8_t> p;
+  auto part = [&](const std::vector<uint8_t>& b) {
+    p.push_back(0);
+    for (int i = 0; i < 4; ++i) p.push_back(static_cast<uint8_t>(b.size() >> (8 * i)));
+    p.insert(p.end(), b.begin(), b.end());
+  };
+  part(std::vector<uint8_t>{0x00, 0x3c, 0x00, 0x3c, 0x00, 0x3c, 0x00, 0x3c});  // d = 1
+  std::vector<uint8_t> m;
+  for (uint16_t v : bf16_m) m.push_back(static_cast<uint8_t>(v)), m.push_back(static_cast<uint8_t>(v >> 8));
+  part(m);
+  part(std::vector<uint8_t>(64, 0x5a));
+  return p;
+}
+Status run(const std::vector<uint16_t>& bf16_m, std::vector<uint8_t>* out) {
+  const TensorGeometry g = parent();
+  const auto rec = rc_model().serialize();
+  auto m = SplitModel::deserialize(rec.data(), rec.size(), g, "f");
+  if (!m.ok()) return m.status();
+  const auto p = raw_payload(bf16_m);
+  out->assign(80, 0);
+  DecodeScratch scratch;
+  // The checksum is that of the expected bytes where given, else of zeros.
+  return decode_split_chunk(g, *m, 0, p.data(), p.size(), 80, 0, out->data(), scratch, "f: tensor 0 chunk 0");
+}
+
+}  // namespace
+
+// The payload decodes up to the checksum (which the test does not know):
+// the rotation and the bf16 map ran; blocks rebuilt as d, m, rotated codes.
+TEST(RecodeDataRefused, ValidDataReachesTheChecksum) {
+  std::vector<uint8_t> out;
+  const Status st = run({0xc040, 0xc040, 0x0000, 0x8000}, &out);  // m = -3, -3, 0, -0
+  EXPECT_NE(st.ToString().find("checksum"), std::string::npos) << st.ToString();
+  EXPECT_EQ(out[2], 0x00);  // fp16 -3 = 0xc200
+  EXPECT_EQ(out[3], 0xc2);
+  // Block 0: zr 3, rotation 5: stored nibble 0xa (0x5a) back to 0xa - 5 = 5,
+  // 0x5 back to 0.
+  EXPECT_EQ(out[4], 0x05);
+  // Block 2: m = 0, zr 0, rotation 8: 0xa -> 2, 0x5 -> 0xd.
+  EXPECT_EQ(out[40 + 4], 0xd2);
+}
+TEST(RecodeDataRefused, Bf16ValueNoFp16) {
+  std::vector<uint8_t> out;
+  for (uint16_t bad : {uint16_t{0x0001}, uint16_t{0x4780}, uint16_t{0x3501}, uint16_t{0x3481}}) {
+    const Status st = run({0xc040, bad, 0x0000, 0x8000}, &out);
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%04x", bad);
+    EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
+    EXPECT_NE(st.ToString().find(std::string("recoded bf16 value ") + hex + " of element 1"), std::string::npos)
+        << st.ToString();
+    EXPECT_NE(st.ToString().find("f: tensor 0 chunk 0 stream 1"), std::string::npos) << st.ToString();
+  }
+}
