@@ -36,9 +36,12 @@
 //
 // Groups: every lane's state is a serial chain through a gather, so one
 // chunk leaves the core waiting on gather latency; 2 or 3 chunks of one
-// geometry whose models share the loop (decode_group_simd) are stepped
-// together, phase by phase across the chunks (contexts, gathers, state
-// updates, values), so that their chains overlap.
+// geometry whose models share the loop (decode_group_simd; with scale
+// classes in all of them or in none) are stepped together, phase by phase
+// across the chunks (contexts, gathers, state updates, values), so that
+// their chains overlap. The step's constants live in Consts, so that the
+// loop reads them as memory operands instead of rebuilding them in AVX2's
+// 16 registers (docs/decoder-paths.md, "The avx2 int decoder").
 //
 // Bounds: the stream's last words are read from a zero-padded copy; a
 // stream that runs short or ends with words left, a lane that does not end
