@@ -232,11 +232,11 @@ HWY_INLINE V8 SignCodes(const Consts& c, V8 code) {
     // sign(1, code) is 1, 0 or -1 (255); min(., 2) maps 255 to 2.
     (void)d8;
     return V8{_mm256_min_epu8(_mm256_sign_epi8(one.raw, code.raw), _mm256_set1_epi8(2))};
-#endif
-
+#else
     const hn::RebindToSigned<D8> di8;
     const V8 neg = hn::VecFromMask(d8, hn::RebindMask(d8, hn::Lt(hn::BitCast(di8, code), hn::Zero(di8))));
     return hn::Add(hn::Min(code, one), hn::And(neg, one));
+#endif
   }
 }
 
