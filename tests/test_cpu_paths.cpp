@@ -606,7 +606,7 @@ void compare_int_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& p
 // tensor: the reference's bytes, and 0 when one member's stream is
 // damaged so that the reference rejects it.
 void compare_int_group(const ModelView& mv, const ChunkView* cvs, const Parsed* ps, int n, const std::string& what,
-                       int* groups) {
+                       int* groups, int* scaled) {
   std::vector<std::vector<uint8_t>> ref(n), hw(n), lm(n);
   std::vector<int32_t> res(uint64_t{cvs[0].h} * cvs[0].w), tmp(kTile * kTile);
   GroupSide sd[3];
@@ -627,6 +627,7 @@ void compare_int_group(const ModelView& mv, const ChunkView* cvs, const Parsed* 
   ASSERT_EQ(r, 1) << what << ": the Highway group decoder rejected valid chunks";
   for (int i = 0; i < n; ++i) ASSERT_EQ(ref[i], hw[i]) << what << " member " << i << ": differs from the reference";
   ++*groups;
+  *scaled += mv.ip.ns > 1;
   // The last member's stream damaged in the middle.
   std::vector<uint8_t> bad(ps[n - 1].rans, ps[n - 1].rans + ps[n - 1].rans_len);
   bad[bad.size() / 2] ^= 0x5a;
@@ -640,7 +641,7 @@ void compare_int_group(const ModelView& mv, const ChunkView* cvs, const Parsed* 
 TEST(CpuPaths, Avx2IntEqualsReferenceOnRealFiles) {
   if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
   Counts k;
-  int int_chunks = 0, groups = 0;
+  int int_chunks = 0, groups = 0, scaled_groups = 0;
   for (const auto& p : compared_files()) {
     const auto f = wctest::read_file(p);
     auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
@@ -673,7 +674,7 @@ TEST(CpuPaths, Avx2IntEqualsReferenceOnRealFiles) {
           }
           if (!same) continue;
           compare_int_group(mv, cvs, ps, gn, p.filename().string() + ": " + t.name + " group at " + std::to_string(i),
-                            &groups);
+                            &groups, &scaled_groups);
           if (HasFatalFailure()) return;
         }
       for (uint64_t i = 0; i < et.chunks.size(); ++i) {
@@ -694,9 +695,9 @@ TEST(CpuPaths, Avx2IntEqualsReferenceOnRealFiles) {
     }
   }
   if (!vector_decoder_available()) GTEST_SKIP() << "scalar path forced: no vector tables, nothing compared";
-  std::printf("Highway int decoder: %d of %d int chunks (%d damaged streams, %d rejected), %d groups, %d of %d "
-              "under other centers accepted\n",
-              k.chunks, int_chunks, k.damaged, k.rejected, groups, k.center_ok, k.centers);
+  std::printf("Highway int decoder: %d of %d int chunks (%d damaged streams, %d rejected), %d groups (%d with "
+              "scale classes), %d of %d under other centers accepted\n",
+              k.chunks, int_chunks, k.damaged, k.rejected, groups, scaled_groups, k.center_ok, k.centers);
   if (small_files_only()) {
     // stories260K's int tensors: 17 model-coded chunks at 4 KiB, no two
     // consecutive of one size, no center under which a code stays in
@@ -705,6 +706,7 @@ TEST(CpuPaths, Avx2IntEqualsReferenceOnRealFiles) {
   } else {
     EXPECT_GT(k.chunks, 50);
     EXPECT_GT(groups, 10);  // 20 with the sanitizers' 1 MiB tensor limit
+    EXPECT_GT(scaled_groups, 0);  // groups of chunks with scale classes (row or column classes)
     // Both outcomes occur under the other centers.
     EXPECT_GT(k.centers, 0);
     EXPECT_GT(k.center_ok, 0);

@@ -916,7 +916,8 @@ int RaggedChunk(const ModelView& m, const ChunkView& cv, const uint8_t* rans, ui
     const T* src = lm + l;
     for (uint32_t rr = 0; rr < rc[l].h; ++rr) {
       T* dst = o + uint64_t{rc[l].r0 + rr} * cv.w + rc[l].c0;
-      for (uint32_t j = 0; j < rc[l].w; ++j, src += kLanes) dst[j] = *src;
+      // (memcpy: out need not be aligned for T; a chunk may start at any byte.)
+      for (uint32_t j = 0; j < rc[l].w; ++j, src += kLanes) std::memcpy(dst + j, src, sizeof(T));
     }
   }
   const uint32_t rawb = float_raw_bits(p);

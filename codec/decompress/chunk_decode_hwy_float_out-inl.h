@@ -306,7 +306,13 @@ void or_raw(T* out, uint64_t n, const uint8_t* raw, uint64_t raw_len, uint32_t r
       or_store(out + i, lo);
     }
   }
-  for (; i < n; ++i) out[i] = static_cast<T>(out[i] | get_bits(raw, i * rawb, rawb));
+  // (memcpy: out need not be aligned for T.)
+  for (; i < n; ++i) {
+    T v;
+    std::memcpy(&v, out + i, sizeof(T));
+    v = static_cast<T>(v | get_bits(raw, i * rawb, rawb));
+    std::memcpy(out + i, &v, sizeof(T));
+  }
 }
 
 // A chunk's elements from its lane-major buffer: raster order, then the raw

@@ -36,9 +36,12 @@
 //
 // Groups: every lane's state is a serial chain through a gather, so one
 // chunk leaves the core waiting on gather latency; 2 or 3 chunks of one
-// geometry whose models share the loop (decode_group_simd) are stepped
-// together, phase by phase across the chunks (contexts, gathers, state
-// updates, values), so that their chains overlap.
+// geometry whose models share the loop (decode_group_simd; with scale
+// classes in all of them or in none) are stepped together, phase by phase
+// across the chunks (contexts, gathers, state updates, values), so that
+// their chains overlap. The step's constants live in Consts, so that the
+// loop reads them as memory operands instead of rebuilding them in AVX2's
+// 16 registers (docs/decoder-paths.md, "The avx2 int decoder").
 //
 // Bounds: the stream's last words are read from a zero-padded copy; a
 // stream that runs short or ends with words left, a lane that does not end
@@ -167,6 +170,10 @@ struct Consts {
   uint32_t W, oa, nthr;
   V8 thr[7];          // activity thresholds (< 256)
   V8 esc, center;     // first escape token; the center of uint8 / 4-bit codes
+  // Constants of the step, held here so that the loop reads them as memory
+  // operands instead of rebuilding them in its short register file.
+  V8 one8, lo7;        // bytes 1, 0x7F
+  V32 one32, m4095, m255;
   bool u8check;       // uint8: some plain token's value has no code
   const uint8_t* kmask;  // nbr_mode 3: per column j, 32 bytes left mask, 32 bytes upper mask
   // Scale classes (ns > 1): the class of rc + cc (0..62) in four 16-byte
@@ -216,14 +223,20 @@ HWY_INLINE V8 AbsCodes(const Consts& c, V8 code) {
 template <bool U8>
 HWY_INLINE V8 SignCodes(const Consts& c, V8 code) {
   const D8 d8;
-  const V8 one = hn::Set(d8, 1);
+  const V8 one = c.one8;
   if constexpr (U8) {
     const V8 m2 = hn::Min(hn::SaturatedSub(c.center, code), one);
     return hn::Add(hn::Min(hn::SaturatedSub(code, c.center), one), hn::Add(m2, m2));
   } else {
+#if HWY_TARGET == HWY_AVX2
+    // sign(1, code) is 1, 0 or -1 (255); min(., 2) maps 255 to 2.
+    (void)d8;
+    return V8{_mm256_min_epu8(_mm256_sign_epi8(one.raw, code.raw), _mm256_set1_epi8(2))};
+#else
     const hn::RebindToSigned<D8> di8;
     const V8 neg = hn::VecFromMask(d8, hn::RebindMask(d8, hn::Lt(hn::BitCast(di8, code), hn::Zero(di8))));
     return hn::Add(hn::Min(code, one), hn::And(neg, one));
+#endif
   }
 }
 
@@ -270,13 +283,25 @@ HWY_INLINE V8 StepCtx(const Consts& c, const State& s, size_t b, uint32_t t, uin
   }
 }
 
+// The lane bits of a state-vector mask (lane i at bit i).
+HWY_INLINE uint32_t MaskBits(M32 m) {
+#if HWY_TARGET == HWY_AVX2
+  return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(m.raw)));
+#else
+  const D32 d32;
+  uint8_t bits[8] = {};
+  hn::StoreMaskBits(d32, m, bits);
+  return bits[0];
+#endif
+}
+
 // The low bytes of the 32 slot entries, in lane order.
-HWY_INLINE void TokenBytes(const V32* E, V8* tok) {
+HWY_INLINE void TokenBytes(const Consts& c, const V32* E, V8* tok) {
   const D32 d32;
   const D8 d8;
 #if HWY_TARGET == HWY_AVX2
   (void)d32;
-  const __m256i m = _mm256_set1_epi32(0xFF);
+  const __m256i m = c.m255.raw;
   const __m256i a = _mm256_packus_epi32(_mm256_and_si256(E[0].raw, m), _mm256_and_si256(E[1].raw, m));
   const __m256i b = _mm256_packus_epi32(_mm256_and_si256(E[2].raw, m), _mm256_and_si256(E[3].raw, m));
   // Dwords: E0[0-3] E1[0-3] E2[0-3] E3[0-3] | E0[4-7] E1[4-7] E2[4-7] E3[4-7].
@@ -288,7 +313,7 @@ HWY_INLINE void TokenBytes(const V32* E, V8* tok) {
   const hn::Rebind<uint8_t, D32> d8q;
   HWY_ALIGN uint8_t buf[kLanes];
   for (size_t k = 0; k < kV; ++k)
-    hn::StoreU(hn::DemoteTo(d8q, hn::BitCast(di32, hn::And(E[k], hn::Set(d32, 0xFFu)))), d8q, buf + k * kN32);
+    hn::StoreU(hn::DemoteTo(d8q, hn::BitCast(di32, hn::And(E[k], c.m255))), d8q, buf + k * kN32);
   for (size_t b = 0; b < kB; ++b) tok[b] = hn::Load(d8, buf + b * kN8);
 #endif
 }
@@ -346,12 +371,14 @@ HWY_INLINE bool StepValues(const IntParams& p, const Consts& c, State& s, const 
   // zz^-1(u) = (u >> 1) ^ -(u & 1); |value| = (u + 1) >> 1; sign class
   // min(u, 1) + (u & 1).
   V8 tok[kB], V[kB], A1n[kB], LSn[kB];
-  TokenBytes(E, tok);
-  const V8 one = hn::Set(d8, 1);
+  TokenBytes(c, E, tok);
+  const V8 one = c.one8;
+  const hn::Repartition<uint16_t, D8> d16;
   uint32_t escm = 0;
   for (size_t b = 0; b < kB; ++b) {
     const V8 odd = hn::And(tok[b], one);
-    V[b] = hn::Xor(hn::ShiftRight<1>(tok[b]), hn::Sub(hn::Zero(d8), odd));
+    const V8 half = hn::And(hn::BitCast(d8, hn::ShiftRight<1>(hn::BitCast(d16, tok[b]))), c.lo7);
+    V[b] = hn::Xor(half, hn::Sub(hn::Zero(d8), odd));
     A1n[b] = hn::AverageRound(tok[b], hn::Zero(d8));
     LSn[b] = hn::Add(hn::Min(tok[b], one), odd);
     if constexpr (KERN) LSn[b] = hn::Add(hn::Add(LSn[b], LSn[b]), LSn[b]);
@@ -433,7 +460,7 @@ HWY_INLINE bool Step(const IntParams* const* p, const Consts* c, State* s, uint3
       V32 cx = hn::PromoteTo(d32, hn::LoadU(d8q, ctxb[n] + k * kN32));
       if constexpr (SC)
         cx = hn::Add(cx, hn::PromoteTo(d32, hn::LoadU(d8q, scb[n] + k * kN32)) * hn::Set(d32, c[n].sc_mul));
-      const V32 idx = hn::Or(hn::ShiftLeft<12>(cx), hn::And(s[n].X[k], hn::Set(d32, 4095u)));
+      const V32 idx = hn::Or(hn::ShiftLeft<12>(cx), hn::And(s[n].X[k], c[n].m4095));
       E[n][k] = hn::BitCast(
           d32, hn::GatherIndex(di32, reinterpret_cast<const int32_t*>(c[n].slots), hn::BitCast(di32, idx)));
     }
@@ -441,22 +468,20 @@ HWY_INLINE bool Step(const IntParams* const* p, const Consts* c, State* s, uint3
   const hn::Repartition<uint8_t, decltype(d16h)> d8h;
   for (int n = 0; n < NC; ++n) {
     M32 need[kV];
-    uint32_t needbits = 0;
+    uint32_t mks[kV];
     for (size_t k = 0; k < kV; ++k) {
       // x' = freq * (x >> 12) + offset with freq = f0 + 1 (the entry holds
       // freq - 1): f0 * q + q + offset.
       const V32 q = hn::ShiftRight<12>(s[n].X[k]);
-      const V32 f0 = hn::And(hn::ShiftRight<8>(E[n][k]), hn::Set(d32, 4095u));
-      const V32 nx = hn::Add(hn::Add(f0 * q, q), hn::ShiftRight<20>(E[n][k]));
+      const V32 f = hn::Add(hn::And(hn::ShiftRight<8>(E[n][k]), c[n].m4095), c[n].one32);
+      const V32 nx = hn::Add(f * q, hn::ShiftRight<20>(E[n][k]));
       s[n].X[k] = nx;
       need[k] = hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(d32));
-      uint8_t bits[8] = {};
-      hn::StoreMaskBits(d32, need[k], bits);
-      needbits |= static_cast<uint32_t>(bits[0]) << (k * kN32);
+      mks[k] = MaskBits(need[k]);
     }
     uint32_t pos = w[n].pos;
     for (size_t k = 0; k < kV; ++k) {
-      const uint32_t mk = (needbits >> (k * kN32)) & ((1u << kN32) - 1);
+      const uint32_t mk = mks[k];
       const V32 words = hn::PromoteTo(d32, hn::BitCast(d16h, hn::LoadU(d8h, w[n].p + 2 * uint64_t{pos})));
       const V32 wv = hn::TableLookupLanes(words, hn::SetTableIndices(d32, hwy_int_detail::kPrefix.v[mk]));
       s[n].X[k] = hn::IfThenElse(need[k], hn::Or(hn::ShiftLeft<16>(s[n].X[k]), wv), s[n].X[k]);
@@ -645,6 +670,14 @@ void SetConsts(const ModelView& m, const Geom& g, uint64_t row0, uint64_t col0, 
   c->nthr = nthr;
   for (uint32_t i = 0; i < 7; ++i) c->thr[i] = hn::Set(d8, static_cast<uint8_t>(i < nthr ? p.thr[i] : 0));
   c->esc = hn::Set(d8, static_cast<uint8_t>(p.esc));
+  {
+    const D32 d32;
+    c->one8 = hn::Set(d8, 1);
+    c->lo7 = hn::Set(d8, 0x7F);
+    c->one32 = hn::Set(d32, 1u);
+    c->m4095 = hn::Set(d32, 4095u);
+    c->m255 = hn::Set(d32, 255u);
+  }
   c->center = hn::Set(d8, p.center);
   c->u8check = false;
   if (p.sub == kIntU8)
@@ -701,15 +734,13 @@ template <int NC>
 int LanesFor(const IntParams& p0, const IntParams* const* p, const Consts* c, const uint8_t* const* rans,
              const uint32_t* rans_len, uint32_t rows, uint8_t* const* lm) {
   const bool u8 = p0.sub != kIntI8, kern = p0.nbr_mode == 3;
-  if constexpr (NC == 1) {
-    if (p0.ns > 1) {
-      if (u8) {
-        return kern ? Lanes<1, true, true, true>(p, c, rans, rans_len, rows, lm)
-                    : Lanes<1, true, false, true>(p, c, rans, rans_len, rows, lm);
-      }
-      return kern ? Lanes<1, false, true, true>(p, c, rans, rans_len, rows, lm)
-                  : Lanes<1, false, false, true>(p, c, rans, rans_len, rows, lm);
+  if (p0.ns > 1) {
+    if (u8) {
+      return kern ? Lanes<NC, true, true, true>(p, c, rans, rans_len, rows, lm)
+                  : Lanes<NC, true, false, true>(p, c, rans, rans_len, rows, lm);
     }
+    return kern ? Lanes<NC, false, true, true>(p, c, rans, rans_len, rows, lm)
+                : Lanes<NC, false, false, true>(p, c, rans, rans_len, rows, lm);
   }
   if (u8) {
     return kern ? Lanes<NC, true, true, false>(p, c, rans, rans_len, rows, lm)
@@ -759,8 +790,9 @@ int DecodeGroup(const ModelView* ms, const ChunkView& cv, const GroupSide* sd, i
   if (!GeomHandled(p0, cv, &g)) return -1;
   for (int i = 0; i < n; ++i) {
     const IntParams& p = ms[i].ip;
+    // (Scale classes or none in every chunk: SC is a parameter of the loop.)
     if (!ModelHandled(ms[i]) || sd[i].map || p.sub != p0.sub || p.nbr_mode != p0.nbr_mode || p.off_a != p0.off_a ||
-        p.ns != 1)
+        (p.ns > 1) != (p0.ns > 1))
       return -1;
   }
   if (ScratchBytes(p0, g) > simd_lane_major_bytes(cv)) return -1;
