@@ -40,7 +40,6 @@
 // scratch.
 #include <cstdint>
 #include <cstring>
-#include <vector>
 #include <type_traits>
 
 // Only the targets a path uses (and the baseline, which foreach_target
@@ -954,15 +953,6 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
   if (n >= (1ull << 29)) return -1;
   if (!float_raw_ok(p, n, raw_len, tail)) return 0;
   if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
-  if (reinterpret_cast<uintptr_t>(out) % p.elem_bytes != 0) {
-    // The decoders store elements through T*: an output not aligned to the
-    // element size (a reader's buffer at an odd file offset) is decoded
-    // into an aligned buffer and copied.
-    std::vector<uint8_t> aligned(n * p.elem_bytes);
-    const int r = decode_float_chunk_hwy(m, cv, rans, rans_len, raw, raw_len, aligned.data(), lm, tail);
-    if (r == 1) std::memcpy(out, aligned.data(), aligned.size());
-    return r;
-  }
 #if defined(WCODEC_HWY_PATH)
   if (p.elem_bytes == 2) {
     const int r = WCODEC_HWY_PATH::FastChunks<1, uint16_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out);
@@ -1011,10 +1001,6 @@ int decode_float_group_hwy(const ModelView* ms, const ChunkView& cv, const Group
         !float_loop_compatible(ms[0].fp, p))
       return -1;
   }
-  // (Outputs not aligned to the element size: each chunk alone, see
-  // decode_float_chunk_hwy.)
-  for (int i = 0; i < n; ++i)
-    if (reinterpret_cast<uintptr_t>(s[i].out) % 2 != 0) return -1;
   for (int i = 0; i < n; ++i)
     if (!float_raw_ok(ms[i].fp, nel, s[i].raw_len, s[i].tail) || s[i].rans_len < 4 * kLanes || (s[i].rans_len & 1))
       return 0;
