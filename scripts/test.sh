@@ -51,10 +51,24 @@ if [[ " $configs " == *" release "* || " $configs " == *" asan "* ]]; then
 fi
 # The names of a configuration's failed tests go into the closing lines
 # too: CI keeps only the tail of this output.
+# With each name, the last lines of that test's output (from the build
+# directory's Testing/Temporary/LastTest.log), printed after every stage so
+# that they are in the tail CI keeps.
+failure_tails=()
 note_failed_tests() {
-  local config=$1 log=$2 name
+  local config=$1 log=$2 build_dir=$3 name test tail_text
+  local last="$build_dir/Testing/Temporary/LastTest.log"
   while IFS= read -r name; do
     problems+=("$config: FAILED $name")
+    # "730 - python.Module (Failed)" -> python.Module
+    test=$(sed -E 's/^[0-9]+ - //; s/ \([^)]*\)$//' <<<"$name")
+    [[ -f "$last" ]] || continue
+    tail_text=$(awk -v t="$test" '
+        $0 ~ /^[0-9]+\/[0-9]+ Test: / { sub(/^[0-9]+\/[0-9]+ Test: /, ""); on = ($0 == t); next }
+        on && /^<end of output>/ { on = 0 }
+        on { print }' "$last" | tail -n 80)
+    failure_tails+=("=== test: $config: the last lines of $test's output ===
+$tail_text")
   done < <(sed -n '/The following tests FAILED:/,$p' "$log" |
            grep -E '^[[:space:]]+[0-9]+ - ' | sed -E 's/^[[:space:]]+//' || true)
 }
@@ -88,7 +102,7 @@ for config in $configs; do
     echo "test: aarch64: $passed passed, $failed failed (exit $rc, $((SECONDS - t0)) s)"
     total_passed=$((total_passed + passed))
     total_failed=$((total_failed + failed))
-    note_failed_tests aarch64 "$log"
+    note_failed_tests aarch64 "$log" build-aarch64
     if [[ "$passed" -eq 0 ]]; then
       problems+=("aarch64: no tests ran")
     elif [[ "$failed" -eq 0 && "$rc" -ne 0 ]]; then
@@ -144,7 +158,7 @@ for config in $configs; do
   fi
   total_passed=$((total_passed + passed))
   total_failed=$((total_failed + failed))
-  note_failed_tests "$config" "$log"
+  note_failed_tests "$config" "$log" "$build_dir"
   if [[ "$total" -eq 0 ]]; then
     problems+=("$config: no tests ran")
   elif [[ "$failed" -eq 0 && "$rc" -ne 0 ]]; then
@@ -152,6 +166,9 @@ for config in $configs; do
   fi
 done
 
+for t in "${failure_tails[@]+"${failure_tails[@]}"}"; do
+  echo "$t"
+done
 for p in "${problems[@]+"${problems[@]}"}"; do
   echo "test: problem: $p" >&2
 done

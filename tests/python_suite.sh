@@ -42,8 +42,12 @@ if [[ "$mode" == module ]]; then
     done
     [[ -n "$preload" ]] || skip "the sanitizer runtimes (libasan.so) were not found to preload into Python"
     export LD_PRELOAD="${preload# }"
-    export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
-    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    # Reports also go to files (printed below when the run fails): a
+    # report on stderr of a process the suite started is easy to lose.
+    san_log="$WCODEC_TEST_TMP/sanitizer"
+    rm -f "$san_log".*
+    export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:log_path=$san_log"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$san_log"
     export WCODEC_TEST_QUICK=1
     # The model directory suite exercises the daemon and transformers, not
     # the module's memory use; the others cover the module (test_cuda: the
@@ -100,8 +104,21 @@ else
 fi
 
 cd "$src/python/tests" || exit 1
+# What ran: the decoder path the module picked and the CPU's SIMD flags
+# (a failure on another host is read against these).
+"$py" -c 'import wcodec; print("python_suite: decoder path", wcodec.cpu_path())' 2>&1 | tail -n 3
+echo "python_suite: CPU $(grep -m1 '^model name' /proc/cpuinfo | sed 's/.*: //'):" \
+  "$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512bw|avx512_?vbmi2?)$' | tr '\n' ' ')"
 "$py" -m unittest -v "${suites[@]}" 2>&1 | tee "$WCODEC_TEST_TMP/last-$mode.log"
 rc=${PIPESTATUS[0]}
+if [[ "$rc" -ne 0 ]]; then
+  echo "python_suite: the suites exited $rc"
+  for f in "${san_log:-/nonexistent}".*; do
+    [[ -f "$f" ]] || continue
+    echo "python_suite: sanitizer report $f:"
+    head -n 60 "$f"
+  done
+fi
 # Skips are part of the result: say them where ctest shows them.
 grep -E "skipped '" "$WCODEC_TEST_TMP/last-$mode.log" | sed 's/^/python_suite: /'
 exit "$rc"
