@@ -30,11 +30,6 @@ namespace sfs = std::filesystem;
 
 namespace {
 
-std::vector<uint8_t> slurp(const sfs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
 // Opens `dir`/`rel` as a StoredInput the way the Filesystem does.
 StoredInput open_input(const sfs::path& dir, const std::string& rel) {
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -71,7 +66,7 @@ class Derived : public ::testing::Test {
     wcodec::EncodeConfig cfg;
     cfg.chunk_bytes = 64 * 1024;  // several chunks per tensor
     ASSERT_TRUE(wcodec::encode_safetensors_file(src_, (dir_ / "m.wcodec").string(), cfg).ok());
-    original_ = slurp(src_);
+    original_ = wctest::read_file(src_);
   }
   void TearDown() override {
     if (!dir_.empty()) sfs::remove_all(dir_);
@@ -109,7 +104,7 @@ TEST_F(Derived, OpenContentOfPlainAndContainerEqualsTheOriginal) {
 }
 
 TEST_F(Derived, DamagedContainerChunkIsAnErrorNotWrongBytes) {
-  std::vector<uint8_t> enc = slurp(dir_ / "m.wcodec");
+  std::vector<uint8_t> enc = wctest::read_file(dir_ / "m.wcodec");
   // Flip a byte in the middle of the chunk payloads.
   enc[enc.size() / 2] ^= 0x40;
   {
