@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "device_plan.h"
-#include "gguf_quant_util.h"
+#include "gguf_split_testutil.h"
 #include "reader_i.h"
 #include "split_model.h"
 #include "split_recode.h"
@@ -35,13 +35,7 @@ using namespace wcodec;
 
 namespace {
 
-const std::vector<float>& weights() {
-  static const std::vector<float> w = [] {
-    auto r = wctest::real_weights(WCODEC_DATA_DIR);
-    return r.empty() ? wctest::gaussian_weights(1 << 20, 13) : r;
-  }();
-  return w;
-}
+const std::vector<float>& weights() { return wctest::split_test_weights<13>(); }
 
 std::vector<uint8_t> q4_1_file(const std::vector<wctest::QTensor>& ts) {
   auto file = wctest::make_quant_gguf(ts, weights());
@@ -53,42 +47,11 @@ std::vector<uint8_t> encode(const std::vector<uint8_t>& file, uint64_t chunk_byt
   EncodeConfig cfg;
   cfg.chunk_bytes = chunk_bytes;
   cfg.split_recode = recode;
-  auto r = encode_safetensors(file.data(), file.size(), cfg, "t.gguf");
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(*r) : std::vector<uint8_t>{};
+  return wctest::encode_gguf(file, cfg, "t.gguf");
 }
 
-// Reads every byte back through Reader::read, every chunk through
-// decode_chunk and the device plan (split chunks arrive decoded on the
-// host); returns the reader.
 std::unique_ptr<Reader> read_back(const std::vector<uint8_t>& enc, const std::vector<uint8_t>& file) {
-  auto rd = Reader::open_memory(enc.data(), enc.size(), "t.gguf.wcodec");
-  EXPECT_TRUE(rd.ok()) << rd.status().ToString();
-  if (!rd.ok()) return nullptr;
-  std::vector<uint8_t> back(file.size(), 0xEE);
-  const Status st = (*rd)->read(0, back.size(), back.data());
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  EXPECT_TRUE(back == file) << "decoded bytes differ";
-  std::vector<size_t> all;
-  for (size_t i = 0; i < (*rd)->num_chunks(); ++i) {
-    std::vector<uint8_t> out((*rd)->chunk(i).decoded_size);
-    EXPECT_TRUE((*rd)->decode_chunk(i, out.data()).ok());
-    EXPECT_EQ(0, std::memcmp(out.data(), file.data() + (*rd)->chunk(i).decoded_offset, out.size())) << i;
-    all.push_back(i);
-  }
-  DevicePlan plan;
-  EXPECT_TRUE(plan_chunks(**rd, all, &plan).ok());
-  for (size_t k = 0; k < all.size() && k < plan.chunks.size(); ++k) {
-    const PlanChunk& c = plan.chunks[k];
-    if (ReaderAccess::tensor(**rd, ReaderAccess::chunk_tensor(**rd, all[k])).split &&
-        (*rd)->chunk(all[k]).method == 2) {
-      EXPECT_EQ(c.kind, PlanKind::kReady) << k;
-    }
-    if (c.kind != PlanKind::kReady) continue;
-    EXPECT_EQ(0, std::memcmp(plan.arena.data() + c.raw, file.data() + (*rd)->chunk(all[k]).decoded_offset,
-                             c.raw_len));
-  }
-  return std::move(rd).value();
+  return wctest::read_back_gguf(enc, file, "t.gguf.wcodec", wctest::ReadBack::kEveryChunkAndPlan);
 }
 
 // The recode kinds tensor t's split model uses (bit 1 << kind).
@@ -276,17 +239,8 @@ TEST(Recode, DamagedChunksAreDetected) {
   ASSERT_EQ(recodes(**rd0, 0), kBoth);
   const ChunkEntry e = (*rd0)->chunk(0);
   ASSERT_EQ(e.method, 2);
-  int refused = 0, tried = 0;
-  for (size_t k = 0; k < e.stored_size; k += std::max<size_t>(1, e.stored_size / 400)) {
-    uint8_t& b = enc[e.file_offset + k];
-    b ^= static_cast<uint8_t>(1u << (k % 8));
-    std::vector<uint8_t> out(e.decoded_size);
-    const Status st = (*rd0)->decode_chunk(0, out.data());
-    b ^= static_cast<uint8_t>(1u << (k % 8));
-    ++tried;
-    if (st.ok()) EXPECT_EQ(0, std::memcmp(out.data(), file.data() + e.decoded_offset, out.size())) << k;
-    else ++refused;
-  }
+  int tried = 0;
+  const int refused = wctest::refused_bit_flips(enc, file, **rd0, 0, &tried);
   EXPECT_GT(refused, tried * 9 / 10) << refused << " of " << tried;
 }
 
@@ -298,15 +252,7 @@ namespace {
 // of 2 rows. Record bytes: 5 of header, stream 0 at 5 (7 bytes), stream 1
 // at 12 (flag 18, recode 19, model flag 20), stream 2 at 21 (flag 27,
 // recode 28, d_off 29, m_off 31, model flag 33); 34 in all.
-TensorGeometry parent() {
-  TensorGeometry g;
-  g.rows = 4;
-  g.cols = 40;
-  g.elem_bits = 8;
-  g.chunk_rows = 2;
-  g.chunk_cols = 40;
-  return g;
-}
+TensorGeometry parent() { return wctest::split_parent(4, 40, 2); }
 SplitModel rc_model() {
   SplitModel m;
   m.ggml_type = kGgmlTypeQ4_1;
@@ -325,14 +271,9 @@ SplitModel rc_model() {
   m.streams = {d, mn, c};
   return m;
 }
-Status parse(const std::vector<uint8_t>& rec) {
-  return SplitModel::deserialize(rec.data(), rec.size(), parent(), "f: tensor 0 \"w\"").status();
-}
+Status parse(const std::vector<uint8_t>& rec) { return wctest::parse_split_record(rec, parent()); }
 void expect_refused(const std::vector<uint8_t>& rec, const std::string& needle) {
-  const Status st = parse(rec);
-  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
-  EXPECT_NE(st.ToString().find(needle), std::string::npos) << st.ToString();
-  EXPECT_NE(st.ToString().find("tensor 0 \"w\""), std::string::npos) << st.ToString();
+  wctest::expect_split_refused(rec, needle, parent());
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include "bytes.h"
 #include "device_plan.h"
 #include "reader_i.h"
-#include "gguf_quant_util.h"
+#include "gguf_split_testutil.h"
 #include "split_model.h"
 #include "tensor_decode.h"
 #include "testutil.h"
@@ -26,33 +26,17 @@ using namespace wcodec;
 
 namespace {
 
-const std::vector<float>& weights() {
-  static const std::vector<float> w = [] {
-    auto r = wctest::real_weights(WCODEC_DATA_DIR);
-    return r.empty() ? wctest::gaussian_weights(1 << 20, 7) : r;
-  }();
-  return w;
-}
+const std::vector<float>& weights() { return wctest::split_test_weights<7>(); }
 
 std::vector<uint8_t> encode(const std::vector<uint8_t>& file, uint64_t chunk_bytes, bool split = true) {
   EncodeConfig cfg;
   cfg.chunk_bytes = chunk_bytes;
   cfg.split_models = split;
-  auto r = encode_safetensors(file.data(), file.size(), cfg, "test.gguf");
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(*r) : std::vector<uint8_t>{};
+  return wctest::encode_gguf(file, cfg, "test.gguf");
 }
 
-// Reads the whole container back and checks every byte; returns the reader.
 std::unique_ptr<Reader> read_back(const std::vector<uint8_t>& enc, const std::vector<uint8_t>& file) {
-  auto rd = Reader::open_memory(enc.data(), enc.size(), "test.gguf.wcodec");
-  EXPECT_TRUE(rd.ok()) << rd.status().ToString();
-  if (!rd.ok()) return nullptr;
-  std::vector<uint8_t> back(file.size(), 0xEE);
-  const Status st = (*rd)->read(0, back.size(), back.data());
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  EXPECT_TRUE(back == file) << "decoded bytes differ";
-  return std::move(rd).value();
+  return wctest::read_back_gguf(enc, file, "test.gguf.wcodec", wctest::ReadBack::kBytes);
 }
 
 std::string type_name(uint32_t t) { return ggml_type_info(t)->name; }
@@ -136,18 +120,8 @@ TEST(Split, DamagedChunksAreDetected) {
   ASSERT_EQ(e.method, 2);
   // The reader decodes the container in place: each flip is undone after
   // its decode.
-  const auto& rd = **rd0;
-  int refused = 0, tried = 0;
-  for (size_t k = 0; k < e.stored_size; k += std::max<size_t>(1, e.stored_size / 400)) {
-    uint8_t& b = enc[e.file_offset + k];
-    b ^= static_cast<uint8_t>(1u << (k % 8));
-    std::vector<uint8_t> out(e.decoded_size);
-    const Status st = rd.decode_chunk(0, out.data());
-    b ^= static_cast<uint8_t>(1u << (k % 8));
-    ++tried;
-    if (st.ok()) EXPECT_EQ(0, std::memcmp(out.data(), file.data() + e.decoded_offset, out.size())) << k;
-    else ++refused;
-  }
+  int tried = 0;
+  const int refused = wctest::refused_bit_flips(enc, file, **rd0, 0, &tried);
   // A flipped bit of the first stream's method byte, its length or its
   // coded bytes changes what decodes: nearly every flip is refused.
   EXPECT_GT(refused, tried * 9 / 10) << refused << " of " << tried;
@@ -158,15 +132,7 @@ namespace {
 
 // A valid record: Q8_0 (34-byte blocks) in two streams without models, for
 // a tensor of 4 rows of 2 blocks in bands of 2 rows.
-TensorGeometry parent() {
-  TensorGeometry g;
-  g.rows = 4;
-  g.cols = 68;
-  g.elem_bits = 8;
-  g.chunk_rows = 2;
-  g.chunk_cols = 68;
-  return g;
-}
+TensorGeometry parent() { return wctest::split_parent(4, 68, 2); }
 SplitModel base_model() {
   SplitModel m;
   m.ggml_type = 8;
@@ -180,13 +146,10 @@ SplitModel base_model() {
   return m;
 }
 Status parse(const std::vector<uint8_t>& rec, const TensorGeometry& g = parent()) {
-  return SplitModel::deserialize(rec.data(), rec.size(), g, "f: tensor 0 \"w\"").status();
+  return wctest::parse_split_record(rec, g);
 }
 void expect_refused(const std::vector<uint8_t>& rec, const std::string& needle, const TensorGeometry& g = parent()) {
-  const Status st = parse(rec, g);
-  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
-  EXPECT_NE(st.ToString().find(needle), std::string::npos) << st.ToString();
-  EXPECT_NE(st.ToString().find("tensor 0 \"w\""), std::string::npos) << st.ToString();
+  wctest::expect_split_refused(rec, needle, g);
 }
 
 }  // namespace

@@ -1,0 +1,135 @@
+// tests/gguf_split_testutil.h — the steps the GGUF split-model suites
+// (test_gguf_split, test_gguf_palette, test_gguf_recode) share: real
+// weights to quantize (stories260K's F32 tensors, or Gaussian ones where
+// the data directory is missing), encoding a GGUF file in memory with a
+// given configuration, and reading a container back: every byte through
+// Reader::read, and optionally every chunk through decode_chunk and the
+// device plan (split chunks arrive decoded on the host, as kReady).
+//
+// Thread-safety: the weights are built once per seed (function-local
+// statics); the rest are pure functions. Single-threaded tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device_plan.h"
+#include "gguf_quant_util.h"
+#include "reader_i.h"
+#include "split_model.h"
+#include "testutil.h"
+#include "wcodec/container.h"
+#include "wcodec/encode.h"
+
+namespace wctest {
+
+// stories260K's weights, or 1 Mi Gaussian ones drawn with Seed.
+template <unsigned Seed>
+const std::vector<float>& split_test_weights() {
+  static const std::vector<float> w = [] {
+    auto r = real_weights(WCODEC_DATA_DIR);
+    return r.empty() ? gaussian_weights(1 << 20, Seed) : r;
+  }();
+  return w;
+}
+
+// `file` (a GGUF file) encoded in memory; empty (and a test failure) when
+// the encoder refuses it.
+inline std::vector<uint8_t> encode_gguf(const std::vector<uint8_t>& file, const wcodec::EncodeConfig& cfg,
+                                        const char* name) {
+  auto r = wcodec::encode_safetensors(file.data(), file.size(), cfg, name);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(*r) : std::vector<uint8_t>{};
+}
+
+enum class ReadBack { kBytes, kEveryChunkAndPlan };
+
+// Opens `enc` and checks that it reads back as `file`; with
+// kEveryChunkAndPlan also each chunk by decode_chunk and the device plan of
+// all chunks. Returns the reader (null when it does not open).
+inline std::unique_ptr<wcodec::Reader> read_back_gguf(const std::vector<uint8_t>& enc,
+                                                      const std::vector<uint8_t>& file, const char* name,
+                                                      ReadBack how) {
+  using namespace wcodec;
+  auto rd = Reader::open_memory(enc.data(), enc.size(), name);
+  EXPECT_TRUE(rd.ok()) << rd.status().ToString();
+  if (!rd.ok()) return nullptr;
+  std::vector<uint8_t> back(file.size(), 0xEE);
+  const Status st = (*rd)->read(0, back.size(), back.data());
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(back == file) << "decoded bytes differ";
+  if (how == ReadBack::kBytes) return std::move(rd).value();
+  std::vector<size_t> all;
+  for (size_t i = 0; i < (*rd)->num_chunks(); ++i) {
+    std::vector<uint8_t> out((*rd)->chunk(i).decoded_size);
+    EXPECT_TRUE((*rd)->decode_chunk(i, out.data()).ok());
+    EXPECT_EQ(0, std::memcmp(out.data(), file.data() + (*rd)->chunk(i).decoded_offset, out.size())) << i;
+    all.push_back(i);
+  }
+  DevicePlan plan;
+  EXPECT_TRUE(plan_chunks(**rd, all, &plan).ok());
+  for (size_t k = 0; k < all.size() && k < plan.chunks.size(); ++k) {
+    const PlanChunk& c = plan.chunks[k];
+    // Split chunks never reach the device decoders: they arrive ready.
+    if (ReaderAccess::tensor(**rd, ReaderAccess::chunk_tensor(**rd, all[k])).split &&
+        (*rd)->chunk(all[k]).method == 2) {
+      EXPECT_EQ(c.kind, PlanKind::kReady) << k;
+    }
+    if (c.kind != PlanKind::kReady) continue;
+    EXPECT_EQ(0, std::memcmp(plan.arena.data() + c.raw, file.data() + (*rd)->chunk(all[k]).decoded_offset,
+                             c.raw_len));
+  }
+  return std::move(rd).value();
+}
+
+// Flips one bit at each of about 400 places of chunk `chunk`'s stored
+// bytes in turn (undone after each decode: the reader decodes `enc` in
+// place) and decodes the chunk: a decode that succeeds must give the
+// original bytes. Returns how many flips were refused, of `*tried`.
+inline int refused_bit_flips(std::vector<uint8_t>& enc, const std::vector<uint8_t>& file, const wcodec::Reader& rd,
+                             size_t chunk, int* tried) {
+  const wcodec::ChunkEntry e = rd.chunk(chunk);
+  int refused = 0;
+  *tried = 0;
+  for (size_t k = 0; k < e.stored_size; k += std::max<size_t>(1, e.stored_size / 400)) {
+    uint8_t& b = enc[e.file_offset + k];
+    b ^= static_cast<uint8_t>(1u << (k % 8));
+    std::vector<uint8_t> out(e.decoded_size);
+    const wcodec::Status st = rd.decode_chunk(chunk, out.data());
+    b ^= static_cast<uint8_t>(1u << (k % 8));
+    ++*tried;
+    if (st.ok()) EXPECT_EQ(0, std::memcmp(out.data(), file.data() + e.decoded_offset, out.size())) << k;
+    else ++refused;
+  }
+  return refused;
+}
+
+// The parent tensor of the refused-record catalogues: `rows` rows of `cols`
+// bytes in bands of `band_rows` rows.
+inline wcodec::TensorGeometry split_parent(uint64_t rows, uint64_t cols, uint64_t band_rows) {
+  wcodec::TensorGeometry g;
+  g.rows = rows;
+  g.cols = cols;
+  g.elem_bits = 8;
+  g.chunk_rows = band_rows;
+  g.chunk_cols = cols;
+  return g;
+}
+inline wcodec::Status parse_split_record(const std::vector<uint8_t>& rec, const wcodec::TensorGeometry& g) {
+  return wcodec::SplitModel::deserialize(rec.data(), rec.size(), g, "f: tensor 0 \"w\"").status();
+}
+// The record is refused as corrupt, with `needle` and the tensor named.
+inline void expect_split_refused(const std::vector<uint8_t>& rec, const std::string& needle,
+                                 const wcodec::TensorGeometry& g) {
+  const wcodec::Status st = parse_split_record(rec, g);
+  EXPECT_EQ(st.code(), wcodec::Code::kCorruption) << st.ToString();
+  EXPECT_NE(st.ToString().find(needle), std::string::npos) << st.ToString();
+  EXPECT_NE(st.ToString().find("tensor 0 \"w\""), std::string::npos) << st.ToString();
+}
+
+}  // namespace wctest
