@@ -237,7 +237,7 @@ void compare_float_chunk(const ModelView& mv, const ChunkView& cv, const Parsed&
   }
 }
 
-TEST(CpuPaths, Avx2FloatEqualsReferenceOnRealFiles) {
+TEST(CpuPaths, HighwayFloatEqualsReferenceOnRealFiles) {
   if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
   Counts k;
   for (const auto& p : compared_files()) {
@@ -279,7 +279,7 @@ TEST(CpuPaths, Avx2FloatEqualsReferenceOnRealFiles) {
 // decode_group_simd on the avx2 path (decode_float_group_hwy): the same
 // bytes as the reference, and, with one stream of the group damaged, 0
 // exactly when the reference rejects that chunk.
-TEST(CpuPaths, Avx2FloatGroupsEqualReference) {
+TEST(CpuPaths, HighwayFloatGroupsEqualReference) {
   if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
   int groups = 0, damaged = 0, rejected = 0;
   for (const auto& p : compared_files()) {
@@ -416,7 +416,7 @@ void compare_tern_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& 
   }
 }
 
-TEST(CpuPaths, Avx2TernaryEqualsReferenceOnRealFiles) {
+TEST(CpuPaths, HighwayTernaryEqualsReferenceOnRealFiles) {
   if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
   Counts k;
   int modes = 0;  // bit m: a chunk of nbr_mode m decoded
@@ -484,7 +484,7 @@ TEST(CpuPaths, Avx2TernaryEqualsReferenceOnRealFiles) {
 // (scale classes), with format 2.0 models (nbr_modes 0, 1) and with 2.1+
 // models; conv-like rows (3x3 kernels flattened) for the periodic forms;
 // narrow shapes whose lanes do not start on a byte.
-TEST(CpuPaths, Avx2TernaryEqualsReferenceOnSyntheticTensors) {
+TEST(CpuPaths, HighwayTernaryEqualsReferenceOnSyntheticTensors) {
   if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
   std::mt19937 rng(3);
   std::normal_distribution<double> gauss(0.0, 1.0);
@@ -654,7 +654,7 @@ void compare_int_group(const ModelView& mv, const ChunkView* cvs, const Parsed* 
   EXPECT_EQ(r_ok ? 1 : 0, rb) << what << " (damaged member): Highway group and reference disagree";
 }
 
-TEST(CpuPaths, Avx2IntEqualsReferenceOnRealFiles) {
+TEST(CpuPaths, HighwayIntEqualsReferenceOnRealFiles) {
   if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
   Counts k;
   int int_chunks = 0, groups = 0, scaled_groups = 0;
