@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -686,6 +687,39 @@ TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
     ASSERT_TRUE((*r)->read(0, back.size(), back.data()).ok());
     EXPECT_EQ(wctest::sha256_hex(back), wctest::sha256_hex(*c.orig));
   }
+}
+
+// The progress callback (a progress bar in the tool and in Python) gets its
+// calls one at a time, `done` never decreasing, the last at the total,
+// whatever the encoding threads' timing: here every other call lingers
+// before it records, so that calls made concurrently would record out of
+// order.
+TEST(Encoder, ProgressCallsAreOrderedAndEndAtTheTotal) {
+  const auto f = wctest::read_file(wctest::data_dir() / "stories260K.f32.safetensors");
+  ASSERT_FALSE(f.empty());
+  EncodeConfig cfg;
+  cfg.threads = 2;
+  std::mutex mu;
+  std::vector<std::pair<uint64_t, uint64_t>> seen;
+  std::atomic<int> calls{0}, inside{0}, overlaps{0};
+  cfg.progress = [&](uint64_t d, uint64_t t) {
+    if (inside.fetch_add(1) > 0) overlaps.fetch_add(1);
+    if (calls.fetch_add(1) % 2 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      seen.emplace_back(d, t);
+    }
+    inside.fetch_sub(1);
+  };
+  auto r = encode_safetensors(f.data(), f.size(), cfg, "stories260K.f32.safetensors");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_GT(seen.size(), 2u);
+  EXPECT_EQ(overlaps.load(), 0) << "progress was called from two threads at once";
+  for (size_t i = 1; i < seen.size(); ++i) {
+    EXPECT_LE(seen[i - 1].first, seen[i].first) << "call " << i;
+    EXPECT_EQ(seen[i].second, seen[0].second) << "call " << i;
+  }
+  EXPECT_EQ(seen.back().first, seen.back().second);
 }
 
 // Small int tensors search fewer candidates (one activity class), but still

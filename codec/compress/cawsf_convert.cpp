@@ -267,10 +267,11 @@ Result<std::vector<ConvertRow>> convert_to_cawsf(const std::vector<std::string>&
         o.raw = r.raw = true;
         o.shards = {{kShardRaw, std::vector<uint8_t>(j.data, j.data + j.nbytes)}};
       }
-      const size_t d = ++done;
-      if (opt.progress) {
+      {
+        // Counted and reported under one lock: calls in increasing order.
         std::lock_guard<std::mutex> lk(mu);
-        opt.progress(d, jobs.size());
+        const size_t d = ++done;
+        if (opt.progress) opt.progress(d, jobs.size());
       }
     }
   };

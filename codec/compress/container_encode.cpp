@@ -21,6 +21,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -516,10 +517,15 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   opt.split_recode = cfg.split_recode;
   const TableCoding coding = cfg.format_major == 1 ? kTablesGamma : kTablesCompact;
   const int nthreads = std::max(1, std::min<int>(cfg.threads, static_cast<int>(std::max<size_t>(nt, 1))));
-  std::atomic<uint64_t> done_bytes{0};
+  // Progress: one call at a time, `done` increasing, the last call at the
+  // total (a count taken outside the lock could be reported after a larger
+  // one from another thread, and a progress bar would end short).
+  std::mutex progress_mu;
+  uint64_t done_bytes = 0;
   auto progress = [&](const TensorInfo& t) {
-    const uint64_t d = done_bytes.fetch_add(t.nbytes()) + t.nbytes();
-    if (cfg.progress) cfg.progress(d, hdr.data_len);
+    std::lock_guard<std::mutex> lk(progress_mu);
+    done_bytes += t.nbytes();
+    if (cfg.progress) cfg.progress(done_bytes, hdr.data_len);
   };
 
   // Phase 1: the small tensors, largest first over the threads, kept.

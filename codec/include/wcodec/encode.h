@@ -28,7 +28,8 @@ struct EncodeConfig {
   // Container version to write: kVersionMajor, or 1 for readers of format
   // 1.x (gamma-coded frequency tables; otherwise the same bytes).
   uint16_t format_major = kVersionMajor;
-  // Called with (bytes done, bytes total) from encoding threads.
+  // Called with (bytes done, bytes total) from encoding threads, one call at
+  // a time, `done` increasing; the last call has done == total.
   std::function<void(uint64_t, uint64_t)> progress;
   // Asked between tensors (from encoding threads); true stops the encode
   // with an error that says it was cancelled.
