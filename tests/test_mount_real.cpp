@@ -48,6 +48,27 @@ std::vector<std::pair<std::string, sfs::path>> presented(const std::vector<fstes
 
 std::string sha_of_file(const sfs::path& p) { return wctest::sha256_hex(wctest::read_file(p)); }
 
+// The mount of the standard store (no large files); its daemon's pid.
+pid_t mount_small_store(MountFixture& fx) {
+  fstest::build_store(fx.store(), /*with_large=*/false);
+  std::string out;
+  EXPECT_EQ(fx.mount("", &out), 0) << out;
+  const auto pids = daemons_for(fx.mnt());
+  EXPECT_EQ(pids.size(), 1u);
+  return pids.size() == 1 ? pids[0] : -1;
+}
+
+// SIGTERM to the daemon; it exits within 15 s. `before_unmount` runs
+// between its exit and the check that the mount went with it.
+template <typename F>
+void sigterm_expect_exit(MountFixture& fx, pid_t pid, F before_unmount) {
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  EXPECT_TRUE(wait_until([&] { return daemons_for(fx.mnt()).empty(); }, 15)) << "daemon did not exit on SIGTERM";
+  before_unmount();
+  EXPECT_TRUE(wait_until([&] { return !is_mounted(fx.mnt()); }, 5)) << "mount left behind after SIGTERM";
+  if (is_mounted(fx.mnt())) fx.adopt();
+}
+
 }  // namespace
 
 TEST(mount_real, DaemonReturnsOnlyWhenTheMountIsLive) {
@@ -291,16 +312,10 @@ TEST(mount_real, WritesFailWithEROFS) {
 TEST(mount_real, SigtermUnmountsCleanly) {
   REQUIRE_FUSE();
   MountFixture fx;
-  fstest::build_store(fx.store(), /*with_large=*/false);
-  std::string out;
-  ASSERT_EQ(fx.mount("", &out), 0) << out;
+  const pid_t pid = mount_small_store(fx);
+  ASSERT_GT(pid, 0);
   ASSERT_TRUE(is_mounted(fx.mnt()));
-  const auto pids = daemons_for(fx.mnt());
-  ASSERT_EQ(pids.size(), 1u);
-  ASSERT_EQ(::kill(pids[0], SIGTERM), 0);
-  EXPECT_TRUE(wait_until([&] { return daemons_for(fx.mnt()).empty(); }, 15)) << "daemon did not exit on SIGTERM";
-  EXPECT_TRUE(wait_until([&] { return !is_mounted(fx.mnt()); }, 5)) << "mount left behind after SIGTERM";
-  if (is_mounted(fx.mnt())) fx.adopt();
+  sigterm_expect_exit(fx, pid, [] {});
 }
 
 // Stopped while a file and a directory are open: the kernel sends no
@@ -309,23 +324,18 @@ TEST(mount_real, SigtermUnmountsCleanly) {
 TEST(mount_real, SigtermWithFilesOpenExitsCleanly) {
   REQUIRE_FUSE();
   MountFixture fx;
-  fstest::build_store(fx.store(), /*with_large=*/false);
-  std::string out;
-  ASSERT_EQ(fx.mount("", &out), 0) << out;
-  const auto pids = daemons_for(fx.mnt());
-  ASSERT_EQ(pids.size(), 1u);
+  const pid_t pid = mount_small_store(fx);
+  ASSERT_GT(pid, 0);
   const int fd = ::open((fx.mnt() / "stories260K.f32.safetensors").c_str(), O_RDONLY);
   ASSERT_GE(fd, 0) << std::strerror(errno);
   char buf[4096];
   EXPECT_EQ(::pread(fd, buf, sizeof buf, 0), static_cast<ssize_t>(sizeof buf));
   DIR* d = ::opendir(fx.mnt().c_str());
   ASSERT_NE(d, nullptr) << std::strerror(errno);
-  ASSERT_EQ(::kill(pids[0], SIGTERM), 0);
-  EXPECT_TRUE(wait_until([&] { return daemons_for(fx.mnt()).empty(); }, 15)) << "daemon did not exit on SIGTERM";
-  ::closedir(d);
-  ::close(fd);
-  EXPECT_TRUE(wait_until([&] { return !is_mounted(fx.mnt()); }, 5)) << "mount left behind after SIGTERM";
-  if (is_mounted(fx.mnt())) fx.adopt();
+  sigterm_expect_exit(fx, pid, [&] {
+    ::closedir(d);
+    ::close(fd);
+  });
 }
 
 TEST(mount_real, MountHelperForFstab) {
