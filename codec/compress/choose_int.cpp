@@ -344,31 +344,57 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
   RawVector<Feat> feats(sampled);  // every entry written below
   size_t nfeat = 0;
   uint32_t nsym_used = 1;  // tokens below it occur (see the candidates below)
+  // A feature from the element's neighbours (0 where the chunk has none:
+  // hl, h2, h3, h9 for a column at least 1, 2, 3, 9 in, ht for a row below
+  // the first); col is (col0 + c) % kColPeriods.
+  auto feat_of = [&](const int32_t* row, uint32_t c, uint32_t w, bool hl, bool h2, bool h3, bool h9, bool ht,
+                     uint32_t col, uint8_t rcv, uint8_t ccv) {
+    const int32_t l = hl ? row[c - 1] : 0, l2 = h2 ? row[c - 2] : 0;
+    const int32_t t = ht ? row[static_cast<int64_t>(c) - static_cast<int64_t>(w)] : 0;
+    const int32_t l3 = h3 ? row[c - 3] : 0, l9 = h9 ? row[c - 9] : 0;
+    Feat f;
+    f.a0 = static_cast<uint16_t>(2 * iabs32(l) + iabs32(t) + iabs32(l2) + (!hl && ht ? 2 * iabs32(t) : 0u));
+    f.la3 = static_cast<uint16_t>(iabs32(l3));
+    f.la9 = static_cast<uint16_t>(iabs32(l9));
+    f.a1 = static_cast<uint16_t>(iabs32(l));
+    f.tok = static_cast<uint16_t>(make_token(base, row[c]).tok);
+    f.col = static_cast<uint8_t>(col);
+    f.q = static_cast<uint16_t>(qv(l) | qv(l2) << 2 | qv(t) << 4 | qv(l3) << 6 | qv(l9) << 8);
+    f.ls = static_cast<uint8_t>(qv(l));
+    f.rcv = rcv;
+    f.ccv = ccv;
+    return f;
+  };
   for (const auto& ch : sch) {
     const uint32_t h = static_cast<uint32_t>(ch.c.h), w = static_cast<uint32_t>(ch.c.w);
+    const uint32_t col_first = static_cast<uint32_t>(ch.c.col0 % kColPeriods);
+    const uint32_t edge = std::min<uint32_t>(w, 9);  // columns with a missing left neighbour
     for (uint32_t r = 0; r < h; r += static_cast<uint32_t>(row_step)) {
       const int32_t* row = ch.res + uint64_t{r} * w;
       const uint8_t rcv = (*rc)[ch.c.row0 + r];
       const uint8_t* ccs = cc->data() + ch.c.col0;
-      for (uint32_t c = 0; c < w; ++c) {
-        const bool hl = c > 0, ht = r > 0;
-        const int32_t l = hl ? row[c - 1] : 0, l2 = c > 1 ? row[c - 2] : 0;
-        const int32_t t = ht ? row[static_cast<int64_t>(c) - static_cast<int64_t>(w)] : 0;
-        Feat f;
-        f.a0 = static_cast<uint16_t>(2 * iabs32(l) + iabs32(t) + iabs32(l2) + (!hl && ht ? 2 * iabs32(t) : 0u));
-        f.la3 = static_cast<uint16_t>(c >= 3 ? iabs32(row[c - 3]) : 0u);
-        f.la9 = static_cast<uint16_t>(c >= 9 ? iabs32(row[c - 9]) : 0u);
-        f.a1 = static_cast<uint16_t>(iabs32(l));
-        f.tok = static_cast<uint16_t>(make_token(base, row[c]).tok);
-        f.col = static_cast<uint8_t>((ch.c.col0 + c) % kColPeriods);
-        f.q = static_cast<uint16_t>(qv(l) | qv(l2) << 2 | qv(t) << 4 | (c >= 3 ? qv(row[c - 3]) : 0u) << 6 |
-                                    (c >= 9 ? qv(row[c - 9]) : 0u) << 8);
-        f.ls = static_cast<uint8_t>(qv(l));
-        f.rcv = rcv;
-        f.ccv = ccs[c];
-        feats[nfeat++] = f;
-        nsym_used = std::max<uint32_t>(nsym_used, f.tok + 1u);
+      const bool ht = r > 0;
+      uint32_t col = col_first;
+      uint32_t tmax = 0;
+      Feat* out = feats.data() + nfeat;
+      for (uint32_t c = 0; c < edge; ++c) {
+        out[c] = feat_of(row, c, w, c > 0, c > 1, c >= 3, c >= 9, ht, col, rcv, ccs[c]);
+        tmax = std::max<uint32_t>(tmax, out[c].tok);
+        col = col + 1 == kColPeriods ? 0 : col + 1;
       }
+      // Every left neighbour exists: the same features without the edge
+      // tests (the row above chosen outside the loop).
+      auto interior = [&](auto has_top) {
+        for (uint32_t c = edge; c < w; ++c) {
+          out[c] = feat_of(row, c, w, true, true, true, true, has_top.value, col, rcv, ccs[c]);
+          tmax = std::max<uint32_t>(tmax, out[c].tok);
+          col = col + 1 == kColPeriods ? 0 : col + 1;
+        }
+      };
+      if (ht) interior(std::true_type{});
+      else interior(std::false_type{});
+      nfeat += w;
+      nsym_used = std::max<uint32_t>(nsym_used, tmax + 1u);
     }
   }
   WC_CHECK(nfeat == feats.size());
@@ -473,25 +499,51 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
     keys.reserve(feats.size());
     each_ctx(from, L, [&](const Feat& f, uint32_t ctx) { keys.push_back(ctx * nsym_used + f.tok); });
   };
+  // The scale-class candidates' counts come from, per side combination
+  // (1 row, 2 column, 3 both), the counts per (scale value s, key): s =
+  // rcv + ccv of the sides used (at most 31 + 31), a key below stride = the
+  // keys' contexts x nsym_used. A candidate's counts at (class, key) are the
+  // sum of its classes' rows (L.scale[s] == class): the same integers as
+  // counting the features again, from one pass per side combination instead
+  // of one per candidate (6 candidates, 3 combinations).
+  std::array<std::vector<uint32_t>, 4> side_hist;  // [sides]: 64 rows of stride counts
+  std::array<uint32_t, 4> side_lo{}, side_hi{};    // rows that hold counts: [lo, hi]
   auto eval_scaled = [&](const IntParams& p) {
     IntLuts L;
     build_int_luts(p, &L);
     const uint32_t nctx = int_nctx(p), nsym = nsym_used, stride = nctx / p.ns * nsym;
     const uint64_t cells = uint64_t{nctx} * nsym;
     const uint32_t use_rc = p.use_rc ? 0xFFu : 0u, use_cc = p.use_cc ? 0xFFu : 0u;
-    if (cells <= kCopyCells) {
-      fcnt4.assign(4 * cells, 0);
+    const int sides = (p.use_rc ? 1 : 0) | (p.use_cc ? 2 : 0);
+    std::vector<uint32_t>& hs = side_hist[static_cast<size_t>(sides)];
+    constexpr uint32_t kRows = 64;  // s = rcv + ccv <= 62 (mag_class is at most 31)
+    if (hs.empty()) {
+      const uint64_t hcells = uint64_t{kRows} * stride;
+      uint32_t lo = kRows - 1, hi = 0;
+      // Four interleaved copies where they fit in the L2 cache (runs of one
+      // cell, as in eval_feats).
+      const uint32_t ncopy = hcells <= (uint64_t{1} << 15) ? 4u : 1u;
+      hs.assign(ncopy * hcells, 0);
       for (size_t i = 0; i < feats.size(); ++i) {
         const Feat& f = feats[i];
-        fcnt4[(i & 3) * cells + L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)] * stride + keys[i]]++;
+        const uint32_t sv = (f.rcv & use_rc) + (f.ccv & use_cc);
+        lo = std::min(lo, sv);
+        hi = std::max(hi, sv);
+        hs[(ncopy == 4 ? (i & 3) * hcells : 0) + uint64_t{sv} * stride + keys[i]]++;
       }
-      sum_copies(cells);
-    } else {
-      fcnt.assign(cells, 0);
-      for (size_t i = 0; i < feats.size(); ++i) {
-        const Feat& f = feats[i];
-        fcnt[L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)] * stride + keys[i]]++;
+      if (ncopy == 4) {
+        for (uint64_t k = 0; k < hcells; ++k) hs[k] += hs[hcells + k] + hs[2 * hcells + k] + hs[3 * hcells + k];
+        hs.resize(hcells);
       }
+      side_lo[static_cast<size_t>(sides)] = lo;
+      side_hi[static_cast<size_t>(sides)] = hi;
+    }
+    WC_CHECK(hs.size() == uint64_t{kRows} * stride && cells == uint64_t{p.ns} * stride);
+    fcnt.assign(cells, 0);
+    for (uint32_t sv = side_lo[static_cast<size_t>(sides)]; sv <= side_hi[static_cast<size_t>(sides)]; ++sv) {
+      uint32_t* dst = fcnt.data() + uint64_t{L.scale[sv]} * stride;
+      const uint32_t* src = hs.data() + uint64_t{sv} * stride;
+      for (uint32_t k = 0; k < stride; ++k) dst[k] += src[k];
     }
     double bits = fcnt_bits(nctx, nsym);
     if (p.use_rc) bits += 5.0 * static_cast<double>(g.rows);
