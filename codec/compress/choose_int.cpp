@@ -205,18 +205,40 @@ const int32_t* residuals_of(const TensorGeometry& g, const IntGrid& vals, const 
   return buf->data();
 }
 
-// The order-0 entropy of the codes' tokens, in bytes.
-double int_order0_bytes(const IntParams& p, const IntGrid& vals) {
-  // Four interleaved histograms: runs of one token (the zeros of ternary
-  // codes) would chain every count on the previous store.
+// The order-0 entropy of the codes' tokens, in bytes. Without zero points
+// a code's value depends on the code alone, so the token counts come from a
+// histogram of the bytes (each byte's codes counted once per occurrence):
+// the same counts as tokenizing every value, at a byte's cost rather than
+// one token per code (ternary: 4 codes a byte).
+double int_order0_bytes(const IntParams& p, const IntGrid& vals, const uint8_t* data) {
   const size_t ns = p.nsym;
-  std::vector<uint64_t> h4(4 * ns, 0), h(ns, 0);
+  std::vector<uint64_t> h(ns, 0);
   const size_t n = vals.size();
   size_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (size_t j = 0; j < 4; ++j) h4[j * ns + make_token(p, vals[i + j]).tok]++;
-  for (; i < n; ++i) h4[make_token(p, vals[i]).tok]++;
-  for (size_t t = 0; t < ns; ++t) h[t] = h4[t] + h4[ns + t] + h4[2 * ns + t] + h4[3 * ns + t];
+  if (!p.zgroup && data) {
+    const uint32_t cpb = int_codes_per_byte(p.sub), bits = 8 / cpb;
+    const size_t nb = n / cpb;
+    // Four interleaved histograms: runs of one byte (the zeros of ternary
+    // codes) would chain every count on the previous store.
+    std::vector<uint64_t> hb(4 * 256, 0);
+    size_t k = 0;
+    for (; k + 4 <= nb; k += 4)
+      for (size_t j = 0; j < 4; ++j) hb[j * 256 + data[k + j]]++;
+    for (; k < nb; ++k) hb[data[k]]++;
+    for (uint32_t b = 0; b < 256; ++b) {
+      const uint64_t c = hb[b] + hb[256 + b] + hb[512 + b] + hb[768 + b];
+      if (!c) continue;
+      for (uint32_t q = 0; q < cpb; ++q)
+        h[make_token(p, int_code_to_value(p.sub, (b >> (q * bits)) & ((1u << bits) - 1), p.center)).tok] += c;
+    }
+    i = nb * cpb;
+  } else {
+    std::vector<uint64_t> h4(4 * ns, 0);
+    for (; i + 4 <= n; i += 4)
+      for (size_t j = 0; j < 4; ++j) h4[j * ns + make_token(p, vals[i + j]).tok]++;
+    for (size_t t = 0; t < ns; ++t) h[t] = h4[t] + h4[ns + t] + h4[2 * ns + t] + h4[3 * ns + t];
+  }
+  for (; i < n; ++i) h[make_token(p, vals[i]).tok]++;
   double slog = 0;
   for (uint64_t c : h) slog += clog2c(c);
   return (clog2c(vals.size()) - slog) / 8.0;
@@ -499,51 +521,25 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
     keys.reserve(feats.size());
     each_ctx(from, L, [&](const Feat& f, uint32_t ctx) { keys.push_back(ctx * nsym_used + f.tok); });
   };
-  // The scale-class candidates' counts come from, per side combination
-  // (1 row, 2 column, 3 both), the counts per (scale value s, key): s =
-  // rcv + ccv of the sides used (at most 31 + 31), a key below stride = the
-  // keys' contexts x nsym_used. A candidate's counts at (class, key) are the
-  // sum of its classes' rows (L.scale[s] == class): the same integers as
-  // counting the features again, from one pass per side combination instead
-  // of one per candidate (6 candidates, 3 combinations).
-  std::array<std::vector<uint32_t>, 4> side_hist;  // [sides]: 64 rows of stride counts
-  std::array<uint32_t, 4> side_lo{}, side_hi{};    // rows that hold counts: [lo, hi]
   auto eval_scaled = [&](const IntParams& p) {
     IntLuts L;
     build_int_luts(p, &L);
     const uint32_t nctx = int_nctx(p), nsym = nsym_used, stride = nctx / p.ns * nsym;
     const uint64_t cells = uint64_t{nctx} * nsym;
     const uint32_t use_rc = p.use_rc ? 0xFFu : 0u, use_cc = p.use_cc ? 0xFFu : 0u;
-    const int sides = (p.use_rc ? 1 : 0) | (p.use_cc ? 2 : 0);
-    std::vector<uint32_t>& hs = side_hist[static_cast<size_t>(sides)];
-    constexpr uint32_t kRows = 64;  // s = rcv + ccv <= 62 (mag_class is at most 31)
-    if (hs.empty()) {
-      const uint64_t hcells = uint64_t{kRows} * stride;
-      uint32_t lo = kRows - 1, hi = 0;
-      // Four interleaved copies where they fit in the L2 cache (runs of one
-      // cell, as in eval_feats).
-      const uint32_t ncopy = hcells <= (uint64_t{1} << 15) ? 4u : 1u;
-      hs.assign(ncopy * hcells, 0);
+    if (cells <= kCopyCells) {
+      fcnt4.assign(4 * cells, 0);
       for (size_t i = 0; i < feats.size(); ++i) {
         const Feat& f = feats[i];
-        const uint32_t sv = (f.rcv & use_rc) + (f.ccv & use_cc);
-        lo = std::min(lo, sv);
-        hi = std::max(hi, sv);
-        hs[(ncopy == 4 ? (i & 3) * hcells : 0) + uint64_t{sv} * stride + keys[i]]++;
+        fcnt4[(i & 3) * cells + L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)] * stride + keys[i]]++;
       }
-      if (ncopy == 4) {
-        for (uint64_t k = 0; k < hcells; ++k) hs[k] += hs[hcells + k] + hs[2 * hcells + k] + hs[3 * hcells + k];
-        hs.resize(hcells);
+      sum_copies(cells);
+    } else {
+      fcnt.assign(cells, 0);
+      for (size_t i = 0; i < feats.size(); ++i) {
+        const Feat& f = feats[i];
+        fcnt[L.scale[(f.rcv & use_rc) + (f.ccv & use_cc)] * stride + keys[i]]++;
       }
-      side_lo[static_cast<size_t>(sides)] = lo;
-      side_hi[static_cast<size_t>(sides)] = hi;
-    }
-    WC_CHECK(hs.size() == uint64_t{kRows} * stride && cells == uint64_t{p.ns} * stride);
-    fcnt.assign(cells, 0);
-    for (uint32_t sv = side_lo[static_cast<size_t>(sides)]; sv <= side_hi[static_cast<size_t>(sides)]; ++sv) {
-      uint32_t* dst = fcnt.data() + uint64_t{L.scale[sv]} * stride;
-      const uint32_t* src = hs.data() + uint64_t{sv} * stride;
-      for (uint32_t k = 0; k < stride; ++k) dst[k] += src[k];
     }
     double bits = fcnt_bits(nctx, nsym);
     if (p.use_rc) bits += 5.0 * static_cast<double>(g.rows);

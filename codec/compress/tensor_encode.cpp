@@ -294,6 +294,32 @@ static bool zero_points_pay(const TensorGeometry& g, const uint8_t* data, const 
   return entropy(with) < entropy(without);
 }
 
+// Per-thread scratch vectors of encode_tensor (the value grid, the token
+// cache), reused from one tensor to the next: allocated afresh, their
+// pages were mapped and faulted in again for every tensor (a twentieth of
+// the encode time of isnet-medium.rtn-ternary, whose grid holds 16 bytes
+// per input byte). One larger than kScratchKeep bytes is released when the
+// tensor is done, so that an encoder thread does not hold the grid of the
+// largest tensor it met. encode_tensor does not call itself, so one use
+// per thread at a time.
+namespace {
+constexpr size_t kScratchKeep = size_t{64} << 20;
+template <typename V>
+class ScratchUse {
+ public:
+  explicit ScratchUse(V& v) : v_(v) { v_.clear(); }
+  ~ScratchUse() {
+    if (v_.capacity() * sizeof(typename V::value_type) > kScratchKeep) V().swap(v_);
+    else v_.clear();
+  }
+  ScratchUse(const ScratchUse&) = delete;
+  ScratchUse& operator=(const ScratchUse&) = delete;
+
+ private:
+  V& v_;
+};
+}  // namespace
+
 Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data, const AuxInput& aux,
                                     const EncodeOptions& opt) {
   EncodedTensor et;
@@ -356,7 +382,8 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   }
   const TensorGeometry& g = et.geom;
   const uint64_t nchunks = g.num_chunks();
-  IntGrid vals;
+  thread_local IntGrid vals;  // see ScratchUse
+  const ScratchUse<IntGrid> vals_use(vals);
   uint32_t max_abs = 0;         // int: the largest magnitude of a value
   std::vector<uint8_t> lz_probe;  // int, one chunk: its level 1 zstd output
   bool lz_tensor = false;       // int: zstd wins whatever the model (see below)
@@ -405,7 +432,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     if (nchunks == 1 && g.rows * g.cols >= kSmallIntElems) {
       const double below = ip.sub == kIntTernary ? 0.55 : (ip.sub == kIntNibble ? 0.6 : 0.75);
       lz_probe = zstd_compress(data, nbytes, 1);
-      lz_tensor = !lz_probe.empty() && static_cast<double>(lz_probe.size()) < below * int_order0_bytes(ip, vals);
+      lz_tensor = !lz_probe.empty() && static_cast<double>(lz_probe.size()) < below * int_order0_bytes(ip, vals, data);
     }
     choose_int(g, vals, ip, opt.format_2_1, lz_tensor, &et.model, &et.model.rc, &et.model.cc, &max_abs);
   } else if (kind == kBytesK) {
@@ -434,7 +461,8 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   if (!lz_probe.empty()) z1[0] = std::move(lz_probe);
   std::vector<char> has_map(nchunks, 0);
   std::optional<TensorModel> tool_free_model;  // the model with tables from the tool-free statistics
-  RawVector<uint16_t> tok_cache;  // see the tool-free statistics below
+  thread_local RawVector<uint16_t> tok_cache;  // see the tool-free statistics below; see ScratchUse
+  const ScratchUse<RawVector<uint16_t>> tok_cache_use(tok_cache);
   std::vector<char> cache_escapes;  // per chunk: whether its cached tokens include escapes
   uint32_t cache_stride = 0;        // the cache's keys: ctx * cache_stride + token
   if (kind == kIntK && opt.tool_search) {
