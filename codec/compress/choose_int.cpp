@@ -493,12 +493,75 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
     for (uint32_t k = 0; k < nctx; ++k) bits += context_cost(fcnt.data() + uint64_t{k} * nsym, nsym, scale);
     return bits;
   };
+  // Activity candidates with one scale class and no row or column classes
+  // (nbr_mode 0: context act * 3 + left sign; nbr_mode 3: act * 9 + the
+  // kernel neighbours' signs) differ only in their activity thresholds:
+  // their counts are sums, over the activity values, of one histogram per
+  // (activity value, sign part, token), made in one pass for every
+  // candidate of a variant (nbr_mode 0 with off_a 0, 3 or 9; nbr_mode 3).
+  // The same integers as counting each candidate's features; taken where
+  // the histogram has fewer cells than half the features (ternary and 4-bit
+  // codes, whose activities span a few dozen values; not 8-bit codes).
+  struct ActHist {
+    bool made = false;
+    uint32_t amax = 0, width = 0;  // activities 0..amax; sign parts per activity (3 or 9)
+    std::vector<uint32_t> h;       // (a * width + sign part) * nsym_used + token; empty: not taken
+  };
+  std::array<ActHist, 4> act_hists;  // [0, 1, 2]: nbr_mode 0 with off_a 0, 3, 9; [3]: nbr_mode 3
+  auto act_variant = [](const IntParams& p) -> int {
+    if (p.ns != 1 || p.use_rc || p.use_cc) return -1;
+    if (p.nbr_mode == 3) return 3;
+    if (p.nbr_mode == 0) return p.off_a == 3 ? 1 : (p.off_a == 9 ? 2 : 0);
+    return -1;
+  };
+  // A feature's activity (clamped as int_ctx_act and int_ctx_kernel do) and
+  // sign part under variant v, as each_ctx computes them.
+  auto act_of = [&](int v, const Feat& f, uint32_t* part) -> uint32_t {
+    if (v == 3) {
+      uint32_t k;
+      const uint32_t a = kern3x3(f, &k);
+      *part = (k & 1 ? static_cast<uint32_t>(f.q & 3) : 0u) * 3u + (k & 2 ? static_cast<uint32_t>(f.q >> 6 & 3) : 0u);
+      return std::min<uint32_t>(a, 1023);
+    }
+    *part = f.ls;
+    return std::min<uint32_t>(f.a0 + (v == 1 ? f.la3 : (v == 2 ? f.la9 : 0u)), 1023);
+  };
+  auto make_act_hist = [&](int v, ActHist* ah) {
+    ah->made = true;
+    ah->width = v == 3 ? 9u : 3u;
+    uint32_t amax = 0, part;
+    for (const Feat& f : feats) amax = std::max(amax, act_of(v, f, &part));
+    const uint64_t hcells = uint64_t{amax + 1} * ah->width * nsym_used;
+    if (2 * hcells > feats.size()) return;
+    ah->amax = amax;
+    // Four interleaved copies (runs of one cell, as in eval_feats).
+    std::vector<uint32_t> h4(4 * hcells, 0);
+    for (size_t i = 0; i < feats.size(); ++i) {
+      const Feat& f = feats[i];
+      const uint32_t a = act_of(v, f, &part);
+      h4[(i & 3) * hcells + (uint64_t{a} * ah->width + part) * nsym_used + f.tok]++;
+    }
+    ah->h.resize(hcells);
+    for (uint64_t k = 0; k < hcells; ++k) ah->h[k] = h4[k] + h4[hcells + k] + h4[2 * hcells + k] + h4[3 * hcells + k];
+  };
   auto eval_feats = [&](const IntParams& p) {
     IntLuts L;
     build_int_luts(p, &L);
     const uint32_t nctx = int_nctx(p), nsym = nsym_used;
     const uint64_t cells = uint64_t{nctx} * nsym;
-    if (cells <= kCopyCells) {
+    const int v = act_variant(p);
+    ActHist* ah = v >= 0 ? &act_hists[static_cast<size_t>(v)] : nullptr;
+    if (ah && !ah->made) make_act_hist(v, ah);
+    if (ah && !ah->h.empty()) {
+      const uint64_t row = uint64_t{ah->width} * nsym;  // one activity value's cells
+      WC_CHECK(cells == uint64_t{p.nb} * row);
+      fcnt.assign(cells, 0);
+      for (uint32_t a = 0; a <= ah->amax; ++a) {
+        uint32_t* dst = fcnt.data() + L.act[a] * row;
+        const uint32_t* src = ah->h.data() + a * row;
+        for (uint64_t k = 0; k < row; ++k) dst[k] += src[k];
+      }
+    } else if (cells <= kCopyCells) {
       fcnt4.assign(4 * cells, 0);
       size_t i = 0;
       each_ctx(p, L, [&](const Feat& f, uint32_t ctx) { fcnt4[(i++ & 3) * cells + uint64_t{ctx} * nsym + f.tok]++; });
