@@ -245,9 +245,11 @@ double int_order0_bytes(const IntParams& p, const IntGrid& vals, const uint8_t* 
 }
 
 // quick: take the one-candidate model of a small tensor whatever the size
-// (the caller knows another method wins).
+// (the caller knows another method wins). direct_counts: count every
+// candidate from the features (no activity histograms; tests compare).
 void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bool allow_phase, bool quick,
-                       TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc, uint32_t* max_abs) {
+                       TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc, uint32_t* max_abs,
+                       bool direct_counts) {
   int_side_info(g, vals, rc, cc, max_abs);
   // Sampled elements per kind: 2^17 for 8-bit codes, 2^15 for 4-bit and
   // 2^14 for ternary codes. Halving the sample costs about 0.0001 of the
@@ -532,7 +534,7 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
     uint32_t amax = 0, part;
     for (const Feat& f : feats) amax = std::max(amax, act_of(v, f, &part));
     const uint64_t hcells = uint64_t{amax + 1} * ah->width * nsym_used;
-    if (2 * hcells > feats.size()) return;
+    if (direct_counts || 2 * hcells > feats.size()) return;
     ah->amax = amax;
     // Four interleaved copies (runs of one cell, as in eval_feats).
     std::vector<uint32_t> h4(4 * hcells, 0);
