@@ -531,8 +531,12 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
   auto make_act_hist = [&](int v, ActHist* ah) {
     ah->made = true;
     ah->width = v == 3 ? 9u : 3u;
-    uint32_t amax = 0, part;
-    for (const Feat& f : feats) amax = std::max(amax, act_of(v, f, &part));
+    // The largest activity from the largest magnitude m (no pass over the
+    // features): 2|L1| + |T| + |L2| (3|T| at a row's first column) is at
+    // most 4m, 5m with |L3| or |L9|; a kernel's |Lk| + |Uk| at most 2m.
+    const uint32_t m_abs = *max_abs;
+    const uint32_t amax = std::min<uint32_t>(1023, v == 3 ? 2 * m_abs : (v == 0 ? 4 * m_abs : 5 * m_abs));
+    uint32_t part;
     const uint64_t hcells = uint64_t{amax + 1} * ah->width * nsym_used;
     if (direct_counts || 2 * hcells > feats.size()) return;
     ah->amax = amax;
@@ -541,6 +545,7 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
     for (size_t i = 0; i < feats.size(); ++i) {
       const Feat& f = feats[i];
       const uint32_t a = act_of(v, f, &part);
+      WC_CHECK(a <= amax);
       h4[(i & 3) * hcells + (uint64_t{a} * ah->width + part) * nsym_used + f.tok]++;
     }
     ah->h.resize(hcells);
