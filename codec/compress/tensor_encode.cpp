@@ -514,6 +514,12 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       cache_stride = nsym;
     }
     uint16_t* kc = tok_cache.data();
+    // The cached keys are counted as each run of them is written (in the L1
+    // cache still), into four interleaved copies: runs of one (context,
+    // token) pair, common in real weights, would otherwise chain every count
+    // on the previous store.
+    const size_t nk = keep ? size_t{int_nctx(m.ip)} * nsym : 0;
+    std::vector<uint64_t> kh(4 * nk, 0);
     for (uint64_t i = 0; i < nchunks; ++i) {
       ChunkRef c = chunk_ref(g, data, i);
       const int32_t* rp = residuals_of(g, vals, c, nullptr, &rbuf);
@@ -525,8 +531,17 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
         bool escapes = false;
         visit_int_runs(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, rp,
                        [&](uint32_t l, uint32_t t, uint32_t r, uint32_t c0, uint32_t c1, const uint32_t* ctx) {
-                         escapes |= int_row_keys(ctx, rp + uint64_t{r} * w + c0, c1 - c0, m.ip.esc, nsym,
-                                                 kc + off[l] + t);
+                         uint16_t* keys = kc + off[l] + t;
+                         const uint32_t n = c1 - c0;
+                         escapes |= int_row_keys(ctx, rp + uint64_t{r} * w + c0, n, m.ip.esc, nsym, keys);
+                         uint32_t j = 0;
+                         for (; j + 4 <= n; j += 4) {
+                           kh[keys[j]]++;
+                           kh[nk + keys[j + 1]]++;
+                           kh[2 * nk + keys[j + 2]]++;
+                           kh[3 * nk + keys[j + 3]]++;
+                         }
+                         for (; j < n; ++j) kh[keys[j]]++;
                        });
         cache_escapes[i] = escapes;
         kc += off[kLanes];
@@ -535,25 +550,9 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
                          static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) { sa.add(0, ctx, sym); });
       }
     }
-    // Counted from the cache in a separate pass, into four interleaved
-    // copies: runs of one (context, token) pair, common in real weights,
-    // would otherwise chain every count on the previous store.
-    if (keep) {
-      const size_t nk = size_t{int_nctx(m.ip)} * nsym;
-      std::vector<uint64_t> h(4 * nk, 0);
-      const uint64_t nv = static_cast<uint64_t>(kc - tok_cache.data());
-      const uint16_t* t = tok_cache.data();
-      uint64_t i = 0;
-      for (; i + 4 <= nv; i += 4) {
-        h[t[i]]++;
-        h[nk + t[i + 1]]++;
-        h[2 * nk + t[i + 2]]++;
-        h[3 * nk + t[i + 3]]++;
-      }
-      for (; i < nv; ++i) h[t[i]]++;
+    if (keep)
       for (size_t k = 0; k < nk; ++k)
-        sa.f0[k / nsym * m.ip.nsym + k % nsym] += h[k] + h[nk + k] + h[2 * nk + k] + h[3 * nk + k];
-    }
+        sa.f0[k / nsym * m.ip.nsym + k % nsym] += kh[k] + kh[nk + k] + kh[2 * nk + k] + kh[3 * nk + k];
     TensorModel& ma = tool_free_model.emplace(m);
     build_tables(sa, &ma);
     // Measure, don't assume: a chunk keeps its tile map only if it codes
