@@ -205,27 +205,51 @@ const int32_t* residuals_of(const TensorGeometry& g, const IntGrid& vals, const 
   return buf->data();
 }
 
-// The order-0 entropy of the codes' tokens, in bytes.
-double int_order0_bytes(const IntParams& p, const IntGrid& vals) {
-  // Four interleaved histograms: runs of one token (the zeros of ternary
-  // codes) would chain every count on the previous store.
+// The order-0 entropy of the codes' tokens, in bytes. Without zero points
+// a code's value depends on the code alone, so the token counts come from a
+// histogram of the bytes (each byte's codes counted once per occurrence):
+// the same counts as tokenizing every value, at a byte's cost rather than
+// one token per code (ternary: 4 codes a byte).
+double int_order0_bytes(const IntParams& p, const IntGrid& vals, const uint8_t* data) {
   const size_t ns = p.nsym;
-  std::vector<uint64_t> h4(4 * ns, 0), h(ns, 0);
+  std::vector<uint64_t> h(ns, 0);
   const size_t n = vals.size();
   size_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (size_t j = 0; j < 4; ++j) h4[j * ns + make_token(p, vals[i + j]).tok]++;
-  for (; i < n; ++i) h4[make_token(p, vals[i]).tok]++;
-  for (size_t t = 0; t < ns; ++t) h[t] = h4[t] + h4[ns + t] + h4[2 * ns + t] + h4[3 * ns + t];
+  if (!p.zgroup && data) {
+    const uint32_t cpb = int_codes_per_byte(p.sub), bits = 8 / cpb;
+    const size_t nb = n / cpb;
+    // Four interleaved histograms: runs of one byte (the zeros of ternary
+    // codes) would chain every count on the previous store.
+    std::vector<uint64_t> hb(4 * 256, 0);
+    size_t k = 0;
+    for (; k + 4 <= nb; k += 4)
+      for (size_t j = 0; j < 4; ++j) hb[j * 256 + data[k + j]]++;
+    for (; k < nb; ++k) hb[data[k]]++;
+    for (uint32_t b = 0; b < 256; ++b) {
+      const uint64_t c = hb[b] + hb[256 + b] + hb[512 + b] + hb[768 + b];
+      if (!c) continue;
+      for (uint32_t q = 0; q < cpb; ++q)
+        h[make_token(p, int_code_to_value(p.sub, (b >> (q * bits)) & ((1u << bits) - 1), p.center)).tok] += c;
+    }
+    i = nb * cpb;
+  } else {
+    std::vector<uint64_t> h4(4 * ns, 0);
+    for (; i + 4 <= n; i += 4)
+      for (size_t j = 0; j < 4; ++j) h4[j * ns + make_token(p, vals[i + j]).tok]++;
+    for (size_t t = 0; t < ns; ++t) h[t] = h4[t] + h4[ns + t] + h4[2 * ns + t] + h4[3 * ns + t];
+  }
+  for (; i < n; ++i) h[make_token(p, vals[i]).tok]++;
   double slog = 0;
   for (uint64_t c : h) slog += clog2c(c);
   return (clog2c(vals.size()) - slog) / 8.0;
 }
 
 // quick: take the one-candidate model of a small tensor whatever the size
-// (the caller knows another method wins).
+// (the caller knows another method wins). direct_counts: count every
+// candidate from the features (no activity histograms; tests compare).
 void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bool allow_phase, bool quick,
-                       TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc, uint32_t* max_abs) {
+                       TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc, uint32_t* max_abs,
+                       bool direct_counts) {
   int_side_info(g, vals, rc, cc, max_abs);
   // Sampled elements per kind: 2^17 for 8-bit codes, 2^15 for 4-bit and
   // 2^14 for ternary codes. Halving the sample costs about 0.0001 of the
@@ -344,31 +368,57 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
   RawVector<Feat> feats(sampled);  // every entry written below
   size_t nfeat = 0;
   uint32_t nsym_used = 1;  // tokens below it occur (see the candidates below)
+  // A feature from the element's neighbours (0 where the chunk has none:
+  // hl, h2, h3, h9 for a column at least 1, 2, 3, 9 in, ht for a row below
+  // the first); col is (col0 + c) % kColPeriods.
+  auto feat_of = [&](const int32_t* row, uint32_t c, uint32_t w, bool hl, bool h2, bool h3, bool h9, bool ht,
+                     uint32_t col, uint8_t rcv, uint8_t ccv) {
+    const int32_t l = hl ? row[c - 1] : 0, l2 = h2 ? row[c - 2] : 0;
+    const int32_t t = ht ? row[static_cast<int64_t>(c) - static_cast<int64_t>(w)] : 0;
+    const int32_t l3 = h3 ? row[c - 3] : 0, l9 = h9 ? row[c - 9] : 0;
+    Feat f;
+    f.a0 = static_cast<uint16_t>(2 * iabs32(l) + iabs32(t) + iabs32(l2) + (!hl && ht ? 2 * iabs32(t) : 0u));
+    f.la3 = static_cast<uint16_t>(iabs32(l3));
+    f.la9 = static_cast<uint16_t>(iabs32(l9));
+    f.a1 = static_cast<uint16_t>(iabs32(l));
+    f.tok = static_cast<uint16_t>(make_token(base, row[c]).tok);
+    f.col = static_cast<uint8_t>(col);
+    f.q = static_cast<uint16_t>(qv(l) | qv(l2) << 2 | qv(t) << 4 | qv(l3) << 6 | qv(l9) << 8);
+    f.ls = static_cast<uint8_t>(qv(l));
+    f.rcv = rcv;
+    f.ccv = ccv;
+    return f;
+  };
   for (const auto& ch : sch) {
     const uint32_t h = static_cast<uint32_t>(ch.c.h), w = static_cast<uint32_t>(ch.c.w);
+    const uint32_t col_first = static_cast<uint32_t>(ch.c.col0 % kColPeriods);
+    const uint32_t edge = std::min<uint32_t>(w, 9);  // columns with a missing left neighbour
     for (uint32_t r = 0; r < h; r += static_cast<uint32_t>(row_step)) {
       const int32_t* row = ch.res + uint64_t{r} * w;
       const uint8_t rcv = (*rc)[ch.c.row0 + r];
       const uint8_t* ccs = cc->data() + ch.c.col0;
-      for (uint32_t c = 0; c < w; ++c) {
-        const bool hl = c > 0, ht = r > 0;
-        const int32_t l = hl ? row[c - 1] : 0, l2 = c > 1 ? row[c - 2] : 0;
-        const int32_t t = ht ? row[static_cast<int64_t>(c) - static_cast<int64_t>(w)] : 0;
-        Feat f;
-        f.a0 = static_cast<uint16_t>(2 * iabs32(l) + iabs32(t) + iabs32(l2) + (!hl && ht ? 2 * iabs32(t) : 0u));
-        f.la3 = static_cast<uint16_t>(c >= 3 ? iabs32(row[c - 3]) : 0u);
-        f.la9 = static_cast<uint16_t>(c >= 9 ? iabs32(row[c - 9]) : 0u);
-        f.a1 = static_cast<uint16_t>(iabs32(l));
-        f.tok = static_cast<uint16_t>(make_token(base, row[c]).tok);
-        f.col = static_cast<uint8_t>((ch.c.col0 + c) % kColPeriods);
-        f.q = static_cast<uint16_t>(qv(l) | qv(l2) << 2 | qv(t) << 4 | (c >= 3 ? qv(row[c - 3]) : 0u) << 6 |
-                                    (c >= 9 ? qv(row[c - 9]) : 0u) << 8);
-        f.ls = static_cast<uint8_t>(qv(l));
-        f.rcv = rcv;
-        f.ccv = ccs[c];
-        feats[nfeat++] = f;
-        nsym_used = std::max<uint32_t>(nsym_used, f.tok + 1u);
+      const bool ht = r > 0;
+      uint32_t col = col_first;
+      uint32_t tmax = 0;
+      Feat* out = feats.data() + nfeat;
+      for (uint32_t c = 0; c < edge; ++c) {
+        out[c] = feat_of(row, c, w, c > 0, c > 1, c >= 3, c >= 9, ht, col, rcv, ccs[c]);
+        tmax = std::max<uint32_t>(tmax, out[c].tok);
+        col = col + 1 == kColPeriods ? 0 : col + 1;
       }
+      // Every left neighbour exists: the same features without the edge
+      // tests (the row above chosen outside the loop).
+      auto interior = [&](auto has_top) {
+        for (uint32_t c = edge; c < w; ++c) {
+          out[c] = feat_of(row, c, w, true, true, true, true, has_top.value, col, rcv, ccs[c]);
+          tmax = std::max<uint32_t>(tmax, out[c].tok);
+          col = col + 1 == kColPeriods ? 0 : col + 1;
+        }
+      };
+      if (ht) interior(std::true_type{});
+      else interior(std::false_type{});
+      nfeat += w;
+      nsym_used = std::max<uint32_t>(nsym_used, tmax + 1u);
     }
   }
   WC_CHECK(nfeat == feats.size());
@@ -445,12 +495,80 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
     for (uint32_t k = 0; k < nctx; ++k) bits += context_cost(fcnt.data() + uint64_t{k} * nsym, nsym, scale);
     return bits;
   };
+  // Activity candidates with one scale class and no row or column classes
+  // (nbr_mode 0: context act * 3 + left sign; nbr_mode 3: act * 9 + the
+  // kernel neighbours' signs) differ only in their activity thresholds:
+  // their counts are sums, over the activity values, of one histogram per
+  // (activity value, sign part, token), made in one pass for every
+  // candidate of a variant (nbr_mode 0 with off_a 0, 3 or 9; nbr_mode 3).
+  // The same integers as counting each candidate's features; taken where
+  // the histogram has fewer cells than half the features (ternary and 4-bit
+  // codes, whose activities span a few dozen values; not 8-bit codes).
+  struct ActHist {
+    bool made = false;
+    uint32_t amax = 0, width = 0;  // activities 0..amax; sign parts per activity (3 or 9)
+    std::vector<uint32_t> h;       // (a * width + sign part) * nsym_used + token; empty: not taken
+  };
+  std::array<ActHist, 4> act_hists;  // [0, 1, 2]: nbr_mode 0 with off_a 0, 3, 9; [3]: nbr_mode 3
+  auto act_variant = [](const IntParams& p) -> int {
+    if (p.ns != 1 || p.use_rc || p.use_cc) return -1;
+    if (p.nbr_mode == 3) return 3;
+    if (p.nbr_mode == 0) return p.off_a == 3 ? 1 : (p.off_a == 9 ? 2 : 0);
+    return -1;
+  };
+  // A feature's activity (clamped as int_ctx_act and int_ctx_kernel do) and
+  // sign part under variant v, as each_ctx computes them.
+  auto act_of = [&](int v, const Feat& f, uint32_t* part) -> uint32_t {
+    if (v == 3) {
+      uint32_t k;
+      const uint32_t a = kern3x3(f, &k);
+      *part = (k & 1 ? static_cast<uint32_t>(f.q & 3) : 0u) * 3u + (k & 2 ? static_cast<uint32_t>(f.q >> 6 & 3) : 0u);
+      return std::min<uint32_t>(a, 1023);
+    }
+    *part = f.ls;
+    return std::min<uint32_t>(f.a0 + (v == 1 ? f.la3 : (v == 2 ? f.la9 : 0u)), 1023);
+  };
+  auto make_act_hist = [&](int v, ActHist* ah) {
+    ah->made = true;
+    ah->width = v == 3 ? 9u : 3u;
+    // The largest activity from the largest magnitude m (no pass over the
+    // features): 2|L1| + |T| + |L2| (3|T| at a row's first column) is at
+    // most 4m, 5m with |L3| or |L9|; a kernel's |Lk| + |Uk| at most 2m.
+    const uint32_t m_abs = *max_abs;
+    const uint32_t amax = std::min<uint32_t>(1023, v == 3 ? 2 * m_abs : (v == 0 ? 4 * m_abs : 5 * m_abs));
+    uint32_t part;
+    const uint64_t hcells = uint64_t{amax + 1} * ah->width * nsym_used;
+    if (direct_counts || 2 * hcells > feats.size()) return;
+    ah->amax = amax;
+    // Four interleaved copies (runs of one cell, as in eval_feats).
+    std::vector<uint32_t> h4(4 * hcells, 0);
+    for (size_t i = 0; i < feats.size(); ++i) {
+      const Feat& f = feats[i];
+      const uint32_t a = act_of(v, f, &part);
+      WC_CHECK(a <= amax);
+      h4[(i & 3) * hcells + (uint64_t{a} * ah->width + part) * nsym_used + f.tok]++;
+    }
+    ah->h.resize(hcells);
+    for (uint64_t k = 0; k < hcells; ++k) ah->h[k] = h4[k] + h4[hcells + k] + h4[2 * hcells + k] + h4[3 * hcells + k];
+  };
   auto eval_feats = [&](const IntParams& p) {
     IntLuts L;
     build_int_luts(p, &L);
     const uint32_t nctx = int_nctx(p), nsym = nsym_used;
     const uint64_t cells = uint64_t{nctx} * nsym;
-    if (cells <= kCopyCells) {
+    const int v = act_variant(p);
+    ActHist* ah = v >= 0 ? &act_hists[static_cast<size_t>(v)] : nullptr;
+    if (ah && !ah->made) make_act_hist(v, ah);
+    if (ah && !ah->h.empty()) {
+      const uint64_t row = uint64_t{ah->width} * nsym;  // one activity value's cells
+      WC_CHECK(cells == uint64_t{p.nb} * row);
+      fcnt.assign(cells, 0);
+      for (uint32_t a = 0; a <= ah->amax; ++a) {
+        uint32_t* dst = fcnt.data() + L.act[a] * row;
+        const uint32_t* src = ah->h.data() + a * row;
+        for (uint64_t k = 0; k < row; ++k) dst[k] += src[k];
+      }
+    } else if (cells <= kCopyCells) {
       fcnt4.assign(4 * cells, 0);
       size_t i = 0;
       each_ctx(p, L, [&](const Feat& f, uint32_t ctx) { fcnt4[(i++ & 3) * cells + uint64_t{ctx} * nsym + f.tok]++; });

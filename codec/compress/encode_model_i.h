@@ -666,9 +666,13 @@ int32_t code_at(uint32_t sub, const uint8_t* bytes, uint64_t i);
 void int_values(const IntParams& p, const TensorGeometry& g, const uint8_t* data, const AuxInput& aux, IntGrid* v);
 const int32_t* residuals_of(const TensorGeometry& g, const IntGrid& vals, const ChunkRef& c,
                             const std::vector<uint8_t>* tile_map, std::vector<int32_t>* buf);
-double int_order0_bytes(const IntParams& p, const IntGrid& vals);
+// data: the tensor's codes (int_values' input), or null.
+double int_order0_bytes(const IntParams& p, const IntGrid& vals, const uint8_t* data);
+// direct_counts: every candidate counted from the features, as the
+// activity histograms would count them (tests compare the two).
 void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bool allow_phase, bool quick,
-                TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc, uint32_t* max_abs);
+                TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc, uint32_t* max_abs,
+                bool direct_counts = false);
 void choose_bytes(const TensorGeometry& g, const uint8_t* data, uint32_t eb, TensorModel* m);
 // Chunk encoding (tensor_encode.cpp, chunk_encode.cpp).
 std::vector<uint8_t> zstd_compress(const uint8_t* p, size_t n, int level);

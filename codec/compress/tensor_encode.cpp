@@ -294,6 +294,32 @@ static bool zero_points_pay(const TensorGeometry& g, const uint8_t* data, const 
   return entropy(with) < entropy(without);
 }
 
+// Per-thread scratch vectors of encode_tensor (the value grid, the token
+// cache), reused from one tensor to the next: allocated afresh, their
+// pages were mapped and faulted in again for every tensor (a twentieth of
+// the encode time of isnet-medium.rtn-ternary, whose grid holds 16 bytes
+// per input byte). One larger than kScratchKeep bytes is released when the
+// tensor is done, so that an encoder thread does not hold the grid of the
+// largest tensor it met. encode_tensor does not call itself, so one use
+// per thread at a time.
+namespace {
+constexpr size_t kScratchKeep = size_t{64} << 20;
+template <typename V>
+class ScratchUse {
+ public:
+  explicit ScratchUse(V& v) : v_(v) { v_.clear(); }
+  ~ScratchUse() {
+    if (v_.capacity() * sizeof(typename V::value_type) > kScratchKeep) V().swap(v_);
+    else v_.clear();
+  }
+  ScratchUse(const ScratchUse&) = delete;
+  ScratchUse& operator=(const ScratchUse&) = delete;
+
+ private:
+  V& v_;
+};
+}  // namespace
+
 Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data, const AuxInput& aux,
                                     const EncodeOptions& opt) {
   EncodedTensor et;
@@ -356,7 +382,8 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   }
   const TensorGeometry& g = et.geom;
   const uint64_t nchunks = g.num_chunks();
-  IntGrid vals;
+  thread_local IntGrid vals;  // see ScratchUse
+  const ScratchUse<IntGrid> vals_use(vals);
   uint32_t max_abs = 0;         // int: the largest magnitude of a value
   std::vector<uint8_t> lz_probe;  // int, one chunk: its level 1 zstd output
   bool lz_tensor = false;       // int: zstd wins whatever the model (see below)
@@ -405,7 +432,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     if (nchunks == 1 && g.rows * g.cols >= kSmallIntElems) {
       const double below = ip.sub == kIntTernary ? 0.55 : (ip.sub == kIntNibble ? 0.6 : 0.75);
       lz_probe = zstd_compress(data, nbytes, 1);
-      lz_tensor = !lz_probe.empty() && static_cast<double>(lz_probe.size()) < below * int_order0_bytes(ip, vals);
+      lz_tensor = !lz_probe.empty() && static_cast<double>(lz_probe.size()) < below * int_order0_bytes(ip, vals, data);
     }
     choose_int(g, vals, ip, opt.format_2_1, lz_tensor, &et.model, &et.model.rc, &et.model.cc, &max_abs);
   } else if (kind == kBytesK) {
@@ -434,7 +461,8 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   if (!lz_probe.empty()) z1[0] = std::move(lz_probe);
   std::vector<char> has_map(nchunks, 0);
   std::optional<TensorModel> tool_free_model;  // the model with tables from the tool-free statistics
-  RawVector<uint16_t> tok_cache;  // see the tool-free statistics below
+  thread_local RawVector<uint16_t> tok_cache;  // see the tool-free statistics below; see ScratchUse
+  const ScratchUse<RawVector<uint16_t>> tok_cache_use(tok_cache);
   std::vector<char> cache_escapes;  // per chunk: whether its cached tokens include escapes
   uint32_t cache_stride = 0;        // the cache's keys: ctx * cache_stride + token
   if (kind == kIntK && opt.tool_search) {
@@ -486,6 +514,12 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       cache_stride = nsym;
     }
     uint16_t* kc = tok_cache.data();
+    // The cached keys are counted as each run of them is written (in the L1
+    // cache still), into four interleaved copies: runs of one (context,
+    // token) pair, common in real weights, would otherwise chain every count
+    // on the previous store.
+    const size_t nk = keep ? size_t{int_nctx(m.ip)} * nsym : 0;
+    std::vector<uint64_t> kh(4 * nk, 0);
     for (uint64_t i = 0; i < nchunks; ++i) {
       ChunkRef c = chunk_ref(g, data, i);
       const int32_t* rp = residuals_of(g, vals, c, nullptr, &rbuf);
@@ -497,8 +531,17 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
         bool escapes = false;
         visit_int_runs(m.ip, m.rc.data(), m.cc.data(), c.row0, c.col0, h, w, rp,
                        [&](uint32_t l, uint32_t t, uint32_t r, uint32_t c0, uint32_t c1, const uint32_t* ctx) {
-                         escapes |= int_row_keys(ctx, rp + uint64_t{r} * w + c0, c1 - c0, m.ip.esc, nsym,
-                                                 kc + off[l] + t);
+                         uint16_t* keys = kc + off[l] + t;
+                         const uint32_t n = c1 - c0;
+                         escapes |= int_row_keys(ctx, rp + uint64_t{r} * w + c0, n, m.ip.esc, nsym, keys);
+                         uint32_t j = 0;
+                         for (; j + 4 <= n; j += 4) {
+                           kh[keys[j]]++;
+                           kh[nk + keys[j + 1]]++;
+                           kh[2 * nk + keys[j + 2]]++;
+                           kh[3 * nk + keys[j + 3]]++;
+                         }
+                         for (; j < n; ++j) kh[keys[j]]++;
                        });
         cache_escapes[i] = escapes;
         kc += off[kLanes];
@@ -507,25 +550,9 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
                          static_cast<uint32_t>(c.w), rp, [&](uint32_t ctx, uint32_t sym) { sa.add(0, ctx, sym); });
       }
     }
-    // Counted from the cache in a separate pass, into four interleaved
-    // copies: runs of one (context, token) pair, common in real weights,
-    // would otherwise chain every count on the previous store.
-    if (keep) {
-      const size_t nk = size_t{int_nctx(m.ip)} * nsym;
-      std::vector<uint64_t> h(4 * nk, 0);
-      const uint64_t nv = static_cast<uint64_t>(kc - tok_cache.data());
-      const uint16_t* t = tok_cache.data();
-      uint64_t i = 0;
-      for (; i + 4 <= nv; i += 4) {
-        h[t[i]]++;
-        h[nk + t[i + 1]]++;
-        h[2 * nk + t[i + 2]]++;
-        h[3 * nk + t[i + 3]]++;
-      }
-      for (; i < nv; ++i) h[t[i]]++;
+    if (keep)
       for (size_t k = 0; k < nk; ++k)
-        sa.f0[k / nsym * m.ip.nsym + k % nsym] += h[k] + h[nk + k] + h[2 * nk + k] + h[3 * nk + k];
-    }
+        sa.f0[k / nsym * m.ip.nsym + k % nsym] += kh[k] + kh[nk + k] + kh[2 * nk + k] + kh[3 * nk + k];
     TensorModel& ma = tool_free_model.emplace(m);
     build_tables(sa, &ma);
     // Measure, don't assume: a chunk keeps its tile map only if it codes
