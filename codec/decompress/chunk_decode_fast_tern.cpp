@@ -68,9 +68,14 @@ WC_FAST_INLINE uint32_t tern_renorm(uint32_t& x, uint32_t e, const uint8_t* p, u
   const uint32_t s1 = e & 0xFFFFu, s2 = e >> 16;
   const uint32_t xv = x;
   const uint32_t slot = xv & ((1u << kMaxProbBits) - 1);
+  // Masks, not conditionals (the compares are random: a branch would be
+  // mispredicted about every other symbol). s2 >= s1, so g2 implies g1:
+  // start lo = 0, s1, s2 and end hi = s1 (0 for an unused table), s2, 4096.
   const uint32_t g1 = slot >= s1, g2 = slot >= s2;
-  const uint32_t lo = g2 ? s2 : (g1 ? s1 : 0u);
-  const uint32_t hi = g2 ? (1u << kMaxProbBits) : (g1 ? s2 : (s1 & 0x1FFFu));
+  const uint32_t m1 = 0u - g1, m2 = 0u - g2;
+  const uint32_t s1f = s1 & 0x1FFFu;
+  const uint32_t lo = (m1 & s1) + (m2 & (s2 - s1));
+  const uint32_t hi = s1f + (m1 & (s2 - s1f)) + (m2 & ((1u << kMaxProbBits) - s2));
   x = renorm_from((hi - lo) * (xv >> kMaxProbBits) + slot - lo, p, pos);
   return 2 * g1 - g2;
 }
