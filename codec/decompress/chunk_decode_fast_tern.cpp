@@ -12,9 +12,11 @@
 // spends a 4 KiB slot table per context, an int32 residual grid and a
 // packing pass on what are 2-bit codes: about 5 MB/s on isnet-medium's
 // ternary file. With the tokens limited to 0..2 a context is one 32-bit
-// word (the slot bounds of tokens 1 and 2), the token two compares, and
-// every neighbour a digit (0, +1 -> 1, -1 -> 2: the code itself), so the
-// contexts come from small re-indexed tables.
+// word (the slot bounds of tokens 1 and 2), the token two compares and a
+// load of its frequency and start from a 16-byte row per context (built
+// per chunk from tern3, in a thread-local buffer), and every neighbour a
+// digit (0, +1 -> 1, -1 -> 2: the code itself), so the contexts come from
+// small re-indexed tables.
 //
 // Method: the 32 lanes (one rectangle size) step together, one element of
 // every lane per step, in the reference's order (lane order within a step,
@@ -31,10 +33,11 @@
 // Every read is bounded (the word cursor of chunk_decode_fast_i.h); a
 // stream that runs short, ends with words left or leaves a lane away from
 // its initial state is rejected (0), as the reference rejects it.
-// Thread-safety: pure functions over their arguments and the caller's
-// scratch.
+// Thread-safety: pure functions over their arguments, the caller's scratch
+// and a thread-local buffer (the per-context rows).
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "chunk_decode_fast_i.h"
 
@@ -44,6 +47,7 @@ namespace {
 
 struct TernCfg {
   const uint32_t* tab;    // context -> s1 | s2 << 16 (tern3 or a re-indexed copy)
+  const uint32_t* fs4;    // context c -> [4 c + token] freq | start << 16, [4 c + 3] its tab entry s1 | s2 << 16
   uint32_t smul;          // entries of tab per scale class
   uint32_t W, R, w;       // lane rectangle columns, rows; chunk columns
   uint32_t oa, ob, period;
@@ -59,27 +63,21 @@ struct TernCfg {
 // Whether a digit (0, 1, 2) is non-zero.
 WC_FAST_INLINE uint32_t nz(uint32_t q) { return (q + 1) >> 1; }
 
-// One ternary symbol of lane state x from the context entry e = s1 | s2 <<
-// 16 (token 0 below s1, 1 below s2, else 2; an unused table, s1 = s2 =
-// 0x2000, decodes token 0 with frequency 0 as the reference's all-zero
-// table does), then the lane's renormalization. Returns the code: token 0
-// -> 0, token 1 (value -1) -> 2, token 2 (+1) -> 1.
-WC_FAST_INLINE uint32_t tern_renorm(uint32_t& x, uint32_t e, const uint8_t* p, uint32_t& pos) {
+// One ternary symbol of lane state x from its context's row f of fs4
+// (token 0 below s1, 1 below s2, else 2: two compares, no branch; the
+// compares are random, a branch would be mispredicted about every other
+// symbol), then the lane's renormalization. Returns the code: token 0 -> 0,
+// token 1 (value -1) -> 2, token 2 (+1) -> 1.
+WC_FAST_INLINE uint32_t tern_renorm(uint32_t& x, const uint32_t* f, const uint8_t* p, uint32_t& pos) {
+  const uint32_t e = f[3];
   const uint32_t s1 = e & 0xFFFFu, s2 = e >> 16;
   const uint32_t xv = x;
   const uint32_t slot = xv & ((1u << kMaxProbBits) - 1);
-  // Masks, not conditionals (the compares are random: a branch would be
-  // mispredicted about every other symbol). s2 >= s1, so g2 implies g1:
-  // start lo = 0, s1, s2 and end hi = s1 (0 for an unused table), s2, 4096.
   const uint32_t g1 = slot >= s1, g2 = slot >= s2;
-  const uint32_t m1 = 0u - g1, m2 = 0u - g2;
-  const uint32_t s1f = s1 & 0x1FFFu;
-  const uint32_t lo = (m1 & s1) + (m2 & (s2 - s1));
-  const uint32_t hi = s1f + (m1 & (s2 - s1f)) + (m2 & ((1u << kMaxProbBits) - s2));
-  x = renorm_from((hi - lo) * (xv >> kMaxProbBits) + slot - lo, p, pos);
+  const uint32_t fs = f[g1 + g2];
+  x = renorm_from((fs & 0xFFFFu) * (xv >> kMaxProbBits) + slot - (fs >> 16), p, pos);
   return 2 * g1 - g2;
 }
-
 // MODE: nbr_mode. SC: 1 a scale term per lane and row (row classes, or
 // none), 2 per element (column classes).
 template <int MODE, int SC>
@@ -125,7 +123,7 @@ int tern_same(const TernCfg& c, uint32_t* x, Words& ws) {
           ph[l] = kp + 1 == c.period ? 0u : kp + 1;
           ctx = s + 3 * (q1[l] & c.lmask[kp]) + (a & c.umask[kp]);
         }
-        const uint32_t code = tern_renorm(x[l], c.tab[ctx], p, pos);
+        const uint32_t code = tern_renorm(x[l], c.fs4 + 4 * uint64_t{ctx}, p, pos);
         *e = static_cast<uint8_t>(code);
         q2[l] = q1[l];
         q1[l] = code;
@@ -220,6 +218,19 @@ int decode_tern_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_
       c.smul = 9;
       break;
   }
+  // Each context's three tokens' frequency and start, and its bounds.
+  const uint32_t ntab = p.nbr_mode == 0 ? 32u * p.ns : p.nbr_mode == 3 ? 9u * p.ns : int_nctx(p);
+  thread_local std::vector<uint32_t> fs4;
+  if (fs4.size() < 4 * uint64_t{ntab}) fs4.resize(4 * uint64_t{ntab});
+  for (uint32_t i = 0; i < ntab; ++i) {
+    const uint32_t e = c.tab[i], s1 = e & 0xFFFFu, s2 = e >> 16;
+    uint32_t* f = fs4.data() + 4 * uint64_t{i};
+    f[0] = s1 & 0x1FFFu;  // an unused table (s1 = s2 = 0x2000): token 0, frequency 0
+    f[1] = ((s2 - s1) & 0xFFFFu) | s1 << 16;
+    f[2] = (((1u << kMaxProbBits) - s2) & 0xFFFFu) | (s2 & 0xFFFFu) << 16;
+    f[3] = e;
+  }
+  c.fs4 = fs4.data();
   uint32_t x[kLanes];
   for (uint32_t l = 0; l < kLanes; ++l) x[l] = load_elem(rans + 4 * l, 4);
   Words ws;
