@@ -55,8 +55,12 @@ struct TernCfg {
   const uint8_t* rc;      // row classes from the chunk's first row (null: none)
   const uint8_t* cc;      // column classes from the chunk's first column (null: none)
   uint8_t* base[kLanes];  // the lane's first element in the code grid
-  uint32_t r0[kLanes], c0[kLanes], phase0[kLanes];
-  uint8_t lmask[64], umask[64];  // nbr_mode 3: 3 where the kernel has a left / upper neighbour, else 0
+  uint32_t r0[kLanes], c0[kLanes];
+  // The lanes' column phases, by the step's column j (jj = j % period, lane
+  // l at jj * 32 + l): nbr_mode 2: 9 x the phase; nbr_mode 3: 3 where the
+  // kernel has a left (pl) / an upper (pu) neighbour, else 0.
+  uint32_t p9[64 * kLanes];
+  uint8_t pl[64 * kLanes], pu[64 * kLanes];
   uint32_t re[16 * 32];          // nbr_modes 0 and 3: re-indexed tables
 };
 
@@ -82,16 +86,16 @@ WC_FAST_INLINE uint32_t tern_renorm(uint32_t& x, const uint32_t* f, const uint8_
 // none), 2 per element (column classes).
 template <int MODE, int SC>
 int tern_same(const TernCfg& c, uint32_t* x, Words& ws) {
-  uint32_t q1[kLanes], q2[kLanes], ph[kLanes], sb[kLanes];
+  uint32_t q1[kLanes], q2[kLanes], sb[kLanes];
   const uint64_t w = c.w, oa = c.oa, ob = c.ob;
   for (uint32_t r = 0; r < c.R; ++r) {
     for (uint32_t l = 0; l < kLanes; ++l) {
       q1[l] = q2[l] = 0;
-      ph[l] = c.phase0[l];
       const uint32_t rp = c.rc ? c.rc[c.r0[l] + r] : 0u;
       sb[l] = SC == 2 ? rp : c.scale[rp] * c.smul;
     }
     const bool ht = r != 0;
+    uint32_t jj = 0;  // j % period
     for (uint32_t j = 0; j < c.W; ++j) {
       if (!words_ready(&ws, kLanes)) return 0;
       uint32_t pos = ws.pos;
@@ -115,13 +119,9 @@ int tern_same(const TernCfg& c, uint32_t* x, Words& ws) {
           if (ob) k = k * 3 + (hb ? e[-static_cast<int64_t>(ob)] : 0u);
           ctx = s + k;
         } else if constexpr (MODE == 2) {
-          const uint32_t kp = ph[l];
-          ph[l] = kp + 1 == c.period ? 0u : kp + 1;
-          ctx = s + kp * 9 + q1[l] * 3 + a;
+          ctx = s + c.p9[jj * kLanes + l] + q1[l] * 3 + a;
         } else {
-          const uint32_t kp = ph[l];
-          ph[l] = kp + 1 == c.period ? 0u : kp + 1;
-          ctx = s + 3 * (q1[l] & c.lmask[kp]) + (a & c.umask[kp]);
+          ctx = s + 3 * (q1[l] & c.pl[jj * kLanes + l]) + (a & c.pu[jj * kLanes + l]);
         }
         const uint32_t code = tern_renorm(x[l], c.fs4 + 4 * uint64_t{ctx}, p, pos);
         *e = static_cast<uint8_t>(code);
@@ -129,6 +129,7 @@ int tern_same(const TernCfg& c, uint32_t* x, Words& ws) {
         q1[l] = code;
       }
       ws.pos = pos;
+      jj = jj + 1 == c.period ? 0u : jj + 1;
     }
   }
   return 1;
@@ -173,7 +174,6 @@ int decode_tern_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_
     c.r0[l] = g.r0[l];
     c.c0[l] = g.c0[l];
     c.base[l] = grid + uint64_t{g.r0[l]} * cv.w + g.c0[l];
-    c.phase0[l] = (cv.col0 + g.c0[l]) % c.period;
   }
   const IntLuts& L = *m.luts;
   switch (p.nbr_mode) {
@@ -209,15 +209,19 @@ int decode_tern_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_
         for (uint32_t ql = 0; ql < 3; ++ql)
           for (uint32_t qu = 0; qu < 3; ++qu)
             c.re[9 * sc + 3 * ql + qu] = m.tern3[9 * (p.nb * sc + L.act[(ql != 0) + (qu != 0)]) + 3 * ql + qu];
-      for (uint32_t kp = 0; kp < 64; ++kp) {
-        const uint32_t k = kp < c.period ? int_kernel_nbrs(p, kp) : 0u;
-        c.lmask[kp] = k & 1 ? 3 : 0;
-        c.umask[kp] = k & 2 ? 3 : 0;
-      }
       c.tab = c.re;
       c.smul = 9;
       break;
   }
+  if (p.nbr_mode >= 2)
+    for (uint32_t jj = 0; jj < c.period; ++jj)
+      for (uint32_t l = 0; l < kLanes; ++l) {
+        const uint32_t kp = (cv.col0 + g.c0[l] + jj) % c.period;
+        const uint32_t k = p.nbr_mode == 3 ? int_kernel_nbrs(p, kp) : 0u;
+        c.p9[jj * kLanes + l] = 9 * kp;
+        c.pl[jj * kLanes + l] = k & 1 ? 3 : 0;
+        c.pu[jj * kLanes + l] = k & 2 ? 3 : 0;
+      }
   // Each context's three tokens' frequency and start, and its bounds.
   const uint32_t ntab = p.nbr_mode == 0 ? 32u * p.ns : p.nbr_mode == 3 ? 9u * p.ns : int_nctx(p);
   thread_local std::vector<uint32_t> fs4;
