@@ -1,7 +1,10 @@
 // codec/decompress/chunk_decode_fast_int.cpp — the portable fast decoder of
 // int chunks (scalar decoder path; method in chunk_decode_fast.h): int8,
-// uint8 and 4-bit codes with activity contexts (nbr_mode 0) or kernel
-// contexts (nbr_mode 3), any scale classes, zero points and tile maps.
+// uint8, 4-bit and ternary codes with activity contexts (nbr_mode 0),
+// exact-neighbour contexts (nbr_modes 1, 2) or kernel contexts (nbr_mode
+// 3), any scale classes, escapes, zero points and tile maps. Ternary chunks
+// whose tables code only 0, -1, +1 go to the ternary loop first
+// (chunk_decode_fast_tern.cpp); this loop takes what it declines.
 //
 // The residual tokens are decoded with the 32 lanes stepped together, each
 // lane's neighbours in small local arrays (the last three values of its
