@@ -10,13 +10,16 @@
 // Thread-safety: single-threaded test code.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "bytes.h"
 #include "chunk_decode.h"
 #include "chunk_decode_fast.h"
+#include "chunk_decode_fast_i.h"
 #include "chunk_decode_simd.h"
 #include "chunk_model.h"
 #include "edge_cases.h"
@@ -54,9 +57,11 @@ bool parse_payload(const TensorGeometry& g, uint64_t index, const std::vector<ui
 }
 
 #if defined(__SANITIZE_ADDRESS__)
+constexpr bool kStopWhenCovered = true;  // the ternary files: stop once every asserted condition holds
 constexpr uint64_t kMaxTensor = 256u << 10;
 constexpr int kMutations = 30;  // per chunk (AgreeWithReferenceOnRandomlyDamagedStreams)
 #else
+constexpr bool kStopWhenCovered = false;
 constexpr uint64_t kMaxTensor = 512u << 10;
 constexpr int kMutations = 60;
 #endif
@@ -64,6 +69,13 @@ constexpr int kMutations = 60;
 struct Counts {
   int float_chunks = 0, float_ragged = 0, float_joint = 0, float_tail = 0, f32 = 0;
   int int_chunks = 0, int_nibble = 0, int_ragged = 0, int_escapes = 0, int_tiles = 0;
+  // Ternary chunks: decoded by the ternary loop (tern_loop) and by the
+  // general int loop (tern_general: the same chunks with the model's tern3
+  // hidden, and chunks the ternary loop declines); nbr_modes (bit m) and
+  // scale classes seen by the ternary loop; format 1 models.
+  int tern = 0, tern_loop = 0, tern_general = 0, tern_modes = 0, tern_scaled = 0, tern_f1 = 0;
+  int tern_declined = 0;  // tern3 present, the ternary loop declines (tile map, ragged lanes, narrow rows)
+  std::set<int> tern_forms;  // by the ternary loop: 16 x nbr_mode + (ns > 1) + 2 (nb > 1)
   int damaged = 0, rejected = 0;
 };
 
@@ -134,13 +146,21 @@ std::vector<uint8_t> damage(const Parsed& ps, int v, std::mt19937& rng, uint64_t
 }
 
 void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string& what, uint64_t t_index,
-                    Counts* k) {
-  auto r = encode_tensor(t, data, AuxInput{}, EncodeOptions{});
+                    Counts* k, const EncodeOptions& opt = EncodeOptions{}) {
+  auto r = encode_tensor(t, data, AuxInput{}, opt);
   ASSERT_TRUE(r.ok()) << what << ": " << r.status().ToString();
   const EncodedTensor& et = *r;
   if (et.model.kind != ModelKind::kFloat && et.model.kind != ModelKind::kInt) return;
   std::shared_ptr<const TensorModel::VectorTables> hold;
-  const ModelView mv = et.model.view(&hold);
+  const ModelView mv0 = et.model.view(&hold);
+  const bool tern = mv0.kind == ModelKind::kInt && mv0.ip.sub == kIntTernary;
+  // Ternary models with tern3: once as they are (the ternary loop), once
+  // with tern3 hidden (the general int loop).
+  ModelView general = mv0;
+  general.tern3 = nullptr;
+  for (const ModelView* pv : {&mv0, static_cast<const ModelView*>(&general)}) {
+  const ModelView& mv = *pv;
+  if (pv == &general && !(tern && mv0.tern3)) break;
   for (uint64_t i = 0; i < et.chunks.size(); ++i) {
     const auto& c = et.chunks[i];
     if (c.method != ChunkMethod::kModel) continue;
@@ -170,6 +190,23 @@ void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string&
       k->int_ragged += ragged;
       k->int_nibble += mv.ip.sub == kIntNibble;
       k->int_tiles += ps.map != nullptr;
+      if (tern) {
+        ++k->tern;
+        std::vector<int32_t> res(uint64_t{cv.h} * cv.w);
+        std::vector<uint8_t> o(c.decoded_size);
+        const int tl = fast::decode_tern_chunk_fast(mv, cv, ps.map, ps.rans, ps.rans_len, o.data(), res.data());
+        if (tl == 1) {
+          ++k->tern_loop;
+          k->tern_modes |= 1 << mv.ip.nbr_mode;
+          k->tern_scaled += mv.ip.ns > 1;
+          k->tern_forms.insert(16 * mv.ip.nbr_mode + (mv.ip.ns > 1) + 2 * (mv.ip.nb > 1));
+        } else {
+          ASSERT_EQ(tl, -1) << wc << ": the ternary loop rejects a valid chunk";
+          ++k->tern_general;
+          k->tern_declined += mv.tern3 != nullptr;
+        }
+        k->tern_f1 += !opt.format_2_1;
+      }
     }
     // Damaged streams: the same verdict, and the same bytes where both
     // accept (a flip may leave a valid stream). Three of the damages per
@@ -192,17 +229,31 @@ void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string&
       k->rejected += !r_ok;
     }
   }
+  }
 }
 
-void compare_file(const std::vector<uint8_t>& f, const std::string& what, Counts* k) {
+// format1: also the models of format 1 (format_2_1 off: no nbr_modes 2, 3).
+void compare_file(const std::vector<uint8_t>& f, const std::string& what, Counts* k, bool format1 = false) {
   auto h = parse_safetensors_header(f.data(), f.size(), f.size(), what);
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   uint64_t ti = 0;
   for (const auto& t : h->tensors) {
     ++ti;
     if (t.nbytes() > kMaxTensor) continue;
+    if (kStopWhenCovered && format1 && k->tern_loop > 50 && k->tern_general > 50 && k->tern_f1 > 10 &&
+        k->tern_modes == 0xF && k->tern_scaled > 0)
+      break;
+    const int tern_before = k->tern;
     compare_tensor(t, f.data() + h->data_start + t.begin, what + ": " + t.name, ti, k);
     if (testing::Test::HasFatalFailure()) return;
+    // A ternary model: its format 1 form too, until 40 such chunks were
+    // compared (the encoder's model search is what takes the time).
+    if (format1 && k->tern > tern_before && k->tern_f1 < 40) {
+      EncodeOptions o;
+      o.format_2_1 = false;
+      compare_tensor(t, f.data() + h->data_start + t.begin, what + " (format 1): " + t.name, ti, k, o);
+      if (testing::Test::HasFatalFailure()) return;
+    }
   }
 }
 
@@ -210,7 +261,8 @@ TEST(FastDecoders, EqualReferenceOnRealFiles) {
   Counts k;
   int files = 0;
   for (const auto& p : wctest::data_safetensors_files()) {
-    compare_file(wctest::read_file(p), p.filename().string(), &k);
+    const std::string name = p.filename().string();
+    compare_file(wctest::read_file(p), name, &k, name.find("ternary") != std::string::npos);
     if (HasFatalFailure()) return;
     ++files;
   }
@@ -219,6 +271,9 @@ TEST(FastDecoders, EqualReferenceOnRealFiles) {
               "ragged %d, tile maps %d); damaged %d, rejected %d\n",
               k.float_chunks, k.float_ragged, k.float_joint, k.float_tail, k.f32, k.int_chunks, k.int_nibble,
               k.int_ragged, k.int_tiles, k.damaged, k.rejected);
+  std::printf("ternary chunks %d (ternary loop %d: nbr_modes 0x%x, %d with scale classes; general loop %d, "
+              "%d declined by the ternary loop; format 1 models %d)\n",
+              k.tern, k.tern_loop, k.tern_modes, k.tern_scaled, k.tern_general, k.tern_declined, k.tern_f1);
   EXPECT_GT(k.float_chunks, 50);
   EXPECT_GT(k.float_ragged, 5) << "float chunks whose lanes differ in size";
   EXPECT_GT(k.float_joint, 20) << "joint-symbol float chunks";
@@ -227,6 +282,13 @@ TEST(FastDecoders, EqualReferenceOnRealFiles) {
   EXPECT_GT(k.int_chunks, 50);
   EXPECT_GT(k.int_nibble, 20) << "4-bit code chunks";
   EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
+  // isnet-medium.rtn-ternary: activity (format 1), sign-neighbour,
+  // column-phase and kernel contexts, some with scale classes.
+  EXPECT_GT(k.tern_loop, 50) << "ternary chunks decoded by the ternary loop";
+  EXPECT_EQ(k.tern_modes, 0xF) << "nbr_modes the ternary loop decoded";
+  EXPECT_GT(k.tern_scaled, 0) << "ternary chunks with scale classes";
+  EXPECT_GT(k.tern_general, 50) << "ternary chunks decoded by the general int loop";
+  EXPECT_GT(k.tern_f1, 10) << "ternary chunks of format 1 models";
 }
 
 TEST(FastDecoders, EqualReferenceOnEdgeCases) {
@@ -236,6 +298,61 @@ TEST(FastDecoders, EqualReferenceOnEdgeCases) {
     if (HasFatalFailure()) return;
   }
   EXPECT_GT(k.float_chunks + k.int_chunks, 0);
+}
+
+// Synthetic ternary tensors (2-bit codes packed in U8 bytes): i.i.d.
+// codes, codes whose density follows the row and the column (scale
+// classes), conv-like rows (3x3 kernels flattened: the periodic forms);
+// format 1 and 2.1+ models; shapes whose lanes are of unequal rectangles or
+// do not start on a byte, rows of 4 codes, a single row.
+TEST(FastDecoders, EqualReferenceOnSyntheticTernary) {
+  std::mt19937 rng(3);
+  std::normal_distribution<double> gauss(0.0, 1.0);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  Counts k;
+  const uint64_t shapes[][2] = {{96, 576}, {64, 36}, {40, 1000}, {7, 4096}, {33, 12}, {5, 4}, {1, 4000}};
+  for (int gen = 0; gen < 3; ++gen)
+    for (const auto& shape : shapes)
+      for (bool f21 : {false, true}) {
+        const uint64_t rows = shape[0], cols = shape[1];
+        std::vector<uint8_t> bytes(rows * cols / 4, 0);
+        std::vector<double> rs(rows), cs(cols);
+        for (auto& v : rs) v = 0.3 + 2.5 * uni(rng);
+        for (auto& v : cs) v = 0.3 + 2.5 * uni(rng);
+        for (uint64_t r = 0; r < rows; ++r)
+          for (uint64_t c = 0; c < cols; ++c) {
+            double w = gauss(rng);
+            if (gen == 1) w *= rs[r] * cs[c];
+            if (gen == 2) w *= c % 9 == 4 ? 2.0 : (c % 3 == 1 ? 1.5 : 0.7);
+            const unsigned code = std::fabs(w) < 0.6 ? 0 : (w > 0 ? 1 : 2);
+            bytes[(r * cols + c) / 4] |= static_cast<uint8_t>(code << (2 * (c % 4)));
+          }
+        TensorInfo t;
+        t.name = "synthetic_packed";
+        t.dtype = DType::kU8;
+        t.shape = {rows, cols / 4};
+        t.begin = 0;
+        t.end = bytes.size();
+        EncodeOptions opt;
+        opt.chunk_bytes = 4096;
+        opt.format_2_1 = f21;
+        compare_tensor(t, bytes.data(),
+                       "gen " + std::to_string(gen) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                           (f21 ? "" : " (format 1)"),
+                       static_cast<uint64_t>(gen), &k, opt);
+        if (HasFatalFailure()) return;
+      }
+  std::string seen;
+  for (int f : k.tern_forms) seen += " " + std::to_string(f);
+  std::printf("ternary chunks %d (ternary loop %d, forms (16 x nbr_mode + scaled + 2 x activity classes):%s; "
+              "general loop %d, %d declined by the ternary loop); damaged %d, rejected %d\n",
+              k.tern, k.tern_loop, seen.c_str(), k.tern_general, k.tern_declined, k.damaged, k.rejected);
+  EXPECT_GT(k.tern_loop, 10);
+  EXPECT_GT(k.tern_declined, 0) << "chunks with lanes of unequal rectangles";
+  EXPECT_TRUE(k.tern_forms.count(1)) << "activity contexts, one class, scale classes:" << seen;
+  EXPECT_TRUE(k.tern_forms.count(3)) << "activity contexts, several classes, scale classes:" << seen;
+  EXPECT_TRUE(k.tern_forms.count(32) || k.tern_forms.count(33)) << "column-phase contexts:" << seen;
+  EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
 }
 
 // Fuzz-style: many random mutations of a few chunks of each kind (the
@@ -272,7 +389,8 @@ TEST(FastDecoders, AgreeWithReferenceOnRandomlyDamagedStreams) {
   };
   for (const char* f : {"stories260K.bf16.safetensors", "stories260K.f32.safetensors",
                         "stories260K.rtn-int8.safetensors", "stories260K.rtn-int4.safetensors",
-                        "silero_vad_16k.bf16.safetensors", "isnet-medium.f16.safetensors"})
+                        "silero_vad_16k.bf16.safetensors", "isnet-medium.f16.safetensors",
+                        "stories260K.rtn-ternary.safetensors", "isnet-medium.rtn-ternary.safetensors"})
     add_file(f, 3);
   if (chunks.empty()) GTEST_SKIP() << "no model files in " << wctest::data_dir();
   std::mt19937 rng(12345);

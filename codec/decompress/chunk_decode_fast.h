@@ -45,9 +45,12 @@ int decode_float_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8
                             const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm, bool tail);
 
 // decode_int_residuals + int_finish_chunk with the fast decoder: 1 decoded
-// (the same bytes), 0 malformed, -1 not handled (ternary codes, zero
-// points, or a configuration it does not decode). res, tmp_tile as for
-// int_finish_chunk; lm: fast_lane_major_bytes(cv) bytes of scratch.
+// (the same bytes), 0 malformed, -1 not handled (a configuration it does
+// not decode: tables not laid out as the reference's, an invalid model).
+// Ternary chunks whose tables code only 0, -1, +1 take the ternary loop
+// (chunk_decode_fast_tern.cpp), the rest the general int loop. res,
+// tmp_tile as for int_finish_chunk; lm: fast_lane_major_bytes(cv) bytes of
+// scratch.
 int decode_int_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm);
 

@@ -143,5 +143,13 @@ WC_FAST_INLINE void store_le(uint8_t* p, T v) {
   }
 }
 
+// The ternary loop (chunk_decode_fast_tern.cpp): decode_int_chunk_fast's
+// result for models whose tables code only the tokens 0..2 (ModelView::
+// tern3), chunks without a tile map whose lanes are one rectangle size and
+// whose rows are whole bytes; -1 for anything else. res: h * w int32 of
+// scratch (used as h * w bytes).
+int decode_tern_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
+                           uint32_t rans_len, uint8_t* out, int32_t* res);
+
 }  // namespace fast
 }  // namespace wcodec

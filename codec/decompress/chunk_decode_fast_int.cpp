@@ -1,7 +1,10 @@
 // codec/decompress/chunk_decode_fast_int.cpp — the portable fast decoder of
 // int chunks (scalar decoder path; method in chunk_decode_fast.h): int8,
-// uint8 and 4-bit codes with activity contexts (nbr_mode 0) or kernel
-// contexts (nbr_mode 3), any scale classes, zero points and tile maps.
+// uint8, 4-bit and ternary codes with activity contexts (nbr_mode 0),
+// exact-neighbour contexts (nbr_modes 1, 2) or kernel contexts (nbr_mode
+// 3), any scale classes, escapes, zero points and tile maps. Ternary chunks
+// whose tables code only 0, -1, +1 go to the ternary loop first
+// (chunk_decode_fast_tern.cpp); this loop takes what it declines.
 //
 // The residual tokens are decoded with the 32 lanes stepped together, each
 // lane's neighbours in small local arrays (the last three values of its
@@ -42,7 +45,8 @@ struct IntCfg {
   const uint8_t* scale;  // rc + cc -> scale class
   const uint8_t* rc;     // row classes of the chunk's rows (null: none)
   const uint8_t* cc;     // column classes from the chunk's first column (null: none)
-  uint32_t nb, esc, period, oa, w;
+  uint32_t smul;  // contexts per scale class (nb: modes 0 and 3)
+  uint32_t esc, period, oa, ob, w;
   int32_t lmask[64], umask[64];  // nbr_mode 3: kernel neighbours by phase (all ones: present)
 };
 
@@ -67,7 +71,7 @@ WC_FAST_INLINE void int_lane(const IntCfg& c, IntLanes& L, uint32_t l, int32_t* 
   else if constexpr (OA == 3) la = h3;
   else la = col >= c.oa ? e[-static_cast<int64_t>(c.oa)] : 0;
   uint32_t sb = L.scb[l];
-  if constexpr (CC) sb = c.scale[sb + L.ccl[l][col]] * c.nb;
+  if constexpr (CC) sb = c.scale[sb + L.ccl[l][col]] * c.smul;
   uint32_t ctx;
   if constexpr (MODE == 3) {
     const uint32_t kp = L.phase[l];
@@ -79,6 +83,15 @@ WC_FAST_INLINE void int_lane(const IntCfg& c, IntLanes& L, uint32_t l, int32_t* 
     }
     ctx = ((sb + ac) * 3u + sign_class(lk)) * 3u + sign_class(uk);
     if constexpr (PH) L.phase[l] = kp + 1 == c.period ? 0u : kp + 1;
+  } else if constexpr (MODE == 2) {
+    const uint32_t kp = L.phase[l];
+    ctx = sb + kp * 9u + sign_class(h1) * 3u + sign_class(la);
+    if constexpr (PH) L.phase[l] = kp + 1 == c.period ? 0u : kp + 1;
+  } else if constexpr (MODE == 1) {
+    const int32_t t = ht ? e[-static_cast<int64_t>(c.w)] : 0;
+    ctx = ((sign_class(h1) * 3u + sign_class(h2)) * 3u + sign_class(la)) * 3u + sign_class(t);
+    if (c.ob) ctx = ctx * 3u + sign_class(col >= c.ob ? e[-static_cast<int64_t>(c.ob)] : 0);
+    ctx += sb;
   } else {
     uint32_t ac = 0;
     if constexpr (ACT) {
@@ -116,7 +129,7 @@ WC_FAST_INLINE void int_advance(const IntCfg& c, const LaneRows& g, IntLanes& L,
     const uint32_t r = ++L.row[l];
     if (c.rc && r < g.h[l]) {
       const uint32_t rp = c.rc[g.r0[l] + r];
-      L.scb[l] = CC ? rp : static_cast<uint32_t>(c.scale[rp]) * c.nb;
+      L.scb[l] = CC ? rp : static_cast<uint32_t>(c.scale[rp]) * c.smul;
     }
   }
 }
@@ -199,7 +212,7 @@ int int_same(const IntCfg& c, const Geom& g, const LaneRows& rows, IntLanes& L, 
       L.phase[l] = rows.phase0[l];
       if (c.rc) {
         const uint32_t rp = c.rc[g.r0[l] + r];
-        L.scb[l] = CC ? rp : static_cast<uint32_t>(c.scale[rp]) * c.nb;
+        L.scb[l] = CC ? rp : static_cast<uint32_t>(c.scale[rp]) * c.smul;
       }
     }
     for (uint32_t j = 0; j < W; ++j) {
@@ -229,14 +242,20 @@ int decode_int_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t
   (void)lm;
   if (m.kind != ModelKind::kInt || !m.luts) return -1;
   const IntParams& p = m.ip;
-  if (p.sub != kIntI8 && p.sub != kIntU8 && p.sub != kIntNibble) return -1;
-  if (p.nbr_mode != 0 && p.nbr_mode != 3) return -1;
-  if (p.nbr_mode == 3 && (p.off_a == 0 || p.period == 0 || p.period > 64)) return -1;
+  if (p.sub > kIntTernary || p.nbr_mode > 3) return -1;
+  if (p.nbr_mode >= 2 && (p.period == 0 || p.period > 64)) return -1;
+  if (p.nbr_mode == 3 && p.off_a == 0) return -1;
+  if ((p.nbr_mode == 1 || p.nbr_mode == 2) && (p.off_a == 1 || p.off_a == 2)) return -1;  // not a valid model
   if (p.ns == 0 || p.nb == 0) return -1;
   const uint64_t n = uint64_t{cv.h} * cv.w;
   if (n == 0 || n >= (1ull << 31)) return -1;
   if (m.n0 < int_nctx(p)) return -1;  // every context the loop forms has a table
   if ((p.use_rc && !m.rc) || (p.use_cc && !m.cc)) return -1;
+  if (p.sub == kIntTernary) {
+    // Tables of the tokens 0..2 only: the ternary loop (else this one).
+    const int r = fast::decode_tern_chunk_fast(m, cv, tile_map, rans, rans_len, out, res);
+    if (r >= 0) return r;
+  }
   IntCfg c;
   if (!contiguous_tables(m.t0, m.n0, &c.sym, &c.fs)) return -1;
   if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
@@ -244,9 +263,10 @@ int decode_int_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t
   c.scale = m.luts->scale;
   c.rc = p.use_rc ? m.rc + cv.row0 : nullptr;
   c.cc = p.use_cc ? m.cc + cv.col0 : nullptr;
-  c.nb = p.nb;
+  c.smul = p.nbr_mode == 1 ? (p.off_b ? 243u : 81u) : p.nbr_mode == 2 ? 9u * p.period : p.nb;
+  c.ob = p.nbr_mode == 1 ? p.off_b : 0u;
   c.esc = p.esc;
-  c.period = p.nbr_mode == 3 ? p.period : 1u;
+  c.period = p.nbr_mode >= 2 ? p.period : 1u;
   c.oa = p.off_a;
   c.w = cv.w;
   for (uint32_t kp = 0; kp < 64; ++kp) {
@@ -273,7 +293,7 @@ int decode_int_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t
     L.tok[l] = 0;
     L.ccl[l] = cc ? c.cc + g.c0[l] : nullptr;
     const uint32_t rp = c.rc && g.n[l] ? c.rc[g.r0[l]] : 0u;
-    L.scb[l] = cc ? rp : static_cast<uint32_t>(c.scale[rp]) * c.nb;
+    L.scb[l] = cc ? rp : static_cast<uint32_t>(c.scale[rp]) * c.smul;
   }
   Words ws;
   words_open(&ws, rans, rans_len);
@@ -303,6 +323,21 @@ int decode_int_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t
   WC_FAST_INT(3, 3)
   WC_FAST_INT(3, 4)
 #undef WC_FAST_INT
+  // The exact-neighbour modes (no activity; off_a is 3..64 or unused).
+#define WC_FAST_NBR(MODEv, OAv)                                                                              \
+  if (p.nbr_mode == MODEv && oa == OAv) {                                                                    \
+    if (g.same)                                                                                              \
+      ok = cc ? int_same<MODEv, OAv, true, false>(c, g, rows, L, ws) : int_same<MODEv, OAv, false, false>(c, g, rows, L, ws); \
+    else                                                                                                     \
+      ok = cc ? int_lanes<MODEv, OAv, true>(c, g, rows, L, ws) : int_lanes<MODEv, OAv, false>(c, g, rows, L, ws); \
+  }
+  WC_FAST_NBR(1, 0)
+  WC_FAST_NBR(1, 3)
+  WC_FAST_NBR(1, 4)
+  WC_FAST_NBR(2, 0)
+  WC_FAST_NBR(2, 3)
+  WC_FAST_NBR(2, 4)
+#undef WC_FAST_NBR
   if (!ok || !words_done(ws)) return 0;
   for (uint32_t l = 0; l < kLanes; ++l)
     if (L.x[l] != kRansL) return 0;
