@@ -25,6 +25,7 @@
 #include "edge_cases.h"
 #include "tensor_encode.h"
 #include "tensor_model.h"
+#include "chunk_payload_testutil.h"
 #include "testutil.h"
 #include "wcodec/container.h"
 #include "wcodec/safetensors.h"
@@ -33,27 +34,9 @@ namespace {
 
 using namespace wcodec;
 
-struct Parsed {
-  const uint8_t* map = nullptr;  // int tile map, or null
-  const uint8_t* rans = nullptr;
-  uint32_t rans_len = 0;
-  const uint8_t* raw = nullptr;
-  size_t raw_len = 0;
-  bool tail = false;
-};
-
+using Parsed = wctest::ChunkPayload;
 bool parse_payload(const TensorGeometry& g, uint64_t index, const std::vector<uint8_t>& p, Parsed* out) {
-  uint64_t row0, col0, h, w;
-  g.chunk_rect(index, &row0, &col0, &h, &w);
-  ByteReader r(p.data(), p.size());
-  const uint8_t flags = r.u8();
-  if (flags & 1) out->map = r.take(2 * ((h + kTile - 1) / kTile) * ((w + kTile - 1) / kTile));
-  out->tail = (flags & 2) != 0;
-  out->rans_len = r.u32();
-  out->rans = r.take(out->rans_len);
-  out->raw = r.cur();
-  out->raw_len = r.remaining();
-  return r.ok();
+  return wctest::parse_chunk_payload(g, index, p, out);
 }
 
 #if defined(__SANITIZE_ADDRESS__)
