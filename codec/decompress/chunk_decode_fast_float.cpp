@@ -151,7 +151,10 @@ int two_ragged(const FloatCfg& c, Words& ws, TwoLanes& L, const Geom& g, T* lm) 
     for (uint32_t l = 0; l < kLanes; ++l) {
       if (t >= g.n[l]) continue;
       const bool hl = col[l] != 0, ht = t >= g.w[l];
-      const uint32_t te = ht ? (static_cast<uint32_t>(row[l - uint64_t{g.w[l]} * kLanes]) >> c.mb) & c.emask : 0u;
+      // The top neighbour: this lane's element w[l] steps back (indexed from
+      // lm: a negative offset from row in unsigned arithmetic would wrap).
+      const uint32_t te =
+          ht ? (static_cast<uint32_t>(lm[uint64_t{t - g.w[l]} * kLanes + l]) >> c.mb) & c.emask : 0u;
       uint32_t ctx;
       if (hl) ctx = ht ? exp_ctx<EM>(c, true, true, L.le[l], te) : exp_ctx<EM>(c, true, false, L.le[l], te);
       else ctx = ht ? exp_ctx<EM>(c, false, true, L.le[l], te) : exp_ctx<EM>(c, false, false, L.le[l], te);
