@@ -125,4 +125,43 @@ Status bf16_to_f16_inplace(uint8_t* p, uint64_t n, const std::string& what) {
   return Status::OK();
 }
 
+void q3_codes_unpack(const uint8_t* in, uint64_t blocks, uint8_t* codes) {
+  for (uint64_t b = 0; b < blocks; ++b, in += kQ3StreamBytes, codes += kQ3Codes) {
+    const uint8_t* hm = in;
+    const uint8_t* qs = in + 32;
+    for (uint32_t h = 0; h < 2; ++h)
+      for (uint32_t j = 0; j < 4; ++j) {
+        uint8_t* c = codes + 128 * h + 32 * j;
+        const uint32_t hs = 4 * h + j, ls = 2 * j;
+        for (uint32_t l = 0; l < 32; ++l)
+          c[l] = static_cast<uint8_t>(((qs[32 * h + l] >> ls) & 3) | (((hm[l] >> hs) & 1) << 2));
+      }
+  }
+}
+
+Status q3_codes_pack(const uint8_t* codes, uint64_t blocks, uint8_t* out, const std::string& what) {
+  for (uint64_t b = 0; b < blocks; ++b, out += kQ3StreamBytes, codes += kQ3Codes) {
+    uint8_t bad = 0;
+    for (uint32_t e = 0; e < kQ3Codes; ++e) bad |= codes[e];
+    if (bad & 0xf8) {
+      for (uint32_t e = 0; e < kQ3Codes; ++e)
+        if (codes[e] > 7)
+          return Status::Corruption(what + ": recoded 3-bit code " + std::to_string(codes[e]) + " of element " +
+                                    std::to_string(b * kQ3Codes + e) + " (allowed 0..7)");
+    }
+    uint8_t* hm = out;
+    uint8_t* qs = out + 32;
+    for (uint32_t l = 0; l < 32; ++l) {
+      uint32_t hbits = 0;
+      for (uint32_t h = 0; h < 2; ++h) {
+        const uint8_t* c = codes + 128 * h + l;
+        qs[32 * h + l] = static_cast<uint8_t>((c[0] & 3) | (c[32] & 3) << 2 | (c[64] & 3) << 4 | (c[96] & 3) << 6);
+        hbits |= ((c[0] >> 2) | (c[32] >> 2) << 1 | (c[64] >> 2) << 2 | (c[96] >> 2) << 3) << (4 * h);
+      }
+      hm[l] = static_cast<uint8_t>(hbits);
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace wcodec
