@@ -303,14 +303,38 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
     // one stream of whole 3-bit codes (format 2.8, §8.6), one per byte.
     if (ggml_type == kGgmlTypeQ3_K && opt.split_recode && f.off == 0 && f.len == 32 && fi + 1 < spec->fields.size() &&
         spec->fields[fi + 1].off == 32 && spec->fields[fi + 1].len == 64) {
-      SplitStream& qs = split->streams[s];
-      qs.ranges[0].len = static_cast<uint16_t>(kQ3StreamBytes);
-      qs.recode = kRecodeQ3Codes;
+      SplitStream cs = split->streams[s];
+      cs.ranges[0].len = static_cast<uint16_t>(kQ3StreamBytes);
+      cs.recode = kRecodeQ3Codes;
+      split->streams[s] = cs;
       const uint64_t blocks = rows * blocks_per_row;
       std::vector<uint8_t> merged(blocks * kQ3StreamBytes), codes(blocks * kQ3Codes);
       split->gather(data, rows, row_bytes, s, merged.data());
       q3_codes_unpack(merged.data(), blocks, codes.data());
-      parts.push_back(encode_stream(*split, g, qs, codes.data(), As::kU8, sopt, coding));
+      auto cparts = encode_stream(*split, g, cs, codes.data(), As::kU8, sopt, coding);
+      // The two fields as streams where they cost less (a small tensor
+      // coded without a model: zstd of one code per byte).
+      {
+        SplitModel two = *split;
+        two.streams[s] = st;
+        SplitStream q;
+        q.ranges.push_back(SplitRange{32, 64});
+        two.streams.push_back(q);
+        std::vector<uint8_t> qdata(blocks * 64);
+        two.gather(data, rows, row_bytes, s + 1, qdata.data());
+        auto hparts = encode_stream(two, g, two.streams[s], sdata.data(), f.as, sopt, coding);
+        auto qparts = encode_stream(two, g, two.streams[s + 1], qdata.data(), As::kU8, sopt, coding);
+        if (stream_cost(two.streams[s], hparts, coding) + stream_cost(two.streams[s + 1], qparts, coding) <
+            stream_cost(cs, cparts, coding) + 4) {
+          split->streams = std::move(two.streams);
+          parts.push_back(std::move(hparts));
+          parts.push_back(std::move(qparts));
+          ++fi;
+          continue;
+        }
+      }
+      split->streams[s] = std::move(cs);
+      parts.push_back(std::move(cparts));
       ++fi;
       continue;
     }
