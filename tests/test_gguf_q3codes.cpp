@@ -80,56 +80,9 @@ int ggml_q3_value(const uint8_t* blk, uint32_t e) {
   return 99;
 }
 
-// Q3_K tensors of real weights: each 16-element group on 8 levels of its
-// own step (signed codes −4..3, the step's sign putting the group's
-// extreme at −4 as llama.cpp's make_q3_quants does), a 6-bit step per group packed into the 12
-// scale bytes, d the block's largest step in fp16; codes written in ggml's
-// layout through the walk above (set bit by bit).
-void fill_q3k(uint8_t* blk, const float* x) {
-  std::memset(blk, 0, kQ3Block);
-  float amax_all = 0;
-  float steps[16];
-  for (int g = 0; g < 16; ++g) {
-    float amax = 0, mx = 0;
-    for (int i = 0; i < 16; ++i)
-      if (std::fabs(x[16 * g + i]) > amax) amax = std::fabs(x[16 * g + i]), mx = x[16 * g + i];
-    // As llama.cpp's make_q3_quants: the group's extreme maps to −4.
-    steps[g] = amax > 0 ? -mx / 4 : 1e-6f;
-    amax_all = std::max(amax_all, std::fabs(steps[g]));
-  }
-  for (uint32_t e = 0; e < 256; ++e) {
-    const int v = std::clamp(static_cast<int>(std::lround(x[e] / steps[e / 16])), -4, 3);
-    const uint32_t code = static_cast<uint32_t>(v + 4);
-    // Element e = 128h + 32j + l: qs[32h + l] bits 2j..2j+1, hmask[l] bit 4h + j.
-    const uint32_t h = e / 128, j = (e % 128) / 32, l = e % 32;
-    blk[32 + 32 * h + l] |= static_cast<uint8_t>((code & 3) << (2 * j));
-    blk[l] |= static_cast<uint8_t>(((code >> 2) & 1) << (4 * h + j));
-  }
-  for (int g = 0; g < 16; ++g) {
-    const uint32_t s6 = std::min<uint32_t>(63, static_cast<uint32_t>(std::lround(std::fabs(steps[g]) / amax_all * 63)));
-    blk[96 + g % 12] ^= static_cast<uint8_t>(s6 << (g / 12) * 2);
-  }
-  const uint16_t d = wctest::to_f16(amax_all / 63);
-  std::memcpy(blk + 108, &d, 2);
-}
-
 std::vector<uint8_t> q3k_file(const std::vector<wctest::QTensor>& ts) {
   auto file = wctest::make_quant_gguf(ts, weights());
-  auto f = parse_gguf(file.data(), file.size(), file.size(), "t.gguf");
-  EXPECT_TRUE(f.ok()) << f.status().ToString();
-  if (!f.ok()) return {};
-  size_t at = 0;
-  const auto& w = weights();
-  std::vector<float> x(256);
-  for (size_t t = 0; t < f->tensors.size(); ++t) {
-    if (f->tensors[t].type != kGgmlTypeQ3_K) continue;
-    uint8_t* p = file.data() + f->data_offset + f->tensors[t].offset;
-    const uint64_t blocks = f->tensors[t].nbytes / kQ3Block;
-    for (uint64_t b = 0; b < blocks; ++b) {
-      for (auto& v : x) v = w[at++ % w.size()];
-      fill_q3k(p + b * kQ3Block, x.data());
-    }
-  }
+  wctest::requantize_q3_k(file, weights());
   return file;
 }
 
@@ -305,6 +258,16 @@ TEST(Q3Codes, DamagedChunksAreDetected) {
     else ++refused;
   }
   EXPECT_GT(refused, tried * 9 / 10) << refused << " of " << tried;
+}
+
+// fuzz_container's Q3_K seed, encoded as it encodes it (16 KiB chunks),
+// takes the 3-bit code stream, so the fuzzer's edits reach it.
+TEST(Q3Codes, FuzzSeedTakesTheCodeStream) {
+  const auto file = wctest::q3_k_fuzz_seed();
+  const auto enc = encode(file, 16 * 1024);
+  auto rd = read_back(enc, file);
+  ASSERT_TRUE(rd);
+  EXPECT_TRUE(has_q3codes(*rd, 0)) << ReaderAccess::tensor(*rd, 0).split->describe();
 }
 
 // ------------------------------------------------------------------ refused records
