@@ -276,4 +276,68 @@ inline void requantize_q4_1_from_bf16(std::vector<uint8_t>& file, const std::vec
   }
 }
 
+// A Q3_K block (110 bytes: hmask, qs, 12 bytes of scales, fp16 d) of the
+// 256 weights at x: each 16-element group on 8 levels of its own step
+// (signed codes −4..3, the step's sign putting the group's extreme at −4
+// as llama.cpp's make_q3_quants does), a 6-bit step per group packed into
+// the 12 scale bytes (not ggml's packing: filler of the right size), d
+// the block's largest step in fp16; each code (value + 4) written bit by
+// bit in ggml's layout.
+inline void fill_q3_k_block(uint8_t* blk, const float* x) {
+  std::memset(blk, 0, 110);
+  float amax_all = 0;
+  float steps[16];
+  for (int g = 0; g < 16; ++g) {
+    float amax = 0, mx = 0;
+    for (int i = 0; i < 16; ++i)
+      if (std::fabs(x[16 * g + i]) > amax) amax = std::fabs(x[16 * g + i]), mx = x[16 * g + i];
+    // As llama.cpp's make_q3_quants: the group's extreme maps to −4.
+    steps[g] = amax > 0 ? -mx / 4 : 1e-6f;
+    amax_all = std::max(amax_all, std::fabs(steps[g]));
+  }
+  for (uint32_t e = 0; e < 256; ++e) {
+    const int v = std::clamp(static_cast<int>(std::lround(x[e] / steps[e / 16])), -4, 3);
+    const uint32_t code = static_cast<uint32_t>(v + 4);
+    // Element e = 128h + 32j + l: qs[32h + l] bits 2j..2j+1, hmask[l] bit 4h + j.
+    const uint32_t h = e / 128, j = (e % 128) / 32, l = e % 32;
+    blk[32 + 32 * h + l] |= static_cast<uint8_t>((code & 3) << (2 * j));
+    blk[l] |= static_cast<uint8_t>(((code >> 2) & 1) << (4 * h + j));
+  }
+  for (int g = 0; g < 16; ++g) {
+    const uint32_t s6 =
+        std::min<uint32_t>(63, static_cast<uint32_t>(std::lround(std::fabs(steps[g]) / amax_all * 63)));
+    blk[96 + g % 12] ^= static_cast<uint8_t>(s6 << (g / 12) * 2);
+  }
+  const uint16_t d = to_f16(amax_all / 63);
+  std::memcpy(blk + 108, &d, 2);
+}
+
+// Rewrites every block of a GGUF file's Q3_K tensors from the weights of w
+// (read cyclically) as fill_q3_k_block does.
+inline void requantize_q3_k(std::vector<uint8_t>& file, const std::vector<float>& w) {
+  auto f = wcodec::parse_gguf(file.data(), file.size(), file.size(), "requantize");
+  if (!f.ok()) return;
+  size_t at = 0;
+  std::vector<float> x(256);
+  for (const auto& t : f->tensors) {
+    if (t.type != wcodec::kGgmlTypeQ3_K) continue;
+    uint8_t* p = file.data() + f->data_offset + t.offset;
+    for (uint64_t b = 0; b < t.nbytes / 110; ++b) {
+      for (auto& v : x) v = w[at++ % w.size()];
+      fill_q3_k_block(p + b * 110, x.data());
+    }
+  }
+}
+
+// The fuzz_container seed of Q3_K blocks (Gaussian weights, which do not
+// repeat: its 3-bit code stream takes a model).
+inline std::vector<uint8_t> q3_k_fuzz_seed() {
+  const auto w = gaussian_weights(1 << 18, 21);
+  auto file = make_quant_gguf({{"blk.0.ffn_down.weight", wcodec::kGgmlTypeQ3_K, 1536, 96},
+                               {"output_norm.weight", wcodec::kGgmlTypeF32, 576, 1}},
+                              w);
+  requantize_q3_k(file, w);
+  return file;
+}
+
 }  // namespace wctest

@@ -51,7 +51,7 @@ constexpr int kMutations = 60;
 
 struct Counts {
   int float_chunks = 0, float_ragged = 0, float_joint = 0, float_tail = 0, f32 = 0;
-  int int_chunks = 0, int_nibble = 0, int_ragged = 0, int_escapes = 0, int_tiles = 0;
+  int int_chunks = 0, int_nibble = 0, int_u8 = 0, int_ragged = 0, int_escapes = 0, int_tiles = 0;
   // Ternary chunks: decoded by the ternary loop (tern_loop) and by the
   // general int loop (tern_general: the same chunks with the model's tern3
   // hidden, and chunks the ternary loop declines); nbr_modes (bit m) and
@@ -172,6 +172,7 @@ void compare_tensor(const TensorInfo& t, const uint8_t* data, const std::string&
       ++k->int_chunks;
       k->int_ragged += ragged;
       k->int_nibble += mv.ip.sub == kIntNibble;
+      k->int_u8 += mv.ip.sub == kIntU8;
       k->int_tiles += ps.map != nullptr;
       if (tern) {
         ++k->tern;
@@ -251,9 +252,9 @@ TEST(FastDecoders, EqualReferenceOnRealFiles) {
   }
   if (files == 0) GTEST_SKIP() << "no model files in " << wctest::data_dir();
   std::printf("float chunks %d (ragged lanes %d, joint %d, raw tail %d, 4-byte %d); int chunks %d (4-bit %d, "
-              "ragged %d, tile maps %d); damaged %d, rejected %d\n",
+              "8-bit unsigned %d, ragged %d, tile maps %d); damaged %d, rejected %d\n",
               k.float_chunks, k.float_ragged, k.float_joint, k.float_tail, k.f32, k.int_chunks, k.int_nibble,
-              k.int_ragged, k.int_tiles, k.damaged, k.rejected);
+              k.int_u8, k.int_ragged, k.int_tiles, k.damaged, k.rejected);
   std::printf("ternary chunks %d (ternary loop %d: nbr_modes 0x%x, %d with scale classes; general loop %d, "
               "%d declined by the ternary loop; format 1 models %d)\n",
               k.tern, k.tern_loop, k.tern_modes, k.tern_scaled, k.tern_general, k.tern_declined, k.tern_f1);
@@ -264,6 +265,7 @@ TEST(FastDecoders, EqualReferenceOnRealFiles) {
   EXPECT_GT(k.f32, 5) << "4-byte float chunks";
   EXPECT_GT(k.int_chunks, 50);
   EXPECT_GT(k.int_nibble, 20) << "4-bit code chunks";
+  EXPECT_GT(k.int_u8, 20) << "8-bit unsigned code chunks (packed in one pass by the fast decoder)";
   EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
   // isnet-medium.rtn-ternary: activity (format 1), sign-neighbour,
   // column-phase and kernel contexts, some with scale classes.

@@ -20,6 +20,10 @@ uint32_t SplitStream::bytes_per_block() const {
   return n;
 }
 
+uint32_t SplitStream::coded_bytes_per_block() const {
+  return recode == kRecodeQ3Codes ? bytes_per_block() / kQ3StreamBytes * kQ3Codes : bytes_per_block();
+}
+
 uint32_t SplitStream::derived_bytes_per_block(uint32_t k) const {
   const uint32_t groups = codes_per_block() / pal_group;
   return k == kPalFirst ? groups : k == kPalGaps ? groups * kPaletteGaps : groups * (pal_group / 2);
@@ -34,8 +38,9 @@ size_t SplitModel::num_parts() const {
 uint16_t SplitModel::format_minor() const {
   uint16_t minor = 5;
   for (const auto& st : streams) {
-    if (st.recoded()) return 7;
-    if (st.palette()) minor = 6;
+    if (st.recode == kRecodeQ3Codes) return 8;
+    if (st.recoded()) minor = 7;
+    if (st.palette() && minor < 6) minor = 6;
   }
   return minor;
 }
@@ -50,7 +55,7 @@ TensorGeometry SplitModel::geometry_of(const TensorGeometry& parent, const Split
   if (parent.rows == 0) return g;
   const uint64_t blocks = parent.row_bytes() / block_bytes;
   g.rows = parent.rows;
-  g.cols = blocks * st.bytes_per_block() * 8 / st.elem_bits;
+  g.cols = blocks * st.coded_bytes_per_block() * 8 / st.elem_bits;
   g.chunk_rows = parent.chunk_rows;
   g.chunk_cols = g.cols;
   return g;
@@ -167,8 +172,8 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
   auto check_bits = [&](const std::string& S, const SplitStream& st) -> Status {
     const uint32_t eb = st.elem_bits;
     if (eb != 2 && eb != 4 && eb != 8 && eb != 16 && eb != 32) return bad(S + " elem_bits", eb, "2, 4, 8, 16, 32");
-    if ((st.bytes_per_block() * 8) % eb)
-      return bad(S + " elem_bits", eb, "a divisor of the stream's " + std::to_string(st.bytes_per_block() * 8) +
+    if ((st.coded_bytes_per_block() * 8) % eb)
+      return bad(S + " elem_bits", eb, "a divisor of the stream's " + std::to_string(st.coded_bytes_per_block() * 8) +
                                            " bits per block");
     return Status::OK();
   };
@@ -210,7 +215,7 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
     st.elem_bits = r.u8();
     const uint8_t flag = r.u8();
     if (!r.ok()) return Status::Corruption(W + " record truncated");
-    WC_RETURN_IF_ERROR(check_bits(S, st));
+    if (flag != 3) WC_RETURN_IF_ERROR(check_bits(S, st));
     if (flag > 3)
       return bad(S + " model flag", flag, "0, 1, 2 (a palette stream, format 2.6), 3 (a recoded stream, format 2.7)");
     if (flag == 3) {
@@ -218,7 +223,11 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
       st.recode = r.u8();
       if (!r.ok()) return Status::Corruption(W + " record truncated");
       if (st.recode == kRecodeNone || st.recode > kRecodeLast)
-        return bad(S + " recode", st.recode, "1 zero-point shift, 2 fp16 as bf16");
+        return bad(S + " recode", st.recode, "1 zero-point shift, 2 fp16 as bf16, 3 3-bit codes (format 2.8)");
+      if (st.recode == kRecodeQ3Codes && st.bytes_per_block() != kQ3StreamBytes)
+        return bad(S + " bytes per block", st.bytes_per_block(),
+                   std::to_string(kQ3StreamBytes) + " for 3-bit codes (hmask and qs)");
+      WC_RETURN_IF_ERROR(check_bits(S, st));
       if (st.recode == kRecodeZeroShift) {
         st.rc_d_off = r.u16();
         st.rc_m_off = r.u16();
@@ -231,7 +240,7 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
           if (covered[off] == 0 || covered[off] > s || covered[off + 1] == 0 || covered[off + 1] > s)
             return bad(S + " recode " + name, off, "bytes held by an earlier stream");
         }
-      } else if (st.bytes_per_block() % 2) {
+      } else if (st.recode == kRecodeF16AsBf16 && st.bytes_per_block() % 2) {
         return bad(S + " bytes per block", st.bytes_per_block(), "even for fp16 as bf16");
       }
       const uint8_t mflag = r.u8();
@@ -292,6 +301,7 @@ std::string SplitModel::describe() const {
     } else {
       if (st.recode == kRecodeZeroShift) d += "zshift ";
       if (st.recode == kRecodeF16AsBf16) d += "bf16 ";
+      if (st.recode == kRecodeQ3Codes) d += "q3codes ";
       d += st.has_model ? st.model.describe() : std::string("-");
     }
     d += "]";

@@ -56,6 +56,9 @@ struct SplitStream {
   uint16_t rc_d_off = 0, rc_m_off = 0;
   bool recoded() const { return recode != 0; }
   uint32_t bytes_per_block() const;
+  // The bytes per block of the stream's coded tensor: bytes_per_block(),
+  // or kQ3Codes for kRecodeQ3Codes (format 2.8).
+  uint32_t coded_bytes_per_block() const;
   bool palette() const { return pal_group != 0; }
   // A palette stream's codes per block (its bytes, or 32 per 20 bytes of
   // 5-bit codes).
@@ -77,7 +80,7 @@ struct SplitModel {
   // The parts of a chunk payload: one per stream, three per palette stream.
   size_t num_parts() const;
   // The lowest format minor version the record needs: 5, 6 with a palette,
-  // 7 with a recoded stream.
+  // 7 with a recoded stream, 8 with 3-bit codes (kRecodeQ3Codes).
   uint16_t format_minor() const;
   // Whether a split model may code a tensor of this geometry: 8-bit
   // elements, bands of rows (or an empty tensor), rows of whole blocks.

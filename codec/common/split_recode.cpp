@@ -125,4 +125,52 @@ Status bf16_to_f16_inplace(uint8_t* p, uint64_t n, const std::string& what) {
   return Status::OK();
 }
 
+void q3_codes_unpack(const uint8_t* in, uint64_t blocks, uint8_t* codes) {
+  for (uint64_t b = 0; b < blocks; ++b, in += kQ3StreamBytes, codes += kQ3Codes) {
+    const uint8_t* hm = in;
+    const uint8_t* qs = in + 32;
+    for (uint32_t h = 0; h < 2; ++h)
+      for (uint32_t j = 0; j < 4; ++j) {
+        uint8_t* c = codes + 128 * h + 32 * j;
+        const uint32_t hs = 4 * h + j, ls = 2 * j;
+        for (uint32_t l = 0; l < 32; ++l)
+          c[l] = static_cast<uint8_t>(((qs[32 * h + l] >> ls) & 3) | (((hm[l] >> hs) & 1) << 2));
+      }
+  }
+}
+
+Status q3_codes_pack(const uint8_t* codes, uint64_t blocks, uint8_t* out, const std::string& what) {
+  // Eight elements l..l+7 at a time, one per byte lane of a 64-bit word
+  // (every shifted field stays inside its lane once masked).
+  constexpr uint64_t k1 = 0x0101010101010101ull, k3 = 0x0303030303030303ull;
+  auto load = [](const uint8_t* p) {
+    uint64_t x;
+    std::memcpy(&x, p, 8);
+    return x;
+  };
+  for (uint64_t b = 0; b < blocks; ++b, out += kQ3StreamBytes, codes += kQ3Codes) {
+    uint64_t bad = 0;
+    for (uint32_t l = 0; l < 32; l += 8) {
+      uint64_t hm = 0;
+      for (uint32_t h = 0; h < 2; ++h) {
+        const uint8_t* c = codes + 128 * h + l;
+        const uint64_t x0 = load(c), x1 = load(c + 32), x2 = load(c + 64), x3 = load(c + 96);
+        bad |= x0 | x1 | x2 | x3;
+        const uint64_t qs = (x0 & k3) | (x1 & k3) << 2 | (x2 & k3) << 4 | (x3 & k3) << 6;
+        std::memcpy(out + 32 + 32 * h + l, &qs, 8);
+        hm |= ((x0 >> 2) & k1) << (4 * h) | ((x1 >> 2) & k1) << (4 * h + 1) | ((x2 >> 2) & k1) << (4 * h + 2) |
+              ((x3 >> 2) & k1) << (4 * h + 3);
+      }
+      std::memcpy(out + l, &hm, 8);
+    }
+    if (bad & 0xf8f8f8f8f8f8f8f8ull) {
+      for (uint32_t e = 0; e < kQ3Codes; ++e)
+        if (codes[e] > 7)
+          return Status::Corruption(what + ": recoded 3-bit code " + std::to_string(codes[e]) + " of element " +
+                                    std::to_string(b * kQ3Codes + e) + " (allowed 0..7)");
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace wcodec

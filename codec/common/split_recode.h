@@ -10,7 +10,11 @@
 //   - fp16 as bf16 (kRecodeF16AsBf16): fp16 values whose low 3 mantissa
 //     bits are all zero (a minimum taken from bf16 weights) are coded as the
 //     same values in bf16, whose 7 mantissa bits the float model codes
-//     without 3 wasted bits each.
+//     without 3 wasted bits each;
+//   - 3-bit codes (kRecodeQ3Codes, format 2.8): a Q3_K block's 256 codes,
+//     split by ggml over 32 bytes of high bits (hmask) and 64 bytes of
+//     2-bit pairs (qs), coded as one code (0..7) per byte in element
+//     order, so that the model sees each code whole.
 // Shared by the encoder (forward) and every decoder (inverse).
 //
 // Thread-safety: pure functions over their arguments.
@@ -27,8 +31,13 @@ enum SplitRecode : uint8_t {
   kRecodeNone = 0,
   kRecodeZeroShift = 1,  // 4-bit codes rotated by the block's zero point (u16 d_off, u16 m_off follow)
   kRecodeF16AsBf16 = 2,  // fp16 values with 3 low zero mantissa bits, coded as bf16
+  kRecodeQ3Codes = 3,    // Q3_K's hmask + qs (96 bytes) coded as 256 bytes of 3-bit codes (format 2.8)
 };
-inline constexpr uint8_t kRecodeLast = kRecodeF16AsBf16;
+inline constexpr uint8_t kRecodeLast = kRecodeQ3Codes;
+// kRecodeQ3Codes: the stream's bytes per block (32 of hmask, then 64 of
+// qs) and its coded bytes per block (one code per element).
+inline constexpr uint32_t kQ3StreamBytes = 96;
+inline constexpr uint32_t kQ3Codes = 256;
 
 // The rotation of a block's codes: (8 − zr) mod 16, zr = round(−m / d)
 // clamped to 0..15 (float32 division of the exact fp16 values; 8 when d is
@@ -53,5 +62,14 @@ bool f16_low3_zero(const uint8_t* p, uint64_t n);
 // that is no fp16 value with 3 low zero bits.
 void f16_to_bf16_inplace(uint8_t* p, uint64_t n);
 Status bf16_to_f16_inplace(uint8_t* p, uint64_t n, const std::string& what);
+
+// kRecodeQ3Codes: the 96 stream bytes of each of `blocks` blocks (hmask,
+// then qs) -> 256 codes each, element e = 128h + 32j + l (h < 2, j < 4,
+// l < 32) holding ((qs[32h + l] >> 2j) & 3) | ((hmask[l] >> (4h + j)) & 1) << 2
+// (ggml's value is the code − 4).
+void q3_codes_unpack(const uint8_t* in, uint64_t blocks, uint8_t* codes);
+// The inverse; refuses (naming `what`, the element and its value) a code
+// above 7.
+Status q3_codes_pack(const uint8_t* codes, uint64_t blocks, uint8_t* out, const std::string& what);
 
 }  // namespace wcodec

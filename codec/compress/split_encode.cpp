@@ -10,7 +10,8 @@
 // also tried as a palette stream (format 2.6, §8.5: palettes and 4-bit
 // indices, split_palette.h), kept where it measures smaller. Format 2.7
 // (§8.6, split_recode.h): Q4_1's codes rotated by each block's zero point,
-// and fp16 fields with 3 low zero mantissa bits coded as bf16.
+// and fp16 fields with 3 low zero mantissa bits coded as bf16. Format 2.8:
+// Q3_K's hmask and qs as one stream of 3-bit codes, one per byte.
 //
 // Thread-safety: re-entrant (encode_tensor is).
 #include <algorithm>
@@ -94,7 +95,7 @@ constexpr uint32_t kPalGroup = 32;
 // chunks (model-coded, zstd or raw each).
 std::vector<EncodedChunk> encode_stream(const SplitModel& split, const TensorGeometry& g, SplitStream& st,
                                         const uint8_t* sdata, As as, const EncodeOptions& sopt, TableCoding coding) {
-  const uint64_t rows = g.rows, srow = (g.row_bytes() / split.block_bytes) * st.bytes_per_block();
+  const uint64_t rows = g.rows, srow = (g.row_bytes() / split.block_bytes) * st.coded_bytes_per_block();
   TensorInfo info;
   info.name = as == As::kPacked ? "split.packed" : "split";
   uint64_t esize = 1;
@@ -297,6 +298,45 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
         continue;
       }
       split->streams[s] = st;
+    }
+    // Q3_K: the high bits (hmask) and the 2-bit pairs (qs), adjacent, as
+    // one stream of whole 3-bit codes (format 2.8, §8.6), one per byte.
+    if (ggml_type == kGgmlTypeQ3_K && opt.split_recode && f.off == 0 && f.len == 32 && fi + 1 < spec->fields.size() &&
+        spec->fields[fi + 1].off == 32 && spec->fields[fi + 1].len == 64) {
+      SplitStream cs = split->streams[s];
+      cs.ranges[0].len = static_cast<uint16_t>(kQ3StreamBytes);
+      cs.recode = kRecodeQ3Codes;
+      split->streams[s] = cs;
+      const uint64_t blocks = rows * blocks_per_row;
+      std::vector<uint8_t> merged(blocks * kQ3StreamBytes), codes(blocks * kQ3Codes);
+      split->gather(data, rows, row_bytes, s, merged.data());
+      q3_codes_unpack(merged.data(), blocks, codes.data());
+      auto cparts = encode_stream(*split, g, cs, codes.data(), As::kU8, sopt, coding);
+      // The two fields as streams where they cost less (a small tensor
+      // coded without a model: zstd of one code per byte).
+      {
+        SplitModel two = *split;
+        two.streams[s] = st;
+        SplitStream q;
+        q.ranges.push_back(SplitRange{32, 64});
+        two.streams.push_back(q);
+        std::vector<uint8_t> qdata(blocks * 64);
+        two.gather(data, rows, row_bytes, s + 1, qdata.data());
+        auto hparts = encode_stream(two, g, two.streams[s], sdata.data(), f.as, sopt, coding);
+        auto qparts = encode_stream(two, g, two.streams[s + 1], qdata.data(), As::kU8, sopt, coding);
+        if (stream_cost(two.streams[s], hparts, coding) + stream_cost(two.streams[s + 1], qparts, coding) <
+            stream_cost(cs, cparts, coding) + 4) {
+          split->streams = std::move(two.streams);
+          parts.push_back(std::move(hparts));
+          parts.push_back(std::move(qparts));
+          ++fi;
+          continue;
+        }
+      }
+      split->streams[s] = std::move(cs);
+      parts.push_back(std::move(cparts));
+      ++fi;
+      continue;
     }
     // Q4_1's codes rotated by each block's zero point (format 2.7, §8.6),
     // where their nibbles' order-0 entropy drops by over 0.5% and more than

@@ -14,8 +14,9 @@
 // the activity neighbour's distance and whether column classes vary the
 // scale class per element. Escaped tokens (rare) take their extra-bit
 // symbols in a second pass over the step's lanes, in the reference's
-// order. The grid is then finished by the reference's int_finish_chunk
-// (tile reconstruction, packing of the codes).
+// order. The grid is then finished as the reference's int_finish_chunk
+// does (tile reconstruction, packing of the codes; 8-bit unsigned codes in
+// one pass).
 // Thread-safety: pure functions over their arguments and the caller's
 // scratch.
 #include <cstdint>
@@ -60,9 +61,16 @@ WC_FAST_INLINE uint32_t mag(int32_t v) { return iabs32(v); }
 // registers, 4 any: read from the row). CC: column classes. ACT: the
 // model has activity classes (nb > 1; with one class the activity is not
 // needed: its class is 0).
-template <int MODE, int OA, bool CC, bool PH, bool ACT = true>
+// POS: the element's place when the caller knows it (kPosAny: from col and
+// ht at run time; kPosInner: a later column of a later row; kPosRow0: a
+// later column of the lane's first row), so that the steady state has no
+// tests of either.
+enum : int { kPosAny = 0, kPosInner = 1, kPosRow0 = 2 };
+template <int MODE, int OA, bool CC, bool PH, bool ACT = true, int POS = kPosAny>
 WC_FAST_INLINE void int_lane(const IntCfg& c, IntLanes& L, uint32_t l, int32_t* e, uint32_t col, bool ht,
                              const uint8_t* p, uint32_t& pos) {
+  if constexpr (POS == kPosInner) ht = true;
+  else if constexpr (POS == kPosRow0) ht = false;
   const int32_t h1 = L.h1[l], h2 = L.h2[l], h3 = L.h3[l];
   int32_t la;
   if constexpr (OA == 0) la = 0;
@@ -95,9 +103,12 @@ WC_FAST_INLINE void int_lane(const IntCfg& c, IntLanes& L, uint32_t l, int32_t* 
   } else {
     uint32_t ac = 0;
     if constexpr (ACT) {
-      const int32_t t = ht ? e[-static_cast<int64_t>(c.w)] : 0;
+      int32_t t = 0;
+      if constexpr (POS == kPosInner) t = e[-static_cast<int64_t>(c.w)];
+      else if constexpr (POS == kPosAny) t = ht ? e[-static_cast<int64_t>(c.w)] : 0;
       uint32_t a = 2 * mag(h1) + mag(t) + mag(h2) + mag(la);
-      if (col == 0) a += 2 * mag(t);  // no left neighbour: the top counts three times
+      if constexpr (POS == kPosAny)
+        if (col == 0) a += 2 * mag(t);  // no left neighbour: the top counts three times
       ac = c.act[a < 1023u ? a : 1023u];
     }
     ctx = (sb + ac) * 3u + sign_class(h1);
@@ -197,6 +208,27 @@ int int_lanes(const IntCfg& c, const Geom& g, const LaneRows& rows, IntLanes& L,
   return 1;
 }
 
+// One step of the same-rectangle loop: every lane's element at base[l] +
+// off (column j; ht: not the first row), then the step's escapes.
+template <int MODE, int OA, bool CC, bool ACT, int POS>
+WC_FAST_INLINE bool int_same_step(const IntCfg& c, IntLanes& L, int32_t* const* base, uint64_t off, uint32_t j,
+                                  bool ht, const uint32_t* all, Words& ws) {
+  if (!words_ready(&ws, 3 * kLanes)) return false;
+  uint32_t pos = ws.pos;
+  const uint8_t* p = ws.p;
+  uint32_t any_esc = 0;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    int_lane<MODE, OA, CC, true, ACT, POS>(c, L, l, base[l] + off, j, ht, p, pos);
+    any_esc |= L.tok[l] >= c.esc;
+  }
+  if (any_esc) {
+    for (uint32_t l = 0; l < kLanes; ++l) L.at[l] = base[l] + off;
+    if (!int_escapes(c, L, all, p, pos)) return false;
+  }
+  ws.pos = pos;
+  return true;
+}
+
 // Lanes of one rectangle size (R rows of W): one position for all lanes,
 // lane l's element at base[l] + r * w + j; no per-lane counters.
 template <int MODE, int OA, bool CC, bool ACT>
@@ -215,24 +247,46 @@ int int_same(const IntCfg& c, const Geom& g, const LaneRows& rows, IntLanes& L, 
         L.scb[l] = CC ? rp : static_cast<uint32_t>(c.scale[rp]) * c.smul;
       }
     }
-    for (uint32_t j = 0; j < W; ++j) {
-      if (!words_ready(&ws, 3 * kLanes)) return 0;
-      uint32_t pos = ws.pos;
-      const uint8_t* p = ws.p;
-      const uint64_t off = uint64_t{r} * c.w + j;
-      uint32_t any_esc = 0;
-      for (uint32_t l = 0; l < kLanes; ++l) {
-        int_lane<MODE, OA, CC, true, ACT>(c, L, l, base[l] + off, j, r != 0, p, pos);
-        any_esc |= L.tok[l] >= c.esc;
-      }
-      if (any_esc) {
-        for (uint32_t l = 0; l < kLanes; ++l) L.at[l] = base[l] + off;
-        if (!int_escapes(c, L, all, p, pos)) return 0;
-      }
-      ws.pos = pos;
+    // Column 0 with the run-time tests, then the row's other columns
+    // without them (activity contexts read the top and left neighbours).
+    if (!int_same_step<MODE, OA, CC, ACT, kPosAny>(c, L, base, uint64_t{r} * c.w, 0, r != 0, all, ws)) return 0;
+    if (r != 0) {
+      for (uint32_t j = 1; j < W; ++j)
+        if (!int_same_step<MODE, OA, CC, ACT, kPosInner>(c, L, base, uint64_t{r} * c.w + j, j, true, all, ws))
+          return 0;
+    } else {
+      for (uint32_t j = 1; j < W; ++j)
+        if (!int_same_step<MODE, OA, CC, ACT, kPosRow0>(c, L, base, j, j, false, all, ws)) return 0;
     }
   }
   return 1;
+}
+
+// The reference's int_finish_chunk, with 8-bit unsigned codes without zero
+// points (one byte a value: value + center) packed in one pass over the
+// grid; a value outside 0..255 takes the reference's packing, which
+// refuses it (and writes what it writes).
+bool finish_chunk(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, uint8_t* out, int32_t* res,
+                  int32_t* tmp_tile) {
+  if (m.ip.sub != kIntU8 || m.zp) return int_finish_chunk(m, cv, tile_map, out, res, tmp_tile);
+  if (tile_map) {
+    const uint32_t tr = (cv.h + kTile - 1) / kTile, tc = (cv.w + kTile - 1) / kTile;
+    for (uint32_t ti = 0; ti < tr; ++ti)
+      for (uint32_t tj = 0; tj < tc; ++tj)
+        if (!int_tile_inverse(cv, tile_map, ti, tj, res, tmp_tile)) return false;
+  }
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  const int32_t center = m.ip.center;
+  uint32_t bad = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(res[i] + center);
+    bad |= u > 255u;
+    out[i] = static_cast<uint8_t>(u);
+  }
+  if (!bad) return true;
+  for (uint32_t r = 0; r < cv.h; ++r)
+    if (!int_pack_row(m, cv, r, res, out)) return false;
+  return true;
 }
 
 }  // namespace
@@ -341,7 +395,7 @@ int decode_int_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t
   if (!ok || !words_done(ws)) return 0;
   for (uint32_t l = 0; l < kLanes; ++l)
     if (L.x[l] != kRansL) return 0;
-  return int_finish_chunk(m, cv, tile_map, out, res, tmp_tile) ? 1 : 0;
+  return finish_chunk(m, cv, tile_map, out, res, tmp_tile) ? 1 : 0;
 }
 
 }  // namespace wcodec

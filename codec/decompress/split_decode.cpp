@@ -7,8 +7,9 @@
 // decodes its three derived parts the same way and rebuilds its codes from
 // them before the scatter. A recoded stream (format 2.7, §8.6) is
 // transformed back (its nibbles rotated by each block's zero point, read
-// from the d and m earlier streams have scattered; or bf16 back to fp16)
-// before the scatter.
+// from the d and m earlier streams have scattered; or bf16 back to fp16;
+// or, format 2.8, 3-bit codes packed back into hmask and qs) before the
+// scatter.
 //
 // Thread-safety: pure function over its arguments; each decoding thread
 // brings its own DecodeScratch.
@@ -73,6 +74,13 @@ Status decode_split_chunk(const TensorGeometry& g, const SplitModel& m, uint64_t
         }
       } else if (st.recode == kRecodeF16AsBf16) {
         WC_RETURN_IF_ERROR(bf16_to_f16_inplace(scratch.split_buf.data(), h * m.geometry_of(g, st).row_bytes(), sw));
+      } else if (st.recode == kRecodeQ3Codes) {
+        thread_local std::vector<uint8_t> packed;
+        const uint64_t blocks = h * (row_bytes / m.block_bytes);
+        if (packed.size() < blocks * kQ3StreamBytes) packed.resize(blocks * kQ3StreamBytes);
+        WC_RETURN_IF_ERROR(q3_codes_pack(scratch.split_buf.data(), blocks, packed.data(), sw));
+        m.scatter(packed.data(), h, row_bytes, s, out);
+        continue;
       }
     }
     m.scatter(scratch.split_buf.data(), h, row_bytes, s, out);

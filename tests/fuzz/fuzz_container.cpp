@@ -27,7 +27,8 @@
 // encoded with 16 KiB chunks; and a GGUF file of Q8_0 blocks requantized
 // from Q4_1 whose code stream takes a palette (format 2.6); and a GGUF file
 // of Q4_1 blocks as llama.cpp quantizes bf16 weights, whose code and
-// minimum streams are recoded (format 2.7).
+// minimum streams are recoded (format 2.7); and a GGUF file of Q3_K blocks
+// whose hmask and qs take one stream of 3-bit codes (format 2.8).
 //
 // Build (clang): cmake -DWCODEC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ ...
 // Run:           build-fuzz/tests/fuzz/fuzz_container -max_len=256 -max_total_time=600
@@ -176,6 +177,10 @@ const std::vector<Seed>& seeds() {
                                       w.empty() ? wctest::gaussian_weights(1 << 18, 9) : w);
     wctest::requantize_q4_1_from_bf16(rc, w.empty() ? wctest::gaussian_weights(1 << 18, 9) : w);
     load_seed("gguf_recode", std::move(rc), &v);
+    // Q3_K whose hmask and qs take one 3-bit code stream (format 2.8):
+    // region 1 edits reach its recode record, region 0 the code part and
+    // the code range check (test_gguf_q3codes checks that it is taken).
+    load_seed("gguf_q3codes", wctest::q3_k_fuzz_seed(), &v);
     return v;
   }();
   return s;
