@@ -109,6 +109,34 @@ inline std::vector<float> gaussian_weights(size_t n, uint32_t seed) {
   return w;
 }
 
+#ifdef WCODEC_DATA_DIR
+// Real weights that do not repeat: the first 2^21 weights of the F16
+// tensors of isnet-medium.f16.safetensors in WCODEC_DATA_DIR (seeded
+// Gaussian ones where it is absent). Read once.
+inline const std::vector<float>& isnet_weights() {
+  static const std::vector<float> w = [] {
+    std::vector<float> r;
+    std::ifstream in(std::string(WCODEC_DATA_DIR) + "/isnet-medium.f16.safetensors", std::ios::binary);
+    std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), {});
+    auto h = wcodec::parse_safetensors_header(file.data(), file.size(), file.size(), "weights");
+    if (h.ok())
+      for (const auto& t : h->tensors) {
+        if (t.dtype != wcodec::DType::kF16 || t.nbytes() < 4096) continue;
+        const uint8_t* p = file.data() + h->data_start + t.begin;
+        for (uint64_t i = 0; i < t.nbytes() / 2 && r.size() < (1u << 21); ++i) {
+          const uint16_t v = static_cast<uint16_t>(p[2 * i] | p[2 * i + 1] << 8);
+          const int e = (v >> 10) & 31, m = v & 1023;
+          const float a = e == 0 ? std::ldexp(static_cast<float>(m), -24)
+                                 : std::ldexp(static_cast<float>(1024 + m), e - 25);
+          r.push_back(e == 31 ? 0.0f : (v & 0x8000) ? -a : a);
+        }
+      }
+    return r.size() < (1u << 21) ? gaussian_weights(1 << 21, 17) : r;
+  }();
+  return w;
+}
+#endif
+
 // The blocks of `rows` rows of `ne0` elements of ggml type `spec`, quantized
 // from w (read cyclically from `*at`).
 inline std::vector<uint8_t> quantize_rows(const QTypeSpec& spec, uint64_t ne0, uint64_t rows,
@@ -337,6 +365,48 @@ inline std::vector<uint8_t> q3_k_fuzz_seed() {
                                {"output_norm.weight", wcodec::kGgmlTypeF32, 576, 1}},
                               w);
   requantize_q3_k(file, w);
+  return file;
+}
+
+// Rewrites every block of a GGUF file's Q4_0 tensors as llama.cpp's
+// quantize_row_q4_0_ref writes them from the weights of w (read
+// cyclically): max = the block's weight of the largest magnitude, d =
+// max / −8, code = x / d + 8.5 truncated, at most 15. The weight `max`
+// maps to code 0, so every block holds a 0 (the forced zero, format 2.9).
+inline void requantize_q4_0(std::vector<uint8_t>& file, const std::vector<float>& w) {
+  auto f = wcodec::parse_gguf(file.data(), file.size(), file.size(), "requantize");
+  if (!f.ok()) return;
+  size_t at = 0;
+  for (const auto& t : f->tensors) {
+    if (t.type != wcodec::kGgmlTypeQ4_0) continue;
+    uint8_t* p = file.data() + f->data_offset + t.offset;
+    for (uint64_t b = 0; b < t.nbytes / 18; ++b) {
+      float x[32], amax = 0, max = 0;
+      for (float& v : x) {
+        v = w[(at++) % w.size()];
+        if (std::fabs(v) > amax) amax = std::fabs(v), max = v;
+      }
+      const float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+      uint8_t* blk = p + 18 * b;
+      const uint16_t dh = to_f16(d);
+      std::memcpy(blk, &dh, 2);
+      for (int j = 0; j < 16; ++j) {
+        const int c0 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
+        const int c1 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
+        blk[2 + j] = static_cast<uint8_t>(c0 | c1 << 4);
+      }
+    }
+  }
+}
+
+// The fuzz_container seed of Q4_0 blocks as llama.cpp quantizes them
+// (Gaussian weights: its codes take the forced zero apart, format 2.9).
+inline std::vector<uint8_t> q4_0_fuzz_seed() {
+  const auto w = gaussian_weights(1 << 18, 23);
+  auto file = make_quant_gguf({{"blk.0.ffn_gate.weight", wcodec::kGgmlTypeQ4_0, 576, 200},
+                               {"output_norm.weight", wcodec::kGgmlTypeF32, 576, 1}},
+                              w);
+  requantize_q4_0(file, w);
   return file;
 }
 

@@ -38,29 +38,7 @@ namespace {
 
 constexpr uint32_t kQ3Block = 110;
 
-// Real weights: the first 2^21 of isnet-medium.f16 (more than any test
-// tensor holds, so no data repeats); seeded Gaussian ones where absent.
-const std::vector<float>& weights() {
-  static const std::vector<float> w = [] {
-    std::vector<float> r;
-    const auto file = wctest::read_file(std::string(WCODEC_DATA_DIR) + "/isnet-medium.f16.safetensors");
-    auto h = parse_safetensors_header(file.data(), file.size(), file.size(), "weights");
-    if (h.ok())
-      for (const auto& t : h->tensors) {
-        if (t.dtype != DType::kF16 || t.nbytes() < 4096) continue;
-        const uint8_t* p = file.data() + h->data_start + t.begin;
-        for (uint64_t i = 0; i < t.nbytes() / 2 && r.size() < (1u << 21); ++i) {
-          const uint16_t v = static_cast<uint16_t>(p[2 * i] | p[2 * i + 1] << 8);
-          const int e = (v >> 10) & 31, m = v & 1023;
-          const float a = e == 0 ? std::ldexp(static_cast<float>(m), -24)
-                                 : std::ldexp(static_cast<float>(1024 + m), e - 25);
-          r.push_back(e == 31 ? 0.0f : (v & 0x8000) ? -a : a);
-        }
-      }
-    return r.size() < (1u << 21) ? wctest::gaussian_weights(1 << 21, 17) : r;
-  }();
-  return w;
-}
+const std::vector<float>& weights() { return wctest::isnet_weights(); }
 
 // ggml's dequantize_row_q3_K walk: the signed value (−4..3) of element e of
 // a Q3_K block (hmask at 0, qs at 32).
@@ -333,8 +311,9 @@ TEST(Q3CodesRefused, ValidRecordIsAccepted) {
 }
 TEST(Q3CodesRefused, RecodeUnknown) {
   auto rec = q3_model().serialize();
-  rec[12] = 4;
-  expect_refused(rec, "stream 0 recode 4 (allowed 1 zero-point shift, 2 fp16 as bf16, 3 3-bit codes (format 2.8))");
+  rec[12] = 5;
+  expect_refused(rec, "stream 0 recode 5 (allowed 1 zero-point shift, 2 fp16 as bf16, 3 3-bit codes (format 2.8), "
+                      "4 forced zero apart (format 2.9))");
 }
 TEST(Q3CodesRefused, StreamNot96Bytes) {
   auto m = q3_model();

@@ -301,12 +301,13 @@ TEST(RecodeRefused, StreamFlag) {
 TEST(RecodeRefused, RecodeNone) {
   auto rec = rc_model().serialize();
   rec[19] = 0;
-  expect_refused(rec, "stream 1 recode 0 (allowed 1 zero-point shift, 2 fp16 as bf16, 3 3-bit codes (format 2.8))");
+  expect_refused(rec, "stream 1 recode 0 (allowed 1 zero-point shift, 2 fp16 as bf16, 3 3-bit codes (format 2.8), "
+                      "4 forced zero apart (format 2.9))");
 }
 TEST(RecodeRefused, RecodeUnknown) {
   auto rec = rc_model().serialize();
-  rec[28] = 4;  // 3 is 3-bit codes (format 2.8)
-  expect_refused(rec, "stream 2 recode 4");
+  rec[28] = 5;  // 3 is 3-bit codes (format 2.8), 4 the forced zero apart (2.9)
+  expect_refused(rec, "stream 2 recode 5");
 }
 TEST(RecodeRefused, ScaleOutsideTheBlock) {
   auto rec = rc_model().serialize();

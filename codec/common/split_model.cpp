@@ -25,20 +25,26 @@ uint32_t SplitStream::coded_bytes_per_block() const {
 }
 
 uint32_t SplitStream::derived_bytes_per_block(uint32_t k) const {
+  if (recode == kRecodeZeroPos) {
+    const uint32_t zgroups = bytes_per_block() / kZpGroupBytes;
+    return k == kZpPos ? zgroups : zgroups * (kZpCodes - 1);
+  }
   const uint32_t groups = codes_per_block() / pal_group;
   return k == kPalFirst ? groups : k == kPalGaps ? groups * kPaletteGaps : groups * (pal_group / 2);
 }
 
 size_t SplitModel::num_parts() const {
   size_t n = 0;
-  for (const auto& st : streams) n += st.palette() ? st.derived.size() : 1;
+  for (const auto& st : streams) n += st.has_derived() ? st.derived.size() : 1;
   return n;
 }
 
 uint16_t SplitModel::format_minor() const {
   uint16_t minor = 5;
   for (const auto& st : streams) {
-    if (st.recode == kRecodeQ3Codes) return 8;
+    if (st.recode == kRecodeZeroPos) return 9;
+    if (st.recode == kRecodeQ3Codes) minor = 8;
+    if (minor >= 8) continue;
     if (st.recoded()) minor = 7;
     if (st.palette() && minor < 6) minor = 6;
   }
@@ -135,6 +141,13 @@ std::vector<uint8_t> SplitModel::serialize(TableCoding coding) const {
         w.u16(st.rc_d_off);
         w.u16(st.rc_m_off);
       }
+      if (st.recode == kRecodeZeroPos) {
+        for (const auto& d : st.derived) {
+          w.u8(d.elem_bits);
+          coded(d);
+        }
+        continue;
+      }
       coded(st);
       continue;
     }
@@ -223,7 +236,8 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
       st.recode = r.u8();
       if (!r.ok()) return Status::Corruption(W + " record truncated");
       if (st.recode == kRecodeNone || st.recode > kRecodeLast)
-        return bad(S + " recode", st.recode, "1 zero-point shift, 2 fp16 as bf16, 3 3-bit codes (format 2.8)");
+        return bad(S + " recode", st.recode,
+                   "1 zero-point shift, 2 fp16 as bf16, 3 3-bit codes (format 2.8), 4 forced zero apart (format 2.9)");
       if (st.recode == kRecodeQ3Codes && st.bytes_per_block() != kQ3StreamBytes)
         return bad(S + " bytes per block", st.bytes_per_block(),
                    std::to_string(kQ3StreamBytes) + " for 3-bit codes (hmask and qs)");
@@ -242,6 +256,26 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
         }
       } else if (st.recode == kRecodeF16AsBf16 && st.bytes_per_block() % 2) {
         return bad(S + " bytes per block", st.bytes_per_block(), "even for fp16 as bf16");
+      } else if (st.recode == kRecodeZeroPos) {
+        // Two derived streams (§8.6): positions, the other codes.
+        if (st.bytes_per_block() % kZpGroupBytes)
+          return bad(S + " bytes per block", st.bytes_per_block(),
+                     "a multiple of " + std::to_string(kZpGroupBytes) + " for the forced zero apart");
+        if (st.elem_bits != 8) return bad(S + " elem_bits", st.elem_bits, "8 for the forced zero apart");
+        for (uint32_t k = 0; k < kZpDerivedCount; ++k) {
+          SplitStream d;
+          const std::string D = S + " derived " + std::to_string(k);
+          d.derived_bpb = st.derived_bytes_per_block(k);
+          d.elem_bits = r.u8();
+          const uint8_t dflag = r.u8();
+          if (!r.ok()) return Status::Corruption(W + " record truncated");
+          WC_RETURN_IF_ERROR(check_bits(D, d));
+          if (dflag > 1) return bad(D + " model flag", dflag, "0, 1");
+          WC_RETURN_IF_ERROR(read_model(D, dflag, d));
+          st.derived.push_back(std::move(d));
+        }
+        m.streams.push_back(std::move(st));
+        continue;
       }
       const uint8_t mflag = r.u8();
       if (!r.ok()) return Status::Corruption(W + " record truncated");
@@ -298,6 +332,9 @@ std::string SplitModel::describe() const {
     if (st.palette()) {
       d += "palette/" + std::to_string(st.pal_group) + (st.pal_q5 ? " q5" : st.pal_signed ? " i8" : " u8");
       for (const auto& x : st.derived) d += " (" + (x.has_model ? x.model.describe() : std::string("-")) + ")";
+    } else if (st.recode == kRecodeZeroPos) {
+      d += "zeropos";
+      for (const auto& x : st.derived) d += " (" + (x.has_model ? x.model.describe() : std::string("-")) + ")";
     } else {
       if (st.recode == kRecodeZeroShift) d += "zshift ";
       if (st.recode == kRecodeF16AsBf16) d += "bf16 ";
@@ -330,7 +367,7 @@ Status parse_split_payload(const SplitModel& m, const uint8_t* p, size_t n, cons
   };
   for (size_t s = 0; s < m.streams.size(); ++s) {
     const SplitStream& st = m.streams[s];
-    if (!st.palette()) {
+    if (!st.has_derived()) {
       WC_RETURN_IF_ERROR(one(st, std::to_string(s)));
       continue;
     }

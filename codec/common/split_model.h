@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "split_recode.h"
 #include "tensor_model.h"
 #include "wcodec/status.h"
 
@@ -52,6 +53,9 @@ struct SplitStream {
   // split_recode.h) is coded, with the fields above, after a lossless
   // per-block transform; rc_d_off / rc_m_off: the block's fp16 d and m
   // (kRecodeZeroShift), held by earlier streams.
+  // Format 2.9: a kRecodeZeroPos stream is coded as two derived streams
+  // (ZeroPosDerived: positions, other codes), each with the fields above
+  // and no ranges, in `derived`.
   uint8_t recode = 0;
   uint16_t rc_d_off = 0, rc_m_off = 0;
   bool recoded() const { return recode != 0; }
@@ -60,10 +64,14 @@ struct SplitStream {
   // or kQ3Codes for kRecodeQ3Codes (format 2.8).
   uint32_t coded_bytes_per_block() const;
   bool palette() const { return pal_group != 0; }
+  // Whether the stream is coded as derived streams (a palette, or the
+  // forced zero apart): one chunk part each instead of one for the stream.
+  bool has_derived() const { return palette() || recode == kRecodeZeroPos; }
   // A palette stream's codes per block (its bytes, or 32 per 20 bytes of
   // 5-bit codes).
   uint32_t codes_per_block() const { return pal_q5 ? bytes_per_block() / 20 * 32 : bytes_per_block(); }
-  // The bytes per block of derived stream k of a palette stream.
+  // The bytes per block of derived stream k of a palette stream or of a
+  // kRecodeZeroPos stream.
   uint32_t derived_bytes_per_block(uint32_t k) const;
 };
 
@@ -80,7 +88,8 @@ struct SplitModel {
   // The parts of a chunk payload: one per stream, three per palette stream.
   size_t num_parts() const;
   // The lowest format minor version the record needs: 5, 6 with a palette,
-  // 7 with a recoded stream, 8 with 3-bit codes (kRecodeQ3Codes).
+  // 7 with a recoded stream, 8 with 3-bit codes (kRecodeQ3Codes), 9 with
+  // the forced zero apart (kRecodeZeroPos).
   uint16_t format_minor() const;
   // Whether a split model may code a tensor of this geometry: 8-bit
   // elements, bands of rows (or an empty tensor), rows of whole blocks.
@@ -101,7 +110,8 @@ struct SplitModel {
 };
 
 // One part of a split chunk payload (§6.1): a stream's, or a derived
-// stream's of a palette stream (in stream order, derived streams in order).
+// stream's of a palette or forced-zero stream (in stream order, derived
+// streams in order).
 struct SplitPart {
   uint8_t method = 0;  // ChunkMethod
   const uint8_t* data = nullptr;

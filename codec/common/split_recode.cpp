@@ -4,6 +4,7 @@
 // Thread-safety: pure functions over their arguments.
 #include "split_recode.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -169,6 +170,56 @@ Status q3_codes_pack(const uint8_t* codes, uint64_t blocks, uint8_t* out, const 
           return Status::Corruption(what + ": recoded 3-bit code " + std::to_string(codes[e]) + " of element " +
                                     std::to_string(b * kQ3Codes + e) + " (allowed 0..7)");
     }
+  }
+  return Status::OK();
+}
+
+bool zero_pos_split(const uint8_t* in, uint64_t groups, uint8_t* pos, uint8_t* rest) {
+  uint8_t codes[kZpCodes];
+  for (uint64_t g = 0; g < groups; ++g, in += kZpGroupBytes, rest += kZpCodes - 1) {
+    for (uint32_t j = 0; j < kZpGroupBytes; ++j) {
+      codes[j] = in[j] & 15;
+      codes[j + kZpGroupBytes] = in[j] >> 4;
+    }
+    uint32_t p = 0;
+    while (p < kZpCodes && codes[p] != 0) ++p;
+    if (p == kZpCodes) return false;
+    pos[g] = static_cast<uint8_t>(p);
+    std::memcpy(rest, codes, p);
+    std::memcpy(rest + p, codes + p + 1, kZpCodes - 1 - p);
+  }
+  return true;
+}
+
+Status zero_pos_join(const uint8_t* pos, const uint8_t* rest, uint64_t groups, uint8_t* out,
+                     const std::string& what) {
+  uint8_t codes[kZpCodes];
+  for (uint64_t g = 0; g < groups; ++g, rest += kZpCodes - 1, out += kZpGroupBytes) {
+    const uint32_t p = pos[g];
+    if (p >= kZpCodes)
+      return Status::Corruption(what + ": zero position " + std::to_string(p) + " of group " + std::to_string(g) +
+                                " (allowed 0..31)");
+    // Before p: codes 1..15 (p is the first 0); after: 0..15.
+    uint8_t low = 0xff, high = 0;
+    for (uint32_t e = 0; e < p; ++e) {
+      low = std::min(low, rest[e]);
+      high = std::max(high, rest[e]);
+    }
+    for (uint32_t e = p; e < kZpCodes - 1; ++e) high = std::max(high, rest[e]);
+    if (low == 0 || high > 15) {
+      for (uint32_t e = 0; e < kZpCodes - 1; ++e)
+        if (rest[e] > 15 || (e < p && rest[e] == 0))
+          return Status::Corruption(what + ": recoded 4-bit code " + std::to_string(rest[e]) + " of group " +
+                                    std::to_string(g) + " element " + std::to_string(e < p ? e : e + 1) +
+                                    (rest[e] > 15 ? " (allowed 0..15)"
+                                                  : " (allowed 1..15 before the group's zero position " +
+                                                        std::to_string(p) + ")"));
+    }
+    std::memcpy(codes, rest, p);
+    codes[p] = 0;
+    std::memcpy(codes + p + 1, rest + p, kZpCodes - 1 - p);
+    for (uint32_t j = 0; j < kZpGroupBytes; ++j)
+      out[j] = static_cast<uint8_t>(codes[j] | codes[j + kZpGroupBytes] << 4);
   }
   return Status::OK();
 }

@@ -14,7 +14,14 @@
 //   - 3-bit codes (kRecodeQ3Codes, format 2.8): a Q3_K block's 256 codes,
 //     split by ggml over 32 bytes of high bits (hmask) and 64 bytes of
 //     2-bit pairs (qs), coded as one code (0..7) per byte in element
-//     order, so that the model sees each code whole.
+//     order, so that the model sees each code whole;
+//   - the forced zero apart (kRecodeZeroPos, format 2.9): 4-bit codes in
+//     groups of 32 (ggml's Q4_0 layout: 16 bytes, element e < 16 in the low
+//     nibble of byte e, element e >= 16 in the high nibble of byte e − 16)
+//     where every group holds a code 0 (llama.cpp's Q4_0 quantizer maps
+//     each block's largest |x| to code 0): the position of each group's
+//     first 0 and the group's other 31 codes, one per byte, as two derived
+//     streams, so that the 0 every group must hold is not coded as a code.
 // Shared by the encoder (forward) and every decoder (inverse).
 //
 // Thread-safety: pure functions over their arguments.
@@ -32,8 +39,14 @@ enum SplitRecode : uint8_t {
   kRecodeZeroShift = 1,  // 4-bit codes rotated by the block's zero point (u16 d_off, u16 m_off follow)
   kRecodeF16AsBf16 = 2,  // fp16 values with 3 low zero mantissa bits, coded as bf16
   kRecodeQ3Codes = 3,    // Q3_K's hmask + qs (96 bytes) coded as 256 bytes of 3-bit codes (format 2.8)
+  kRecodeZeroPos = 4,    // 4-bit code groups of 32 with a 0 each: its position + 31 codes, derived streams (format 2.9)
 };
-inline constexpr uint8_t kRecodeLast = kRecodeQ3Codes;
+inline constexpr uint8_t kRecodeLast = kRecodeZeroPos;
+// kRecodeZeroPos: the stream's bytes per group of 32 codes, the group's
+// codes, and the derived streams (positions, other codes) in order.
+inline constexpr uint32_t kZpGroupBytes = 16;
+inline constexpr uint32_t kZpCodes = 32;
+enum ZeroPosDerived : uint32_t { kZpPos = 0, kZpRest = 1, kZpDerivedCount = 2 };
 // kRecodeQ3Codes: the stream's bytes per block (32 of hmask, then 64 of
 // qs) and its coded bytes per block (one code per element).
 inline constexpr uint32_t kQ3StreamBytes = 96;
@@ -71,5 +84,16 @@ void q3_codes_unpack(const uint8_t* in, uint64_t blocks, uint8_t* codes);
 // The inverse; refuses (naming `what`, the element and its value) a code
 // above 7.
 Status q3_codes_pack(const uint8_t* codes, uint64_t blocks, uint8_t* out, const std::string& what);
+
+// kRecodeZeroPos: splits `groups` groups of 16 bytes at `in` into each
+// group's first-0 position (0..31, one byte each, at pos) and its other 31
+// codes in element order (one per byte, 31 per group, at rest). Returns
+// false (writing partial output) where a group holds no code 0.
+bool zero_pos_split(const uint8_t* in, uint64_t groups, uint8_t* pos, uint8_t* rest);
+// The inverse; refuses (naming `what`, the group and the value) a position
+// above 31, a code above 15, and a 0 before the group's position (the
+// position is the first 0's: one encoding per group).
+Status zero_pos_join(const uint8_t* pos, const uint8_t* rest, uint64_t groups, uint8_t* out,
+                     const std::string& what);
 
 }  // namespace wcodec

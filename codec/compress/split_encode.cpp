@@ -11,7 +11,8 @@
 // indices, split_palette.h), kept where it measures smaller. Format 2.7
 // (§8.6, split_recode.h): Q4_1's codes rotated by each block's zero point,
 // and fp16 fields with 3 low zero mantissa bits coded as bf16. Format 2.8:
-// Q3_K's hmask and qs as one stream of 3-bit codes, one per byte.
+// Q3_K's hmask and qs as one stream of 3-bit codes, one per byte. Format
+// 2.9: the 0 that every group of 32 Q4_0 codes holds, its position apart.
 //
 // Thread-safety: re-entrant (encode_tensor is).
 #include <algorithm>
@@ -358,6 +359,44 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
         rs.rc_d_off = 0;
         rs.rc_m_off = 2;
         parts.push_back(encode_stream(*split, g, rs, rot.data(), f.as, sopt, coding));
+        continue;
+      }
+    }
+    // 4-bit codes whose every group of 32 holds a 0 (llama.cpp's Q4_0
+    // quantizer maps each block's largest |x| to code 0): the first 0's
+    // position and the other 31 codes as two derived streams (format 2.9,
+    // §8.6), tried where their order-0 entropy is over 0.2% below the
+    // nibbles' and kept where smaller than the codes coded as they are.
+    if (f.as == As::kPacked && f.len % kZpGroupBytes == 0 && opt.split_recode) {
+      const uint64_t zgroups = sdata.size() / kZpGroupBytes;
+      std::vector<uint8_t> zp[kZpDerivedCount];
+      zp[kZpPos].resize(zgroups);
+      zp[kZpRest].resize(zgroups * (kZpCodes - 1));
+      if (zero_pos_split(sdata.data(), zgroups, zp[kZpPos].data(), zp[kZpRest].data()) &&
+          static_cast<double>(order0_bytes(zp[kZpPos].data(), zgroups) +
+                              order0_bytes(zp[kZpRest].data(), zp[kZpRest].size())) <
+              nibble_order0_bytes(sdata.data(), sdata.size()) * 0.998) {
+        SplitStream zs = split->streams[s];
+        zs.recode = kRecodeZeroPos;
+        zs.elem_bits = 8;
+        std::vector<std::vector<EncodedChunk>> zparts;
+        uint64_t zcost = 0;
+        for (uint32_t k = 0; k < kZpDerivedCount; ++k) {
+          SplitStream d;
+          d.derived_bpb = zs.derived_bytes_per_block(k);
+          zparts.push_back(encode_stream(*split, g, d, zp[k].data(), As::kU8, sopt, coding));
+          zcost += stream_cost(d, zparts.back(), coding);
+          zs.derived.push_back(std::move(d));
+        }
+        SplitStream plain = split->streams[s];
+        auto pparts = encode_stream(*split, g, plain, sdata.data(), f.as, sopt, coding);
+        if (zcost + 4 < stream_cost(plain, pparts, coding)) {
+          split->streams[s] = std::move(zs);
+          for (auto& zpp : zparts) parts.push_back(std::move(zpp));
+        } else {
+          split->streams[s] = std::move(plain);
+          parts.push_back(std::move(pparts));
+        }
         continue;
       }
     }

@@ -9,7 +9,8 @@
 // transformed back (its nibbles rotated by each block's zero point, read
 // from the d and m earlier streams have scattered; or bf16 back to fp16;
 // or, format 2.8, 3-bit codes packed back into hmask and qs) before the
-// scatter.
+// scatter. A forced-zero stream (format 2.9) decodes its two derived parts
+// (positions, other codes) and joins them into nibbles.
 //
 // Thread-safety: pure function over its arguments; each decoding thread
 // brings its own DecodeScratch.
@@ -60,6 +61,13 @@ Status decode_split_chunk(const TensorGeometry& g, const SplitModel& m, uint64_t
                                              derived[kPalIndex].data(), ncodes / st.pal_group, st.pal_group,
                                              st.pal_signed, codes, sw, st.pal_q5 ? 31 : 255));
       if (st.pal_q5) q5_pack(codes, sbytes / kQ5Bytes, scratch.split_buf.data());
+    } else if (st.recode == kRecodeZeroPos) {
+      for (uint32_t d = 0; d < kZpDerivedCount; ++d)
+        WC_RETURN_IF_ERROR(decode_part(st.derived[d], k++, sw + " derived " + std::to_string(d), derived[d]));
+      const uint64_t sbytes = h * m.geometry_of(g, st).row_bytes();
+      if (scratch.split_buf.size() < sbytes) scratch.split_buf.resize(sbytes);
+      WC_RETURN_IF_ERROR(zero_pos_join(derived[kZpPos].data(), derived[kZpRest].data(), sbytes / kZpGroupBytes,
+                                       scratch.split_buf.data(), sw));
     } else {
       WC_RETURN_IF_ERROR(decode_part(st, k++, sw, scratch.split_buf));
       if (st.recode == kRecodeZeroShift) {

@@ -28,7 +28,9 @@
 // from Q4_1 whose code stream takes a palette (format 2.6); and a GGUF file
 // of Q4_1 blocks as llama.cpp quantizes bf16 weights, whose code and
 // minimum streams are recoded (format 2.7); and a GGUF file of Q3_K blocks
-// whose hmask and qs take one stream of 3-bit codes (format 2.8).
+// whose hmask and qs take one stream of 3-bit codes (format 2.8); and a
+// GGUF file of Q4_0 blocks as llama.cpp quantizes them, whose codes take
+// the forced zero apart (format 2.9).
 //
 // Build (clang): cmake -DWCODEC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ ...
 // Run:           build-fuzz/tests/fuzz/fuzz_container -max_len=256 -max_total_time=600
@@ -181,6 +183,11 @@ const std::vector<Seed>& seeds() {
     // region 1 edits reach its recode record, region 0 the code part and
     // the code range check (test_gguf_q3codes checks that it is taken).
     load_seed("gguf_q3codes", wctest::q3_k_fuzz_seed(), &v);
+    // Q4_0 whose codes take the forced zero apart (format 2.9): region 1
+    // edits reach its recode record and derived streams, region 0 the
+    // position and code parts and the join's checks (test_gguf_zeropos
+    // checks that it is taken).
+    load_seed("gguf_zeropos", wctest::q4_0_fuzz_seed(), &v);
     return v;
   }();
   return s;
