@@ -25,8 +25,7 @@ inline constexpr char kFooterMagic[4] = {'C', 'D', 'C', 'W'};
 // gamma-coded frequency tables, docs/wcodec-format.md §7.3).
 inline constexpr uint16_t kVersionMajor = 2;
 inline constexpr uint16_t kVersionMinor = 4;  // 2.1: int nbr_mode 2, 2.2: nbr_mode 3, 2.3: float emode 5,
-                                              // 2.4: GGUF sources (written only when used); 2.5-2.9: split
-                                              // models, palettes, recoded streams (written only when used)
+                                              // 2.4: GGUF sources (written only when used)
 // Header flags (§4.1): bit 0, the original is a GGUF file (§4.9; format
 // 2.4). Older readers refuse such a file (they require flags = 0).
 inline constexpr uint32_t kFlagGgufSource = 1;
