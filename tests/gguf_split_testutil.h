@@ -1,10 +1,13 @@
 // tests/gguf_split_testutil.h — the steps the GGUF split-model suites
-// (test_gguf_split, test_gguf_palette, test_gguf_recode) share: real
+// (test_gguf_split, test_gguf_palette, test_gguf_recode, test_gguf_q3codes,
+// test_gguf_zeropos) share: real
 // weights to quantize (stories260K's F32 tensors, or Gaussian ones where
 // the data directory is missing), encoding a GGUF file in memory with a
 // given configuration, and reading a container back: every byte through
 // Reader::read, and optionally every chunk through decode_chunk and the
-// device plan (split chunks arrive decoded on the host, as kReady).
+// device plan (split chunks arrive decoded on the host, as kReady); the
+// recode kinds a tensor uses and the file's format version; the wcodec
+// tool's decode of a file on every CPU path.
 //
 // Thread-safety: the weights are built once per seed (function-local
 // statics); the rest are pure functions. Single-threaded tests.
@@ -24,6 +27,7 @@
 #include "split_model.h"
 #include "testutil.h"
 #include "wcodec/container.h"
+#include "wcodec/cpu.h"
 #include "wcodec/encode.h"
 
 namespace wctest {
@@ -107,6 +111,52 @@ inline int refused_bit_flips(std::vector<uint8_t>& enc, const std::vector<uint8_
     else ++refused;
   }
   return refused;
+}
+
+// The recode kinds tensor t's split model uses (bit 1 << kind; 0 when it
+// has none or no split model).
+inline unsigned split_recodes(const wcodec::Reader& rd, size_t t) {
+  const auto& ti = wcodec::ReaderAccess::tensor(rd, t);
+  unsigned k = 0;
+  if (ti.split)
+    for (const auto& s : ti.split->streams) k |= 1u << s.recode;
+  return k & ~1u;
+}
+
+// The container's format version ("2.9"), from its metadata.
+inline std::string format_version(const wcodec::Reader& rd) {
+  const auto meta = rd.metadata_json();
+  const auto at = meta.find("\"version\":\"");
+  return at == std::string::npos ? "" : meta.substr(at + 11, 3);
+}
+
+// Writes `file` (a GGUF file), encodes it with the wcodec tool in 16 KiB
+// chunks, and decodes it on every CPU path this machine runs: each must
+// give `file` back. Returns the paths run.
+inline int decode_on_every_cpu_path(const std::vector<uint8_t>& file) {
+  using namespace wcodec;
+  ScratchDir dir;
+  const auto src = dir / "q.gguf", enc = dir / "q.wcodec";
+  write_file(src, file);
+  std::string out;
+  EXPECT_EQ(run_command(std::string(WCODEC_TOOL) + " encode -q --chunk-size 16384 '" + src.string() + "' '" +
+                            enc.string() + "' 2>&1",
+                        &out),
+            0)
+      << out;
+  int paths = 0;
+  for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kNeon}) {
+    if (!cpu_path_supported(path)) continue;
+    const auto dec = dir / (std::string("q.") + cpu_path_name(path));
+    EXPECT_EQ(run_command(std::string("WCODEC_CPU=") + cpu_path_name(path) + " " + WCODEC_TOOL + " decode '" +
+                              enc.string() + "' '" + dec.string() + "' 2>&1",
+                          &out),
+              0)
+        << cpu_path_name(path) << ": " << out;
+    EXPECT_TRUE(read_file(dec) == file) << cpu_path_name(path);
+    ++paths;
+  }
+  return paths;
 }
 
 // The parent tensor of the refused-record catalogues: `rows` rows of `cols`

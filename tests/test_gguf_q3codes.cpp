@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "device_plan.h"
-#include "gguf_quant_util.h"
+#include "gguf_split_testutil.h"
 #include "reader_i.h"
 #include "split_model.h"
 #include "split_recode.h"
@@ -68,56 +68,14 @@ std::vector<uint8_t> encode(const std::vector<uint8_t>& file, uint64_t chunk_byt
   EncodeConfig cfg;
   cfg.chunk_bytes = chunk_bytes;
   cfg.split_recode = recode;
-  auto r = encode_safetensors(file.data(), file.size(), cfg, "t.gguf");
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(*r) : std::vector<uint8_t>{};
+  return wctest::encode_gguf(file, cfg, "t.gguf");
 }
 
-// Every byte back through Reader::read, every chunk through decode_chunk
-// and the device plan (split chunks arrive decoded on the host).
 std::unique_ptr<Reader> read_back(const std::vector<uint8_t>& enc, const std::vector<uint8_t>& file) {
-  auto rd = Reader::open_memory(enc.data(), enc.size(), "t.gguf.wcodec");
-  EXPECT_TRUE(rd.ok()) << rd.status().ToString();
-  if (!rd.ok()) return nullptr;
-  std::vector<uint8_t> back(file.size(), 0xEE);
-  const Status st = (*rd)->read(0, back.size(), back.data());
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  EXPECT_TRUE(back == file) << "decoded bytes differ";
-  std::vector<size_t> all;
-  for (size_t i = 0; i < (*rd)->num_chunks(); ++i) {
-    std::vector<uint8_t> out((*rd)->chunk(i).decoded_size);
-    EXPECT_TRUE((*rd)->decode_chunk(i, out.data()).ok());
-    EXPECT_EQ(0, std::memcmp(out.data(), file.data() + (*rd)->chunk(i).decoded_offset, out.size())) << i;
-    all.push_back(i);
-  }
-  DevicePlan plan;
-  EXPECT_TRUE(plan_chunks(**rd, all, &plan).ok());
-  for (size_t k = 0; k < all.size() && k < plan.chunks.size(); ++k) {
-    const PlanChunk& c = plan.chunks[k];
-    if (ReaderAccess::tensor(**rd, ReaderAccess::chunk_tensor(**rd, all[k])).split &&
-        (*rd)->chunk(all[k]).method == 2) {
-      EXPECT_EQ(c.kind, PlanKind::kReady) << k;
-    }
-    if (c.kind != PlanKind::kReady) continue;
-    EXPECT_EQ(0, std::memcmp(plan.arena.data() + c.raw, file.data() + (*rd)->chunk(all[k]).decoded_offset,
-                             c.raw_len));
-  }
-  return std::move(rd).value();
+  return wctest::read_back_gguf(enc, file, "t.gguf.wcodec", wctest::ReadBack::kEveryChunkAndPlan);
 }
 
-bool has_q3codes(const Reader& rd, size_t t) {
-  const auto& ti = ReaderAccess::tensor(rd, t);
-  if (!ti.split) return false;
-  for (const auto& s : ti.split->streams)
-    if (s.recode == kRecodeQ3Codes) return true;
-  return false;
-}
-
-std::string version(const Reader& rd) {
-  const auto meta = rd.metadata_json();
-  const auto at = meta.find("\"version\":\"");
-  return at == std::string::npos ? "" : meta.substr(at + 11, 3);
-}
+bool has_q3codes(const Reader& rd, size_t t) { return wctest::split_recodes(rd, t) & (1u << kRecodeQ3Codes); }
 
 }  // namespace
 
@@ -152,7 +110,7 @@ TEST(Q3Codes, RoundTripQ3_K) {
   EXPECT_GT(rd->num_chunks(), 6u);
   ASSERT_TRUE(ReaderAccess::tensor(*rd, 0).split);
   EXPECT_TRUE(has_q3codes(*rd, 0)) << ReaderAccess::tensor(*rd, 0).split->describe();
-  EXPECT_EQ(version(*rd), "2.8");
+  EXPECT_EQ(wctest::format_version(*rd), "2.8");
 }
 
 // Blocks of every byte pattern in hmask and qs (all zero, all one, random,
@@ -187,30 +145,9 @@ TEST(Q3Codes, SmallerThanWithout) {
 
 // The wcodec tool decodes the file on every decoder path this CPU runs.
 TEST(Q3Codes, EveryCpuPathDecodes) {
-  wctest::ScratchDir dir;
   const auto file = q3k_file({{"blk.0.ffn_down.weight", kGgmlTypeQ3_K, 1536, 61},
                               {"output_norm.weight", kGgmlTypeF32, 576, 1}});
-  const auto src = dir / "q.gguf", enc = dir / "q.wcodec";
-  wctest::write_file(src, file);
-  std::string out;
-  ASSERT_EQ(wctest::run_command(std::string(WCODEC_TOOL) + " encode -q --chunk-size 16384 '" + src.string() + "' '" +
-                                    enc.string() + "' 2>&1",
-                                &out),
-            0)
-      << out;
-  int paths = 0;
-  for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kNeon}) {
-    if (!cpu_path_supported(path)) continue;
-    const auto dec = dir / (std::string("q.") + cpu_path_name(path));
-    ASSERT_EQ(wctest::run_command(std::string("WCODEC_CPU=") + cpu_path_name(path) + " " + WCODEC_TOOL + " decode '" +
-                                      enc.string() + "' '" + dec.string() + "' 2>&1",
-                                  &out),
-              0)
-        << cpu_path_name(path) << ": " << out;
-    EXPECT_TRUE(wctest::read_file(dec) == file) << cpu_path_name(path);
-    ++paths;
-  }
-  EXPECT_GE(paths, 1);
+  EXPECT_GE(wctest::decode_on_every_cpu_path(file), 1);
 }
 
 // A damaged chunk is an error, never wrong bytes: bits flipped across the
@@ -224,17 +161,8 @@ TEST(Q3Codes, DamagedChunksAreDetected) {
   ASSERT_TRUE(has_q3codes(**rd0, 0));
   const ChunkEntry e = (*rd0)->chunk(0);
   ASSERT_EQ(e.method, 2);
-  int refused = 0, tried = 0;
-  for (size_t k = 0; k < e.stored_size; k += std::max<size_t>(1, e.stored_size / 400)) {
-    uint8_t& b = enc[e.file_offset + k];
-    b ^= static_cast<uint8_t>(1u << (k % 8));
-    std::vector<uint8_t> out(e.decoded_size);
-    const Status st = (*rd0)->decode_chunk(0, out.data());
-    b ^= static_cast<uint8_t>(1u << (k % 8));
-    ++tried;
-    if (st.ok()) EXPECT_EQ(0, std::memcmp(out.data(), file.data() + e.decoded_offset, out.size())) << k;
-    else ++refused;
-  }
+  int tried = 0;
+  const int refused = wctest::refused_bit_flips(enc, file, **rd0, 0, &tried);
   EXPECT_GT(refused, tried * 9 / 10) << refused << " of " << tried;
 }
 
@@ -256,15 +184,7 @@ namespace {
 // bytes: 5 of header; stream 0 at 5 (range 0..96, elem_bits 10, flag 11,
 // recode 12, model flag 13); stream 1 at 14 (7 bytes); stream 2 at 21 (7
 // bytes); 28 in all.
-TensorGeometry parent() {
-  TensorGeometry g;
-  g.rows = 2;
-  g.cols = 2 * kQ3Block;
-  g.elem_bits = 8;
-  g.chunk_rows = 1;
-  g.chunk_cols = g.cols;
-  return g;
-}
+TensorGeometry parent() { return wctest::split_parent(2, 2 * kQ3Block, 1); }
 SplitModel q3_model() {
   SplitModel m;
   m.ggml_type = kGgmlTypeQ3_K;
@@ -280,14 +200,9 @@ SplitModel q3_model() {
   m.streams = {c, s, d};
   return m;
 }
-Status parse(const std::vector<uint8_t>& rec) {
-  return SplitModel::deserialize(rec.data(), rec.size(), parent(), "f: tensor 0 \"w\"").status();
-}
+Status parse(const std::vector<uint8_t>& rec) { return wctest::parse_split_record(rec, parent()); }
 void expect_refused(const std::vector<uint8_t>& rec, const std::string& needle) {
-  const Status st = parse(rec);
-  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
-  EXPECT_NE(st.ToString().find(needle), std::string::npos) << st.ToString();
-  EXPECT_NE(st.ToString().find("tensor 0 \"w\""), std::string::npos) << st.ToString();
+  wctest::expect_split_refused(rec, needle, parent());
 }
 
 }  // namespace

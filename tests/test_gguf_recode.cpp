@@ -54,21 +54,8 @@ std::unique_ptr<Reader> read_back(const std::vector<uint8_t>& enc, const std::ve
   return wctest::read_back_gguf(enc, file, "t.gguf.wcodec", wctest::ReadBack::kEveryChunkAndPlan);
 }
 
-// The recode kinds tensor t's split model uses (bit 1 << kind).
-unsigned recodes(const Reader& rd, size_t t) {
-  const auto& ti = ReaderAccess::tensor(rd, t);
-  unsigned k = 0;
-  if (ti.split)
-    for (const auto& s : ti.split->streams) k |= 1u << s.recode;
-  return k & ~1u;
-}
+unsigned recodes(const Reader& rd, size_t t) { return wctest::split_recodes(rd, t); }
 constexpr unsigned kBoth = (1u << kRecodeZeroShift) | (1u << kRecodeF16AsBf16);
-
-std::string version(const Reader& rd) {
-  const auto meta = rd.metadata_json();
-  const auto at = meta.find("\"version\":\"");
-  return at == std::string::npos ? "" : meta.substr(at + 11, 3);
-}
 
 float half_value(uint16_t h) {
   const int e = (h >> 10) & 31, m = h & 1023;
@@ -149,7 +136,7 @@ TEST(Recode, RoundTripQ4_1) {
   ASSERT_TRUE(rd);
   EXPECT_GT(rd->num_chunks(), 6u);
   EXPECT_EQ(recodes(*rd, 0), kBoth) << ReaderAccess::tensor(*rd, 0).split->describe();
-  EXPECT_EQ(version(*rd), "2.7");
+  EXPECT_EQ(wctest::format_version(*rd), "2.7");
 }
 
 // Blocks whose d is zero, negative, infinite or NaN, whose m is NaN,
@@ -201,30 +188,9 @@ TEST(Recode, SmallerThanWithout) {
 
 // The wcodec tool decodes the file on every decoder path this CPU runs.
 TEST(Recode, EveryCpuPathDecodes) {
-  wctest::ScratchDir dir;
-  const auto file = q4_1_file({{"blk.0.ffn_up.weight", kGgmlTypeQ4_1, 576, 203},
-                               {"output_norm.weight", kGgmlTypeF32, 576, 1}});
-  const auto src = dir / "q.gguf", enc = dir / "q.wcodec";
-  wctest::write_file(src, file);
-  std::string out;
-  ASSERT_EQ(wctest::run_command(std::string(WCODEC_TOOL) + " encode -q --chunk-size 16384 '" + src.string() + "' '" +
-                                    enc.string() + "' 2>&1",
-                                &out),
-            0)
-      << out;
-  int paths = 0;
-  for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kNeon}) {
-    if (!cpu_path_supported(path)) continue;
-    const auto dec = dir / (std::string("q.") + cpu_path_name(path));
-    ASSERT_EQ(wctest::run_command(std::string("WCODEC_CPU=") + cpu_path_name(path) + " " + WCODEC_TOOL + " decode '" +
-                                      enc.string() + "' '" + dec.string() + "' 2>&1",
-                                  &out),
-              0)
-        << cpu_path_name(path) << ": " << out;
-    EXPECT_TRUE(wctest::read_file(dec) == file) << cpu_path_name(path);
-    ++paths;
-  }
-  EXPECT_GE(paths, 1);
+  EXPECT_GE(wctest::decode_on_every_cpu_path(q4_1_file({{"blk.0.ffn_up.weight", kGgmlTypeQ4_1, 576, 203},
+                                                        {"output_norm.weight", kGgmlTypeF32, 576, 1}})),
+            1);
 }
 
 // A damaged chunk is an error, never wrong bytes: bits flipped across the

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "device_plan.h"
-#include "gguf_quant_util.h"
+#include "gguf_split_testutil.h"
 #include "reader_i.h"
 #include "split_model.h"
 #include "split_recode.h"
@@ -53,56 +53,14 @@ std::vector<uint8_t> encode(const std::vector<uint8_t>& file, uint64_t chunk_byt
   EncodeConfig cfg;
   cfg.chunk_bytes = chunk_bytes;
   cfg.split_recode = recode;
-  auto r = encode_safetensors(file.data(), file.size(), cfg, "t.gguf");
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(*r) : std::vector<uint8_t>{};
+  return wctest::encode_gguf(file, cfg, "t.gguf");
 }
 
-// Every byte back through Reader::read, every chunk through decode_chunk
-// and the device plan (split chunks arrive decoded on the host).
 std::unique_ptr<Reader> read_back(const std::vector<uint8_t>& enc, const std::vector<uint8_t>& file) {
-  auto rd = Reader::open_memory(enc.data(), enc.size(), "t.gguf.wcodec");
-  EXPECT_TRUE(rd.ok()) << rd.status().ToString();
-  if (!rd.ok()) return nullptr;
-  std::vector<uint8_t> back(file.size(), 0xEE);
-  const Status st = (*rd)->read(0, back.size(), back.data());
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  EXPECT_TRUE(back == file) << "decoded bytes differ";
-  std::vector<size_t> all;
-  for (size_t i = 0; i < (*rd)->num_chunks(); ++i) {
-    std::vector<uint8_t> out((*rd)->chunk(i).decoded_size);
-    EXPECT_TRUE((*rd)->decode_chunk(i, out.data()).ok());
-    EXPECT_EQ(0, std::memcmp(out.data(), file.data() + (*rd)->chunk(i).decoded_offset, out.size())) << i;
-    all.push_back(i);
-  }
-  DevicePlan plan;
-  EXPECT_TRUE(plan_chunks(**rd, all, &plan).ok());
-  for (size_t k = 0; k < all.size() && k < plan.chunks.size(); ++k) {
-    const PlanChunk& c = plan.chunks[k];
-    if (ReaderAccess::tensor(**rd, ReaderAccess::chunk_tensor(**rd, all[k])).split &&
-        (*rd)->chunk(all[k]).method == 2) {
-      EXPECT_EQ(c.kind, PlanKind::kReady) << k;
-    }
-    if (c.kind != PlanKind::kReady) continue;
-    EXPECT_EQ(0, std::memcmp(plan.arena.data() + c.raw, file.data() + (*rd)->chunk(all[k]).decoded_offset,
-                             c.raw_len));
-  }
-  return std::move(rd).value();
+  return wctest::read_back_gguf(enc, file, "t.gguf.wcodec", wctest::ReadBack::kEveryChunkAndPlan);
 }
 
-bool has_zeropos(const Reader& rd, size_t t) {
-  const auto& ti = ReaderAccess::tensor(rd, t);
-  if (!ti.split) return false;
-  for (const auto& s : ti.split->streams)
-    if (s.recode == kRecodeZeroPos) return true;
-  return false;
-}
-
-std::string version(const Reader& rd) {
-  const auto meta = rd.metadata_json();
-  const auto at = meta.find("\"version\":\"");
-  return at == std::string::npos ? "" : meta.substr(at + 11, 3);
-}
+bool has_zeropos(const Reader& rd, size_t t) { return wctest::split_recodes(rd, t) & (1u << kRecodeZeroPos); }
 
 // Code e (0..31) of a 16-byte group in ggml's Q4_0 layout.
 int code_at(const uint8_t* g, uint32_t e) { return e < 16 ? g[e] & 15 : g[e - 16] >> 4; }
@@ -162,7 +120,7 @@ TEST(ZeroPos, RoundTripQ4_0) {
   EXPECT_GT(rd->num_chunks(), 6u);
   ASSERT_TRUE(ReaderAccess::tensor(*rd, 0).split);
   EXPECT_TRUE(has_zeropos(*rd, 0)) << ReaderAccess::tensor(*rd, 0).split->describe();
-  EXPECT_EQ(version(*rd), "2.9");
+  EXPECT_EQ(wctest::format_version(*rd), "2.9");
 }
 
 // Blocks whose first 0 sits at every position, blocks of all zeros and of
@@ -214,33 +172,12 @@ TEST(ZeroPos, GroupWithoutZeroKeepsTheNibbles) {
 
 // The wcodec tool decodes the file on every decoder path this CPU runs.
 TEST(ZeroPos, EveryCpuPathDecodes) {
-  wctest::ScratchDir dir;
   const auto file = q4_0_file({{"blk.0.ffn_gate.weight", kGgmlTypeQ4_0, 576, 333},
                                {"output_norm.weight", kGgmlTypeF32, 576, 1}});
-  const auto src = dir / "q.gguf", enc = dir / "q.wcodec";
-  wctest::write_file(src, file);
-  std::string out;
-  ASSERT_EQ(wctest::run_command(std::string(WCODEC_TOOL) + " encode -q --chunk-size 16384 '" + src.string() + "' '" +
-                                    enc.string() + "' 2>&1",
-                                &out),
-            0)
-      << out;
-  auto rd = Reader::open(enc.string());
-  ASSERT_TRUE(rd.ok()) << rd.status().ToString();
-  ASSERT_TRUE(has_zeropos(**rd, 0));
-  int paths = 0;
-  for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kNeon}) {
-    if (!cpu_path_supported(path)) continue;
-    const auto dec = dir / (std::string("q.") + cpu_path_name(path));
-    ASSERT_EQ(wctest::run_command(std::string("WCODEC_CPU=") + cpu_path_name(path) + " " + WCODEC_TOOL + " decode '" +
-                                      enc.string() + "' '" + dec.string() + "' 2>&1",
-                                  &out),
-              0)
-        << cpu_path_name(path) << ": " << out;
-    EXPECT_TRUE(wctest::read_file(dec) == file) << cpu_path_name(path);
-    ++paths;
-  }
-  EXPECT_GE(paths, 1);
+  auto rd = read_back(encode(file, 16 * 1024), file);  // as the tool encodes it
+  ASSERT_TRUE(rd);
+  EXPECT_TRUE(has_zeropos(*rd, 0));
+  EXPECT_GE(wctest::decode_on_every_cpu_path(file), 1);
 }
 
 // A damaged chunk is an error, never wrong bytes: bits flipped across the
@@ -255,17 +192,8 @@ TEST(ZeroPos, DamagedChunksAreDetected) {
   ASSERT_TRUE(has_zeropos(**rd0, 0));
   const ChunkEntry e = (*rd0)->chunk(0);
   ASSERT_EQ(e.method, 2);
-  int refused = 0, tried = 0;
-  for (size_t k = 0; k < e.stored_size; k += std::max<size_t>(1, e.stored_size / 400)) {
-    uint8_t& b = enc[e.file_offset + k];
-    b ^= static_cast<uint8_t>(1u << (k % 8));
-    std::vector<uint8_t> out(e.decoded_size);
-    const Status st = (*rd0)->decode_chunk(0, out.data());
-    b ^= static_cast<uint8_t>(1u << (k % 8));
-    ++tried;
-    if (st.ok()) EXPECT_EQ(0, std::memcmp(out.data(), file.data() + e.decoded_offset, out.size())) << k;
-    else ++refused;
-  }
+  int tried = 0;
+  const int refused = wctest::refused_bit_flips(enc, file, **rd0, 0, &tried);
   EXPECT_GT(refused, tried * 9 / 10) << refused << " of " << tried;
 }
 
@@ -289,15 +217,7 @@ namespace {
 // (range 0..2, elem_bits 10, model flag 11); stream 1 at 12 (range 2..18
 // at 13, elem_bits 17, flag 18, recode 19, derived 0 elem_bits 20 and
 // model flag 21, derived 1 elem_bits 22 and model flag 23); 24 in all.
-TensorGeometry parent() {
-  TensorGeometry g;
-  g.rows = 2;
-  g.cols = 2 * kQ4Block;
-  g.elem_bits = 8;
-  g.chunk_rows = 1;
-  g.chunk_cols = g.cols;
-  return g;
-}
+TensorGeometry parent() { return wctest::split_parent(2, 2 * kQ4Block, 1); }
 SplitModel zp_model() {
   SplitModel m;
   m.ggml_type = kGgmlTypeQ4_0;
@@ -317,14 +237,9 @@ SplitModel zp_model() {
   m.streams = {d, c};
   return m;
 }
-Status parse(const std::vector<uint8_t>& rec) {
-  return SplitModel::deserialize(rec.data(), rec.size(), parent(), "f: tensor 0 \"w\"").status();
-}
+Status parse(const std::vector<uint8_t>& rec) { return wctest::parse_split_record(rec, parent()); }
 void expect_refused(const std::vector<uint8_t>& rec, const std::string& needle) {
-  const Status st = parse(rec);
-  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
-  EXPECT_NE(st.ToString().find(needle), std::string::npos) << st.ToString();
-  EXPECT_NE(st.ToString().find("tensor 0 \"w\""), std::string::npos) << st.ToString();
+  wctest::expect_split_refused(rec, needle, parent());
 }
 
 }  // namespace

@@ -203,6 +203,23 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
     st.has_model = true;
     return Status::OK();
   };
+  // The `count` derived streams of st (a palette's or the forced zero's):
+  // each its elem_bits, model flag and model.
+  auto read_derived = [&](const std::string& S, uint32_t count, SplitStream& st) -> Status {
+    for (uint32_t k = 0; k < count; ++k) {
+      SplitStream d;
+      const std::string D = S + " derived " + std::to_string(k);
+      d.derived_bpb = st.derived_bytes_per_block(k);
+      d.elem_bits = r.u8();
+      const uint8_t dflag = r.u8();
+      if (!r.ok()) return Status::Corruption(W + " record truncated");
+      WC_RETURN_IF_ERROR(check_bits(D, d));
+      if (dflag > 1) return bad(D + " model flag", dflag, "0, 1");
+      WC_RETURN_IF_ERROR(read_model(D, dflag, d));
+      st.derived.push_back(std::move(d));
+    }
+    return Status::OK();
+  };
   std::vector<uint8_t> covered(m.block_bytes, 0);  // 1 + the stream holding each byte
   for (uint32_t s = 0; s < ns; ++s) {
     SplitStream st;
@@ -262,18 +279,7 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
           return bad(S + " bytes per block", st.bytes_per_block(),
                      "a multiple of " + std::to_string(kZpGroupBytes) + " for the forced zero apart");
         if (st.elem_bits != 8) return bad(S + " elem_bits", st.elem_bits, "8 for the forced zero apart");
-        for (uint32_t k = 0; k < kZpDerivedCount; ++k) {
-          SplitStream d;
-          const std::string D = S + " derived " + std::to_string(k);
-          d.derived_bpb = st.derived_bytes_per_block(k);
-          d.elem_bits = r.u8();
-          const uint8_t dflag = r.u8();
-          if (!r.ok()) return Status::Corruption(W + " record truncated");
-          WC_RETURN_IF_ERROR(check_bits(D, d));
-          if (dflag > 1) return bad(D + " model flag", dflag, "0, 1");
-          WC_RETURN_IF_ERROR(read_model(D, dflag, d));
-          st.derived.push_back(std::move(d));
-        }
+        WC_RETURN_IF_ERROR(read_derived(S, kZpDerivedCount, st));
         m.streams.push_back(std::move(st));
         continue;
       }
@@ -305,18 +311,7 @@ Result<SplitModel> SplitModel::deserialize(const uint8_t* p, size_t n, const Ten
     if (st.codes_per_block() % st.pal_group)
       return bad(S + " palette group", st.pal_group,
                  "a divisor of the stream's " + std::to_string(st.codes_per_block()) + " codes per block");
-    for (uint32_t k = 0; k < kPalDerivedCount; ++k) {
-      SplitStream d;
-      const std::string D = S + " derived " + std::to_string(k);
-      d.derived_bpb = st.derived_bytes_per_block(k);
-      d.elem_bits = r.u8();
-      const uint8_t dflag = r.u8();
-      if (!r.ok()) return Status::Corruption(W + " record truncated");
-      WC_RETURN_IF_ERROR(check_bits(D, d));
-      if (dflag > 1) return bad(D + " model flag", dflag, "0, 1");
-      WC_RETURN_IF_ERROR(read_model(D, dflag, d));
-      st.derived.push_back(std::move(d));
-    }
+    WC_RETURN_IF_ERROR(read_derived(S, kPalDerivedCount, st));
     m.streams.push_back(std::move(st));
   }
   for (uint32_t b = 0; b < m.block_bytes; ++b)
