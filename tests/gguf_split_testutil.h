@@ -25,6 +25,7 @@
 #include "gguf_quant_util.h"
 #include "reader_i.h"
 #include "split_model.h"
+#include "tensor_decode.h"
 #include "testutil.h"
 #include "wcodec/container.h"
 #include "wcodec/cpu.h"
@@ -180,6 +181,35 @@ inline void expect_split_refused(const std::vector<uint8_t>& rec, const std::str
   EXPECT_EQ(st.code(), wcodec::Code::kCorruption) << st.ToString();
   EXPECT_NE(st.ToString().find(needle), std::string::npos) << st.ToString();
   EXPECT_NE(st.ToString().find("tensor 0 \"w\""), std::string::npos) << st.ToString();
+}
+
+// A split chunk payload (§6.1) of raw parts (method 0), in order.
+inline std::vector<uint8_t> raw_split_payload(const std::vector<std::vector<uint8_t>>& parts) {
+  std::vector<uint8_t> p;
+  for (const auto& b : parts) {
+    p.push_back(0);
+    for (int i = 0; i < 4; ++i) p.push_back(static_cast<uint8_t>(b.size() >> (8 * i)));
+    p.insert(p.end(), b.begin(), b.end());
+  }
+  return p;
+}
+
+// Decodes chunk 0 of the tensor of geometry g coded with `model` (its
+// record serialized and parsed back first) from a payload of raw parts
+// into `out` (decoded_size bytes; checked against an XXH3 of 0, which no
+// test data has, so valid data ends in a checksum error). Errors name
+// "f: tensor 0 chunk 0".
+inline wcodec::Status decode_raw_split_chunk(const wcodec::TensorGeometry& g, const wcodec::SplitModel& model,
+                                             const std::vector<std::vector<uint8_t>>& parts, uint64_t decoded_size,
+                                             std::vector<uint8_t>* out) {
+  const auto rec = model.serialize();
+  auto m = wcodec::SplitModel::deserialize(rec.data(), rec.size(), g, "f");
+  if (!m.ok()) return m.status();
+  const auto p = raw_split_payload(parts);
+  out->assign(decoded_size, 0);
+  wcodec::DecodeScratch scratch;
+  return wcodec::decode_split_chunk(g, *m, 0, p.data(), p.size(), decoded_size, 0, out->data(), scratch,
+                                    "f: tensor 0 chunk 0");
 }
 
 }  // namespace wctest

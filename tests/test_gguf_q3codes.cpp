@@ -261,23 +261,9 @@ namespace {
 // A split chunk of q3_model's tensor (band 0: 1 row of 2 blocks) with every
 // part raw: 512 codes, 24 scale bytes, two fp16 d.
 Status run(const std::vector<uint8_t>& codes, std::vector<uint8_t>* out) {
-  const TensorGeometry g = parent();
-  const auto rec = q3_model().serialize();
-  auto m = SplitModel::deserialize(rec.data(), rec.size(), g, "f");
-  if (!m.ok()) return m.status();
-  std::vector<uint8_t> p;
-  auto part = [&](const std::vector<uint8_t>& b) {
-    p.push_back(0);
-    for (int i = 0; i < 4; ++i) p.push_back(static_cast<uint8_t>(b.size() >> (8 * i)));
-    p.insert(p.end(), b.begin(), b.end());
-  };
-  part(codes);
-  part(std::vector<uint8_t>(24, 0x21));
-  part(std::vector<uint8_t>{0x00, 0x3c, 0x00, 0x3c});
-  out->assign(2 * kQ3Block, 0);
-  DecodeScratch scratch;
-  return decode_split_chunk(g, *m, 0, p.data(), p.size(), 2 * kQ3Block, 0, out->data(), scratch,
-                            "f: tensor 0 chunk 0");
+  return wctest::decode_raw_split_chunk(parent(), q3_model(),
+                                        {codes, std::vector<uint8_t>(24, 0x21), {0x00, 0x3c, 0x00, 0x3c}},
+                                        2 * kQ3Block, out);
 }
 
 }  // namespace

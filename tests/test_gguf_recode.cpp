@@ -326,18 +326,10 @@ namespace {
 // A split chunk of rc_model's tensor (band 0: 2 rows of 2 blocks) with
 // every part raw: d, m as bf16 (four values), the codes.
 std::vector<uint8_t> raw_payload(const std::vector<uint16_t>& bf16_m) {
-  std::vector<uint8_t> p;
-  auto part = [&](const std::vector<uint8_t>& b) {
-    p.push_back(0);
-    for (int i = 0; i < 4; ++i) p.push_back(static_cast<uint8_t>(b.size() >> (8 * i)));
-    p.insert(p.end(), b.begin(), b.end());
-  };
-  part(std::vector<uint8_t>{0x00, 0x3c, 0x00, 0x3c, 0x00, 0x3c, 0x00, 0x3c});  // d = 1
   std::vector<uint8_t> m;
   for (uint16_t v : bf16_m) m.push_back(static_cast<uint8_t>(v)), m.push_back(static_cast<uint8_t>(v >> 8));
-  part(m);
-  part(std::vector<uint8_t>(64, 0x5a));
-  return p;
+  return wctest::raw_split_payload(
+      {{0x00, 0x3c, 0x00, 0x3c, 0x00, 0x3c, 0x00, 0x3c} /* d = 1 */, m, std::vector<uint8_t>(64, 0x5a)});
 }
 Status run(const std::vector<uint16_t>& bf16_m, std::vector<uint8_t>* out) {
   const TensorGeometry g = parent();

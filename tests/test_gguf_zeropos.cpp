@@ -316,23 +316,8 @@ namespace {
 // A split chunk of zp_model's tensor (band 0: 1 row of 2 blocks) with every
 // part raw: two fp16 d, two positions, 62 other codes.
 Status run(const std::vector<uint8_t>& pos, const std::vector<uint8_t>& rest, std::vector<uint8_t>* out) {
-  const TensorGeometry g = parent();
-  const auto rec = zp_model().serialize();
-  auto m = SplitModel::deserialize(rec.data(), rec.size(), g, "f");
-  if (!m.ok()) return m.status();
-  std::vector<uint8_t> p;
-  auto part = [&](const std::vector<uint8_t>& b) {
-    p.push_back(0);
-    for (int i = 0; i < 4; ++i) p.push_back(static_cast<uint8_t>(b.size() >> (8 * i)));
-    p.insert(p.end(), b.begin(), b.end());
-  };
-  part(std::vector<uint8_t>{0x00, 0x3c, 0x00, 0xbc});
-  part(pos);
-  part(rest);
-  out->assign(2 * kQ4Block, 0);
-  DecodeScratch scratch;
-  return decode_split_chunk(g, *m, 0, p.data(), p.size(), 2 * kQ4Block, 0, out->data(), scratch,
-                            "f: tensor 0 chunk 0");
+  return wctest::decode_raw_split_chunk(parent(), zp_model(), {{0x00, 0x3c, 0x00, 0xbc}, pos, rest}, 2 * kQ4Block,
+                                        out);
 }
 
 }  // namespace
