@@ -462,3 +462,114 @@ TEST(PaletteDataRefused, IndexBeyondCount) {
   e.index[3] = 0xF0;  // group 1 (one entry), code 3: index 15
   expect_data_refused(e, "palette group 1 code 3 index 15 (allowed 0..0");
 }
+
+// ------------------------------------------------------------------ rules on random groups
+namespace {
+
+// The palette rules of §8.5 stated plainly, one group at a time, in the
+// order the decoder checks them: the reconstruction must give the same
+// codes, or the same first refusal, whatever its inner shortcuts.
+Status reference_reconstruct(const std::vector<uint8_t>& first, const std::vector<uint8_t>& gaps,
+                             const std::vector<uint8_t>& index, uint32_t group, bool sgn, uint32_t max_value,
+                             std::vector<uint8_t>* codes) {
+  auto rank = [&](uint8_t v) { return sgn ? uint32_t{uint8_t(v ^ 0x80)} : uint32_t{v}; };
+  for (size_t g = 0; g < first.size(); ++g) {
+    const std::string G = "f: palette group " + std::to_string(g);
+    std::vector<uint32_t> ranks{rank(first[g])};
+    if (ranks[0] > max_value)
+      return Status::Corruption(G + " first value " + std::to_string(first[g]) + " (allowed 0.." +
+                                std::to_string(max_value) + ")");
+    bool ended = false;
+    for (uint32_t k = 0; k < kPaletteGaps; ++k) {
+      const uint32_t gap = gaps[g * kPaletteGaps + k];
+      if (gap == 0) {
+        ended = true;
+        continue;
+      }
+      if (ended)
+        return Status::Corruption(G + " gap " + std::to_string(k) + " value " + std::to_string(gap) +
+                                  " after the palette's end (allowed 0: entries strictly increasing)");
+      ranks.push_back(ranks.back() + gap);
+      if (ranks.back() > max_value)
+        return Status::Corruption(G + " entry " + std::to_string(k + 1) + " runs past the largest " +
+                                  (sgn ? "int8" : max_value == 255 ? "uint8" : "code") + " value (gap " +
+                                  std::to_string(gap) + ")");
+    }
+    for (uint32_t k = 0; k < group; ++k) {
+      const uint32_t x = k & 1 ? index[g * group / 2 + k / 2] >> 4 : index[g * group / 2 + k / 2] & 15;
+      if (x >= ranks.size())
+        return Status::Corruption(G + " code " + std::to_string(k) + " index " + std::to_string(x) + " (allowed 0.." +
+                                  std::to_string(ranks.size() - 1) + ": the palette's count)");
+      (*codes)[g * group + k] = static_cast<uint8_t>(sgn ? ranks[x] ^ 0x80 : ranks[x]);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+// Random groups, valid and broken in every way (a gap after the end, a
+// palette past the largest value, a first value out of range, an index at
+// or past the count), of every palette size, signed, unsigned and 5-bit:
+// the same codes or the same refusal as the plain statement of the rules.
+TEST(PaletteRules, ReconstructionMatchesThePlainRules) {
+  std::mt19937 rng(41);
+  int valid = 0, refused = 0;
+  for (int trial = 0; trial < 6000; ++trial) {
+    const bool sgn = trial % 3 == 1;
+    const uint32_t max_value = trial % 3 == 2 ? 31 : 255;
+    const uint32_t group = trial % 5 == 0 ? 4 : 32;
+    const size_t groups = 1 + rng() % 4;
+    std::vector<uint8_t> first(groups), gaps(groups * kPaletteGaps, 0), index(groups * group / 2);
+    for (size_t g = 0; g < groups; ++g) {
+      const uint32_t count = 1 + rng() % kPaletteMaxValues;
+      uint32_t r = rng() % (max_value / 2 + 1);
+      first[g] = static_cast<uint8_t>(sgn ? r ^ 0x80 : r);
+      for (uint32_t k = 0; k + 1 < count; ++k) {
+        const uint32_t gap = 1 + rng() % 3;
+        gaps[g * kPaletteGaps + k] = static_cast<uint8_t>(gap);
+        r += gap;
+      }
+      for (uint32_t k = 0; k < group / 2; ++k)
+        index[g * group / 2 + k] = static_cast<uint8_t>(rng() % count | (rng() % count) << 4);
+    }
+    // One damage in most trials.
+    const size_t g = rng() % groups;
+    switch (rng() % 6) {
+      case 0: gaps[g * kPaletteGaps + rng() % kPaletteGaps] = static_cast<uint8_t>(1 + rng() % 255); break;
+      case 1: gaps[g * kPaletteGaps + rng() % kPaletteGaps] = 0; break;
+      case 2: index[g * group / 2 + rng() % (group / 2)] = static_cast<uint8_t>(rng()); break;
+      case 3: first[g] = static_cast<uint8_t>(rng()); break;
+      default: break;
+    }
+    std::vector<uint8_t> want(groups * group, 0xEE), got(groups * group, 0xEE);
+    const Status ws = reference_reconstruct(first, gaps, index, group, sgn, max_value, &want);
+    const Status gs =
+        palette_reconstruct(first.data(), gaps.data(), index.data(), groups, group, sgn, got.data(), "f", max_value);
+    ASSERT_EQ(gs.ToString(), ws.ToString()) << "trial " << trial;
+    if (ws.ok()) {
+      ASSERT_EQ(got, want) << "trial " << trial;
+      ++valid;
+    } else {
+      ++refused;
+    }
+  }
+  EXPECT_GT(valid, 1000);
+  EXPECT_GT(refused, 1000);
+}
+
+// 5-bit codes of every value pack as ggml lays them out (qh bit j: bit 4
+// of code j; qs byte j: codes j and j + 16's low nibbles).
+TEST(PaletteRules, FiveBitPackMatchesTheLayout) {
+  std::mt19937 rng(43);
+  std::vector<uint8_t> codes(64 * 32), out(64 * kQ5Bytes);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i < 32 ? 31 : i < 64 ? 0 : rng() % 32);
+  q5_pack(codes.data(), 64, out.data());
+  for (size_t b = 0; b < 64; ++b) {
+    const uint8_t* c = codes.data() + 32 * b;
+    const uint8_t* o = out.data() + kQ5Bytes * b;
+    const uint32_t qh = uint32_t{o[0]} | uint32_t{o[1]} << 8 | uint32_t{o[2]} << 16 | uint32_t{o[3]} << 24;
+    for (uint32_t j = 0; j < 32; ++j) ASSERT_EQ((qh >> j) & 1, uint32_t{c[j] >> 4}) << b << " " << j;
+    for (uint32_t j = 0; j < 16; ++j) ASSERT_EQ(o[4 + j], (c[j] & 15) | (c[j + 16] & 15) << 4) << b << " " << j;
+  }
+}
