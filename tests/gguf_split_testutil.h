@@ -52,6 +52,16 @@ inline std::vector<uint8_t> encode_gguf(const std::vector<uint8_t>& file, const 
   return r.ok() ? std::move(*r) : std::vector<uint8_t>{};
 }
 
+// `file` encoded in chunks of `chunk_bytes`, with the recoded streams
+// (formats 2.7-2.9) or without them.
+inline std::vector<uint8_t> encode_gguf_chunks(const std::vector<uint8_t>& file, uint64_t chunk_bytes,
+                                               bool recode = true) {
+  wcodec::EncodeConfig cfg;
+  cfg.chunk_bytes = chunk_bytes;
+  cfg.split_recode = recode;
+  return encode_gguf(file, cfg, "t.gguf");
+}
+
 enum class ReadBack { kBytes, kEveryChunkAndPlan };
 
 // Opens `enc` and checks that it reads back as `file`; with
@@ -158,6 +168,21 @@ inline int decode_on_every_cpu_path(const std::vector<uint8_t>& file) {
     ++paths;
   }
   return paths;
+}
+
+// The damaged-chunk check of the recode suites: tensor 0 of `enc` uses the
+// recode kinds `kinds` (bits 1 << kind) and its first chunk is model
+// coded; bits flipped across that chunk's payload are refused (more than
+// nine in ten) or decode to the original bytes.
+inline void expect_first_chunk_damage_refused(std::vector<uint8_t>& enc, const std::vector<uint8_t>& file,
+                                              unsigned kinds) {
+  auto rd = wcodec::Reader::open_memory(enc.data(), enc.size(), "x");
+  ASSERT_TRUE(rd.ok());
+  ASSERT_EQ(split_recodes(**rd, 0) & kinds, kinds);
+  ASSERT_EQ((*rd)->chunk(0).method, 2);
+  int tried = 0;
+  const int refused = refused_bit_flips(enc, file, **rd, 0, &tried);
+  EXPECT_GT(refused, tried * 9 / 10) << refused << " of " << tried;
 }
 
 // The parent tensor of the refused-record catalogues: `rows` rows of `cols`
