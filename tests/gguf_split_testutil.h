@@ -138,7 +138,9 @@ inline unsigned split_recodes(const wcodec::Reader& rd, size_t t) {
 inline std::string format_version(const wcodec::Reader& rd) {
   const auto meta = rd.metadata_json();
   const auto at = meta.find("\"version\":\"");
-  return at == std::string::npos ? "" : meta.substr(at + 11, 3);
+  if (at == std::string::npos) return "";
+  const auto end = meta.find('"', at + 11);
+  return end == std::string::npos ? "" : meta.substr(at + 11, end - at - 11);
 }
 
 // Writes `file` (a GGUF file), encodes it with the wcodec tool in 16 KiB

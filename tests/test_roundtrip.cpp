@@ -647,12 +647,15 @@ TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
   }
   EncodeConfig v1;
   v1.format_major = 1;
+  EncodeConfig per_code;  // kernel-row symbols (2.10) off: the kernel contexts of 2.2
+  per_code.kernel_rows = false;
   struct Case {
     const char* name;
     const std::vector<uint8_t>* orig;
     EncodeConfig cfg;
     int major, minor;
-  } cases[] = {{"tern", &tern, EncodeConfig{}, 2, 2},   {"phase25", &*phased, EncodeConfig{}, 2, 1},
+  } cases[] = {{"tern", &tern, EncodeConfig{}, 2, 10},  {"tern_per_code", &tern, per_code, 2, 2},
+               {"phase25", &*phased, EncodeConfig{}, 2, 1},
                {"tern_v1", &tern, v1, 1, 0},           {"int8", &other, EncodeConfig{}, 2, 0},
                {"f16", &half, EncodeConfig{}, 2, 3},  {"f16_v1", &half, v1, 1, 0}};
   for (const Case& c : cases) {
@@ -665,7 +668,7 @@ TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
     EXPECT_NE(meta.find("\"version\":\"" + std::to_string(c.major) + "." + std::to_string(c.minor) + "\""),
               std::string::npos)
         << meta;
-    if (c.minor == 2) {
+    if (c.minor == 2 || c.minor == 10) {
       EXPECT_LE(static_cast<double>(e->size()) / static_cast<double>(c.orig->size()), 0.70)
           << "ternary ratio target (0.7143 before the column-phase contexts)";
     }
@@ -673,15 +676,18 @@ TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
     wctest::write_file(path, *e);
     auto r = Reader::open(path.string());
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    int kern = 0, phase = 0, joint = 0;
+    int kern = 0, phase = 0, joint = 0, krow = 0;
     for (size_t i = 0; i < (*r)->num_tensors(); ++i) {
       const std::string m = (*r)->tensor_summary(i).model;
       kern += m.find(" kern") != std::string::npos;
       phase += m.find(" phase") != std::string::npos;
       joint += m.find("joint") != std::string::npos;
+      krow += m.find(" krow") != std::string::npos;
     }
     EXPECT_EQ(c.minor == 3, joint > 0) << joint << " joint-symbol float models";
-    EXPECT_EQ(c.minor == 2, kern > 0) << kern << " kernel-context models";
+    EXPECT_EQ(c.minor == 10, krow > 0) << krow << " kernel-row models";
+    // The kernel contexts of 2.2 (the small convolutions keep them in 2.10).
+    EXPECT_EQ(c.minor == 2 || c.minor == 10, kern > 0) << kern << " kernel-context models";
     EXPECT_EQ(c.minor == 1, phase > 0 && kern == 0) << phase << " column-phase models";
     std::vector<uint8_t> back((*r)->original_size());
     ASSERT_TRUE((*r)->read(0, back.size(), back.data()).ok());

@@ -188,7 +188,10 @@ struct IntParams {
                        // 2: exact ternary neighbours 1 and off_a back x column phase
                        //    (col % period); 3: convolution kernels flattened along a
                        //    row (period elements, off_a wide): activity classes of the
-                       //    left and upper neighbours inside the kernel x their signs
+                       //    left and upper neighbours inside the kernel x their signs;
+                       // 4 (format 2.10, ternary): kernel-row symbols, three codes of
+                       //    a 3x3 kernel's row as one symbol of 27, lanes on kernels
+                       //    (kern_rows_* below)
   uint8_t nb;          // activity classes (mode 0), 1..8
   uint16_t thr[7];     // activity thresholds (ascending), nb - 1 used
   uint8_t ns;          // scale classes, 1..16
@@ -201,13 +204,34 @@ struct IntParams {
                        // width (1..period, divides period)
   uint8_t off_b;       // mode 1: fourth left neighbour offset (0: none, else 3..64)
   uint8_t period;      // modes 2, 3: column period (2..64; e.g. 9 for 3x3 kernels
-                       // flattened along a row); serialized only in modes 2 and 3
+                       // flattened along a row); serialized only in modes 2, 3, 4
 };
+
+// nbr_mode 4 (format 2.10): ternary codes of 3x3 convolution kernels
+// flattened along a row, coded a kernel row (three codes) per symbol:
+// symbol = q0 + 3 q1 + 9 q2 with q the codes (0: 0, 1: +1, 2: -1; code 3
+// has no symbol). A chunk's kernels (9 consecutive codes of a row; rows are
+// whole kernels) go to the lanes in turn: lane l owns kernels l, l + 32,
+// l + 64, ... and decodes each kernel's rows 0, 1, 2. The context of row j
+// is 0 for j = 0, else 1 + 27 (j - 1) + the symbol of row j - 1 of the same
+// kernel, plus kKernRowCtx x the kernel's scale class (row classes only).
+inline constexpr uint32_t kKernRowSyms = 27;
+inline constexpr uint32_t kKernRowCtx = 1 + 2 * kKernRowSyms;  // 55 per scale class
+inline constexpr uint32_t kKernRowCodes = 9;                   // codes per kernel
+inline constexpr uint32_t kKrowEntCtx = 1 + 2 * 64;  // ModelView::krow_ent's contexts per scale class
+WC_HD inline uint32_t kern_rows_ctx(uint32_t sc, uint32_t j, uint32_t above) {
+  return sc * kKernRowCtx + (j == 0 ? 0u : 1u + kKernRowSyms * (j - 1) + above);
+}
+// Kernels of lane l in a chunk of n kernels.
+WC_HD inline uint32_t kern_rows_lane_n(uint64_t n, uint32_t l) {
+  return n > l ? static_cast<uint32_t>((n - l + kLanes - 1) / kLanes) : 0u;
+}
 
 inline constexpr uint32_t kEscClasses = 18;
 inline constexpr uint32_t kTile = 16;
 
 WC_HD inline uint32_t int_nctx(const IntParams& p) {
+  if (p.nbr_mode == 4) return p.ns * kKernRowCtx;
   if (p.nbr_mode == 2) return p.ns * p.period * 9u;
   if (p.nbr_mode == 3) return p.ns * p.nb * 9u;
   return p.nbr_mode == 1 ? p.ns * (p.off_b ? 243u : 81u) : p.ns * p.nb * 3u;
@@ -380,6 +404,15 @@ struct ModelView {
   // (the slot bounds of tokens 1 and 2); 0x20002000 for an unused (empty)
   // table. nullptr when some table codes another token.
   const uint32_t* tern3;
+  // Kernel-row models (nbr_mode 4) whose frequencies are all multiples of
+  // 8 (the encoder writes them so): one entry per 8 slots of a context,
+  // krow_ent[c * 512 + (slot >> 3)] = codes | freq << 6 | start << 19 with
+  // codes the symbol's three 2-bit codes (q0 | q1 << 2 | q2 << 4). The
+  // contexts are laid out by codes rather than symbols: c = kKrowEntCtx x
+  // scale class + (0 for row 0, else 1 + 64 (j - 1) + the codes of row
+  // j - 1), so that a decoder takes the codes as output and context at
+  // once. One lookup a symbol, 2 KiB a used context. Else null.
+  const uint32_t* krow_ent;
 };
 
 // Raw tail (payload flag bit 1, §9.2): the last kRawTailBytes bytes of the

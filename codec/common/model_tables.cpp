@@ -92,6 +92,32 @@ class SlotBin {
 // tables) and byte-plane models (no vector decoder).
 static bool reference_only(const TensorModel& m) { return small_alphabet(m) || m.kind == ModelKind::kBytes; }
 
+// Kernel-row models whose frequencies are all multiples of 8 (the encoder
+// writes them so): one entry (codes | freq << 6 | start << 19) per 8 slots
+// of each context, contexts laid out by the codes of the row above
+// (ModelView::krow_ent).
+static void build_krow_ent(const TensorModel& m, std::vector<uint32_t>* ent) {
+  if (m.kind != ModelKind::kInt || m.ip.nbr_mode != 4 || m.t0.size() % kKernRowCtx) return;
+  for (const FreqTable& t : m.t0)
+    for (uint16_t f : t.freq)
+      if (f % 8) return;
+  auto codes = [](uint32_t sym) { return sym % 3 | (sym / 3 % 3) << 2 | (sym / 9) << 4; };
+  const size_t classes = m.t0.size() / kKernRowCtx;
+  ent->assign(classes * kKrowEntCtx * 512, 0);  // unused: codes 0, frequency 0, start 0
+  for (size_t i = 0; i < m.t0.size(); ++i) {
+    const uint32_t k = static_cast<uint32_t>(i % kKernRowCtx);
+    const size_t c = i / kKernRowCtx * kKrowEntCtx + (k == 0 ? 0 : 1 + 64 * ((k - 1) / kKernRowSyms) + codes((k - 1) % kKernRowSyms));
+    uint32_t* o = ent->data() + c * 512;
+    uint32_t start = 0;
+    for (uint32_t sym = 0; sym < m.t0[i].freq.size() && sym < kKernRowSyms; ++sym) {
+      const uint32_t f = m.t0[i].freq[sym];
+      const uint32_t n = std::min<uint32_t>(f / 8, 512 - start / 8);
+      for (uint32_t q = 0; q < n; ++q) o[start / 8 + q] = codes(sym) | f << 6 | start << 19;
+      start += 8 * n;
+    }
+  }
+}
+
 // reference: also the reference decoder's tables (t0 / t1).
 static void build_vector_tables(const TensorModel& m, bool reference, TensorModel::VectorTables* vt) {
   // Symbol by symbol: each symbol's slots are one run, written once (the
@@ -150,7 +176,7 @@ static void build_vector_tables(const TensorModel& m, bool reference, TensorMode
     pack(m.t0, &vt->slot_all);
     pack(m.t1, &vt->slot1_all);
   }
-  if (m.kind == ModelKind::kInt && m.ip.sub == kIntTernary && m.ip.esc > 2) {
+  if (m.kind == ModelKind::kInt && m.ip.sub == kIntTernary && m.ip.esc > 2 && m.ip.nbr_mode != 4) {
     vt->tern3.resize(m.t0.size());
     for (size_t i = 0; i < m.t0.size(); ++i) {
       const FreqTable& t = m.t0[i];
@@ -163,6 +189,7 @@ static void build_vector_tables(const TensorModel& m, bool reference, TensorMode
       vt->tern3[i] = sum ? (uint32_t{t.freq[0]} | (uint32_t{t.freq[0]} + t.freq[1]) << 16) : 0x20002000u;
     }
   }
+  build_krow_ent(m, &vt->krow_ent);
 }
 
 TensorModel::VectorTables::~VectorTables() {
@@ -171,7 +198,7 @@ TensorModel::VectorTables::~VectorTables() {
 }
 
 size_t TensorModel::VectorTables::bytes() const {
-  return slot_all.capacity() * 4 + slot1_all.capacity() * 4 + tern3.size() * 4 +
+  return slot_all.capacity() * 4 + slot1_all.capacity() * 4 + tern3.size() * 4 + krow_ent.size() * 4 +
          lut_all.size() + fs_all.size() * 4 + (d0.size() + d1.size()) * sizeof(DecTable);
 }
 
@@ -318,6 +345,7 @@ ModelView TensorModel::view(std::shared_ptr<const VectorTables>* hold, const uin
     m.sym_small = small_alphabet(*this) ? t->lut_all.data() : nullptr;
     m.fs_small = small_alphabet(*this) ? t->fs_all.data() : nullptr;
     m.tern3 = t->tern3.empty() ? nullptr : t->tern3.data();
+    m.krow_ent = t->krow_ent.empty() ? nullptr : t->krow_ent.data();
     *hold = std::move(t);
   }
   m.rc_pad = rc_pad.empty() ? nullptr : rc_pad.data();

@@ -40,6 +40,15 @@ size_t SplitModel::num_parts() const {
 }
 
 uint16_t SplitModel::format_minor() const {
+  // Format 2.10: a stream (or derived stream) with kernel-row symbols.
+  auto krow = [](const SplitStream& st) {
+    return st.has_model && st.model.kind == ModelKind::kInt && st.model.ip.nbr_mode == 4;
+  };
+  for (const auto& st : streams) {
+    if (krow(st)) return 10;
+    for (const auto& d : st.derived)
+      if (krow(d)) return 10;
+  }
   uint16_t minor = 5;
   for (const auto& st : streams) {
     if (st.recode == kRecodeZeroPos) return 9;

@@ -104,7 +104,7 @@ std::vector<uint8_t> TensorModel::serialize(TableCoding coding) const {
       w.u32(ip.zgroup);
       w.u8(ip.off_a);
       w.u8(ip.off_b);
-      if (ip.nbr_mode >= 2) w.u8(ip.period);  // format 2.1 (mode 2), 2.2 (mode 3)
+      if (ip.nbr_mode >= 2) w.u8(ip.period);  // format 2.1 (mode 2), 2.2 (mode 3), 2.10 (mode 4)
       break;
     case ModelKind::kBytes:
       w.u8(bp.elem_bytes);
@@ -183,9 +183,25 @@ Result<TensorModel> TensorModel::deserialize(const uint8_t* p, size_t n, const T
       ip.zgroup = r.u32();
       ip.off_a = r.u8();
       ip.off_b = r.u8();
-      ip.period = ip.nbr_mode == 2 || ip.nbr_mode == 3 ? r.u8() : 0;
+      ip.period = ip.nbr_mode >= 2 && ip.nbr_mode <= 4 ? r.u8() : 0;
       if (!r.ok()) return Status::Corruption(what + ": model parameters truncated");
-      if (ip.nbr_mode > 3) return bad("nbr_mode", ip.nbr_mode, "0..3");
+      if (ip.nbr_mode > 4) return bad("nbr_mode", ip.nbr_mode, "0..4");
+      if (ip.nbr_mode == 4) {
+        // Kernel-row symbols (format 2.10): one form only, 3x3 kernels of
+        // ternary codes, whole kernels in every chunk row.
+        if (ip.sub != kIntTernary) return bad("nbr_mode", ip.nbr_mode, "4 only for ternary codes");
+        if (ip.period != kKernRowCodes) return bad("period", ip.period, "9 (nbr_mode 4)");
+        if (ip.off_a != 3) return bad("off_a", ip.off_a, "3 (nbr_mode 4)");
+        if (ip.off_b != 0) return bad("off_b", ip.off_b, "0 (nbr_mode 4)");
+        if (ip.esc != 9) return bad("esc", ip.esc, "9 (nbr_mode 4: 27 symbols)");
+        if (ip.nb != 1) return bad("nb", ip.nb, "1 (nbr_mode 4)");
+        if (ip.use_cc != 0) return bad("use_cc", ip.use_cc, "0 (nbr_mode 4)");
+        if (ip.tools != 0) return bad("tools", ip.tools, "0 (nbr_mode 4)");
+        if (ip.zgroup != 0) return bad("zgroup", ip.zgroup, "0 (nbr_mode 4)");
+        if (g.cols % kKernRowCodes != 0) return bad("cols", static_cast<int64_t>(g.cols), "a multiple of 9 (nbr_mode 4)");
+        if (g.chunk_cols % kKernRowCodes != 0)
+          return bad("chunk_cols", static_cast<int64_t>(g.chunk_cols), "a multiple of 9 (nbr_mode 4)");
+      }
       if ((ip.nbr_mode == 2 || ip.nbr_mode == 3) && (ip.period < 2 || ip.period > 64))
         return bad("period", ip.period, "2..64");
       if (ip.nbr_mode == 3 && (ip.off_a < 1 || ip.off_a > ip.period || ip.period % ip.off_a != 0))
@@ -262,7 +278,9 @@ std::string TensorModel::describe() const {
                       fp.k, fp.nm, fp.sign_ctx ? "+s" : "", fp.mb - fp.k);
       break;
     case ModelKind::kInt:
-      if (ip.nbr_mode == 2)
+      if (ip.nbr_mode == 4)
+        std::snprintf(buf, sizeof buf, "%s krow3x3 ns%u%s", subs[ip.sub & 3], ip.ns, ip.use_rc ? " row" : "");
+      else if (ip.nbr_mode == 2)
         std::snprintf(buf, sizeof buf, "%s phase%u nbr%u ns%u%s%s%s", subs[ip.sub & 3], ip.period, ip.off_a, ip.ns,
                       ip.use_rc ? " row" : "", ip.use_cc ? " col" : "", ip.tools ? " tools" : "");
       else if (ip.nbr_mode == 3)

@@ -74,6 +74,9 @@ struct TensorModel {
     std::vector<DecTable> d0, d1;
     // Ternary slot bounds per context (ModelView::tern3), or empty.
     std::vector<uint32_t> tern3;
+    // Kernel-row entries at 1/8 slot resolution (ModelView::krow_ent), or
+    // empty.
+    std::vector<uint32_t> krow_ent;
     // Whether d0 / d1 (and lut_all / fs_all) were built: views for the
     // vector decoders skip them (a fifth of the tables' bytes) unless the
     // model decodes only from them.

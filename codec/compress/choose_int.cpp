@@ -23,6 +23,10 @@
 namespace wcodec {
 
 // ------------------------------------------------------------------ int
+// Kernel-row symbols (nbr_mode 4) are taken when their estimated size is
+// at most this fraction above the best per-code model's.
+constexpr double kKernRowSlack = 0.01;
+
 int32_t code_at(uint32_t sub, const uint8_t* bytes, uint64_t i) {
   switch (sub) {
     case kIntNibble: return (bytes[i >> 1] >> ((i & 1) * 4)) & 15;
@@ -249,7 +253,7 @@ double int_order0_bytes(const IntParams& p, const IntGrid& vals, const uint8_t* 
 // candidate from the features (no activity histograms; tests compare).
 void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bool allow_phase, bool quick,
                        TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc, uint32_t* max_abs,
-                       bool direct_counts) {
+                       bool direct_counts, bool kernel_rows) {
   int_side_info(g, vals, rc, cc, max_abs);
   // Sampled elements per kind: 2^17 for 8-bit codes, 2^15 for 4-bit and
   // 2^14 for ternary codes. Halving the sample costs about 0.0001 of the
@@ -742,6 +746,61 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
       p.use_cc = (sides >> 1) & 1;
       consider(p);
     }
+  }
+  // Kernel-row symbols (nbr_mode 4, format 2.10): three codes of a 3x3
+  // kernel row per rANS step instead of one. Taken when their estimate is
+  // within kKernRowSlack of the best per-code model: they decode 2-3x
+  // faster (docs/format-revision-study.md), for at most that much size.
+  if (kernel_rows && kernels && base.sub == kIntTernary && *max_abs <= 1 && g.chunk_cols % kKernRowCodes == 0) {
+    auto eval_rows = [&](const IntParams& p) {
+      IntLuts L;
+      build_int_luts(p, &L);
+      Stats s;
+      s.init(int_nctx(p), kKernRowSyms, 0, 0);
+      for (const auto& ch : sch) {
+        const uint32_t h = static_cast<uint32_t>(ch.c.h), w = static_cast<uint32_t>(ch.c.w);
+        for (uint32_t r = 0; r < h; r += static_cast<uint32_t>(row_step)) {
+          const uint32_t sc = p.use_rc ? L.scale[(*rc)[ch.c.row0 + r]] : 0u;
+          const int32_t* row = ch.res + uint64_t{r} * w;
+          for (uint32_t c = 0; c + kKernRowCodes <= w; c += kKernRowCodes) {
+            uint32_t above = 0;
+            for (uint32_t j = 0; j < 3; ++j) {
+              const uint32_t sym = kern_row_sym(row + c + 3 * j);
+              s.add(0, kern_rows_ctx(sc, j, above), sym);
+              above = sym;
+            }
+          }
+        }
+      }
+      return s.cost(scale) + (p.use_rc ? 5.0 * static_cast<double>(g.rows) : 0.0);
+    };
+    IntParams kr = base;
+    kr.nbr_mode = 4;
+    kr.esc = 9;
+    kr.nsym = kKernRowSyms;
+    kr.nb = 1;
+    kr.ns = 1;
+    kr.use_rc = kr.use_cc = 0;
+    kr.tools = 0;
+    kr.off_a = 3;
+    kr.off_b = 0;
+    kr.period = kKernRowCodes;
+    IntParams krow = kr;
+    double krow_cost = eval_rows(kr);
+    for (uint8_t ns : {4, 8}) {
+      if (small) break;
+      IntParams p = kr;
+      p.ns = ns;
+      p.use_rc = 1;
+      auto st = hist_thresholds(scale_hist[1], n_hist, p.ns);
+      for (size_t i = 0; i < st.size(); ++i) p.sthr[i] = static_cast<uint8_t>(std::min<uint32_t>(st[i], 255));
+      const double cst = eval_rows(p);
+      if (cst < krow_cost) {
+        krow_cost = cst;
+        krow = p;
+      }
+    }
+    if (krow_cost <= best_cost * (1.0 + kKernRowSlack)) best = krow;
   }
   done();
 }

@@ -42,7 +42,7 @@ void add_tensor_stats(const TensorGeometry& g, const uint8_t* data, const IntGri
       count_float(m.fp, h, w, c.bytes, st);
     } else if (m.kind == ModelKind::kInt) {
       const int32_t* rp = residuals_of(g, vals, c, i < has_map.size() && has_map[i] ? &maps[i] : nullptr, &res);
-      if (uint64_t{int_nctx(m.ip)} * m.ip.nsym <= 65536) {
+      if (m.ip.nbr_mode != 4 && uint64_t{int_nctx(m.ip)} * m.ip.nsym <= 65536) {
         // Keys (ctx * nsym + token, the flat index of the counts) a run at once.
         thread_local std::vector<uint16_t> keys;
         if (keys.size() < w) keys.resize(w);

@@ -515,6 +515,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   opt.split_models = cfg.split_models && cfg.format_major >= 2;
   opt.split_palette = cfg.split_palette;
   opt.split_recode = cfg.split_recode;
+  opt.kernel_rows = cfg.kernel_rows;
   const TableCoding coding = cfg.format_major == 1 ? kTablesGamma : kTablesCompact;
   const int nthreads = std::max(1, std::min<int>(cfg.threads, static_cast<int>(std::max<size_t>(nt, 1))));
   // Progress: one call at a time, `done` increasing, the last call at the
@@ -611,6 +612,12 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   const std::string meta0 = meta_json();
   const uint8_t* meta0_p = reinterpret_cast<const uint8_t*>(meta0.data());
   WC_RETURN_IF_ERROR(out.bytes(meta0_p, meta0.size()));
+  // At least one byte of padding: the final metadata may say a two-digit
+  // minor version ("2.10") where meta0 says "2.0".
+  if (out.pos % kAlign == 0) {
+    static const uint8_t zero = 0;
+    WC_RETURN_IF_ERROR(out.bytes(&zero, 1));
+  }
   WC_RETURN_IF_ERROR(out.pad_to(kAlign));
   const uint64_t meta_end = out.pos;  // the body CRC restarts here (see the footer)
   out.crc = 0;
@@ -685,7 +692,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
     digested = hdr.data_start + hdr.tensors[i].end;
     crcs[i] = job.crc;
     if (job.enc.has_model && job.enc.model.kind == ModelKind::kInt && job.enc.model.ip.nbr_mode >= 2)
-      minor = std::max<uint16_t>(minor, job.enc.model.ip.nbr_mode == 2 ? 1 : 2);
+      minor = std::max<uint16_t>(minor, job.enc.model.ip.nbr_mode == 2 ? 1 : (job.enc.model.ip.nbr_mode == 4 ? 10 : 2));
     if (job.enc.has_model && job.enc.model.kind == ModelKind::kFloat && float_joint(job.enc.model.fp))
       minor = std::max<uint16_t>(minor, 3);
     if (job.enc.split) minor = std::max<uint16_t>(minor, job.enc.split->format_minor());
@@ -738,7 +745,8 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   EVP_DigestFinal_ex(sha_ctx.get(), sha.data(), &sha_len);
   // The metadata again if the minor version is not 0.
   const std::string meta_s = meta_json();
-  if (meta_s.size() != meta0.size()) return Status::Internal(what + ": metadata changed length");
+  if (meta_s.size() < meta0.size() || kHeaderSize + meta_s.size() > meta_end)
+    return Status::Internal(what + ": metadata outgrew its space");
   if (meta_s != meta0)
     WC_RETURN_IF_ERROR(sink.write_at(kHeaderSize, reinterpret_cast<const uint8_t*>(meta_s.data()), meta_s.size()));
   // Header.

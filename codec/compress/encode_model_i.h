@@ -225,6 +225,63 @@ inline __attribute__((always_inline)) IntToken make_token(const IntParams& p, in
   return {p.esc + nb, extra, nb};
 }
 
+// nbr_mode 4 (kernel-row symbols, chunk_model.h): the symbol of three
+// values (digits 0: 0, 1: +1, 2: -1); kKernRowSyms for a value without a
+// digit (the model search does not choose the mode then).
+inline uint32_t kern_row_sym(const int32_t* v) {
+  uint32_t s = 0;
+  for (uint32_t i = 3; i-- > 0;) {
+    const int32_t x = v[i];
+    if (x < -1 || x > 1) return kKernRowSyms;
+    s = 3 * s + (x == 0 ? 0u : (x == 1 ? 1u : 2u));
+  }
+  return s;
+}
+// Every kernel row of an h x w chunk (w a multiple of 9) in kernel order:
+// emit(l, t, j, r, c, ctx, sym) for row j of kernel k = 32 t + l, which
+// starts at chunk row r, column c.
+template <typename Emit>
+inline void visit_kern_rows(const IntParams& p, const IntLuts& L, const uint8_t* rc, uint64_t row0, uint32_t h,
+                            uint32_t w, const int32_t* res, Emit&& emit) {
+  const uint32_t kpr = w / kKernRowCodes;
+  for (uint32_t r = 0; r < h; ++r) {
+    const uint32_t sc = p.use_rc ? L.scale[rc[row0 + r]] : 0u;
+    const int32_t* row = res + uint64_t{r} * w;
+    for (uint32_t kc = 0; kc < kpr; ++kc) {
+      const uint64_t k = uint64_t{r} * kpr + kc;
+      const uint32_t l = static_cast<uint32_t>(k % kLanes), t = static_cast<uint32_t>(k / kLanes);
+      uint32_t above = 0;
+      for (uint32_t j = 0; j < 3; ++j) {
+        const uint32_t c = kc * kKernRowCodes + 3 * j;
+        const uint32_t sym = kern_row_sym(row + c);
+        emit(l, t, j, r, c, kern_rows_ctx(sc, j, above), sym);
+        above = sym < kKernRowSyms ? sym : 0u;
+      }
+    }
+  }
+}
+
+// nbr_mode 4: the chunk's symbols in the decoder's order (step t, kernel
+// row j, lane l), handed to the encoder last first.
+inline void encode_kern_rows_reverse(const IntParams& p, const uint8_t* rc, uint64_t row0, uint32_t h, uint32_t w,
+                                     const int32_t* res, const PackedTables& t0, RansEncoder* enc) {
+  IntLuts L;
+  build_int_luts(p, &L);
+  const uint64_t nk = uint64_t{h} * w / kKernRowCodes;
+  const uint32_t steps = kern_rows_lane_n(nk, 0), nmin = kern_rows_lane_n(nk, kLanes - 1);
+  thread_local RawVector<uint32_t> sm;
+  if (sm.size() < size_t{steps} * 3 * kLanes) sm.resize(size_t{steps} * 3 * kLanes);
+  std::fill(sm.data() + size_t{nmin} * 3 * kLanes, sm.data() + size_t{steps} * 3 * kLanes, 0u);
+  visit_kern_rows(p, L, rc, row0, h, w, res,
+                  [&](uint32_t l, uint32_t t, uint32_t j, uint32_t, uint32_t, uint32_t ctx, uint32_t sym) {
+                    sm[(size_t{t} * 3 + j) * kLanes + l] = t0.at(ctx, sym);
+                  });
+  const uint32_t last = static_cast<uint32_t>(nk % kLanes);  // lanes of the last step when partial
+  for (uint32_t gi = 3 * steps; gi-- > 3 * nmin;)
+    enc->put_group_reverse((1u << last) - 1u, sm.data() + size_t{gi} * kLanes);
+  enc->put_full_groups_reverse(sm.data(), size_t{nmin} * 3);
+}
+
 // The contexts of every element of an int chunk, in raster order of the
 // chunk, a lane row at a time: emit_run(l, t, r, c0, c1, ctx) gets the
 // lane, the step (position in the lane rectangle's raster order) of column
@@ -299,6 +356,15 @@ inline void lane_offsets(uint32_t h, uint32_t w, uint64_t off[kLanes + 1]) {
 template <typename Emit>
 inline void visit_int_tokens_at(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
                                 uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, Emit&& emit) {
+  if (p.nbr_mode == 4) {
+    IntLuts L;
+    build_int_luts(p, &L);
+    visit_kern_rows(p, L, rc, row0, h, w, res,
+                    [&](uint32_t, uint32_t, uint32_t, uint32_t r, uint32_t c, uint32_t ctx, uint32_t sym) {
+                      emit(r, c, ctx, sym);
+                    });
+    return;
+  }
   visit_int_elems(p, rc, cc, row0, col0, h, w, res,
                   [&](uint32_t, uint32_t, uint32_t r, uint32_t c, uint32_t ctx, int32_t v) {
                     emit(r, c, ctx, make_token(p, v).tok);
@@ -325,6 +391,10 @@ inline void visit_int_tokens(const IntParams& p, const uint8_t* rc, const uint8_
 inline void encode_int_reverse(const IntParams& p, const uint8_t* rc, const uint8_t* cc, uint64_t row0,
                                uint64_t col0, uint32_t h, uint32_t w, const int32_t* res, const PackedTables& t0,
                                const uint16_t* cached, const uint32_t* flat, bool plain, RansEncoder* enc) {
+  if (p.nbr_mode == 4) {
+    encode_kern_rows_reverse(p, rc, row0, h, w, res, t0, enc);
+    return;
+  }
   const LaneSteps ls(h, w);
   const uint32_t* n = ls.n;
   const uint32_t steps = ls.steps, nmin = ls.nmin;
@@ -602,13 +672,29 @@ inline void count_float(const FloatParams& p, uint32_t h, uint32_t w, const uint
   }
 }
 
+// A kernel-row table (nbr_mode 4): frequencies at 9-bit precision, as
+// multiples of 8 of the coder's 4096 (the decoders then find a slot's
+// symbol in 512 entries a context, ModelView::krow_lut).
+inline FreqTable krow_table(const std::vector<uint64_t>& c) {
+  FreqTable t = normalize_counts(c, 9);
+  for (auto& f : t.freq) f = static_cast<uint16_t>(f * 8);
+  t.P = kMaxProbBits;
+  t.build_start();
+  FreqTable q = choose_compact_table(c, t);
+  for (auto f : q.freq)
+    if (f % 8) return t;
+  return q;
+}
+
 inline void build_tables(const Stats& s, TensorModel* m) {
   m->t0.clear();
   m->t1.clear();
+  const bool krow = m->kind == ModelKind::kInt && m->ip.nbr_mode == 4;
   for (uint32_t set = 0; set < 2; ++set) {
     for (uint32_t k = 0; k < s.contexts(set); ++k) {
       const std::vector<uint64_t> c = s.counts(set, k);
-      (set ? m->t1 : m->t0).push_back(choose_compact_table(c, normalize_counts(c, kMaxProbBits)));
+      (set ? m->t1 : m->t0)
+          .push_back(krow ? krow_table(c) : choose_compact_table(c, normalize_counts(c, kMaxProbBits)));
     }
   }
   m->finalize();
@@ -672,7 +758,7 @@ double int_order0_bytes(const IntParams& p, const IntGrid& vals, const uint8_t* 
 // activity histograms would count them (tests compare the two).
 void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bool allow_phase, bool quick,
                 TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc, uint32_t* max_abs,
-                bool direct_counts = false);
+                bool direct_counts = false, bool kernel_rows = true);
 void choose_bytes(const TensorGeometry& g, const uint8_t* data, uint32_t eb, TensorModel* m);
 // Chunk encoding (tensor_encode.cpp, chunk_encode.cpp).
 std::vector<uint8_t> zstd_compress(const uint8_t* p, size_t n, int level);

@@ -434,7 +434,8 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       lz_probe = zstd_compress(data, nbytes, 1);
       lz_tensor = !lz_probe.empty() && static_cast<double>(lz_probe.size()) < below * int_order0_bytes(ip, vals, data);
     }
-    choose_int(g, vals, ip, opt.format_2_1, lz_tensor, &et.model, &et.model.rc, &et.model.cc, &max_abs);
+    choose_int(g, vals, ip, opt.format_2_1, lz_tensor, &et.model, &et.model.rc, &et.model.cc, &max_abs, false,
+               opt.kernel_rows);
   } else if (kind == kBytesK) {
     choose_bytes(g, data, elem_bits / 8, &et.model);
     et.choice.kind_name = "bytes";
@@ -507,7 +508,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     std::vector<int32_t> rbuf;
     const uint32_t nsym = std::min<uint32_t>(
         m.ip.nsym, make_token(m.ip, -static_cast<int32_t>(std::min<uint32_t>(max_abs, 1u << 29))).tok + 2);
-    const bool keep = uint64_t{int_nctx(m.ip)} * nsym <= 65536;
+    const bool keep = m.ip.nbr_mode != 4 && uint64_t{int_nctx(m.ip)} * nsym <= 65536;
     if (keep) {
       tok_cache.resize(vals.size());
       cache_escapes.assign(nchunks, 1);

@@ -292,12 +292,64 @@ WC_HD inline int32_t int_center(const ModelView& m, uint32_t row, uint32_t col) 
   return m.ip.center;
 }
 
+// Kernel-row symbols (nbr_mode 4, chunk_model.h): the value grid res (h*w
+// int32) of a chunk of 3x3 ternary kernels with lane group g. Lane l owns
+// kernels l, l + 32, ...; at step t every lane with a kernel t decodes its
+// rows 0, 1, 2 in turn (three groups of symbols, words in lane order).
+template <class G>
+WC_HD inline bool decode_kern_rows_g(G& g, const ModelView& m, const ChunkView& cv, const uint8_t* rans,
+                                     uint32_t rans_len, int32_t* res) {
+  const IntParams& p = m.ip;
+  if (cv.w % kKernRowCodes != 0 || rans_len < 4 * kLanes || (rans_len & 1)) return false;
+  const uint64_t nk = uint64_t{cv.h} * cv.w / kKernRowCodes;
+  const uint32_t kpr = cv.w / kKernRowCodes;  // kernels per chunk row
+  typename G::template Lanes<uint32_t> x, err, above, sc, n;
+  const uint8_t zero_word[2] = {0, 0};
+  const uint32_t nwords = (rans_len - 4 * kLanes) / 2;
+  WordSource ws{nwords ? rans + 4 * kLanes : zero_word, nwords, 0, 0};
+  g.each([&](uint32_t l) {
+    x[l] = load_elem(rans + 4 * l, 4);
+    err[l] = 0;
+    above[l] = 0;
+    sc[l] = 0;
+    n[l] = kern_rows_lane_n(nk, l);
+  });
+  const uint32_t steps = g.max([&](uint32_t l) { return n[l]; });
+  if (steps && m.n0 < int_nctx(p)) return false;  // no table to decode with
+  const IntLuts& L = *m.luts;
+  for (uint32_t t = 0; t < steps; ++t) {
+    auto active = [&](uint32_t l) { return t < n[l]; };
+    g.each([&](uint32_t l) {
+      if (active(l) && p.use_rc) {
+        const uint64_t k = uint64_t{t} * kLanes + l;
+        sc[l] = L.scale[m.rc[cv.row0 + k / kpr]];
+      }
+    });
+    for (uint32_t j = 0; j < 3; ++j) {
+      g.each([&](uint32_t l) {
+        if (!active(l)) return;
+        const uint32_t ctx = kern_rows_ctx(sc[l], j, above[l]);
+        const uint32_t s = rans_decode_sym(x[l], m.t0[ctx]);
+        err[l] |= s >= kKernRowSyms;
+        above[l] = s < kKernRowSyms ? s : 0u;
+        int32_t* out = res + (uint64_t{t} * kLanes + l) * kKernRowCodes + 3 * j;
+        uint32_t q = above[l];
+        for (uint32_t i = 0; i < 3; ++i, q /= 3) out[i] = q % 3 == 2 ? -1 : static_cast<int32_t>(q % 3);
+      });
+      g.renorm(x, ws, active);
+    }
+  }
+  if (ws.bad || ws.pos != ws.n) return false;
+  return !g.any([&](uint32_t l) { return err[l] || x[l] != kRansL; });
+}
+
 // Entropy-decodes the residual grid res (h*w int32) of an int chunk with
 // lane group g (lane_group.h).
 template <class G>
 WC_HD inline bool decode_int_residuals_g(G& g, const ModelView& m, const ChunkView& cv, const uint8_t* rans,
                                          uint32_t rans_len, int32_t* res) {
   const IntParams& p = m.ip;
+  if (p.nbr_mode == 4) return decode_kern_rows_g(g, m, cv, rans, rans_len, res);
   const uint32_t w = cv.w;
   typename G::template Lanes<uint32_t> x, err, tok, extra, rowpart;
   typename G::template Lanes<int32_t> h1, h2, h3;  // lane-local left neighbours (1, 2, 3 back)

@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "chunk_decode_fast_i.h"
+#include "chunk_decode_krow.h"
 
 namespace wcodec {
 namespace {
@@ -296,6 +297,7 @@ int decode_int_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t
   (void)lm;
   if (m.kind != ModelKind::kInt || !m.luts) return -1;
   const IntParams& p = m.ip;
+  if (p.nbr_mode == 4) return decode_krow_chunk_fast(m, cv, rans, rans_len, out);
   if (p.sub > kIntTernary || p.nbr_mode > 3) return -1;
   if (p.nbr_mode >= 2 && (p.period == 0 || p.period > 64)) return -1;
   if (p.nbr_mode == 3 && p.off_a == 0) return -1;

@@ -46,6 +46,7 @@
 #include <type_traits>
 
 #include "chunk_decode_hwy.h"
+#include "chunk_decode_krow.h"
 #include "simd_avx512_i.h"
 #include "wcodec/cpu.h"
 
@@ -60,6 +61,8 @@ size_t simd_lane_major_bytes(const ChunkView& cv) {
 }
 
 int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide* s, int n) {
+  // Kernel-row chunks (format 2.10): chunk_decode_krow.h.
+  if (ms[0].kind == ModelKind::kInt && ms[0].ip.nbr_mode == 4) return decode_krow_group(ms, cv, s, n);
   // The avx2 path: the Highway decoders' groups (int groups here, float
   // groups in the float section below).
   const bool avx2 = cpu_path() == CpuPath::kAvx2;

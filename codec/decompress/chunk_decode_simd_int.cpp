@@ -18,6 +18,7 @@
 
 #include "chunk_decode_fast.h"
 #include "chunk_decode_hwy.h"
+#include "chunk_decode_krow.h"
 #include "simd_avx512_i.h"
 #include "wcodec/cpu.h"
 
@@ -930,6 +931,8 @@ int pack_nibble_chunk(const ChunkView& cv, const LaneGeom& g, uint8_t* lm, uint8
 
 int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm) {
+  // Kernel-row chunks (format 2.10) on every path: chunk_decode_krow.h.
+  if (m.kind == ModelKind::kInt && m.ip.nbr_mode == 4) return decode_krow_chunk(m, cv, rans, rans_len, out);
   // The scalar path: the portable fast decoder (chunk_decode_fast.h).
   if (cpu_path() == CpuPath::kScalar)
     return decode_int_chunk_fast(m, cv, tile_map, rans, rans_len, out, res, tmp_tile, lm);

@@ -9,6 +9,7 @@
 // Thread-safety: pure functions.
 #include "chunk_decode_fast.h"
 #include "chunk_decode_hwy.h"
+#include "chunk_decode_krow.h"
 #include "chunk_decode_simd.h"
 #include "wcodec/cpu.h"
 
@@ -27,6 +28,8 @@ int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8
 }
 
 int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide* s, int n) {
+  // Kernel-row chunks (format 2.10): chunk_decode_krow.h.
+  if (ms[0].kind == ModelKind::kInt && ms[0].ip.nbr_mode == 4) return decode_krow_group(ms, cv, s, n);
   if (cpu_path() == CpuPath::kNeon) {
     if (ms[0].kind == ModelKind::kInt) return decode_int_group_hwy(ms, cv, s, n);
     if (ms[0].kind == ModelKind::kFloat) return decode_float_group_hwy(ms, cv, s, n);
@@ -36,6 +39,8 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
 
 int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm) {
+  // Kernel-row chunks (format 2.10) on every path: chunk_decode_krow.h.
+  if (m.kind == ModelKind::kInt && m.ip.nbr_mode == 4) return decode_krow_chunk(m, cv, rans, rans_len, out);
   if (cpu_path() == CpuPath::kNeon && m.kind == ModelKind::kInt) {
     const int r = m.ip.sub == kIntTernary ? decode_tern_chunk_hwy(m, cv, tile_map, rans, rans_len, out, lm)
                                           : decode_int_chunk_hwy(m, cv, tile_map, rans, rans_len, out, lm);

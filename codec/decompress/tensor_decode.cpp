@@ -66,6 +66,7 @@ Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, ui
 
 bool model_groups(const TensorModel& m) {
   if (m.kind == ModelKind::kFloat) return m.fp.elem_bytes <= 2;
+  if (m.kind == ModelKind::kInt && m.ip.nbr_mode == 4) return true;  // kernel-row chunks (decode_krow_group)
   return m.kind == ModelKind::kInt && (m.ip.sub == kIntI8 || m.ip.sub == kIntU8 || m.ip.sub == kIntNibble) &&
          (m.ip.nbr_mode == 0 || m.ip.nbr_mode == 3) && m.ip.zgroup == 0;
 }
@@ -75,6 +76,8 @@ bool models_group(const TensorModel& a, const TensorModel& b) {
   if (&a == &b || a.vt == b.vt) return true;  // one model (copies share vt)
   if (a.kind != b.kind) return false;
   if (a.kind == ModelKind::kFloat) return float_loop_compatible(a.fp, b.fp);
+  if (a.kind == ModelKind::kInt && (a.ip.nbr_mode == 4 || b.ip.nbr_mode == 4))
+    return a.ip.nbr_mode == 4 && b.ip.nbr_mode == 4;
   return a.kind == ModelKind::kInt && int_loop_compatible(a.ip, b.ip);
 }
 

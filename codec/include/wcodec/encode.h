@@ -24,6 +24,7 @@ struct EncodeConfig {
   bool split_models = true;       // GGUF sources: split models per ggml block type (format 2.5)
   bool split_palette = true;      // split int8 codes as palettes and 4-bit indices where they fit (format 2.6)
   bool split_recode = true;       // recoded split streams: Q4_1 zero-point shift, fp16 as bf16 (format 2.7)
+  bool kernel_rows = true;        // ternary 3x3 convolutions: kernel-row symbols (format 2.10)
   int zstd_level = 9;             // fallback chunks
   // Container version to write: kVersionMajor, or 1 for readers of format
   // 1.x (gamma-coded frequency tables; otherwise the same bytes).
