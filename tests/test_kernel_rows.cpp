@@ -21,6 +21,7 @@
 #include "chunk_payload_testutil.h"
 #include "checksums.h"
 #include "gguf_split_testutil.h"
+#include "kernel_rows_testutil.h"
 #include "tensor_encode.h"
 #include "testutil.h"
 #include "wcodec/cpu.h"
@@ -66,23 +67,14 @@ const std::vector<Encoded>& encoded_ternary() {
       v.push_back({t.name, std::move(*r), std::vector<uint8_t>(p, p + t.nbytes())});
       if (v.size() >= kMaxTensors) break;
     }
-    // The real rows hold 32 or 64 kernels, a whole number of steps. The
-    // largest real tensor's first kernels again in rows of 4 (36 codes, 9
-    // bytes): 32004 kernels, whose last step leaves 28 lanes idle.
-    const TensorInfo* big = nullptr;
-    for (const auto& t : hd->tensors)
-      if (t.name.find("_packed") != std::string::npos && (!big || t.nbytes() > big->nbytes())) big = &t;
-    constexpr uint64_t kRows = 8001;
-    if (big && big->nbytes() >= kRows * 9) {
-      const uint8_t* p = f.data() + hd->data_start + big->begin;
-      std::vector<uint8_t> b(p, p + kRows * 9);
-      auto st = build_safetensors({{"rows_of_four_packed", DType::kU8, {kRows, 9}, b}}, std::nullopt);
-      auto h2 = st.ok() ? parse_safetensors_header(st->data(), st->size(), st->size(), "rows_of_four")
-                        : Result<SafetensorsHeader>(st.status());
-      if (h2.ok()) {
-        auto r = encode_tensor(h2->tensors[0], b.data(), AuxInput{}, opt);
-        if (r.ok()) v.push_back({"rows_of_four", std::move(*r), b});
-      }
+    // The real rows hold 32 or 64 kernels, a whole number of steps; rows of
+    // four kernels leave lanes idle in each chunk's last step.
+    const auto four = wctest::kernel_rows_file(f);
+    auto h2 = parse_safetensors_header(four.data(), four.size(), four.size(), "rows_of_four");
+    if (h2.ok()) {
+      const uint8_t* p = four.data() + h2->data_start + h2->tensors[0].begin;
+      auto r = encode_tensor(h2->tensors[0], p, AuxInput{}, opt);
+      if (r.ok()) v.push_back({"rows_of_four", std::move(*r), std::vector<uint8_t>(p, p + h2->tensors[0].nbytes())});
     }
     return v;
   }();
@@ -378,6 +370,24 @@ TEST(KernelRows, FormatDocumentVector) {
   uint64_t bits = 0;
   for (int b = 0; b < 4; ++b) bits |= uint64_t{chunk[11 + b]} << (8 * b);
   EXPECT_EQ((bits >> 2) & 0x3FFFF, 1u | 0u << 2 | 2u << 4 | 0u << 6 | 0u << 8 | 0u << 10 | 2u << 12 | 2u << 14 | 1u << 16);
+}
+
+// fuzz_container's isnet_kernel_rows seed, encoded as the fuzzer encodes it
+// (16 KiB chunks), takes kernel-row symbols: its edits reach them.
+TEST(KernelRows, FuzzSeedTakesThem) {
+  const auto path = wctest::data_dir() / kTernary;
+  if (!fs::exists(path)) GTEST_SKIP() << "no " << path;
+  const auto four = wctest::kernel_rows_file(wctest::read_file(path));
+  ASSERT_FALSE(four.empty());
+  EncodeConfig cfg;
+  cfg.chunk_bytes = 16 * 1024;
+  auto enc = encode_safetensors(four.data(), four.size(), cfg, "seed");
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  auto rd = Reader::open_memory(enc->data(), enc->size(), "seed");
+  ASSERT_TRUE(rd.ok());
+  ASSERT_EQ((*rd)->num_tensors(), 1u);
+  EXPECT_NE((*rd)->tensor_summary(0).model.find("krow3x3"), std::string::npos) << (*rd)->tensor_summary(0).model;
+  EXPECT_EQ(wctest::format_version(**rd), "2.10");
 }
 
 }  // namespace

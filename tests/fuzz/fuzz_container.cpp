@@ -51,6 +51,7 @@
 #include "edge_cases.h"
 #include "fuzz_util.h"
 #include "gguf_quant_util.h"
+#include "kernel_rows_testutil.h"
 #include "wcodec/container.h"
 #include "wcodec/safetensors.h"
 
@@ -188,6 +189,14 @@ const std::vector<Seed>& seeds() {
     // position and code parts and the join's checks (test_gguf_zeropos
     // checks that it is taken).
     load_seed("gguf_zeropos", wctest::q4_0_fuzz_seed(), &v);
+#ifdef WCODEC_DATA_DIR
+    // Ternary kernels whose rows take kernel-row symbols (format 2.10), in
+    // chunks whose last step leaves lanes idle: region 1 edits reach the
+    // model record's nbr_mode 4 rules and tables, region 0 the streams
+    // (test_kernel_rows checks that the mode is taken).
+    auto krow = wctest::kernel_rows_file(read_all(std::string(WCODEC_DATA_DIR) + "/isnet-medium.rtn-ternary.safetensors"));
+    if (!krow.empty()) load_seed("isnet_kernel_rows", std::move(krow), &v);
+#endif
     return v;
   }();
   return s;
