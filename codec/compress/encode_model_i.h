@@ -229,13 +229,12 @@ inline __attribute__((always_inline)) IntToken make_token(const IntParams& p, in
 // values (digits 0: 0, 1: +1, 2: -1); kKernRowSyms for a value without a
 // digit (the model search does not choose the mode then).
 inline uint32_t kern_row_sym(const int32_t* v) {
-  uint32_t s = 0;
-  for (uint32_t i = 3; i-- > 0;) {
-    const int32_t x = v[i];
-    if (x < -1 || x > 1) return kKernRowSyms;
-    s = 3 * s + (x == 0 ? 0u : (x == 1 ? 1u : 2u));
-  }
-  return s;
+  // Branch-free (the values are as unpredictable as the weights): digit
+  // x + 3 [x < 0]; a value outside -1..1 has x + 1 above 2 as unsigned.
+  auto digit = [](int32_t x) { return static_cast<uint32_t>(x + 3 * (x < 0)); };
+  auto bad = [](int32_t x) { return static_cast<uint32_t>(x + 1) > 2u; };
+  const uint32_t s = digit(v[0]) + 3 * digit(v[1]) + 9 * digit(v[2]);
+  return bad(v[0]) | bad(v[1]) | bad(v[2]) ? kKernRowSyms : s;
 }
 // Every kernel row of an h x w chunk (w a multiple of 9) in kernel order:
 // emit(l, t, j, r, c, ctx, sym) for row j of kernel k = 32 t + l, which
