@@ -81,23 +81,26 @@ int decode_krow_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_
       }
     }
     uint32_t bits[kLanes], above[kLanes];
-    // One symbol group; UNCHECKED: a whole step's words are left, so the
-    // renormalization is branch-free.
-    auto group = [&](uint32_t j, auto unchecked) {
-      const uint32_t add = j == 0 ? 0u : 1u + kKernRowSyms * (j - 1);
-      const uint32_t eadd = j == 0 ? 0u : 1u + 64u * (j - 1);
+    // One symbol group, row J of the lanes' kernels, specialised on the
+    // table form (ENT: ModelView::krow_ent) and on whether a whole step's
+    // words are left (UNCHECKED: branch-free renormalization).
+    auto group = [&](auto jc, auto entc, auto unchecked) {
+      constexpr uint32_t J = decltype(jc)::value;
+      constexpr bool ENT = decltype(entc)::value;
+      constexpr uint32_t add = J == 0 ? 0u : 1u + kKernRowSyms * (J - 1);
+      constexpr uint32_t eadd = J == 0 ? 0u : 1u + 64u * (J - 1);
       for (uint32_t l = 0; l < act; ++l) {
         const uint32_t slot = x[l] & 4095u;
         uint32_t b, y;
-        if (ent) {
+        if constexpr (ENT) {
           // Codes and context in one (ModelView::krow_ent's layout).
-          const uint32_t ctx = ebase[l] + (j == 0 ? 0u : eadd + above[l]);
+          const uint32_t ctx = ebase[l] + (J == 0 ? 0u : eadd + above[l]);
           const uint32_t e = ent[ctx * 512 + (slot >> 3)];
           b = e & 63u;
           above[l] = b;
           y = ((e >> 6) & 0x1FFFu) * (x[l] >> 12) + slot - (e >> 19);
         } else {
-          const uint32_t ctx = base[l] + (j == 0 ? 0u : add + above[l]);
+          const uint32_t ctx = base[l] + (J == 0 ? 0u : add + above[l]);
           const uint32_t s = lut[uint64_t{ctx} * 4096 + slot];
           const uint32_t e = fs[uint64_t{ctx} * 256 + s];
           b = kRowBits.v[s & 31];
@@ -120,13 +123,21 @@ int decode_krow_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_
           }
         }
         x[l] = y;
-        bits[l] = j == 0 ? b : bits[l] | b << (6 * j);
+        bits[l] = J == 0 ? b : bits[l] | b << (6 * J);
       }
     };
-    if (pos + 3 * kLanes <= nwords) {
-      for (uint32_t j = 0; j < 3; ++j) group(j, std::true_type{});
+    auto rows = [&](auto entc, auto unchecked) {
+      group(std::integral_constant<uint32_t, 0>{}, entc, unchecked);
+      group(std::integral_constant<uint32_t, 1>{}, entc, unchecked);
+      group(std::integral_constant<uint32_t, 2>{}, entc, unchecked);
+    };
+    const bool unchecked = pos + 3 * kLanes <= nwords;
+    if (ent) {
+      if (unchecked) rows(std::true_type{}, std::true_type{});
+      else rows(std::true_type{}, std::false_type{});
     } else {
-      for (uint32_t j = 0; j < 3; ++j) group(j, std::false_type{});
+      if (unchecked) rows(std::false_type{}, std::true_type{});
+      else rows(std::false_type{}, std::false_type{});
     }
     // The step's kernels: 18 bits each, lane l at bit 18 l.
     for (uint32_t l = act; l < kLanes; ++l) bits[l] = 0;
