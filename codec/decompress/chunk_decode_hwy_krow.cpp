@@ -67,6 +67,8 @@ namespace wcodec {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+#include "chunk_decode_hwy_lanes-inl.h"
+
 // NC chunks of one size (h, w) decoded together. ENT: s[c].ent (one gather
 // a symbol); else the two-gather form. False: some chunk is malformed.
 template <bool ENT, size_t NC>
@@ -74,7 +76,6 @@ bool KrowLanes(const hwy_krow::KrowSetup* s, const uint8_t* const* rans, const u
                uint8_t* const* out) {
   const hn::ScalableTag<int32_t> d;
   const hn::RebindToUnsigned<decltype(d)> du;
-  const hn::Rebind<uint16_t, decltype(d)> d16;
   constexpr size_t N = hn::MaxLanes(d);
   static_assert(N <= 8 && kLanes % N == 0, "lane vectors of at most 8 lanes");
   constexpr size_t V = kLanes / N;
@@ -85,11 +86,7 @@ bool KrowLanes(const hwy_krow::KrowSetup* s, const uint8_t* const* rans, const u
   VU X[NC][V];
   for (size_t c = 0; c < NC; ++c) {
     hwy_words::words_open(&ws[c], rans[c], rans_len[c]);
-    for (size_t v = 0; v < V; ++v) {
-      HWY_ALIGN uint32_t x0[N];
-      for (size_t i = 0; i < N; ++i) x0[i] = load_elem(rans[c] + 4 * (v * N + i), 4);
-      X[c][v] = hn::Load(du, x0);
-    }
+    LoadLaneStates(du, rans[c], X[c]);
   }
   const VU m4095 = hn::Set(du, 4095u), mffff = hn::Set(du, 0xFFFFu), mff = hn::Set(du, 0xFFu);
   const VU m63 = hn::Set(du, 63u), m1fff = hn::Set(du, 0x1FFFu);
@@ -145,7 +142,7 @@ bool KrowLanes(const hwy_krow::KrowSetup* s, const uint8_t* const* rans, const u
     }
     VI ABOVE[NC][V], BITS[NC][V];
     for (uint32_t j = 0; j < 3; ++j) {
-      const uint8_t* wp[NC];
+      const uint8_t* wp[NC];  // the next word of each chunk
       for (size_t c = 0; c < NC; ++c) {
         if (HWY_UNLIKELY(!hwy_words::words_ready(&ws[c], 2 * kLanes))) return false;
         wp[c] = ws[c].p + 2 * uint64_t{ws[c].pos - ws[c].off};
@@ -189,12 +186,7 @@ bool KrowLanes(const hwy_krow::KrowSetup* s, const uint8_t* const* rans, const u
         const auto a = hn::MaskFromVec(ACT[v]);
         const VU nx = hn::IfThenElse(a, NX[c][v], X[c][v]);
         const auto need = hn::And(hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(du)), a);
-        uint8_t mb[8] = {};
-        hn::StoreMaskBits(du, need, mb);
-        const VU words = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(wp[c])));
-        const VU wv = hn::TableLookupLanes(words, hn::IndicesFromVec(du, hn::Load(d, hwy_words::kPrefix.v[mb[0]])));
-        X[c][v] = hn::IfThenElse(need, hn::Or(hn::ShiftLeft<16>(nx), wv), nx);
-        wp[c] += 2 * __builtin_popcount(mb[0]);
+        X[c][v] = RenormLanes(du, need, nx, &wp[c]);
       }
       for (size_t c = 0; c < NC; ++c) ws[c].pos = static_cast<uint32_t>((wp[c] - ws[c].p) / 2) + ws[c].off;
     }

@@ -71,8 +71,6 @@
 namespace wcodec {
 namespace hwy_tern {
 
-using hwy_words::kPrefix;
-
 // The word stream (a step reads up to 32 + 8 words past pos).
 using hwy_words::Words;
 using hwy_words::words_open;
@@ -116,6 +114,8 @@ HWY_BEFORE_NAMESPACE();
 namespace wcodec {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+
+#include "chunk_decode_hwy_lanes-inl.h"
 using hwy_tern::TernSetup;
 using hwy_tern::Words;
 
@@ -138,7 +138,6 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
                uint64_t out_len) {
   const hn::ScalableTag<int32_t> d;
   const hn::RebindToUnsigned<decltype(d)> du;
-  const hn::Rebind<uint16_t, decltype(d)> d16;
   constexpr size_t N = hn::MaxLanes(d);
   static_assert(N <= 8 && kLanes % N == 0, "lane vectors of at most 8 lanes");
   constexpr size_t V = kLanes / N;
@@ -148,11 +147,7 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
   Words ws;
   hwy_tern::words_open(&ws, rans, rans_len);
   VU X[V];
-  for (size_t v = 0; v < V; ++v) {
-    HWY_ALIGN uint32_t x0[N];
-    for (size_t i = 0; i < N; ++i) x0[i] = load_elem(rans + 4 * (v * N + i), 4);
-    X[v] = hn::Load(du, x0);
-  }
+  LoadLaneStates(du, rans, X);
   const uint32_t W = s.W, oa = s.oa, ob = s.ob, period = s.period;
   const int32_t* tab = reinterpret_cast<const int32_t*>(s.tab);
   const VU m4095 = hn::Set(du, 4095u), m1fff = hn::Set(du, 0x1FFFu), mffff = hn::Set(du, 0xFFFFu);
@@ -269,13 +264,7 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
 #pragma GCC unroll 8
       for (size_t v = 0; v < V; ++v) {
         const VU nx = NX[v];
-        const auto need = hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(du));
-        uint8_t bits[8] = {};
-        hn::StoreMaskBits(du, need, bits);
-        const VU words = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(wp)));
-        const VU wv = hn::TableLookupLanes(words, hn::IndicesFromVec(du, hn::Load(d, hwy_tern::kPrefix.v[bits[0]])));
-        X[v] = hn::IfThenElse(need, hn::Or(hn::ShiftLeft<16>(nx), wv), nx);
-        wp += 2 * __builtin_popcount(bits[0]);
+        X[v] = RenormLanes(du, hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(du)), nx, &wp);
       }
 #pragma GCC unroll 8
       for (size_t v = 0; v < V; ++v) {
