@@ -35,6 +35,14 @@ install_python_packages() {
     pip_install torch transformers sentencepiece protobuf ||
       echo "install-deps: could not install the Python torch/transformers/sentencepiece/protobuf packages (the tests that need them skip)"
   fi
+  # The gguf package's distribution metadata: transformers (5.x) reads its
+  # version before it loads a GGUF tokenizer (bench/make_smollm2_hf.py) and
+  # fails on llama.cpp's gguf-py, which the scripts put on PYTHONPATH but
+  # which has no metadata.
+  if ! python3 -c 'import importlib.metadata as m; m.version("gguf")' >/dev/null 2>&1; then
+    pip_install gguf ||
+      echo "install-deps: could not install the Python gguf package (the SmolLM2 directory is then not made)"
+  fi
 }
 
 # The native (or architecture-independent) package: with another
