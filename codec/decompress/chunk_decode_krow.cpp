@@ -58,20 +58,20 @@ int decode_krow_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_
   uint32_t pos = 0, bad = 0;
   // Lane l's kernel at the current step: chunk row krow[l], kernel column
   // kcol[l] (scale classes only).
-  uint32_t krow[kLanes], kcol[kLanes], base[kLanes], ebase[kLanes];
+  // base: the lane's kernel's scale class times the contexts a class has
+  // in the table form decoded from.
+  const uint32_t per_class = ent ? kKrowEntCtx : kKernRowCtx;
+  uint32_t krow[kLanes], kcol[kLanes], base[kLanes];
   for (uint32_t l = 0; l < kLanes; ++l) {
     krow[l] = l / kpr;
     kcol[l] = l % kpr;
-    base[l] = ebase[l] = 0;
+    base[l] = 0;
   }
   for (uint32_t t = 0; t < steps; ++t) {
     const uint64_t first = uint64_t{t} * kLanes;
     const uint32_t act = nk - first >= kLanes ? kLanes : static_cast<uint32_t>(nk - first);
     if (p.use_rc) {
-      for (uint32_t l = 0; l < act; ++l) {
-        base[l] = scale[m.rc[cv.row0 + krow[l]]] * kKernRowCtx;
-        ebase[l] = scale[m.rc[cv.row0 + krow[l]]] * kKrowEntCtx;
-      }
+      for (uint32_t l = 0; l < act; ++l) base[l] = scale[m.rc[cv.row0 + krow[l]]] * per_class;
       for (uint32_t l = 0; l < kLanes; ++l) {
         kcol[l] += kLanes;
         while (kcol[l] >= kpr) {
@@ -94,7 +94,7 @@ int decode_krow_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_
         uint32_t b, y;
         if constexpr (ENT) {
           // Codes and context in one (ModelView::krow_ent's layout).
-          const uint32_t ctx = ebase[l] + (J == 0 ? 0u : eadd + above[l]);
+          const uint32_t ctx = base[l] + (J == 0 ? 0u : eadd + above[l]);
           const uint32_t e = ent[ctx * 512 + (slot >> 3)];
           b = e & 63u;
           above[l] = b;
