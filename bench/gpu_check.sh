@@ -15,35 +15,52 @@ if [[ -f "$R/bin.tar.xz" && ! -d "$R/bin" ]]; then
   tar -C "$R" -xJf "$R/bin.tar.xz" 2>/dev/null ||
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$R/bin.tar.xz" "$R"
 fi
-export LD_LIBRARY_PATH=$R/lib WCODEC_DATA=$R/data
+# cuBLAS (cawsf apply) is loaded at run time from the device's toolkit.
+export LD_LIBRARY_PATH=$R/lib:/usr/local/cuda/lib64 WCODEC_DATA=$R/data
 B=$R/bin D=$R/data W=$(mktemp -d)
 exec > >(tee "${OUT:-/tmp}/gpu_check.log") 2>&1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+nvcc --version 2>/dev/null | tail -1; ls /usr/local/cuda/lib64/libcublas.so* 2>/dev/null | head -3
 for f in "$D"/*.safetensors; do
   "$B"/wcodec encode -j "$(nproc)" "$f" "$W/$(basename "$f" .safetensors).wcodec" >/dev/null || echo "encode failed: $f"
 done
-echo "== GPU tests"
-timeout 300 "$B"/test_gpu_decoder 2>&1 | grep -E "PASSED|FAILED|Failure|skip|did not run"
+echo "== GPU tests (t=${SECONDS}s)"
+timeout 300 "$B"/test_gpu_decoder >"${OUT:-/tmp}/test_gpu_decoder.log" 2>&1
+echo "test_gpu_decoder exit $?"
+grep -E -A6 "Failure" "${OUT:-/tmp}/test_gpu_decoder.log" | head -60
+grep -E "PASSED|FAILED|skip|did not run|CAWSF apply" "${OUT:-/tmp}/test_gpu_decoder.log"
 timeout 60 "$B"/test_xxh3_hd 2>&1 | tail -1
-echo "== every file, then all files repeated into a synthetic batch"
-timeout 200 "$B"/wcodec bench --device cuda -j "$(nproc)" "$W"/*.wcodec --synthetic-gb 8
-echo "== per kind of model: 4 GB synthetic batch"
-for f in isnet-medium.f16.head isnet-medium.rtn-int8.head isnet-medium.rtn-int4.head isnet-medium.rtn-ternary \
+SYN_GB=8
+[[ -n "${GPU_CHECK_QUICK:-}" ]] && SYN_GB=2
+echo "== every file, then all files repeated into a synthetic batch (t=${SECONDS}s)"
+timeout 200 "$B"/wcodec bench --device cuda -j "$(nproc)" "$W"/*.wcodec --synthetic-gb "$SYN_GB"
+echo "== per kind of model: 4 GB synthetic batch (t=${SECONDS}s)"
+[[ -n "${GPU_CHECK_QUICK:-}" ]] && echo "(GPU_CHECK_QUICK: skipped)"
+[[ -n "${GPU_CHECK_QUICK:-}" ]] || for f in isnet-medium.f16.head isnet-medium.rtn-int8.head isnet-medium.rtn-int4.head isnet-medium.rtn-ternary \
          stories260K.bf16 silero_vad_16k.f32; do
   echo "$f:"
   timeout 60 "$B"/wcodec bench --device cuda -j "$(nproc)" "$W/$f.wcodec" --synthetic-gb 4 | grep "^synthetic"
 done
-echo "== decode --device cuda"
+echo "== cawsf apply --device cuda (cuBLAS), against the CPU (t=${SECONDS}s)"
+for f in "$D"/*.cawsf; do
+  [[ -f "$f" ]] || continue
+  for scope in 0 2 8; do
+    "$B"/wcodec cawsf apply "$f" --scope $scope --device cuda | head -4
+    "$B"/wcodec cawsf apply "$f" --scope $scope | head -4
+  done
+done
+echo "== decode --device cuda (t=${SECONDS}s)"
 timeout 60 "$B"/wcodec decode --device cuda "$W/isnet-medium.rtn-int8.head.wcodec" "$W/out" &&
   cmp "$W/out" "$D/isnet-medium.rtn-int8.head.safetensors" && echo "decode --device cuda: equal to the original"
-echo "== compute-sanitizer"
+echo "== compute-sanitizer (t=${SECONDS}s)"
 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$B"/test_gpu_decoder --gtest_filter='*EdgeCases*:*Damaged*' 2>&1 | tail -1
 timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$B"/test_gpu_decoder --gtest_filter='*EdgeCases*' 2>&1 | tail -1
 if [[ -d "$R/python/wcodec" ]]; then
-  echo "== Python package: device=\"cuda\" (test_cuda)"
+  echo "== Python package: device=\"cuda\" (test_cuda) (t=${SECONDS}s)"
   (cd "$R/pytests" && PYTHONPATH="$R/python" WCODEC_DATA_DIR="$D" WCODEC_TEST_TMP="$W/py" WCODEC_TEST_CACHE="$W/pycache" \
      timeout 300 "${PYTHON:-python3}" -m unittest -v test_cuda 2>&1)
 else
   echo "== Python package: not in the bundle (no Python 3.12 where it was made)"
 fi
+echo "== done (t=${SECONDS}s)"
 rm -rf "$W"

@@ -38,6 +38,9 @@
 #if WCODEC_HAVE_CAWSF_CONVERT
 #include "wcodec/cawsf_convert.h"
 #endif
+#if WCODEC_HAVE_CUDA
+#include "wcodec_gpu/cawsf_apply.h"
+#endif
 
 namespace {
 
@@ -46,7 +49,7 @@ using namespace wcodec;
 using namespace wcodec::cawsf;
 
 struct Args {
-  std::string in, out, model, prompt, x_path, config, name;
+  std::string in, out, model, prompt, x_path, config, name, device = "cpu";
   std::vector<std::string> files;
   bool json = false;
   size_t k = 8;
@@ -175,9 +178,26 @@ int cmd_apply(const Args& a) {
   } else {
     for (size_t j = 0; j < x.size(); ++j) x[j] = std::sin(static_cast<float>(j + 1));  // documented default
   }
-  const auto y = apply_components(*c, x);
-  std::printf("%s (scope %d): y = W·x, rows=%u cols=%u%s\n", (*f)->tensors()[t].name.c_str(), a.scope, c->rows, c->cols,
-              a.x_path.empty() ? " (x[j] = sin(j+1))" : "");
+  std::vector<float> y;
+  std::string on = "CPU";
+  if (a.device == "cuda") {
+#if WCODEC_HAVE_CUDA
+    gpu::ApplyInfo info;
+    auto gy = gpu::apply_components_cuda(*c, x, &info);
+    if (!gy.ok()) return fail(gy.status());
+    y = std::move(*gy);
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "GPU %s, %s: upload %.3f ms, compute %.3f ms, download %.3f ms", info.device.c_str(),
+                  info.blas.c_str(), 1e3 * info.upload_s, 1e3 * info.compute_s, 1e3 * info.download_s);
+    on = buf;
+#else
+    return fail(Status::NotSupported("cawsf apply --device cuda: this build has no CUDA code (configure with -DWCODEC_CUDA=ON)"));
+#endif
+  } else {
+    y = apply_components(*c, x);
+  }
+  std::printf("%s (scope %d): y = W·x, rows=%u cols=%u%s [%s]\n", (*f)->tensors()[t].name.c_str(), a.scope, c->rows,
+              c->cols, a.x_path.empty() ? " (x[j] = sin(j+1))" : "", on.c_str());
   for (size_t i = 0; i < std::min<size_t>(16, y.size()); ++i) std::printf("  y[%zu]=%.6f\n", i, y[i]);
   return 0;
 }
@@ -438,6 +458,8 @@ std::function<int()> add_cawsf_commands(CLI::App& app) {
   app_->add_option("FILE", args->in, ".cawsf file")->required();
   app_->add_option("--scope", args->scope, "scope id")->required();
   app_->add_option("--x", args->x_path, "x as raw little-endian f32 (default x[j] = sin(j+1))");
+  app_->add_option("--device", args->device, "cpu, or cuda (cuBLAS and this build's kernels on GPU 0)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   auto* exp = top->add_subcommand("export", "Dense export: OUT.safetensors (whole checkpoint) or a directory of scope_N_RxC.f32");
   exp->add_option("FILE", args->in, ".cawsf file")->required();
   exp->add_option("OUT", args->out, "output .safetensors or directory")->required();

@@ -60,6 +60,16 @@ done
 python3 scripts/safetensors_head.py "$DATA/isnet-medium.f16.safetensors" .dev/data/isnet-medium.f16.head.safetensors 12e6
 python3 scripts/safetensors_head.py "$DATA/isnet-medium.rtn-int8.safetensors" .dev/data/isnet-medium.rtn-int8.head.safetensors 9e6
 python3 scripts/safetensors_head.py "$DATA/isnet-medium.rtn-int4.safetensors" .dev/data/isnet-medium.rtn-int4.head.safetensors 7e6
+# A real model converted to CAWSF (the converter needs FAISS and LAPACK,
+# which build-gpu leaves out: the main build's tool makes it), for the GPU
+# apply test and `cawsf apply --device cuda`.
+if [[ -x build/wcodec ]] && build/wcodec cawsf convert --model "$DATA/stories260K.f32.safetensors" \
+     --out .dev/data/stories260K.f32.cawsf --rank 16 --pq-k 64 >/dev/null 2>&1; then
+  echo "gpu_bundle: stories260K.f32.cawsf converted"
+else
+  rm -f .dev/data/stories260K.f32.cawsf
+  echo "gpu_bundle: no CAWSF file converted (build/wcodec missing or built without the converter)"
+fi
 cp bench/gpu_check.sh .dev/
 # Programs and libraries packed (a call carries at most 64 MiB); gpu_check.sh unpacks them.
 tar -C .dev -cf - bin lib $([[ -d .dev/python ]] && echo python) | xz -T0 -6 >.dev/bin.tar.xz

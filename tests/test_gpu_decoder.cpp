@@ -22,6 +22,9 @@
 #include "wcodec_gpu/gpu_decoder.h"
 #include "wcodecfs/chunk_source.h"
 #include "wcodecfs/wcodec_kind.h"
+#include "wcodec/cawsf.h"
+#include "wcodec/safetensors.h"
+#include "wcodec_gpu/cawsf_apply.h"
 #endif
 
 namespace {
@@ -50,6 +53,207 @@ Encoded encode_bytes(std::vector<uint8_t> original, const std::string& file, con
 
 Encoded encode(const fs::path& file, const wctest::ScratchDir& dir) {
   return encode_bytes(wctest::read_file(file), file.filename().string(), dir);
+}
+
+// ---------------------------------------------------------------- CAWSF apply
+// y = W·x on the GPU (cuBLAS + kernels) against the CPU's apply_components
+// and a float64 sum of the dense reconstruction: the two float32 results
+// differ only by rounding, bounded by the sum of |terms|.
+struct ApplyCheck {
+  double max_err = 0;  // max |gpu - cpu| / (1 + Σ|W_ij x_j|) over rows
+};
+
+ApplyCheck check_apply(const wcodec::cawsf::Components& c, const std::vector<float>& x) {
+  ApplyCheck out;
+  auto gy = wcodec::gpu::apply_components_cuda(c, x);
+  EXPECT_TRUE(gy.ok()) << gy.status().ToString();
+  if (!gy.ok()) return out;
+  const std::vector<float> cy = wcodec::cawsf::apply_components(c, x);
+  EXPECT_EQ(gy->size(), cy.size());
+  if (gy->size() != cy.size()) return out;
+  // Σ|W_ij x_j| per row from the dense reconstruction (float64 reference too).
+  const std::vector<float> w = wcodec::cawsf::densify_rows(c, 0, c.rows);
+  for (uint32_t i = 0; i < c.rows; ++i) {
+    double ref = 0, mag = 0;
+    for (uint32_t j = 0; j < c.cols; ++j) {
+      ref += double{w[uint64_t{i} * c.cols + j]} * x[j];
+      mag += std::abs(double{w[uint64_t{i} * c.cols + j]} * x[j]);
+    }
+    const double eg = std::abs((*gy)[i] - ref) / (1 + mag), ec = std::abs(cy[i] - ref) / (1 + mag);
+    EXPECT_LT(ec, 1e-5) << "row " << i << ": the CPU's apply is off the reconstruction";
+    EXPECT_LT(eg, 1e-5) << "row " << i << ": gpu " << (*gy)[i] << ", reconstruction " << ref;
+    out.max_err = std::max(out.max_err, std::abs(double{(*gy)[i]} - cy[i]) / (1 + mag));
+  }
+  return out;
+}
+
+std::vector<float> test_x(uint32_t n) {
+  std::vector<float> x(n);
+  for (uint32_t j = 0; j < n; ++j) x[j] = std::sin(static_cast<float>(j + 1));
+  return x;
+}
+
+// Components of every form from a real matrix W (rows x cols) of the data
+// set: L from its first columns and rows (factors), D its diagonal, R a PQ
+// codebook of its own sub-vectors with codes that cover all but the tail,
+// S its largest entries; and the version 1 forms (dense L and D).
+std::vector<wcodec::cawsf::Components> components_from(const std::vector<float>& w, uint32_t rows, uint32_t cols) {
+  std::mt19937 rng(7);
+  std::vector<wcodec::cawsf::Components> out;
+  wcodec::cawsf::Components c;
+  c.rows = rows;
+  c.cols = cols;
+  c.rank = 5;
+  c.l_a.resize(uint64_t{rows} * c.rank);
+  c.l_b.resize(uint64_t{cols} * c.rank);
+  for (uint32_t i = 0; i < rows; ++i)
+    for (uint32_t t = 0; t < c.rank; ++t) c.l_a[i * c.rank + t] = w[uint64_t{i} * cols + t % cols];
+  for (uint32_t j = 0; j < cols; ++j)
+    for (uint32_t t = 0; t < c.rank; ++t) c.l_b[j * c.rank + t] = w[uint64_t{t % rows} * cols + j];
+  for (uint32_t i = 0; i < std::min(rows, cols); ++i) c.d_diag.push_back(w[uint64_t{i} * cols + i]);
+  wcodec::cawsf::Components::Pq q;
+  q.d = 24;
+  q.m = 4;
+  q.k = 16;
+  const uint64_t elems = uint64_t{rows} * cols;
+  q.n = (elems - 7) / q.d;  // the last elements have no residue
+  for (uint64_t e = 0; e < uint64_t{q.k} * q.d; ++e) q.codebook.push_back(w[e % elems] * 0.25f);
+  for (uint64_t b = 0; b < q.n * q.m; ++b) q.codes.push_back(static_cast<uint8_t>(rng() % q.k));
+  c.r.push_back(q);
+  q.d = 128;  // a second residue, sub-vectors crossing rows
+  q.m = 8;
+  q.k = 4;
+  q.n = elems / q.d;
+  q.codebook.assign(uint64_t{q.k} * q.d, 0.0f);
+  for (uint64_t e = 0; e < q.codebook.size(); ++e) q.codebook[e] = w[(e * 7) % elems] * 0.1f;
+  q.codes.clear();
+  for (uint64_t b = 0; b < q.n * q.m; ++b) q.codes.push_back(static_cast<uint8_t>(rng() % q.k));
+  c.r.push_back(q);
+  for (uint64_t e = 0; e < elems; e += 97) {
+    c.s_row.push_back(static_cast<uint32_t>(e / cols));
+    c.s_col.push_back(static_cast<uint32_t>(e % cols));
+    c.s_val.push_back(w[e]);
+  }
+  out.push_back(c);
+  wcodec::cawsf::Components v1 = c;  // version 1: dense L and D
+  v1.rank = 0;
+  v1.l_a.clear();
+  v1.l_b.clear();
+  v1.l_dense = w;
+  v1.d_diag.clear();
+  v1.d_dense.assign(elems, 0.0f);
+  for (uint32_t i = 0; i < std::min(rows, cols); ++i) v1.d_dense[uint64_t{i} * cols + i] = w[uint64_t{i} * cols + i];
+  out.push_back(v1);
+  wcodec::cawsf::Components bare;  // no L, only outliers
+  bare.rows = rows;
+  bare.cols = cols;
+  bare.s_row = c.s_row;
+  bare.s_col = c.s_col;
+  bare.s_val = c.s_val;
+  out.push_back(bare);
+  return out;
+}
+
+TEST(CawsfApplyGpu, EveryFormOnRealMatricesEqualsTheCpu) {
+  REQUIRE_GPU();
+  const std::string path = (wctest::data_dir() / "stories260K.f32.safetensors").string();
+  auto h = wcodec::read_safetensors_header_file(path);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  const std::vector<uint8_t> bytes = wctest::read_file(path);
+  int matrices = 0;
+  for (const wcodec::TensorInfo& t : h->tensors) {
+    if (t.shape.size() != 2 || t.dtype != wcodec::DType::kF32) continue;
+    const uint32_t rows = static_cast<uint32_t>(t.shape[0]), cols = static_cast<uint32_t>(t.shape[1]);
+    std::vector<float> w(uint64_t{rows} * cols);
+    std::memcpy(w.data(), bytes.data() + h->data_start + t.begin, w.size() * 4);
+    for (const wcodec::cawsf::Components& c : components_from(w, rows, cols)) {
+      const ApplyCheck r = check_apply(c, test_x(cols));
+      EXPECT_LT(r.max_err, 1e-5) << t.name;
+    }
+    ++matrices;
+  }
+  EXPECT_GE(matrices, 5);
+}
+
+// Every decomposed tensor of the *.cawsf files in the data directory (the
+// GPU bundle converts a real model with the converter) and of a version 2
+// file written here from a real matrix.
+TEST(CawsfApplyGpu, EveryTensorOfRealFilesEqualsTheCpu) {
+  REQUIRE_GPU();
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(wctest::data_dir()))
+    if (e.path().extension() == ".cawsf") files.push_back(e.path().string());
+  wctest::ScratchDir dir;
+  {
+    const std::string path = (wctest::data_dir() / "stories260K.f32.safetensors").string();
+    auto h = wcodec::read_safetensors_header_file(path);
+    ASSERT_TRUE(h.ok());
+    const std::vector<uint8_t> bytes = wctest::read_file(path);
+    std::vector<wcodec::cawsf::TensorOut> ts;
+    for (const wcodec::TensorInfo& t : h->tensors) {
+      if (t.shape.size() != 2 || t.dtype != wcodec::DType::kF32) continue;
+      const uint32_t rows = static_cast<uint32_t>(t.shape[0]), cols = static_cast<uint32_t>(t.shape[1]);
+      std::vector<float> w(uint64_t{rows} * cols);
+      std::memcpy(w.data(), bytes.data() + h->data_start + t.begin, w.size() * 4);
+      const wcodec::cawsf::Components c = components_from(w, rows, cols)[0];
+      wcodec::cawsf::TensorOut o;
+      o.name = t.name;
+      o.shape = t.shape;
+      o.rows = rows;
+      o.cols = cols;
+      o.shards.push_back({wcodec::cawsf::kShardL, wcodec::cawsf::payload_l_factors(rows, cols, c.rank, c.l_a, c.l_b)});
+      o.shards.push_back({wcodec::cawsf::kShardD, wcodec::cawsf::payload_d_diag(rows, cols, c.d_diag)});
+      o.shards.push_back({wcodec::cawsf::kShardR, wcodec::cawsf::payload_r_embedded(rows, cols, c.r[1])});
+      o.shards.push_back({wcodec::cawsf::kShardS, wcodec::cawsf::payload_s(rows, cols, c.s_row, c.s_col, c.s_val)});
+      ts.push_back(std::move(o));
+    }
+    const std::string out = (dir.path() / "written.cawsf").string();
+    ASSERT_TRUE(wcodec::cawsf::write_v2(out, ts, {}).ok());
+    files.push_back(out);
+  }
+  size_t tensors = 0;
+  for (const std::string& f : files) {
+    auto file = wcodec::cawsf::CawsfFile::open(f);
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    for (size_t t = 0; t < (*file)->tensors().size(); ++t) {
+      if ((*file)->tensors()[t].raw) continue;
+      auto c = (*file)->components(t);
+      ASSERT_TRUE(c.ok()) << f << ": " << c.status().ToString();
+      const ApplyCheck r = check_apply(*c, test_x(c->cols));
+      EXPECT_LT(r.max_err, 1e-5) << f << ": " << (*file)->tensors()[t].name;
+      ++tensors;
+    }
+  }
+  std::printf("CAWSF apply on the GPU: %zu tensors of %zu files equal the CPU's to rounding\n", tensors, files.size());
+  EXPECT_GT(tensors, 0u);
+}
+
+TEST(CawsfApplyGpu, RejectsComponentsThatLeaveTheirArrays) {
+  REQUIRE_GPU();
+  wcodec::cawsf::Components c;
+  c.rows = 4;
+  c.cols = 3;
+  c.s_row = {4};
+  c.s_col = {0};
+  c.s_val = {1.0f};
+  auto r = wcodec::gpu::apply_components_cuda(c, test_x(3));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("outlier 0 at (4, 0)"), std::string::npos) << r.status().ToString();
+  c.s_row = {0};
+  wcodec::cawsf::Components::Pq q;
+  q.d = 8;
+  q.m = 2;
+  q.k = 2;
+  q.n = 1;
+  q.codebook.assign(16, 1.0f);
+  q.codes = {0, 2};
+  c.r.push_back(q);
+  r = wcodec::gpu::apply_components_cuda(c, test_x(3));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("code 2 >= k"), std::string::npos) << r.status().ToString();
+  r = wcodec::gpu::apply_components_cuda(c, test_x(2));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("x has 2 values"), std::string::npos) << r.status().ToString();
 }
 
 // Every model file of the data directory (WCODEC_DATA overrides it, so a
