@@ -128,6 +128,7 @@ class GpuPathOnHost(unittest.TestCase):
                 for idx in _indexes(shape):
                     got, want = g.get_slice(name)[idx], c.get_slice(name)[idx]
                     self.assertEqual(tuple(got.shape), tuple(want.shape), f"{name}{idx}")
+                    self.assertEqual(got.stride(), want.stride(), f"{name}{idx}: the CPU path's layout")
                     self.assertEqual(_bytes(got), _bytes(want), f"{name}{idx}")
 
     def test_every_tensor_and_slice_equals_the_cpu_path(self):
@@ -251,6 +252,7 @@ class CudaDevice(unittest.TestCase):
                     got, want = g.get_slice(name)[idx], c.get_slice(name)[idx]
                     self.assertEqual(got.device.type, "cuda")
                     self.assertEqual(tuple(got.shape), tuple(want.shape), f"{name}{idx}")
+                    self.assertEqual(got.stride(), want.stride(), f"{name}{idx}: the CPU path's layout")
                     self.assertEqual(_bytes(got), _bytes(want), f"{name}{idx}")
             on_gpu = g.decodes_on_gpu
         got = wcodec.load_file(path, device="cuda")

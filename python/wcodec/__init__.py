@@ -434,7 +434,11 @@ class safe_open:
         block = raw.view(dt).reshape([rows] + list(info.shape[1:]))
         index: List[Any] = [slice(0, rows, s0) if keep0 else 0]
         index += [slice(a, b, s) if k else a for a, b, s, k in dims[1:]]
-        return block[tuple(index)].contiguous()
+        # A fresh tensor with the standard strides, as the CPU path returns
+        # (a view would keep the whole block alive; contiguous() keeps odd
+        # strides on dimensions of size 1).
+        sel = block[tuple(index)]
+        return torch.empty(sel.shape, dtype=sel.dtype, device=sel.device).copy_(sel)
 
     def _emulate_gpu(self) -> None:
         """Tests: reads of this container (framework "pt", device "cpu") take
