@@ -26,6 +26,7 @@
 #include <chrono>
 #include <deque>
 #include <thread>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -49,7 +50,7 @@ constexpr uint32_t kWarpsPerBlock = 4;
 // within 5%) and of 24 (F16 20, INT8 13.6).
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, 24 / kWarpsPerBlock)
     run_plan_kernel(const PlanChunk* chunks, uint32_t n, const ModelView* views, const uint8_t* in, uint8_t* out,
-                    uint8_t* scratch, int* results, uint32_t* next) {
+                    uint8_t* scratch, int* results, uint32_t* next, bool float_direct) {
   __shared__ uint32_t group;
   WarpGroup g{threadIdx.x & 31u};
   for (;;) {
@@ -60,7 +61,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 24 / kWarpsPerBlock)
     if (first >= n) return;  // the whole block leaves together
     if (i < n) {
       const PlanChunk c = chunks[i];
-      const int r = run_plan_chunk_g(g, c, views, in, out, scratch, c_secret);
+      const int r = run_plan_chunk_g(g, c, views, in, out, scratch, c_secret, float_direct);
       if (g.lane == 0) results[i] = r;
     }
   }
@@ -201,6 +202,9 @@ struct GpuDecoder::Impl {
   int device = 0;
   std::string name;
   uint32_t resident_blocks = 1;  // blocks of the decode kernel the device holds at once
+  // Float chunks decoded straight into their elements (float_direct.h), or
+  // through the scratch grids (WCODEC_GPU_FLOAT=grid: benchmarks compare).
+  bool float_direct = true;
 
   Slot slots[2];
   uint64_t next_batch = 0;
@@ -271,7 +275,8 @@ struct GpuDecoder::Impl {
       const uint32_t groups = (s.n + kWarpsPerBlock - 1) / kWarpsPerBlock;
       run_plan_kernel<<<std::min(groups, resident_blocks), 32 * kWarpsPerBlock, 0, s.stream>>>(
           s.chunks.as<const PlanChunk>(), s.n, s.views.as<const ModelView>(), s.in.as<const uint8_t>(), dst,
-          s.scratch.as<uint8_t>(), s.res.as<int>(), reinterpret_cast<uint32_t*>(s.chunks.as<uint8_t>() + records));
+          s.scratch.as<uint8_t>(), s.res.as<int>(), reinterpret_cast<uint32_t*>(s.chunks.as<uint8_t>() + records),
+          float_direct);
       WGPU_CHECK(cudaGetLastError(), "launch the decode kernel");
     }
     WGPU_CHECK(cudaEventRecord(s.ev[2], s.stream), "event");
@@ -336,6 +341,7 @@ Result<std::unique_ptr<GpuDecoder>> GpuDecoder::create(int device) {
   std::unique_ptr<GpuDecoder> d(new GpuDecoder());
   d->impl_ = std::make_unique<Impl>();
   d->impl_->device = device;
+  if (const char* f = std::getenv("WCODEC_GPU_FLOAT")) d->impl_->float_direct = std::string(f) != "grid";
   cudaDeviceProp prop{};
   WGPU_CHECK(cudaGetDeviceProperties(&prop, device), "device properties");
   d->impl_->name = prop.name;
@@ -348,7 +354,9 @@ Result<std::unique_ptr<GpuDecoder>> GpuDecoder::create(int device) {
 
 GpuDecoder::~GpuDecoder() = default;
 
-std::string GpuDecoder::describe() const { return "cuda (" + impl_->name + ")"; }
+std::string GpuDecoder::describe() const {
+  return "cuda (" + impl_->name + (impl_->float_direct ? ")" : "; float chunks through the scratch grids)");
+}
 
 namespace {
 Status check_fits(const DevicePlan& plan, const DeviceBuffer& out, size_t dst_offset) {

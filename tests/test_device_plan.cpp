@@ -67,7 +67,10 @@ struct EmulatedWarp : wcodec::HostGroup {
 
 // Runs the plan on the host (with the warp emulation when emulate is set);
 // returns per-chunk results and the output region.
-std::vector<int> run_on_host(DevicePlan& plan, std::vector<uint8_t>* out, bool emulate = false) {
+// float_direct: float chunks through decode_float_direct_g where they fit
+// (else the grid decoder, decode_float_chunk_g).
+std::vector<int> run_on_host(DevicePlan& plan, std::vector<uint8_t>* out, bool emulate = false,
+                             bool float_direct = true) {
   std::vector<wcodec::ModelView> views;
   wcodec::relocate(plan, plan.arena.data(), &views);
   out->assign(plan.out_bytes, 0xEE);
@@ -78,33 +81,54 @@ std::vector<int> run_on_host(DevicePlan& plan, std::vector<uint8_t>* out, bool e
     if (emulate) {
       EmulatedWarp g(seed++);
       results.push_back(wcodec::run_plan_chunk_g(g, c, views.data(), plan.arena.data(), out->data(), scratch.data(),
-                                                 wcodec::kXxh3Secret));
+                                                 wcodec::kXxh3Secret, float_direct));
     } else {
       results.push_back(wcodec::run_plan_chunk(c, views.data(), plan.arena.data(), out->data(), scratch.data(),
-                                               wcodec::kXxh3Secret));
+                                               wcodec::kXxh3Secret, float_direct));
     }
   }
   return results;
 }
 
-// Plans every chunk of `rd`, runs it both ways, compares with `original`.
-void expect_plan_equals_file(const wcodec::Reader& rd, const std::vector<uint8_t>& original, const std::string& what) {
+// Float chunks of the plan that decode_float_direct_g takes.
+size_t direct_float_chunks(const DevicePlan& plan) {
+  size_t n = 0;
+  for (const auto& c : plan.chunks) {
+    if (c.kind != wcodec::PlanKind::kModel || plan.models[c.model].mv.kind != wcodec::ModelKind::kFloat) continue;
+    uint32_t ring_w = 0;
+    n += wcodec::float_direct_fits(plan.models[c.model].mv.fp, c.cv, c.tail != 0,
+                                   wcodec::plan_scratch_bytes(wcodec::ModelKind::kFloat, uint64_t{c.cv.h} * c.cv.w),
+                                   &ring_w);
+  }
+  return n;
+}
+
+// Plans every chunk of `rd`, runs it three ways (host group; warp
+// emulation; warp emulation with float chunks through the grid decoder),
+// compares with `original`. Returns the float chunks the direct decoder took.
+size_t expect_plan_equals_file(const wcodec::Reader& rd, const std::vector<uint8_t>& original, const std::string& what) {
   std::vector<size_t> all(rd.num_chunks());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  for (bool emulate : {false, true}) {
+  size_t direct = 0;
+  for (int mode = 0; mode < 3; ++mode) {
+    const bool emulate = mode > 0, float_direct = mode < 2;
+    const char* how = mode == 0 ? " " : mode == 1 ? " (warp emulation) " : " (warp emulation, float grid decoder) ";
     DevicePlan plan;
-    ASSERT_TRUE(wcodec::plan_chunks(rd, all, &plan).ok()) << what;
-    ASSERT_EQ(plan.chunks.size(), all.size());
+    EXPECT_TRUE(wcodec::plan_chunks(rd, all, &plan).ok()) << what;
+    EXPECT_EQ(plan.chunks.size(), all.size());
+    if (plan.chunks.size() != all.size()) return direct;
+    direct = direct_float_chunks(plan);
     std::vector<uint8_t> out;
-    const auto results = run_on_host(plan, &out, emulate);
+    const auto results = run_on_host(plan, &out, emulate, float_direct);
     for (size_t k = 0; k < plan.chunks.size(); ++k) {
       const auto& e = rd.chunk(plan.chunk_index[k]);
-      ASSERT_EQ(results[k], wcodec::kPlanOk) << what << (emulate ? " (warp emulation) " : " ")
-                                             << rd.describe_chunk(plan.chunk_index[k]);
-      ASSERT_EQ(0, std::memcmp(out.data() + plan.chunks[k].out, original.data() + e.decoded_offset, e.decoded_size))
-          << what << (emulate ? " (warp emulation) " : " ") << rd.describe_chunk(plan.chunk_index[k]);
+      EXPECT_EQ(results[k], wcodec::kPlanOk) << what << how << rd.describe_chunk(plan.chunk_index[k]);
+      EXPECT_EQ(0, std::memcmp(out.data() + plan.chunks[k].out, original.data() + e.decoded_offset, e.decoded_size))
+          << what << how << rd.describe_chunk(plan.chunk_index[k]);
+      if (results[k] != wcodec::kPlanOk) return direct;
     }
   }
+  return direct;
 }
 
 class DevicePlanFile : public ::testing::TestWithParam<const char*> {};
@@ -125,7 +149,11 @@ TEST_P(DevicePlanFile, HostRunOfThePlanEqualsTheReader) {
     if (c.kind == wcodec::PlanKind::kModel) model_bytes += c.out_len;
   }
   EXPECT_GT(model_bytes, total / 5) << "the weight matrices of a real model are model-coded";
-  expect_plan_equals_file(rd, p.original, GetParam());
+  const size_t direct = expect_plan_equals_file(rd, p.original, GetParam());
+  const std::string name = GetParam();
+  if (name.find(".bf16.") != std::string::npos || name.find(".f32.") != std::string::npos) {
+    EXPECT_GT(direct, 0u) << "float chunks take the direct decoder";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(RealFiles, DevicePlanFile,

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "chunk_decode.h"
+#include "float_direct.h"
 #include "wcodec/reader.h"
 #include "xxh3_hd.h"
 
@@ -81,7 +82,7 @@ Status plan_chunks(const Reader& rd, const std::vector<size_t>& global_indices, 
 // Scratch bytes run_plan_chunk needs for a chunk of kind `kind` and n
 // elements (16-byte aligned): int residuals; float exponent and
 // sign/mantissa grids and the raw tail buffer the lanes share.
-inline uint64_t plan_scratch_bytes(ModelKind kind, uint64_t n) {
+WC_HD inline uint64_t plan_scratch_bytes(ModelKind kind, uint64_t n) {
   uint64_t b = 0;
   if (kind == ModelKind::kInt) b = 4 * n;
   if (kind == ModelKind::kFloat) b = ((3 * n + 15) & ~uint64_t{15}) + kFloatTailShared;
@@ -179,10 +180,12 @@ inline constexpr int kPlanOk = 1, kPlanMalformed = 0, kPlanChecksum = 2;
 // Decodes chunk `c` (relocated plan at `in`) into out_base + c.out with
 // lane group g (lane_group.h: the host group here and in tests, one warp in
 // the CUDA kernel) and checks its checksum against c.xxh3. Every lane gets
-// the result.
+// the result. Float chunks take decode_float_direct_g (float_direct.h) when
+// they fit it and float_direct is set, else decode_float_chunk_g.
 template <class G>
 WC_HD inline int run_plan_chunk_g(G& g, const PlanChunk& c, const ModelView* views, const uint8_t* in,
-                                  uint8_t* out_base, uint8_t* scratch_base, const uint8_t* secret) {
+                                  uint8_t* out_base, uint8_t* scratch_base, const uint8_t* secret,
+                                  bool float_direct = true) {
   uint8_t* out = out_base + c.out;
   bool ok = true;
   if (c.kind == PlanKind::kReady) {
@@ -205,6 +208,12 @@ WC_HD inline int run_plan_chunk_g(G& g, const PlanChunk& c, const ModelView* vie
         break;
       }
       case ModelKind::kFloat: {
+        uint32_t ring_w = 0;
+        if (float_direct && float_direct_fits(m.fp, c.cv, c.tail != 0, plan_scratch_bytes(ModelKind::kFloat, n), &ring_w)) {
+          ok = decode_float_direct_g(g, m, c.cv, in + c.rans, c.rans_len, in + c.raw, c.raw_len, out, c.tail != 0, s,
+                                     ring_w);
+          break;
+        }
         uint16_t* e = reinterpret_cast<uint16_t*>(s);
         uint8_t* sm = s + 2 * n;
         uint8_t* shared = s + ((3 * n + 15) & ~uint64_t{15});
@@ -223,9 +232,9 @@ WC_HD inline int run_plan_chunk_g(G& g, const PlanChunk& c, const ModelView* vie
 }
 
 WC_HD inline int run_plan_chunk(const PlanChunk& c, const ModelView* views, const uint8_t* in, uint8_t* out_base,
-                                uint8_t* scratch_base, const uint8_t* secret) {
+                                uint8_t* scratch_base, const uint8_t* secret, bool float_direct = true) {
   HostGroup g;
-  return run_plan_chunk_g(g, c, views, in, out_base, scratch_base, secret);
+  return run_plan_chunk_g(g, c, views, in, out_base, scratch_base, secret, float_direct);
 }
 
 }  // namespace wcodec

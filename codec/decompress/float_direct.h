@@ -1,0 +1,229 @@
+// codec/decompress/float_direct.h — float chunks decoded straight into their
+// output elements, for the CUDA warp decoder (and its host emulation).
+//
+// decode_float_chunk_g (chunk_decode.h) decodes every symbol into two
+// scratch grids (exponents, sign/mantissa symbols), reading the top
+// neighbour back from the grid, and then assembles the elements in a second
+// pass. On a GPU each lane walks its own rectangle, so those grid accesses
+// hit 32 different cache lines per warp instruction. This decoder reads the
+// same stream with the same arithmetic and assembles each element as soon as
+// its symbols are known:
+//   - the left neighbour is in registers; the top neighbour's exponent comes
+//     from a ring of one rectangle row per lane laid out column-major by lane
+//     (ring[(c - c0) * 32 + lane]), so a warp's accesses are 32 consecutive
+//     bytes when the lanes' rectangles have one width;
+//   - each lane reads its raw mantissa bits with a bit cursor (a 64-bit
+//     buffer refilled 4 bytes at a time, repositioned at each row of its
+//     rectangle) instead of a 4-byte gather per element;
+//   - raw tail chunks (payload flag bit 1): the elements whose raw bits are
+//     in the tail (in the lanes' final states) keep their exponent and
+//     sign/mantissa symbol in two small arrays and are assembled after the
+//     stream ends.
+// The output bytes equal decode_float_chunk_g's (tests/test_device_plan.cpp
+// runs both over the real files on the host).
+// Thread-safety: pure over the views passed in; writes only out and scratch.
+#pragma once
+
+#include <cstdint>
+
+#include "chunk_decode.h"
+
+namespace wcodec {
+
+// Elements whose raw bits may lie in a tail: the last kRawTailBytes bytes
+// plus the rounding of float_raw_tail_split (at most 8 elements) and one.
+inline constexpr uint32_t kDirectTailMax = kRawTailBytes * 8 + 16;
+
+// Whether chunk cv of float model p can take this decoder with `cap`
+// scratch bytes: the ring, the tail elements' exponents and symbols, the
+// raw tail buffer (kFloatTailShared, 4-aligned). Sets *ring_w (the widest
+// lane rectangle).
+WC_HD inline bool float_direct_fits(const FloatParams& p, const ChunkView& cv, bool tail, uint64_t cap,
+                                    uint32_t* ring_w) {
+  if (p.eb > 8 || p.k > 7) return false;  // exponents and symbols kept in bytes
+  uint32_t lx, ly;
+  lane_grid(cv.h, cv.w, &lx, &ly);
+  *ring_w = (cv.w + lx - 1) / lx;
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (tail) {
+    if (!float_raw_bits(p) || float_raw_data_bytes(p, n) < kRawTailMin) return false;
+    uint64_t ns, b0;
+    float_raw_tail_split(p, n, &ns, &b0);
+    if (n - ns > kDirectTailMax) return false;
+  }
+  const uint64_t ring = (uint64_t{*ring_w} * kLanes + 3) & ~uint64_t{3};
+  return ring + 2 * kDirectTailMax + kFloatTailShared <= cap;
+}
+
+// LSB-first bit reader over one lane's raw bits.
+struct BitCursor {
+  const uint8_t* p;
+  uint64_t buf;
+  uint32_t have;
+  WC_HD void seek(const uint8_t* raw, uint64_t bit) {
+    p = raw + (bit >> 3);
+    buf = 0;
+    have = 0;
+    const uint32_t skip = static_cast<uint32_t>(bit & 7);
+    if (skip) {
+      fill();
+      buf >>= skip;
+      have -= skip;
+    }
+  }
+  WC_HD void fill() {
+    const uint32_t v = static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+                       static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+    buf |= static_cast<uint64_t>(v) << have;
+    have += 32;
+    p += 4;
+  }
+  WC_HD uint32_t get(uint32_t n) {
+    if (have < n) fill();
+    const uint32_t v = static_cast<uint32_t>(buf & ((uint64_t{1} << n) - 1));
+    buf >>= n;
+    have -= n;
+    return v;
+  }
+};
+
+WC_HD inline void store_elem_aligned(uint8_t* p, uint32_t bytes, uint32_t v) {
+#ifdef __CUDA_ARCH__
+  if (bytes == 2 && !(reinterpret_cast<uintptr_t>(p) & 1)) {
+    *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(v);
+    return;
+  }
+  if (bytes == 4 && !(reinterpret_cast<uintptr_t>(p) & 3)) {
+    *reinterpret_cast<uint32_t*>(p) = v;
+    return;
+  }
+#endif
+  store_elem(p, bytes, v);
+}
+
+// Decodes float chunk cv into out (h*w elements) with lane group g.
+// scratch: the bytes float_direct_fits counted (4-aligned), which all lanes
+// can read and write; ring_w: as it set. Returns false for a malformed stream (as decode_float_chunk_g).
+template <class G>
+WC_HD inline bool decode_float_direct_g(G& g, const ModelView& m, const ChunkView& cv, const uint8_t* rans,
+                                        uint32_t rans_len, const uint8_t* raw, uint64_t raw_len, uint8_t* out,
+                                        bool tail, uint8_t* scratch, uint32_t ring_w) {
+  const FloatParams& p = m.fp;
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (!float_raw_ok(p, n, raw_len, tail)) return false;
+  const uint32_t w = cv.w, rawb = float_raw_bits(p), eb = p.eb, mb = p.mb, k = p.k, ebytes = p.elem_bytes;
+  uint64_t ns = n, b0 = 0;
+  if (tail) float_raw_tail_split(p, n, &ns, &b0);
+  if (n - ns > kDirectTailMax) return false;  // float_direct_fits rules it out
+  uint8_t* ring = scratch;
+  uint8_t* tail_e = scratch + ((uint64_t{ring_w} * kLanes + 3) & ~uint64_t{3});
+  uint8_t* tail_sm = tail_e + kDirectTailMax;
+  uint8_t* shared = tail_sm + kDirectTailMax;
+
+  typename G::template Lanes<uint32_t> x, err, left_e, left_sm, own_e;
+  typename G::template Lanes<LaneCursor> cur;
+  typename G::template Lanes<BitCursor> bits;
+  const uint8_t zero_word[2] = {0, 0};
+  WordSource ws;
+  const int64_t open = lanes_open(g, cv, rans, rans_len, x, err, cur, &ws, zero_word);
+  if (open < 0) return false;
+  const uint32_t steps = static_cast<uint32_t>(open);
+  const bool joint = float_joint(p);
+  if (steps && (m.n0 == 0 || (!joint && m.n1 == 0))) return false;
+  // Every exponent context but order-0 may read the top neighbour (left-only
+  // contexts at a rectangle's first column).
+  const bool need_top = !joint && p.emode != 0;
+  g.each([&](uint32_t l) {
+    left_e[l] = left_sm[l] = own_e[l] = 0;
+    const uint64_t i0 = uint64_t{cur[l].r} * w + cur[l].c;
+    if (cur[l].n && i0 < ns) bits[l].seek(raw, i0 * rawb);
+  });
+  // Assembles the lane's element (r, c) from its exponent e and symbol sm,
+  // or keeps them for the tail pass.
+  auto emit = [&](uint32_t l, uint32_t e, uint32_t sm) {
+    const uint32_t r = cur[l].r, c = cur[l].c;
+    const uint64_t i = uint64_t{r} * w + c;
+    if (i < ns) {
+      const uint32_t lo = rawb ? bits[l].get(rawb) : 0u;
+      const uint32_t v = ((sm >> k) << (eb + mb)) | (e << mb) | ((sm & ((1u << k) - 1)) << rawb) | lo;
+      store_elem_aligned(out + i * ebytes, ebytes, v);
+    } else {
+      tail_e[i - ns] = static_cast<uint8_t>(e);
+      tail_sm[i - ns] = static_cast<uint8_t>(sm);
+    }
+    if (c + 1 == cur[l].rect.c0 + cur[l].rect.w && r + 1 < cur[l].rect.r0 + cur[l].rect.h) {
+      // The next row of the rectangle (its bits, when they are stored).
+      const uint64_t i1 = uint64_t{r + 1} * w + cur[l].rect.c0;
+      if (i1 < ns) bits[l].seek(raw, i1 * rawb);
+    }
+    advance(cur[l]);
+  };
+  for (uint32_t t = 0; joint && t < steps; ++t) {
+    auto active = [&](uint32_t l) { return t < cur[l].n; };
+    g.each([&](uint32_t l) {
+      if (!active(l)) return;
+      uint32_t ctx = cur[l].c > cur[l].rect.c0 ? float_joint_ctx(p, static_cast<int>(left_e[l]), left_sm[l] >> k) : 0u;
+      err[l] |= ctx >= m.n0;
+      ctx = ctx < m.n0 ? ctx : 0;
+      const uint32_t j = rans_decode_sym(x[l], m.t0[ctx]);
+      left_e[l] = float_joint_e(p, j);
+      left_sm[l] = float_joint_sm(p, j);
+      emit(l, left_e[l], left_sm[l]);
+    });
+    g.renorm(x, ws, active);
+  }
+  for (uint32_t t = 0; !joint && t < steps; ++t) {
+    auto active = [&](uint32_t l) { return t < cur[l].n; };
+    g.each([&](uint32_t l) {
+      if (!active(l)) return;
+      const uint32_t r = cur[l].r, c = cur[l].c;
+      const bool has_l = c > cur[l].rect.c0, has_t = r > cur[l].rect.r0;
+      uint8_t* slot = ring + uint64_t{c - cur[l].rect.c0} * kLanes + l;
+      uint32_t ctx = 0;
+      if (p.emode)
+        ctx = float_e_ctx_lt(p, has_l ? static_cast<int>(left_e[l]) : -1,
+                             need_top && has_t ? static_cast<int>(*slot) : -1);
+      err[l] |= ctx >= m.n0;
+      ctx = ctx < m.n0 ? ctx : 0;
+      own_e[l] = rans_decode_sym(x[l], m.t0[ctx]);
+      if (need_top) *slot = static_cast<uint8_t>(own_e[l]);
+    });
+    g.renorm(x, ws, active);
+    g.each([&](uint32_t l) {
+      if (!active(l)) return;
+      const int ls = cur[l].c > cur[l].rect.c0 ? static_cast<int>(1 + (left_sm[l] >> k)) : 0;
+      uint32_t ctx = float_sm_ctx(p, own_e[l], ls);
+      err[l] |= ctx >= m.n1;
+      ctx = ctx < m.n1 ? ctx : 0;
+      left_sm[l] = rans_decode_sym(x[l], m.t1[ctx]);
+      left_e[l] = own_e[l];
+      emit(l, own_e[l], left_sm[l]);
+    });
+    g.renorm(x, ws, active);
+  }
+  if (ws.bad || ws.pos != ws.n) return false;
+  if (g.any([&](uint32_t l) { return err[l] || x[l] < kRansL || x[l] - kRansL > (tail ? 0xFFFFu : 0u); }))
+    return false;
+  if (!tail) return true;
+  // The tail: the stored bytes from b0 on, then the lanes' final states.
+  uint32_t* xs = reinterpret_cast<uint32_t*>(shared);
+  uint8_t* tb = shared + 4 * kLanes;
+  g.each([&](uint32_t l) { xs[l] = x[l] - kRansL; });
+  g.sync();
+  g.one([&] {
+    uint64_t ns1, bit1;
+    float_raw_tail(p, n, raw, xs, tb, &ns1, &bit1);
+  });
+  g.sync();
+  g.each([&](uint32_t l) {
+    for (uint64_t i = ns + l; i < n; i += kLanes) {
+      const uint32_t e = tail_e[i - ns], sm = tail_sm[i - ns];
+      const uint32_t lo = get_bits(tb, i * rawb - 8 * b0, rawb);
+      store_elem(out + i * ebytes, ebytes,
+                 ((sm >> k) << (eb + mb)) | (e << mb) | ((sm & ((1u << k) - 1)) << rawb) | lo);
+    }
+  });
+  return true;
+}
+
+}  // namespace wcodec
