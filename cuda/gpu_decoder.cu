@@ -67,6 +67,21 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 24 / kWarpsPerBlock)
   }
 }
 
+// The plan's table entries (PlanTable offsets, as uploaded) rewritten as
+// DecTables for the arena at `in`: lists holds (arena offset, count) pairs
+// (plan_table_lists). Runs before the decode kernel on the same stream, so
+// that the host never rewrites (or copies) the arena.
+__global__ void relocate_tables_kernel(const uint64_t* lists, uint32_t n, uint8_t* in) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    PlanTable* e = reinterpret_cast<PlanTable*>(in + lists[2 * i]);
+    DecTable* d = reinterpret_cast<DecTable*>(e);
+    for (uint64_t j = 0; j < lists[2 * i + 1]; ++j) {
+      const PlanTable t = e[j];
+      d[j] = relocated_table(t, in);
+    }
+  }
+}
+
 std::string cuda_error(cudaError_t e, const char* what) {
   return std::string("CUDA ") + what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
 }
@@ -113,8 +128,30 @@ struct GrowMem {
 using DevMem = GrowMem<malloc_device, cudaFree>;
 using PinnedMem = GrowMem<malloc_pinned, cudaFreeHost>;
 
-// memcpy split over threads for large copies (staging into pinned memory
-// is the host's share of a batch).
+// Whether p is page-locked host memory (cudaMallocHost, cudaHostRegister):
+// then the device copies from it directly, at full link speed.
+bool page_locked(const void* p) {
+  cudaPointerAttributes a{};
+  if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
+void* pinned_alloc(size_t n) {
+  void* p = nullptr;
+  if (cudaMallocHost(&p, std::max<size_t>(n, 1)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+void pinned_release(void* p) { cudaFreeHost(p); }
+const ArenaMemory kPinnedArenas{pinned_alloc, pinned_release};
+
+// memcpy split over threads for large copies (staging a pageable plan
+// arena into pinned memory is the host's share of such a batch).
 void stage_copy(void* dst, const void* src, size_t n) {
   constexpr size_t kPart = 32u << 20;
   const size_t parts = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), (n + kPart - 1) / kPart);
@@ -133,6 +170,8 @@ void stage_copy(void* dst, const void* src, size_t n) {
 }
 
 }  // namespace
+
+const ArenaMemory* pinned_arena_memory() { return &kPinnedArenas; }
 
 DeviceInfo probe() {
   DeviceInfo info;
@@ -191,8 +230,8 @@ Status DeviceBuffer::copy_to_host(size_t off, size_t n, void* dst) const {
 struct Slot {
   cudaStream_t stream = nullptr;
   cudaEvent_t ev[4] = {};  // start, uploaded, decoded, done
-  DevMem in, views, chunks, scratch, res, out;
-  PinnedMem arena_h, views_h, chunks_h, res_h;
+  DevMem in, views, chunks, scratch, res, out, lists;
+  PinnedMem arena_h, views_h, chunks_h, res_h, lists_h;
   uint32_t n = 0;
   uint64_t batch = 0;
   std::chrono::steady_clock::time_point t0;
@@ -232,10 +271,13 @@ struct GpuDecoder::Impl {
     return Status::OK();
   }
 
-  // Stages `plan` (relocated into pinned memory; the plan is not changed)
-  // and queues its upload, decode into dst (device) and the results'
-  // download on slot s. host_out: also queue the copy of the decoded bytes
-  // from s.out to host memory (dst must then be s.out).
+  // Queues `plan`'s upload, decode into dst (device) and the results'
+  // download on slot s. The arena is uploaded from the plan itself when it
+  // is page-locked (then it must stay unchanged until the batch completes),
+  // else from a pinned staging copy; either way as the plan holds it
+  // (offsets), and relocate_tables_kernel turns its table entries into
+  // pointers on the device. host_out: also queue the copy of the decoded
+  // bytes from s.out to host memory (dst must then be s.out).
   Status submit(Slot& s, const DevicePlan& plan, uint8_t* dst, uint8_t* host_out) {
     WGPU_CHECK(cudaSetDevice(device), "select device");
     s.t0 = std::chrono::steady_clock::now();
@@ -244,25 +286,32 @@ struct GpuDecoder::Impl {
     const size_t views_bytes = plan.models.size() * sizeof(ModelView);
     // The chunk records, then the counter of chunks taken (zero).
     const size_t records = s.n * sizeof(PlanChunk), chunk_bytes = records + sizeof(uint32_t);
+    const std::vector<std::pair<uint64_t, uint64_t>> lists = plan_table_lists(plan);
+    const size_t lists_bytes = lists.size() * 2 * sizeof(uint64_t);
+    const bool direct = page_locked(plan.arena.data());
     WGPU_CHECK(s.in.reserve(plan.arena.size()), "allocate the plan arena");
     WGPU_CHECK(s.views.reserve(views_bytes), "allocate views");
     WGPU_CHECK(s.chunks.reserve(chunk_bytes), "allocate chunk records");
+    WGPU_CHECK(s.lists.reserve(lists_bytes), "allocate table lists");
     WGPU_CHECK(s.scratch.reserve(plan.scratch_bytes), "allocate scratch");
     WGPU_CHECK(s.res.reserve(s.n * sizeof(int)), "allocate results");
-    WGPU_CHECK(s.arena_h.reserve(plan.arena.size()), "allocate pinned staging");
+    if (!direct) WGPU_CHECK(s.arena_h.reserve(plan.arena.size()), "allocate pinned staging");
     WGPU_CHECK(s.views_h.reserve(views_bytes), "allocate pinned staging");
     WGPU_CHECK(s.chunks_h.reserve(chunk_bytes), "allocate pinned staging");
+    WGPU_CHECK(s.lists_h.reserve(lists_bytes), "allocate pinned staging");
     WGPU_CHECK(s.res_h.reserve(s.n * sizeof(int)), "allocate pinned staging");
-    stage_copy(s.arena_h.p, plan.arena.data(), plan.arena.size());
+    if (!direct) stage_copy(s.arena_h.p, plan.arena.data(), plan.arena.size());
     std::vector<ModelView> views;
-    relocate_into(plan, s.arena_h.as<uint8_t>(), s.in.as<const uint8_t>(), &views);
+    plan_views(plan, s.in.as<const uint8_t>(), &views);
     if (views_bytes) std::memcpy(s.views_h.p, views.data(), views_bytes);
+    if (lists_bytes) std::memcpy(s.lists_h.p, lists.data(), lists_bytes);
     if (s.n) {
       std::memcpy(s.chunks_h.p, plan.chunks.data(), records);
       std::memset(s.chunks_h.as<uint8_t>() + records, 0, sizeof(uint32_t));
     }
     WGPU_CHECK(cudaEventRecord(s.ev[0], s.stream), "event");
-    WGPU_CHECK(cudaMemcpyAsync(s.in.p, s.arena_h.p, plan.arena.size(), cudaMemcpyHostToDevice, s.stream),
+    WGPU_CHECK(cudaMemcpyAsync(s.in.p, direct ? static_cast<const void*>(plan.arena.data()) : s.arena_h.p,
+                               plan.arena.size(), cudaMemcpyHostToDevice, s.stream),
                "upload the plan arena");
     if (views_bytes)
       WGPU_CHECK(cudaMemcpyAsync(s.views.p, s.views_h.p, views_bytes, cudaMemcpyHostToDevice, s.stream),
@@ -270,6 +319,14 @@ struct GpuDecoder::Impl {
     if (chunk_bytes)
       WGPU_CHECK(cudaMemcpyAsync(s.chunks.p, s.chunks_h.p, chunk_bytes, cudaMemcpyHostToDevice, s.stream),
                  "upload chunk records");
+    if (lists_bytes) {
+      WGPU_CHECK(cudaMemcpyAsync(s.lists.p, s.lists_h.p, lists_bytes, cudaMemcpyHostToDevice, s.stream),
+                 "upload table lists");
+      const uint32_t nl = static_cast<uint32_t>(lists.size());
+      relocate_tables_kernel<<<std::min<uint32_t>((nl + 255) / 256, 1024), 256, 0, s.stream>>>(
+          s.lists.as<const uint64_t>(), nl, s.in.as<uint8_t>());
+      WGPU_CHECK(cudaGetLastError(), "launch the relocation kernel");
+    }
     WGPU_CHECK(cudaEventRecord(s.ev[1], s.stream), "event");
     if (s.n) {
       const uint32_t groups = (s.n + kWarpsPerBlock - 1) / kWarpsPerBlock;
@@ -434,8 +491,12 @@ Result<DeviceBuffer> decode_file_to_device(const Reader& reader, GpuDecoder& dec
   size_t gi = 0;
   const size_t nchunks = reader.num_chunks();
   Status st;
-  DevicePlan plan;
-  while (gi < nchunks && st.ok()) {
+  // Plans in page-locked memory, uploaded without staging copies: three, so
+  // that the one being built is neither of the two batches in flight.
+  DevicePlan plans[3] = {DevicePlan(pinned_arena_memory()), DevicePlan(pinned_arena_memory()),
+                         DevicePlan(pinned_arena_memory())};
+  for (uint64_t k = 0; gi < nchunks && st.ok(); ++k) {
+    DevicePlan& plan = plans[k % 3];
     std::vector<size_t> batch;
     uint64_t bytes = 0;
     while (gi < nchunks && (batch.empty() || bytes + reader.chunk(gi).decoded_size <= batch_bytes)) {
@@ -443,7 +504,6 @@ Result<DeviceBuffer> decode_file_to_device(const Reader& reader, GpuDecoder& dec
       batch.push_back(gi++);
     }
     const auto tp = std::chrono::steady_clock::now();
-    plan = DevicePlan{};
     if (Status planned = plan_chunks(reader, batch, &plan); !planned.ok()) {
       st = planned;
       break;

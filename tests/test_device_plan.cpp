@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -198,6 +200,53 @@ TEST(DevicePlan, EdgeCasesDecodeAsTheReaderDoes) {
 
 // Plans of several files appended into one (one launch for all of them):
 // the host run of the merged plan equals each file's bytes at its place.
+// Arenas from a caller's memory (the GPU decoder's page-locked memory, which
+// is slow to allocate): plan_chunks sizes the arena once, keeps its memory
+// when a plan is built again, and the plan decodes as a heap one does.
+std::atomic<int> g_arena_allocs{0}, g_arena_live{0};
+void* counting_alloc(size_t n) {
+  ++g_arena_allocs;
+  ++g_arena_live;
+  return std::malloc(n);
+}
+void counting_release(void* p) {
+  --g_arena_live;
+  std::free(p);
+}
+const wcodec::ArenaMemory kCounting{counting_alloc, counting_release};
+
+TEST(DevicePlan, ArenaMemoryIsAllocatedOnceAndKept) {
+  wctest::ScratchDir dir;
+  for (const char* file : {"silero_vad_16k.f32.safetensors", "stories260K.rtn-int4.safetensors"}) {
+    Planned p = open_encoded(file, dir);
+    ASSERT_TRUE(p.reader);
+    const wcodec::Reader& rd = *p.reader;
+    std::vector<size_t> all(rd.num_chunks());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    g_arena_allocs = 0;
+    {
+      DevicePlan plan(&kCounting);
+      ASSERT_TRUE(wcodec::plan_chunks(rd, all, &plan).ok());
+      EXPECT_EQ(g_arena_allocs.load(), 1) << file << ": the arena grew after its reservation";
+      EXPECT_LE(plan.arena.size(), plan.arena.capacity());
+      // Built again (a subset, then all): the same memory.
+      std::vector<size_t> half(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(all.size() / 2));
+      ASSERT_TRUE(wcodec::plan_chunks(rd, half, &plan).ok());
+      ASSERT_TRUE(wcodec::plan_chunks(rd, all, &plan).ok());
+      EXPECT_EQ(g_arena_allocs.load(), 1) << file;
+      std::vector<uint8_t> out;
+      const auto results = run_on_host(plan, &out);
+      for (size_t k = 0; k < plan.chunks.size(); ++k) {
+        const auto& e = rd.chunk(plan.chunk_index[k]);
+        ASSERT_EQ(results[k], wcodec::kPlanOk) << file << " " << rd.describe_chunk(plan.chunk_index[k]);
+        ASSERT_EQ(0, std::memcmp(out.data() + plan.chunks[k].out, p.original.data() + e.decoded_offset,
+                                 e.decoded_size));
+      }
+    }
+    EXPECT_EQ(g_arena_live.load(), 0) << "the arena went back to its memory";
+  }
+}
+
 TEST(DevicePlan, AppendedPlansOfSeveralFilesDecodeAsOne) {
   wctest::ScratchDir dir;
   const char* files[] = {"stories260K.rtn-int8.safetensors", "stories260K.bf16.safetensors",

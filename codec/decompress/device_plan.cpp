@@ -5,9 +5,11 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "reader_i.h"
@@ -16,14 +18,18 @@
 namespace wcodec {
 
 Status plan_chunks(const Reader& rd, const std::vector<size_t>& gis, DevicePlan* plan) {
-  *plan = DevicePlan{};
-  std::vector<uint8_t>& A = plan->arena;
-  // Appends n bytes (16-byte aligned start, 8 zero bytes after: decoders may
-  // load a little past a section, as they may in the file's payloads).
-  auto put = [&](const void* p, size_t n) -> uint64_t {
+  plan->clear();  // keeps the arena's memory (page-locked arenas are costly to allocate)
+  PlanArena& A = plan->arena;
+  // Reserves n bytes (16-byte aligned start, 8 zero bytes after: decoders
+  // may load a little past a section, as they may in the file's payloads).
+  auto reserve = [&](size_t n) -> uint64_t {
     A.resize((A.size() + 15) & ~size_t{15}, 0);
     const uint64_t off = A.size();
     A.resize(off + n + 8, 0);
+    return off;
+  };
+  auto put = [&](const void* p, size_t n) -> uint64_t {
+    const uint64_t off = reserve(n);
     if (n) std::memcpy(A.data() + off, p, n);
     return off;
   };
@@ -40,39 +46,67 @@ Status plan_chunks(const Reader& rd, const std::vector<size_t>& gis, DevicePlan*
     }
     return put(entries.data(), entries.size() * sizeof(PlanTable));
   };
+  // The arena's size, reserved up front so that it is allocated once.
+  {
+    constexpr uint64_t kPad = 16 + 8;
+    uint64_t bytes = 0;
+    std::map<uint32_t, bool> seen;
+    for (const size_t gi : gis) {
+      if (gi >= rd.num_chunks()) break;
+      const ChunkEntry& e = rd.chunk(gi);
+      bytes += std::max<uint64_t>(e.stored_size, e.decoded_size) + kPad;
+      const uint32_t ti = ReaderAccess::chunk_tensor(rd, gi);
+      const auto& t = ReaderAccess::tensor(rd, ti);
+      if (static_cast<ChunkMethod>(e.method) != ChunkMethod::kModel || t.split || !t.model || !seen.emplace(ti, true).second)
+        continue;
+      const TensorModel& m = *t.model;
+      const uint64_t tables = m.t0.size() + m.t1.size();
+      bytes += tables * ((uint64_t{1} << kMaxProbBits) + 256 * 4 + 2 * kPad) + 2 * (tables * sizeof(PlanTable) + kPad);
+      bytes += m.rc.size() + m.cc.size() + sizeof m.luts + 3 * kPad;
+      if (m.ip.zgroup && t.aux >= 0) bytes += ReaderAccess::tensor(rd, static_cast<size_t>(t.aux)).info.nbytes() + kPad;
+    }
+    try {
+      A.reserve(bytes);
+    } catch (const std::bad_alloc&) {
+      return Status::IOError(rd.path() + ": no memory for a plan arena of " + std::to_string(bytes) + " bytes");
+    }
+  }
   std::map<uint32_t, uint32_t> model_of_tensor;
-  std::vector<uint8_t> payload, ready;
+  std::vector<uint8_t> payload;
   for (const size_t gi : gis) {
     if (gi >= rd.num_chunks()) return Status::OutOfRange(rd.path() + ": chunk index " + std::to_string(gi));
     const ChunkEntry& e = rd.chunk(gi);
     const uint32_t ti = ReaderAccess::chunk_tensor(rd, gi);
     const auto& t = ReaderAccess::tensor(rd, ti);
     const std::string what = rd.describe_chunk(gi);
-    payload.resize(e.stored_size);
-    WC_RETURN_IF_ERROR(ReaderAccess::pread_exact(rd, e.file_offset, e.stored_size, payload.data()));
     PlanChunk c;
     c.out_len = e.decoded_size;
     c.xxh3 = e.xxh3;
     c.out = plan->out_bytes;
     plan->out_bytes += (uint64_t{e.decoded_size} + 15) & ~uint64_t{15};
     switch (static_cast<ChunkMethod>(e.method)) {
-      case ChunkMethod::kRaw:
-        if (payload.size() != e.decoded_size)
-          return Status::Corruption(what + ": raw chunk size " + std::to_string(payload.size()) +
+      case ChunkMethod::kRaw: {
+        if (e.stored_size != e.decoded_size)
+          return Status::Corruption(what + ": raw chunk size " + std::to_string(e.stored_size) +
                                     " != decoded size " + std::to_string(e.decoded_size));
+        const uint64_t off = reserve(e.stored_size);  // read straight into the arena
+        WC_RETURN_IF_ERROR(ReaderAccess::pread_exact(rd, e.file_offset, e.stored_size, A.data() + off));
         c.kind = PlanKind::kReady;
-        c.raw = put(payload.data(), payload.size());
-        c.raw_len = payload.size();
+        c.raw = off;
+        c.raw_len = e.stored_size;
         break;
+      }
       case ChunkMethod::kZstd: {
-        ready.resize(e.decoded_size);
-        const size_t r = ZSTD_decompress(ready.data(), ready.size(), payload.data(), payload.size());
+        payload.resize(e.stored_size);
+        WC_RETURN_IF_ERROR(ReaderAccess::pread_exact(rd, e.file_offset, e.stored_size, payload.data()));
+        const uint64_t off = reserve(e.decoded_size);
+        const size_t r = ZSTD_decompress(A.data() + off, e.decoded_size, payload.data(), payload.size());
         if (ZSTD_isError(r) || r != e.decoded_size)
           return Status::Corruption(what + ": zstd chunk does not decode to " + std::to_string(e.decoded_size) +
                                     " bytes");
         c.kind = PlanKind::kReady;
-        c.raw = put(ready.data(), ready.size());
-        c.raw_len = ready.size();
+        c.raw = off;
+        c.raw_len = e.decoded_size;
         break;
       }
       case ChunkMethod::kModel: {
@@ -80,18 +114,32 @@ Status plan_chunks(const Reader& rd, const std::vector<size_t>& gis, DevicePlan*
           // Split chunks (§6.1) are decoded here by the CPU decoder and
           // travel as ready bytes: the device decoders know one model per
           // chunk.
-          ready.resize(e.decoded_size);
-          WC_RETURN_IF_ERROR(rd.decode_chunk(gi, ready.data()));
+          const uint64_t off = reserve(e.decoded_size);
+          WC_RETURN_IF_ERROR(rd.decode_chunk(gi, A.data() + off));
           c.kind = PlanKind::kReady;
-          c.raw = put(ready.data(), ready.size());
-          c.raw_len = ready.size();
+          c.raw = off;
+          c.raw_len = e.decoded_size;
           break;
         }
         if (!t.has_model || !t.model) return Status::Corruption(what + ": model-coded chunk in a tensor without a model");
         const TensorModel& m = *t.model;
+        // The payload straight into the arena; its parts as arena offsets
+        // (before anything else is put: the arena may move).
+        const uint64_t base = reserve(e.stored_size);
+        const uint8_t* pay = A.data() + base;
+        WC_RETURN_IF_ERROR(ReaderAccess::pread_exact(rd, e.file_offset, e.stored_size, A.data() + base));
         ModelPayload mp;
-        WC_RETURN_IF_ERROR(parse_model_payload(t.geom, m, ReaderAccess::chunk_local(rd, gi), payload.data(), payload.size(),
+        WC_RETURN_IF_ERROR(parse_model_payload(t.geom, m, ReaderAccess::chunk_local(rd, gi), pay, e.stored_size,
                                                e.decoded_size, what, &mp));
+        auto at = [&](const uint8_t* p) { return base + static_cast<uint64_t>(p - pay); };
+        c.kind = PlanKind::kModel;
+        c.cv = mp.cv;
+        c.map = mp.map ? at(mp.map) : kPlanNone;
+        c.rans = at(mp.rans);
+        c.rans_len = mp.rans_len;
+        c.raw = at(mp.raw);
+        c.raw_len = mp.raw_len;
+        c.tail = mp.tail ? 1 : 0;
         auto found = model_of_tensor.find(ti);
         if (found == model_of_tensor.end()) {
           PlanModel pm;
@@ -121,17 +169,7 @@ Status plan_chunks(const Reader& rd, const std::vector<size_t>& gis, DevicePlan*
           found = model_of_tensor.emplace(ti, static_cast<uint32_t>(plan->models.size())).first;
           plan->models.push_back(pm);
         }
-        const uint64_t base = put(payload.data(), payload.size());
-        auto at = [&](const uint8_t* p) { return base + static_cast<uint64_t>(p - payload.data()); };
-        c.kind = PlanKind::kModel;
         c.model = found->second;
-        c.cv = mp.cv;
-        c.map = mp.map ? at(mp.map) : kPlanNone;
-        c.rans = at(mp.rans);
-        c.rans_len = mp.rans_len;
-        c.raw = at(mp.raw);
-        c.raw_len = mp.raw_len;
-        c.tail = mp.tail ? 1 : 0;
         c.scratch = plan->scratch_bytes;
         plan->scratch_bytes += plan_scratch_bytes(m.kind, uint64_t{mp.cv.h} * mp.cv.w);
         break;

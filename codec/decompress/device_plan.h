@@ -21,6 +21,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "chunk_decode.h"
@@ -63,13 +67,57 @@ struct PlanChunk {
   uint32_t tail = 0;         // kModel float: the raw tail is in the lane states
 };
 
+// Where plan arenas live: the heap by default; a GPU decoder may supply
+// page-locked memory (gpu::pinned_arena_memory()), which it uploads from
+// directly instead of staging a copy.
+struct ArenaMemory {
+  void* (*alloc)(size_t bytes);  // nullptr when it cannot
+  void (*release)(void* p);
+};
+template <class T>
+struct ArenaAllocator {
+  using value_type = T;
+  using propagate_on_container_copy_assignment = std::true_type;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+  const ArenaMemory* mem = nullptr;  // nullptr: the heap
+  ArenaAllocator() = default;
+  explicit ArenaAllocator(const ArenaMemory* m) : mem(m) {}
+  template <class U>
+  ArenaAllocator(const ArenaAllocator<U>& o) : mem(o.mem) {}  // NOLINT: allocator rebinding
+  T* allocate(size_t n) {
+    if (!mem) return std::allocator<T>().allocate(n);
+    void* p = mem->alloc(n * sizeof(T));
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t n) {
+    if (!mem) std::allocator<T>().deallocate(p, n);
+    else mem->release(p);
+  }
+  friend bool operator==(const ArenaAllocator& a, const ArenaAllocator& b) { return a.mem == b.mem; }
+  friend bool operator!=(const ArenaAllocator& a, const ArenaAllocator& b) { return a.mem != b.mem; }
+};
+using PlanArena = std::vector<uint8_t, ArenaAllocator<uint8_t>>;
+
 struct DevicePlan {
-  std::vector<uint8_t> arena;
+  PlanArena arena;
   std::vector<PlanModel> models;
   std::vector<PlanChunk> chunks;
   std::vector<size_t> chunk_index;  // the Reader's global index of each chunk
   uint64_t out_bytes = 0;
   uint64_t scratch_bytes = 0;
+  DevicePlan() = default;
+  // An empty plan whose arena comes from `mem`.
+  explicit DevicePlan(const ArenaMemory* mem) : arena(ArenaAllocator<uint8_t>(mem)) {}
+  // Empties the plan, keeping its arena's memory and capacity.
+  void clear() {
+    arena.clear();
+    models.clear();
+    chunks.clear();
+    chunk_index.clear();
+    out_bytes = scratch_bytes = 0;
+  }
 };
 
 // Lays out chunks `global_indices` of `rd` for a decoder that runs them in
@@ -134,25 +182,16 @@ inline void append_plan(DevicePlan& dst, const DevicePlan& src) {
   dst.scratch_bytes += src.scratch_bytes;
 }
 
-// Turns the plan's offsets into pointers for an arena at `base` (the
-// address the decoder will read it at): rewrites the PlanTable entries in
-// `bytes` (plan.arena itself, or a copy of it: the bytes that will be at
-// base) and fills `views` (one per model) with pointer-complete ModelViews.
-inline void relocate_into(const DevicePlan& plan, uint8_t* bytes, const uint8_t* base, std::vector<ModelView>* views) {
+// The model views for an arena at `base` (the address the decoder will
+// read it at): pointer-complete ModelViews whose table arrays point at the
+// PlanTable entries there, which must hold pointers by the time they are
+// read (relocate_tables on the host, or the GPU decoder's relocation
+// kernel over plan_table_lists).
+inline void plan_views(const DevicePlan& plan, const uint8_t* base, std::vector<ModelView>* views) {
   views->clear();
   for (const PlanModel& pm : plan.models) {
     ModelView v = pm.mv;
     auto at = [&](uint64_t off) -> const uint8_t* { return off == kPlanNone ? nullptr : base + off; };
-    auto fix = [&](uint64_t off, uint32_t n) {
-      for (uint32_t i = 0; i < n; ++i) {
-        PlanTable t;
-        std::memcpy(&t, plan.arena.data() + off + i * sizeof(PlanTable), sizeof t);
-        const DecTable d{base + t.sym, reinterpret_cast<const uint32_t*>(base + t.fs)};
-        std::memcpy(bytes + off + i * sizeof(DecTable), &d, sizeof d);
-      }
-    };
-    if (pm.t0 != kPlanNone) fix(pm.t0, v.n0);
-    if (pm.t1 != kPlanNone) fix(pm.t1, v.n1);
     v.t0 = reinterpret_cast<const DecTable*>(at(pm.t0));
     v.t1 = reinterpret_cast<const DecTable*>(at(pm.t1));
     v.rc = at(pm.rc);
@@ -166,6 +205,40 @@ inline void relocate_into(const DevicePlan& plan, uint8_t* bytes, const uint8_t*
     v.rc_pad = v.cc_pad = nullptr;
     views->push_back(v);
   }
+}
+
+// The arrays of PlanTable entries in the arena: (arena offset, count) pairs.
+inline std::vector<std::pair<uint64_t, uint64_t>> plan_table_lists(const DevicePlan& plan) {
+  std::vector<std::pair<uint64_t, uint64_t>> lists;
+  for (const PlanModel& pm : plan.models) {
+    if (pm.t0 != kPlanNone && pm.mv.n0) lists.emplace_back(pm.t0, pm.mv.n0);
+    if (pm.t1 != kPlanNone && pm.mv.n1) lists.emplace_back(pm.t1, pm.mv.n1);
+  }
+  return lists;
+}
+
+// One PlanTable entry (offsets) as the DecTable of an arena at base.
+WC_HD inline DecTable relocated_table(const PlanTable& t, const uint8_t* base) {
+  return DecTable{base + t.sym, reinterpret_cast<const uint32_t*>(base + t.fs)};
+}
+
+// Rewrites the PlanTable entries in `bytes` (plan.arena itself, or a copy
+// of it: the bytes that will be at base) as DecTables for an arena at base.
+inline void relocate_tables(const DevicePlan& plan, uint8_t* bytes, const uint8_t* base) {
+  for (const auto& [off, n] : plan_table_lists(plan))
+    for (uint64_t i = 0; i < n; ++i) {
+      PlanTable t;
+      std::memcpy(&t, plan.arena.data() + off + i * sizeof(PlanTable), sizeof t);
+      const DecTable d = relocated_table(t, base);
+      std::memcpy(bytes + off + i * sizeof(DecTable), &d, sizeof d);
+    }
+}
+
+// Turns the plan's offsets into pointers for an arena at `base`: rewrites
+// the table entries in `bytes` and fills `views` (one per model).
+inline void relocate_into(const DevicePlan& plan, uint8_t* bytes, const uint8_t* base, std::vector<ModelView>* views) {
+  relocate_tables(plan, bytes, base);
+  plan_views(plan, base, views);
 }
 
 // In place: plan.arena itself will be at base (afterwards the plan holds

@@ -33,6 +33,7 @@
 
 namespace wcodec {
 struct DevicePlan;
+struct ArenaMemory;
 }
 
 namespace wcodec::gpu {
@@ -45,6 +46,12 @@ struct DeviceInfo {
 };
 // Looks for a CUDA device (never fails; says why when there is none).
 DeviceInfo probe();
+
+// Page-locked host memory for plan arenas (DevicePlan(pinned_arena_memory())):
+// the decoder uploads such an arena from the plan itself, without a staging
+// copy on the host. Allocating it is slow (cudaMallocHost), so keep such
+// plans and reuse them (plan_chunks keeps a plan's arena memory).
+const ArenaMemory* pinned_arena_memory();
 
 // Seconds spent per phase of a run (host clock for host work, CUDA events
 // for the device).
@@ -103,11 +110,13 @@ class GpuDecoder {
   // returns when they are written (and checked).
   Status run_to_device_ptr(DevicePlan& plan, void* dst, std::vector<int>* results, Timing* t = nullptr);
 
-  // Pipelined decoding into device memory. submit() stages `plan` (the
-  // caller's plan is not changed and may be reused as soon as submit
-  // returns), queues its upload and decode into out + dst_offset + chunk.out
-  // and returns the batch's id (0, 1, 2, ... in submission order) without
-  // waiting. At most two batches are in flight: a third submit() first waits
+  // Pipelined decoding into device memory. submit() queues the upload of
+  // `plan` and its decode into out + dst_offset + chunk.out and returns the
+  // batch's id (0, 1, 2, ... in submission order) without waiting. A plan
+  // whose arena is page-locked (pinned_arena_memory()) is uploaded from its
+  // own memory and must stay unchanged until its batch completes (on_done);
+  // any other plan is staged (copied) first and may be reused as soon as
+  // submit returns. At most two batches are in flight: a third submit() first waits
   // for the oldest. Every completed batch's per-chunk results go to on_done
   // (in submission order); drain() completes all batches in flight. An
   // error from on_done is returned by the call that ran it. run_to_host and
