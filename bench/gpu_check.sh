@@ -34,11 +34,13 @@ SYN_GB=8
 [[ -n "${GPU_CHECK_QUICK:-}" ]] && SYN_GB=2
 echo "== every file, then all files repeated into a synthetic batch (t=${SECONDS}s)"
 timeout 200 "$B"/wcodec bench --device cuda -j "$(nproc)" "$W"/*.wcodec --synthetic-gb "$SYN_GB"
-echo "== float files: the direct float decoder against the grid one (WCODEC_GPU_FLOAT=grid), 2 GB each (t=${SECONDS}s)"
-for f in isnet-medium.f16.head stories260K.bf16 silero_vad_16k.f32; do
-  for how in direct grid; do
-    echo "$f ($how):"
-    WCODEC_GPU_FLOAT=$how timeout 60 "$B"/wcodec bench --device cuda -j "$(nproc)" "$W/$f.wcodec" --synthetic-gb 2 | grep "^synthetic (all"
+echo "== decoders side by side (WCODEC_GPU_PATHS: 7 all, 5 direct float with slot tables, 0 grid decoders only), 2 GB each (t=${SECONDS}s)"
+for f in isnet-medium.f16.head stories260K.bf16 silero_vad_16k.f32 isnet-medium.rtn-int8.head isnet-medium.rtn-int4.head \
+         isnet-medium.rtn-ternary stories260K.rtn-ternary; do
+  case $f in *rtn*) variants="7 0" ;; *) variants="7 5 0" ;; esac
+  for v in $variants; do
+    echo "$f (paths $v):"
+    WCODEC_GPU_PATHS=$v timeout 60 "$B"/wcodec bench --device cuda -j "$(nproc)" "$W/$f.wcodec" --synthetic-gb 2 | grep "^synthetic (all"
   done
 done
 echo "== per kind of model: 4 GB synthetic batch (t=${SECONDS}s)"

@@ -50,7 +50,7 @@ constexpr uint32_t kWarpsPerBlock = 4;
 // within 5%) and of 24 (F16 20, INT8 13.6).
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, 24 / kWarpsPerBlock)
     run_plan_kernel(const PlanChunk* chunks, uint32_t n, const ModelView* views, const uint8_t* in, uint8_t* out,
-                    uint8_t* scratch, int* results, uint32_t* next, bool float_direct) {
+                    uint8_t* scratch, int* results, uint32_t* next, uint32_t paths) {
   __shared__ uint32_t group;
   WarpGroup g{threadIdx.x & 31u};
   for (;;) {
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 24 / kWarpsPerBlock)
     if (first >= n) return;  // the whole block leaves together
     if (i < n) {
       const PlanChunk c = chunks[i];
-      const int r = run_plan_chunk_g(g, c, views, in, out, scratch, c_secret, float_direct);
+      const int r = run_plan_chunk_g(g, c, views, in, out, scratch, c_secret, paths);
       if (g.lane == 0) results[i] = r;
     }
   }
@@ -241,9 +241,10 @@ struct GpuDecoder::Impl {
   int device = 0;
   std::string name;
   uint32_t resident_blocks = 1;  // blocks of the decode kernel the device holds at once
-  // Float chunks decoded straight into their elements (float_direct.h), or
-  // through the scratch grids (WCODEC_GPU_FLOAT=grid: benchmarks compare).
-  bool float_direct = true;
+  // The decoders run_plan_chunk_g may take (kPath* bits): all by default;
+  // WCODEC_GPU_PATHS=N (benchmarks) leaves some out, e.g. 0 for the grid
+  // decoders of every chunk.
+  uint32_t paths = kPathsAll;
 
   Slot slots[2];
   uint64_t next_batch = 0;
@@ -333,7 +334,7 @@ struct GpuDecoder::Impl {
       run_plan_kernel<<<std::min(groups, resident_blocks), 32 * kWarpsPerBlock, 0, s.stream>>>(
           s.chunks.as<const PlanChunk>(), s.n, s.views.as<const ModelView>(), s.in.as<const uint8_t>(), dst,
           s.scratch.as<uint8_t>(), s.res.as<int>(), reinterpret_cast<uint32_t*>(s.chunks.as<uint8_t>() + records),
-          float_direct);
+          paths);
       WGPU_CHECK(cudaGetLastError(), "launch the decode kernel");
     }
     WGPU_CHECK(cudaEventRecord(s.ev[2], s.stream), "event");
@@ -398,7 +399,7 @@ Result<std::unique_ptr<GpuDecoder>> GpuDecoder::create(int device) {
   std::unique_ptr<GpuDecoder> d(new GpuDecoder());
   d->impl_ = std::make_unique<Impl>();
   d->impl_->device = device;
-  if (const char* f = std::getenv("WCODEC_GPU_FLOAT")) d->impl_->float_direct = std::string(f) != "grid";
+  if (const char* f = std::getenv("WCODEC_GPU_PATHS")) d->impl_->paths = static_cast<uint32_t>(std::strtoul(f, nullptr, 0)) & kPathsAll;
   cudaDeviceProp prop{};
   WGPU_CHECK(cudaGetDeviceProperties(&prop, device), "device properties");
   d->impl_->name = prop.name;
@@ -412,7 +413,11 @@ Result<std::unique_ptr<GpuDecoder>> GpuDecoder::create(int device) {
 GpuDecoder::~GpuDecoder() = default;
 
 std::string GpuDecoder::describe() const {
-  return "cuda (" + impl_->name + (impl_->float_direct ? ")" : "; float chunks through the scratch grids)");
+  const uint32_t p = impl_->paths;
+  if (p == kPathsAll) return "cuda (" + impl_->name + ")";
+  return "cuda (" + impl_->name + "; decoders " + ((p & kPathFloatDirect) ? "float direct" : "float grid") +
+         ((p & kPathFloatDirect) ? ((p & kPathFloatSearch) ? " with searched symbols" : " with slot tables") : "") +
+         ((p & kPathIntDirect) ? ", int direct" : ", int grid") + ")";
 }
 
 namespace {

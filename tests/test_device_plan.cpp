@@ -72,7 +72,7 @@ struct EmulatedWarp : wcodec::HostGroup {
 // float_direct: float chunks through decode_float_direct_g where they fit
 // (else the grid decoder, decode_float_chunk_g).
 std::vector<int> run_on_host(DevicePlan& plan, std::vector<uint8_t>* out, bool emulate = false,
-                             bool float_direct = true) {
+                             uint32_t paths = wcodec::kPathsAll) {
   std::vector<wcodec::ModelView> views;
   wcodec::relocate(plan, plan.arena.data(), &views);
   out->assign(plan.out_bytes, 0xEE);
@@ -83,45 +83,54 @@ std::vector<int> run_on_host(DevicePlan& plan, std::vector<uint8_t>* out, bool e
     if (emulate) {
       EmulatedWarp g(seed++);
       results.push_back(wcodec::run_plan_chunk_g(g, c, views.data(), plan.arena.data(), out->data(), scratch.data(),
-                                                 wcodec::kXxh3Secret, float_direct));
+                                                 wcodec::kXxh3Secret, paths));
     } else {
       results.push_back(wcodec::run_plan_chunk(c, views.data(), plan.arena.data(), out->data(), scratch.data(),
-                                               wcodec::kXxh3Secret, float_direct));
+                                               wcodec::kXxh3Secret, paths));
     }
   }
   return results;
 }
 
-// Float chunks of the plan that decode_float_direct_g takes.
-size_t direct_float_chunks(const DevicePlan& plan) {
+// Chunks of the plan that decode_float_direct_g or decode_int_direct_g take.
+size_t direct_chunks(const DevicePlan& plan) {
   size_t n = 0;
   for (const auto& c : plan.chunks) {
-    if (c.kind != wcodec::PlanKind::kModel || plan.models[c.model].mv.kind != wcodec::ModelKind::kFloat) continue;
+    if (c.kind != wcodec::PlanKind::kModel) continue;
+    const wcodec::ModelView& mv = plan.models[c.model].mv;
+    const uint64_t cap = wcodec::plan_scratch_bytes(mv.kind, uint64_t{c.cv.h} * c.cv.w);
     uint32_t ring_w = 0;
-    n += wcodec::float_direct_fits(plan.models[c.model].mv.fp, c.cv, c.tail != 0,
-                                   wcodec::plan_scratch_bytes(wcodec::ModelKind::kFloat, uint64_t{c.cv.h} * c.cv.w),
-                                   &ring_w);
+    if (mv.kind == wcodec::ModelKind::kFloat) n += wcodec::float_direct_fits(mv.fp, c.cv, c.tail != 0, cap, &ring_w);
+    if (mv.kind == wcodec::ModelKind::kInt) n += wcodec::int_direct_fits(mv, c.cv, c.map != wcodec::kPlanNone, cap, &ring_w);
   }
   return n;
 }
 
-// Plans every chunk of `rd`, runs it three ways (host group; warp
-// emulation; warp emulation with float chunks through the grid decoder),
-// compares with `original`. Returns the float chunks the direct decoder took.
+// Plans every chunk of `rd`, runs it four ways (host group and warp
+// emulation with every decoder; warp emulation with the direct float
+// decoder on its slot tables; warp emulation with the grid decoders only),
+// compares with `original`. Returns the float and int chunks the direct
+// decoders took.
 size_t expect_plan_equals_file(const wcodec::Reader& rd, const std::vector<uint8_t>& original, const std::string& what) {
   std::vector<size_t> all(rd.num_chunks());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   size_t direct = 0;
-  for (int mode = 0; mode < 3; ++mode) {
-    const bool emulate = mode > 0, float_direct = mode < 2;
-    const char* how = mode == 0 ? " " : mode == 1 ? " (warp emulation) " : " (warp emulation, float grid decoder) ";
+  for (int mode = 0; mode < 4; ++mode) {
+    const bool emulate = mode > 0;
+    const uint32_t paths = mode < 2    ? wcodec::kPathsAll
+                           : mode == 2 ? wcodec::kPathFloatDirect | wcodec::kPathIntDirect
+                                       : 0u;
+    const char* how = mode == 0   ? " "
+                      : mode == 1 ? " (warp emulation) "
+                      : mode == 2 ? " (warp emulation, direct float decoder with slot tables) "
+                                  : " (warp emulation, grid decoders) ";
     DevicePlan plan;
     EXPECT_TRUE(wcodec::plan_chunks(rd, all, &plan).ok()) << what;
     EXPECT_EQ(plan.chunks.size(), all.size());
     if (plan.chunks.size() != all.size()) return direct;
-    direct = direct_float_chunks(plan);
+    direct = direct_chunks(plan);
     std::vector<uint8_t> out;
-    const auto results = run_on_host(plan, &out, emulate, float_direct);
+    const auto results = run_on_host(plan, &out, emulate, paths);
     for (size_t k = 0; k < plan.chunks.size(); ++k) {
       const auto& e = rd.chunk(plan.chunk_index[k]);
       EXPECT_EQ(results[k], wcodec::kPlanOk) << what << how << rd.describe_chunk(plan.chunk_index[k]);
@@ -153,9 +162,10 @@ TEST_P(DevicePlanFile, HostRunOfThePlanEqualsTheReader) {
   EXPECT_GT(model_bytes, total / 5) << "the weight matrices of a real model are model-coded";
   const size_t direct = expect_plan_equals_file(rd, p.original, GetParam());
   const std::string name = GetParam();
-  if (name.find(".bf16.") != std::string::npos || name.find(".f32.") != std::string::npos) {
-    EXPECT_GT(direct, 0u) << "float chunks take the direct decoder";
-  }
+  EXPECT_GT(direct, 0u) << "float and int chunks take the direct decoders";
+  size_t model_chunks = 0;
+  for (const auto& c : plan.chunks) model_chunks += c.kind == wcodec::PlanKind::kModel;
+  std::printf("%s: %zu of %zu model-coded chunks take the direct decoders\n", GetParam(), direct, model_chunks);
 }
 
 INSTANTIATE_TEST_SUITE_P(RealFiles, DevicePlanFile,

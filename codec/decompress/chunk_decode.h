@@ -343,14 +343,29 @@ WC_HD inline bool decode_kern_rows_g(G& g, const ModelView& m, const ChunkView& 
   return !g.any([&](uint32_t l) { return err[l] || x[l] != kRansL; });
 }
 
-// Entropy-decodes the residual grid res (h*w int32) of an int chunk with
-// lane group g (lane_group.h).
-template <class G>
-WC_HD inline bool decode_int_residuals_g(G& g, const ModelView& m, const ChunkView& cv, const uint8_t* rans,
-                                         uint32_t rans_len, int32_t* res) {
+// Where decode_int_values_g keeps the values it decodes and finds the
+// neighbours it reads: the residual grid (h*w int32, raster order).
+// Another keeper (int_direct.h: a lane-interleaved ring, values packed into
+// the output as they become final) provides the same four calls.
+struct IntGridCells {
+  int32_t* res;
+  uint32_t w;
+  // The value above (r - 1, c) and the value `off` columns left (r, c - off)
+  // of lane l's cursor k (both inside its rectangle).
+  WC_HD int32_t top(uint32_t, const LaneCursor& k) const { return res[(k.r - 1) * w + k.c]; }
+  WC_HD int32_t left(uint32_t, const LaneCursor& k, uint32_t off) const { return res[k.r * w + k.c - off]; }
+  // Lane l's value at k (an escape's value replaces its token's).
+  WC_HD void put(uint32_t, const LaneCursor& k, int32_t v) { res[k.r * w + k.c] = v; }
+  // Lane l's value at k is final (after its escape bits).
+  WC_HD void done(uint32_t, const LaneCursor&, int32_t) {}
+};
+
+// Entropy-decodes the values of an int chunk (nbr_mode 0-3) with lane group
+// g (lane_group.h) into `cells` (IntGridCells or another keeper).
+template <class G, class Cells>
+WC_HD inline bool decode_int_values_g(G& g, const ModelView& m, const ChunkView& cv, const uint8_t* rans,
+                                      uint32_t rans_len, Cells& cells) {
   const IntParams& p = m.ip;
-  if (p.nbr_mode == 4) return decode_kern_rows_g(g, m, cv, rans, rans_len, res);
-  const uint32_t w = cv.w;
   typename G::template Lanes<uint32_t> x, err, tok, extra, rowpart;
   typename G::template Lanes<int32_t> h1, h2, h3;  // lane-local left neighbours (1, 2, 3 back)
   typename G::template Lanes<uint32_t> phase;       // nbr_modes 2, 3: (col0 + c) % period
@@ -378,20 +393,19 @@ WC_HD inline bool decode_int_residuals_g(G& g, const ModelView& m, const ChunkVi
       const uint32_t r = cur[l].r, c = cur[l].c;
       const uint32_t sc = L.scale[rowpart[l] + (ccol ? ccol[c] : 0u)];
       const bool ht = r > cur[l].rect.r0;
-      const int32_t top = ht ? res[(r - 1) * w + c] : 0;
-      const int32_t* row = res + static_cast<uint64_t>(r) * w;
+      const int32_t top = ht ? cells.top(l, cur[l]) : 0;
       // Neighbours up to 3 back are the lane's registers (0 before the
       // rectangle's first column, as row[] would be absent).
       const int32_t la = oa == 0 ? 0
                          : oa <= 3 ? (oa == 1 ? h1[l] : oa == 2 ? h2[l] : h3[l])
-                                   : (c >= cur[l].rect.c0 + oa ? row[c - oa] : 0);
-      const int32_t lb = ob && c >= cur[l].rect.c0 + ob ? row[c - ob] : 0;
+                                   : (c >= cur[l].rect.c0 + oa ? cells.left(l, cur[l], oa) : 0);
+      const int32_t lb = ob && c >= cur[l].rect.c0 + ob ? cells.left(l, cur[l], ob) : 0;
       uint32_t ctx = int_ctx_vals(p, L, h1[l], h2[l], la, lb, top, c > cur[l].rect.c0, ht, sc, phase[l]);
       err[l] |= ctx >= m.n0;
       ctx = ctx < m.n0 ? ctx : 0;
       const uint32_t tk = rans_decode_sym(x[l], m.t0[ctx]);
       const int32_t v = tile::zz_decode(static_cast<int32_t>(tk));
-      res[r * w + c] = v;
+      cells.put(l, cur[l], v);
       h3[l] = h2[l];
       h2[l] = h1[l];
       h1[l] = v;
@@ -420,11 +434,13 @@ WC_HD inline bool decode_int_residuals_g(G& g, const ModelView& m, const ChunkVi
         const uint32_t nb = tok[l] - p.esc;
         err[l] |= nb > kEscClasses - 1;
         const uint32_t d = nb == 0 || nb > kEscClasses - 1 ? 0u : ((1u << (nb - 1)) | extra[l]);
-        res[cur[l].r * w + cur[l].c] = h1[l] = tile::zz_decode(static_cast<int32_t>(p.esc + d));
+        h1[l] = tile::zz_decode(static_cast<int32_t>(p.esc + d));
+        cells.put(l, cur[l], h1[l]);
       });
     }
     g.each([&](uint32_t l) {
       if (!active(l)) return;
+      cells.done(l, cur[l], h1[l]);
       phase[l] = phase[l] + 1 == period ? 0u : phase[l] + 1;
       if (++cur[l].c == cur[l].rect.c0 + cur[l].rect.w) {
         cur[l].c = cur[l].rect.c0;
@@ -437,6 +453,16 @@ WC_HD inline bool decode_int_residuals_g(G& g, const ModelView& m, const ChunkVi
   }
   if (ws.bad || ws.pos != ws.n) return false;
   return !g.any([&](uint32_t l) { return err[l] || x[l] != kRansL; });
+}
+
+// Entropy-decodes the residual grid res (h*w int32) of an int chunk with
+// lane group g (lane_group.h).
+template <class G>
+WC_HD inline bool decode_int_residuals_g(G& g, const ModelView& m, const ChunkView& cv, const uint8_t* rans,
+                                         uint32_t rans_len, int32_t* res) {
+  if (m.ip.nbr_mode == 4) return decode_kern_rows_g(g, m, cv, rans, rans_len, res);
+  IntGridCells cells{res, cv.w};
+  return decode_int_values_g(g, m, cv, rans, rans_len, cells);
 }
 
 WC_HD inline bool decode_int_residuals(const ModelView& m, const ChunkView& cv, const uint8_t* rans,
@@ -539,6 +565,40 @@ WC_HD inline bool int_pack_row(const ModelView& m, const ChunkView& cv, uint32_t
   return true;
 }
 
+// Output byte ob of a chunk (its codes_per_byte values from res: the
+// chunk's output is its rows packed back to back). As int_pack_row does for
+// the bytes of a row; returns false for a value out of range.
+WC_HD inline bool int_pack_byte(const ModelView& m, const ChunkView& cv, uint64_t ob, const int32_t* res,
+                                uint8_t* out) {
+  const IntParams& p = m.ip;
+  const uint32_t cpb = int_codes_per_byte(p.sub), bits = 8 / cpb;
+  const uint64_t i = ob * cpb;
+  const int32_t* v = res + i;
+  if (p.sub == kIntI8) {
+    out[ob] = static_cast<uint8_t>(v[0]);
+    return static_cast<uint32_t>(v[0] + 128) <= 255u;
+  }
+  if (p.sub == kIntTernary) {
+    uint32_t byte = 0, bad = 0;
+    for (uint32_t k = 0; k < 4; ++k) {
+      const uint32_t u = static_cast<uint32_t>(v[k] + 1);
+      bad |= u > 3u;
+      byte |= ((0xD2u >> (2 * (u & 3u))) & 3u) << (2 * k);
+    }
+    out[ob] = static_cast<uint8_t>(byte);
+    return !bad;
+  }
+  const uint32_t r = static_cast<uint32_t>(i / cv.w), c = static_cast<uint32_t>(i % cv.w);
+  uint32_t byte = 0;
+  for (uint32_t k = 0; k < cpb; ++k) {
+    uint32_t code;
+    if (!int_value_to_code(p.sub, v[k], int_center(m, cv.row0 + r, cv.col0 + c + k), &code)) return false;
+    byte |= code << (k * bits);
+  }
+  out[ob] = static_cast<uint8_t>(byte);
+  return true;
+}
+
 // Reconstructs tiles (when a tile map is present) and packs the codes of
 // the residual grid res into out.
 WC_HD inline bool int_finish_chunk(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, uint8_t* out,
@@ -557,7 +617,8 @@ WC_HD inline bool int_finish_chunk(const ModelView& m, const ChunkView& cv, cons
 
 // int_finish_chunk with lane group g: tiles by anti-diagonals (a tile's
 // predictors read only tiles of earlier diagonals), the tiles of one
-// diagonal spread over the lanes; then rows packed lane by lane.
+// diagonal spread over the lanes; then output bytes packed by the lanes in
+// turn.
 template <class G>
 WC_HD inline bool int_finish_chunk_g(G& g, const ModelView& m, const ChunkView& cv, const uint8_t* tile_map,
                                      uint8_t* out, int32_t* res) {
@@ -576,8 +637,11 @@ WC_HD inline bool int_finish_chunk_g(G& g, const ModelView& m, const ChunkView& 
       g.sync();
     }
   }
+  // Output bytes by lanes (lane l: bytes l, l + 32, ...): a warp's reads of
+  // res and writes of out are consecutive.
+  const uint64_t nb = uint64_t{cv.h} * cv.w / int_codes_per_byte(m.ip.sub);
   g.each([&](uint32_t l) {
-    for (uint32_t r = l; r < cv.h; r += kLanes) err[l] |= !int_pack_row(m, cv, r, res, out);
+    for (uint64_t ob = l; ob < nb; ob += kLanes) err[l] |= !int_pack_byte(m, cv, ob, res, out);
   });
   return !g.any([&](uint32_t l) { return err[l] != 0; });
 }

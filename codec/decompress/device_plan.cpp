@@ -41,7 +41,18 @@ Status plan_chunks(const Reader& rd, const std::vector<size_t>& gis, DevicePlan*
     for (uint32_t i = 0; i < n; ++i) {
       PlanTable e;
       e.sym = put(ts[i].sym, size_t{1} << kMaxProbBits);
-      e.fs = put(ts[i].fs, 256 * 4);
+      // Starts made non-decreasing over all 256 entries (a symbol the table
+      // does not code gets the running total), so that a decoder may find
+      // a slot's symbol by binary search (float_direct.h); the slot table
+      // never maps to such a symbol.
+      uint32_t fs[256], total = 0;
+      for (uint32_t k = 0; k < 256; ++k) {
+        const uint32_t f = ts[i].fs[k] & 0xFFFFu;
+        const uint32_t st = f ? ts[i].fs[k] >> 16 : total;
+        total = f ? st + f : total;
+        fs[k] = f | st << 16;
+      }
+      e.fs = put(fs, sizeof fs);
       entries.push_back(e);
     }
     return put(entries.data(), entries.size() * sizeof(PlanTable));

@@ -29,6 +29,7 @@
 
 #include "chunk_decode.h"
 #include "float_direct.h"
+#include "int_direct.h"
 #include "wcodec/reader.h"
 #include "xxh3_hd.h"
 
@@ -249,16 +250,22 @@ inline void relocate(DevicePlan& plan, const uint8_t* base, std::vector<ModelVie
 
 // Results of run_plan_chunk.
 inline constexpr int kPlanOk = 1, kPlanMalformed = 0, kPlanChecksum = 2;
+// Which decoders run_plan_chunk may use (bits; benchmarks compare them).
+inline constexpr uint32_t kPathFloatDirect = 1, kPathFloatSearch = 2, kPathIntDirect = 4, kPathsAll = 7;
 
 // Decodes chunk `c` (relocated plan at `in`) into out_base + c.out with
 // lane group g (lane_group.h: the host group here and in tests, one warp in
 // the CUDA kernel) and checks its checksum against c.xxh3. Every lane gets
-// the result. Float chunks take decode_float_direct_g (float_direct.h) when
-// they fit it and float_direct is set, else decode_float_chunk_g.
+// the result. `paths` (kPath* bits; benchmarks compare them) picks the
+// decoders: float chunks take decode_float_direct_g (float_direct.h) with
+// kPathFloatDirect when they fit it (symbols found by binary search with
+// kPathFloatSearch, else from the slot tables), else decode_float_chunk_g;
+// int chunks take decode_int_direct_g (int_direct.h) with kPathIntDirect
+// when they fit it, else decode_int_residuals_g + int_finish_chunk_g.
 template <class G>
 WC_HD inline int run_plan_chunk_g(G& g, const PlanChunk& c, const ModelView* views, const uint8_t* in,
                                   uint8_t* out_base, uint8_t* scratch_base, const uint8_t* secret,
-                                  bool float_direct = true) {
+                                  uint32_t paths = kPathsAll) {
   uint8_t* out = out_base + c.out;
   bool ok = true;
   if (c.kind == PlanKind::kReady) {
@@ -272,6 +279,12 @@ WC_HD inline int run_plan_chunk_g(G& g, const PlanChunk& c, const ModelView* vie
     const uint8_t* map = c.map == kPlanNone ? nullptr : in + c.map;
     switch (m.kind) {
       case ModelKind::kInt: {
+        uint32_t ring_w = 0;
+        if ((paths & kPathIntDirect) &&
+            int_direct_fits(m, c.cv, map != nullptr, plan_scratch_bytes(ModelKind::kInt, n), &ring_w)) {
+          ok = c.raw_len == 0 && decode_int_direct_g(g, m, c.cv, in + c.rans, c.rans_len, out, s);
+          break;
+        }
         int32_t* res = reinterpret_cast<int32_t*>(s);
         ok = c.raw_len == 0 && decode_int_residuals_g(g, m, c.cv, in + c.rans, c.rans_len, res);
         if (ok) {
@@ -282,9 +295,9 @@ WC_HD inline int run_plan_chunk_g(G& g, const PlanChunk& c, const ModelView* vie
       }
       case ModelKind::kFloat: {
         uint32_t ring_w = 0;
-        if (float_direct && float_direct_fits(m.fp, c.cv, c.tail != 0, plan_scratch_bytes(ModelKind::kFloat, n), &ring_w)) {
+        if ((paths & kPathFloatDirect) && float_direct_fits(m.fp, c.cv, c.tail != 0, plan_scratch_bytes(ModelKind::kFloat, n), &ring_w)) {
           ok = decode_float_direct_g(g, m, c.cv, in + c.rans, c.rans_len, in + c.raw, c.raw_len, out, c.tail != 0, s,
-                                     ring_w);
+                                     ring_w, (paths & kPathFloatSearch) != 0);
           break;
         }
         uint16_t* e = reinterpret_cast<uint16_t*>(s);
@@ -305,9 +318,9 @@ WC_HD inline int run_plan_chunk_g(G& g, const PlanChunk& c, const ModelView* vie
 }
 
 WC_HD inline int run_plan_chunk(const PlanChunk& c, const ModelView* views, const uint8_t* in, uint8_t* out_base,
-                                uint8_t* scratch_base, const uint8_t* secret, bool float_direct = true) {
+                                uint8_t* scratch_base, const uint8_t* secret, uint32_t paths = kPathsAll) {
   HostGroup g;
-  return run_plan_chunk_g(g, c, views, in, out_base, scratch_base, secret, float_direct);
+  return run_plan_chunk_g(g, c, views, in, out_base, scratch_base, secret, paths);
 }
 
 }  // namespace wcodec
