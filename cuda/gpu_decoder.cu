@@ -52,6 +52,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 24 / kWarpsPerBlock)
     run_plan_kernel(const PlanChunk* chunks, uint32_t n, const ModelView* views, const uint8_t* in, uint8_t* out,
                     uint8_t* scratch, int* results, uint32_t* next, uint32_t paths) {
   __shared__ uint32_t group;
+  // Each warp's fast memory for the direct float decoder's starts tables
+  // (kStartsCap entries a warp), when the launch gives dynamic shared
+  // memory (kPathFastStarts).
+  extern __shared__ uint16_t starts[];
   WarpGroup g{threadIdx.x & 31u};
   for (;;) {
     if (threadIdx.x == 0) group = atomicAdd(next, kWarpsPerBlock);
@@ -61,7 +65,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 24 / kWarpsPerBlock)
     if (first >= n) return;  // the whole block leaves together
     if (i < n) {
       const PlanChunk c = chunks[i];
-      const int r = run_plan_chunk_g(g, c, views, in, out, scratch, c_secret, paths);
+      const int r = run_plan_chunk_g(g, c, views, in, out, scratch, c_secret, paths,
+                                     (paths & kPathFastStarts) ? starts + (threadIdx.x / 32) * kStartsCap : nullptr);
       if (g.lane == 0) results[i] = r;
     }
   }
@@ -241,10 +246,13 @@ struct GpuDecoder::Impl {
   int device = 0;
   std::string name;
   uint32_t resident_blocks = 1;  // blocks of the decode kernel the device holds at once
-  // The decoders run_plan_chunk_g may take (kPath* bits): all by default;
-  // WCODEC_GPU_PATHS=N (benchmarks) leaves some out, e.g. 0 for the grid
-  // decoders of every chunk.
-  uint32_t paths = kPathsAll;
+  // The decoders run_plan_chunk_g may take (kPath* bits): all but the
+  // starts tables in shared memory by default (see kStartsCap);
+  // WCODEC_GPU_PATHS=N (benchmarks) picks others, e.g. 0 for the grid
+  // decoders of every chunk, 15 with the starts tables in shared memory.
+  uint32_t paths = kPathsAll & ~kPathFastStarts;
+  // Dynamic shared memory of a block of the decode kernel.
+  size_t smem() const { return (paths & kPathFastStarts) ? size_t{kWarpsPerBlock} * kStartsCap * 2 : 0; }
 
   Slot slots[2];
   uint64_t next_batch = 0;
@@ -261,7 +269,7 @@ struct GpuDecoder::Impl {
 
   Status init() {
     int per_sm = 0, sms = 0;
-    WGPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, run_plan_kernel, 32 * kWarpsPerBlock, 0),
+    WGPU_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, run_plan_kernel, 32 * kWarpsPerBlock, smem()),
                "occupancy of the decode kernel");
     WGPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
     resident_blocks = static_cast<uint32_t>(std::max(1, per_sm * sms));
@@ -331,7 +339,7 @@ struct GpuDecoder::Impl {
     WGPU_CHECK(cudaEventRecord(s.ev[1], s.stream), "event");
     if (s.n) {
       const uint32_t groups = (s.n + kWarpsPerBlock - 1) / kWarpsPerBlock;
-      run_plan_kernel<<<std::min(groups, resident_blocks), 32 * kWarpsPerBlock, 0, s.stream>>>(
+      run_plan_kernel<<<std::min(groups, resident_blocks), 32 * kWarpsPerBlock, smem(), s.stream>>>(
           s.chunks.as<const PlanChunk>(), s.n, s.views.as<const ModelView>(), s.in.as<const uint8_t>(), dst,
           s.scratch.as<uint8_t>(), s.res.as<int>(), reinterpret_cast<uint32_t*>(s.chunks.as<uint8_t>() + records),
           paths);
@@ -414,10 +422,11 @@ GpuDecoder::~GpuDecoder() = default;
 
 std::string GpuDecoder::describe() const {
   const uint32_t p = impl_->paths;
-  if (p == kPathsAll) return "cuda (" + impl_->name + ")";
+  if (p == (kPathsAll & ~kPathFastStarts)) return "cuda (" + impl_->name + ")";
   return "cuda (" + impl_->name + "; decoders " + ((p & kPathFloatDirect) ? "float direct" : "float grid") +
          ((p & kPathFloatDirect) ? ((p & kPathFloatSearch) ? " with searched symbols" : " with slot tables") : "") +
-         ((p & kPathIntDirect) ? ", int direct" : ", int grid") + ")";
+         ((p & kPathIntDirect) ? ", int direct" : ", int grid") +
+         ((p & kPathFastStarts) ? ", starts in shared memory)" : ")");
 }
 
 namespace {

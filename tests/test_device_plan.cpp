@@ -72,21 +72,23 @@ struct EmulatedWarp : wcodec::HostGroup {
 // float_direct: float chunks through decode_float_direct_g where they fit
 // (else the grid decoder, decode_float_chunk_g).
 std::vector<int> run_on_host(DevicePlan& plan, std::vector<uint8_t>* out, bool emulate = false,
-                             uint32_t paths = wcodec::kPathsAll) {
+                             uint32_t paths = wcodec::kPathsAll, bool fast = true) {
   std::vector<wcodec::ModelView> views;
   wcodec::relocate(plan, plan.arena.data(), &views);
   out->assign(plan.out_bytes, 0xEE);
   std::vector<uint8_t> scratch(plan.scratch_bytes + 16, 0xA5);
   std::vector<int> results;
+  std::vector<uint16_t> fast_mem(wcodec::kStartsCap, 0x5A5A);
+  uint16_t* f = fast ? fast_mem.data() : nullptr;
   uint32_t seed = 1;
   for (const auto& c : plan.chunks) {
     if (emulate) {
       EmulatedWarp g(seed++);
       results.push_back(wcodec::run_plan_chunk_g(g, c, views.data(), plan.arena.data(), out->data(), scratch.data(),
-                                                 wcodec::kXxh3Secret, paths));
+                                                 wcodec::kXxh3Secret, paths, f));
     } else {
       results.push_back(wcodec::run_plan_chunk(c, views.data(), plan.arena.data(), out->data(), scratch.data(),
-                                               wcodec::kXxh3Secret, paths));
+                                               wcodec::kXxh3Secret, paths, f));
     }
   }
   return results;
@@ -106,23 +108,24 @@ size_t direct_chunks(const DevicePlan& plan) {
   return n;
 }
 
-// Plans every chunk of `rd`, runs it four ways (host group and warp
-// emulation with every decoder; warp emulation with the direct float
-// decoder on its slot tables; warp emulation with the grid decoders only),
-// compares with `original`. Returns the float and int chunks the direct
-// decoders took.
+// Plans every chunk of `rd`, runs it five ways (host group and warp
+// emulation with every decoder and fast memory for the starts tables; warp
+// emulation without fast memory; with the direct float decoder on its slot
+// tables; with the grid decoders only), compares with `original`. Returns
+// the float and int chunks the direct decoders took.
 size_t expect_plan_equals_file(const wcodec::Reader& rd, const std::vector<uint8_t>& original, const std::string& what) {
   std::vector<size_t> all(rd.num_chunks());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   size_t direct = 0;
-  for (int mode = 0; mode < 4; ++mode) {
-    const bool emulate = mode > 0;
-    const uint32_t paths = mode < 2    ? wcodec::kPathsAll
-                           : mode == 2 ? wcodec::kPathFloatDirect | wcodec::kPathIntDirect
+  for (int mode = 0; mode < 5; ++mode) {
+    const bool emulate = mode > 0, fast = mode < 2;
+    const uint32_t paths = mode < 3    ? wcodec::kPathsAll
+                           : mode == 3 ? wcodec::kPathFloatDirect | wcodec::kPathIntDirect
                                        : 0u;
     const char* how = mode == 0   ? " "
                       : mode == 1 ? " (warp emulation) "
-                      : mode == 2 ? " (warp emulation, direct float decoder with slot tables) "
+                      : mode == 2 ? " (warp emulation, starts searched in place) "
+                      : mode == 3 ? " (warp emulation, direct float decoder with slot tables) "
                                   : " (warp emulation, grid decoders) ";
     DevicePlan plan;
     EXPECT_TRUE(wcodec::plan_chunks(rd, all, &plan).ok()) << what;
@@ -130,7 +133,7 @@ size_t expect_plan_equals_file(const wcodec::Reader& rd, const std::vector<uint8
     if (plan.chunks.size() != all.size()) return direct;
     direct = direct_chunks(plan);
     std::vector<uint8_t> out;
-    const auto results = run_on_host(plan, &out, emulate, paths);
+    const auto results = run_on_host(plan, &out, emulate, paths, fast);
     for (size_t k = 0; k < plan.chunks.size(); ++k) {
       const auto& e = rd.chunk(plan.chunk_index[k]);
       EXPECT_EQ(results[k], wcodec::kPlanOk) << what << how << rd.describe_chunk(plan.chunk_index[k]);

@@ -251,7 +251,9 @@ inline void relocate(DevicePlan& plan, const uint8_t* base, std::vector<ModelVie
 // Results of run_plan_chunk.
 inline constexpr int kPlanOk = 1, kPlanMalformed = 0, kPlanChecksum = 2;
 // Which decoders run_plan_chunk may use (bits; benchmarks compare them).
-inline constexpr uint32_t kPathFloatDirect = 1, kPathFloatSearch = 2, kPathIntDirect = 4, kPathsAll = 7;
+// kPathFastStarts: the GPU kernel passes its shared memory as `fast`.
+inline constexpr uint32_t kPathFloatDirect = 1, kPathFloatSearch = 2, kPathIntDirect = 4, kPathFastStarts = 8,
+                          kPathsAll = 15;
 
 // Decodes chunk `c` (relocated plan at `in`) into out_base + c.out with
 // lane group g (lane_group.h: the host group here and in tests, one warp in
@@ -262,10 +264,12 @@ inline constexpr uint32_t kPathFloatDirect = 1, kPathFloatSearch = 2, kPathIntDi
 // kPathFloatSearch, else from the slot tables), else decode_float_chunk_g;
 // int chunks take decode_int_direct_g (int_direct.h) with kPathIntDirect
 // when they fit it, else decode_int_residuals_g + int_finish_chunk_g.
+// fast: kStartsCap entries of fast memory (the warp's shared memory on the
+// GPU) for the direct float decoder's starts tables, or null.
 template <class G>
 WC_HD inline int run_plan_chunk_g(G& g, const PlanChunk& c, const ModelView* views, const uint8_t* in,
                                   uint8_t* out_base, uint8_t* scratch_base, const uint8_t* secret,
-                                  uint32_t paths = kPathsAll) {
+                                  uint32_t paths = kPathsAll, uint16_t* fast = nullptr) {
   uint8_t* out = out_base + c.out;
   bool ok = true;
   if (c.kind == PlanKind::kReady) {
@@ -297,7 +301,7 @@ WC_HD inline int run_plan_chunk_g(G& g, const PlanChunk& c, const ModelView* vie
         uint32_t ring_w = 0;
         if ((paths & kPathFloatDirect) && float_direct_fits(m.fp, c.cv, c.tail != 0, plan_scratch_bytes(ModelKind::kFloat, n), &ring_w)) {
           ok = decode_float_direct_g(g, m, c.cv, in + c.rans, c.rans_len, in + c.raw, c.raw_len, out, c.tail != 0, s,
-                                     ring_w, (paths & kPathFloatSearch) != 0);
+                                     ring_w, (paths & kPathFloatSearch) != 0, fast);
           break;
         }
         uint16_t* e = reinterpret_cast<uint16_t*>(s);
@@ -318,9 +322,10 @@ WC_HD inline int run_plan_chunk_g(G& g, const PlanChunk& c, const ModelView* vie
 }
 
 WC_HD inline int run_plan_chunk(const PlanChunk& c, const ModelView* views, const uint8_t* in, uint8_t* out_base,
-                                uint8_t* scratch_base, const uint8_t* secret, uint32_t paths = kPathsAll) {
+                                uint8_t* scratch_base, const uint8_t* secret, uint32_t paths = kPathsAll,
+                                uint16_t* fast = nullptr) {
   HostGroup g;
-  return run_plan_chunk_g(g, c, views, in, out_base, scratch_base, secret, paths);
+  return run_plan_chunk_g(g, c, views, in, out_base, scratch_base, secret, paths, fast);
 }
 
 }  // namespace wcodec

@@ -57,14 +57,18 @@ WC_HD inline bool float_direct_fits(const FloatParams& p, const ChunkView& cv, b
 
 // LSB-first bit reader over one lane's raw bits.
 struct BitCursor {
-  const uint8_t* p;
+  // Reads aligned 32-bit words (one load a refill; the plan's arena has
+  // readable bytes around every section, device_plan.cpp).
+  const uint8_t* p;  // 4-aligned
   uint64_t buf;
   uint32_t have;
   WC_HD void seek(const uint8_t* raw, uint64_t bit) {
-    p = raw + (bit >> 3);
+    const uint8_t* at = raw + (bit >> 3);
+    const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(at) & 3);
+    p = at - mis;
     buf = 0;
     have = 0;
-    const uint32_t skip = static_cast<uint32_t>(bit & 7);
+    const uint32_t skip = 8 * mis + static_cast<uint32_t>(bit & 7);
     if (skip) {
       fill();
       buf >>= skip;
@@ -72,8 +76,12 @@ struct BitCursor {
     }
   }
   WC_HD void fill() {
+#ifdef __CUDA_ARCH__
+    const uint32_t v = *reinterpret_cast<const uint32_t*>(p);
+#else
     const uint32_t v = static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
                        static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+#endif
     buf |= static_cast<uint64_t>(v) << have;
     have += 32;
     p += 4;
@@ -103,6 +111,45 @@ WC_HD inline uint32_t rans_decode_sym_search(uint32_t& x, const DecTable& t, uin
   return s;
 }
 
+// The same step over a context's starts in fast memory (stage_starts):
+// tab[0 .. 2^lg) the symbols' starts, tab[2^lg] the context's total.
+WC_HD inline uint32_t rans_decode_sym_starts(uint32_t& x, const uint16_t* tab, uint32_t lg) {
+  const uint32_t slot = x & ((1u << kMaxProbBits) - 1);
+  uint32_t s = 0;
+  for (uint32_t step = (1u << lg) >> 1; step; step >>= 1)
+    if (tab[s + step] <= slot) s += step;
+  const uint32_t start = tab[s];
+  x = (tab[s + 1] - start) * (x >> kMaxProbBits) + slot - start;
+  return s;
+}
+
+// Fast memory for a chunk's starts tables (a warp's slice of shared
+// memory on the GPU): kStartsCap 16-bit entries, enough for the models of
+// 4- and 5-bit exponents (F16: 16 contexts of 33 entries and the sign /
+// mantissa contexts); 8-bit exponents (BF16, F32) with more than two
+// contexts search in place. Shared memory comes out of the SM's L1 cache,
+// which the in-place tables rely on: measured on an H200, 32 KiB a block
+// slowed every decoder more than the staged tables gained.
+inline constexpr uint32_t kStartsCap = 1024;
+
+// Entries the starts tables of n contexts of 2^lg symbols take.
+WC_HD inline uint32_t starts_entries(uint32_t n, uint32_t lg) { return n * ((1u << lg) + 1); }
+
+// Copies the starts of tables t[0 .. n) (2^lg symbols each; the plan's
+// non-decreasing starts) into tab, context c at c * (2^lg + 1), with lane
+// group g; the caller syncs before reading.
+template <class G>
+WC_HD inline void stage_starts(G& g, const DecTable* t, uint32_t n, uint32_t lg, uint16_t* tab) {
+  const uint32_t per = (1u << lg) + 1;
+  g.each([&](uint32_t l) {
+    for (uint32_t i = l; i < n * per; i += kLanes) {
+      const uint32_t c = i / per, s = i % per;
+      const uint32_t e = t[c].fs[s < per - 1 ? s : per - 2];
+      tab[i] = static_cast<uint16_t>(s < per - 1 ? e >> 16 : (e >> 16) + (e & 0xFFFFu));
+    }
+  });
+}
+
 WC_HD inline void store_elem_aligned(uint8_t* p, uint32_t bytes, uint32_t v) {
 #ifdef __CUDA_ARCH__
   if (bytes == 2 && !(reinterpret_cast<uintptr_t>(p) & 1)) {
@@ -118,12 +165,15 @@ WC_HD inline void store_elem_aligned(uint8_t* p, uint32_t bytes, uint32_t v) {
 }
 
 // Decodes float chunk cv into out (h*w elements) with lane group g.
+// fast: kStartsCap entries of fast memory for the starts tables (the GPU's
+// shared memory), or null: the tables are searched where they are.
 // scratch: the bytes float_direct_fits counted (4-aligned), which all lanes
 // can read and write; ring_w: as it set. Returns false for a malformed stream (as decode_float_chunk_g).
 template <class G>
 WC_HD inline bool decode_float_direct_g(G& g, const ModelView& m, const ChunkView& cv, const uint8_t* rans,
                                         uint32_t rans_len, const uint8_t* raw, uint64_t raw_len, uint8_t* out,
-                                        bool tail, uint8_t* scratch, uint32_t ring_w, bool search = true) {
+                                        bool tail, uint8_t* scratch, uint32_t ring_w, bool search = true,
+                                        uint16_t* fast = nullptr) {
   const FloatParams& p = m.fp;
   const uint64_t n = uint64_t{cv.h} * cv.w;
   if (!float_raw_ok(p, n, raw_len, tail)) return false;
@@ -151,9 +201,24 @@ WC_HD inline bool decode_float_direct_g(G& g, const ModelView& m, const ChunkVie
   const bool need_top = !joint && p.emode != 0;
   // Alphabets (powers of two): exponents or joint symbols; sign/mantissa.
   const uint32_t lg0 = joint ? 1 + eb + k : eb, lg1 = 1 + k;
-  // search: symbols by binary search over the starts; else the slot tables.
+  // search: symbols by binary search over the starts (staged in fast
+  // memory when they fit); else the slot tables.
+  const uint32_t e0 = starts_entries(m.n0, lg0), e1 = joint ? 0u : starts_entries(m.n1, lg1);
+  uint16_t* tab0 = search && fast && steps && e0 + e1 <= kStartsCap ? fast : nullptr;
+  uint16_t* tab1 = tab0 ? tab0 + e0 : nullptr;
+  if (tab0) {
+    stage_starts(g, m.t0, m.n0, lg0, tab0);
+    if (!joint) stage_starts(g, m.t1, m.n1, lg1, tab1);
+    g.sync();
+  }
   auto dsym = [search](uint32_t& xs, const DecTable& t, uint32_t lg) {
     return search ? rans_decode_sym_search(xs, t, lg) : rans_decode_sym(xs, t);
+  };
+  auto dsym0 = [&](uint32_t& xs, uint32_t ctx) {
+    return tab0 ? rans_decode_sym_starts(xs, tab0 + ctx * ((1u << lg0) + 1), lg0) : dsym(xs, m.t0[ctx], lg0);
+  };
+  auto dsym1 = [&](uint32_t& xs, uint32_t ctx) {
+    return tab1 ? rans_decode_sym_starts(xs, tab1 + ctx * ((1u << lg1) + 1), lg1) : dsym(xs, m.t1[ctx], lg1);
   };
   g.each([&](uint32_t l) {
     left_e[l] = left_sm[l] = own_e[l] = 0;
@@ -187,7 +252,7 @@ WC_HD inline bool decode_float_direct_g(G& g, const ModelView& m, const ChunkVie
       uint32_t ctx = cur[l].c > cur[l].rect.c0 ? float_joint_ctx(p, static_cast<int>(left_e[l]), left_sm[l] >> k) : 0u;
       err[l] |= ctx >= m.n0;
       ctx = ctx < m.n0 ? ctx : 0;
-      const uint32_t j = dsym(x[l], m.t0[ctx], lg0);
+      const uint32_t j = dsym0(x[l], ctx);
       left_e[l] = float_joint_e(p, j);
       left_sm[l] = float_joint_sm(p, j);
       emit(l, left_e[l], left_sm[l]);
@@ -207,7 +272,7 @@ WC_HD inline bool decode_float_direct_g(G& g, const ModelView& m, const ChunkVie
                              need_top && has_t ? static_cast<int>(*slot) : -1);
       err[l] |= ctx >= m.n0;
       ctx = ctx < m.n0 ? ctx : 0;
-      own_e[l] = dsym(x[l], m.t0[ctx], lg0);
+      own_e[l] = dsym0(x[l], ctx);
       if (need_top) *slot = static_cast<uint8_t>(own_e[l]);
     });
     g.renorm(x, ws, active);
@@ -217,7 +282,7 @@ WC_HD inline bool decode_float_direct_g(G& g, const ModelView& m, const ChunkVie
       uint32_t ctx = float_sm_ctx(p, own_e[l], ls);
       err[l] |= ctx >= m.n1;
       ctx = ctx < m.n1 ? ctx : 0;
-      left_sm[l] = dsym(x[l], m.t1[ctx], lg1);
+      left_sm[l] = dsym1(x[l], ctx);
       left_e[l] = own_e[l];
       emit(l, own_e[l], left_sm[l]);
     });
