@@ -110,15 +110,42 @@ WC_HD inline uint32_t float_raw_tail(const FloatParams& p, uint64_t n, const uin
   return k;
 }
 
-// Entropy-decodes the exponent and sign/mantissa grids of a float chunk
-// with lane group g (lane_group.h). x_tail: null, or (raw tail chunks)
-// receives each lane's tail word.
-template <class G>
-WC_HD inline bool decode_float_symbols_g(G& g, const ModelView& m, const ChunkView& cv, const uint8_t* rans,
-                                         uint32_t rans_len, uint16_t* e_grid, uint8_t* sm_grid,
-                                         typename G::template Lanes<uint32_t>* x_tail = nullptr) {
+// Where decode_float_values_g puts the symbols it decodes and finds the
+// top neighbours it reads: the exponent and sign/mantissa grids (h*w each,
+// raster order). Another keeper (float_direct.h: a lane-interleaved ring,
+// elements assembled into the output as they are decoded) provides the
+// same calls.
+struct FloatGridCells {
+  const ModelView* m;
+  uint16_t* e_grid;
+  uint8_t* sm_grid;
+  uint32_t w;
+  // Before the first step: lane l's cursor k at its start; then once, with
+  // the step count.
+  WC_HD void start(uint32_t, const LaneCursor&) {}
+  template <class G>
+  WC_HD void begin(G&, uint32_t) {}
+  // The exponent above lane l's cursor k (inside its rectangle).
+  WC_HD int top(uint32_t, const LaneCursor& k) const { return e_grid[(k.r - 1) * w + k.c]; }
+  // One symbol of context ctx from the exponent (0) or sign/mantissa (1)
+  // tables.
+  WC_HD uint32_t sym0(uint32_t& x, uint32_t ctx) const { return rans_decode_sym(x, m->t0[ctx]); }
+  WC_HD uint32_t sym1(uint32_t& x, uint32_t ctx) const { return rans_decode_sym(x, m->t1[ctx]); }
+  // Lane l's element at k: exponent e, sign/mantissa symbol sm.
+  WC_HD void done(uint32_t, const LaneCursor& k, uint32_t e, uint32_t sm) {
+    e_grid[k.r * w + k.c] = static_cast<uint16_t>(e);
+    sm_grid[k.r * w + k.c] = static_cast<uint8_t>(sm);
+  }
+};
+
+// Entropy-decodes the symbols of a float chunk with lane group g
+// (lane_group.h) into `cells` (FloatGridCells or another keeper). x_tail:
+// null, or (raw tail chunks) receives each lane's tail word.
+template <class G, class Cells>
+WC_HD inline bool decode_float_values_g(G& g, const ModelView& m, const ChunkView& cv, const uint8_t* rans,
+                                        uint32_t rans_len, Cells& cells,
+                                        typename G::template Lanes<uint32_t>* x_tail = nullptr) {
   const FloatParams& p = m.fp;
-  const uint32_t w = cv.w;
   typename G::template Lanes<uint32_t> x, err;
   typename G::template Lanes<LaneCursor> cur;
   const uint8_t zero_word[2] = {0, 0};
@@ -131,21 +158,23 @@ WC_HD inline bool decode_float_symbols_g(G& g, const ModelView& m, const ChunkVi
   // The lane's left neighbour (exponent; sign/mantissa symbol) and its own
   // exponent stay in registers; only the top neighbour is read back.
   typename G::template Lanes<uint32_t> left_e, left_sm, own_e;
-  g.each([&](uint32_t l) { left_e[l] = left_sm[l] = own_e[l] = 0; });
+  g.each([&](uint32_t l) {
+    left_e[l] = left_sm[l] = own_e[l] = 0;
+    cells.start(l, cur[l]);
+  });
+  cells.begin(g, steps);
   for (uint32_t t = 0; joint && t < steps; ++t) {
     // One symbol per element: sign, exponent and high mantissa bits.
     auto active = [&](uint32_t l) { return t < cur[l].n; };
     g.each([&](uint32_t l) {
       if (!active(l)) return;
-      const uint32_t r = cur[l].r, c = cur[l].c;
-      uint32_t ctx = c > cur[l].rect.c0 ? float_joint_ctx(p, static_cast<int>(left_e[l]), left_sm[l] >> p.k) : 0u;
+      uint32_t ctx = cur[l].c > cur[l].rect.c0 ? float_joint_ctx(p, static_cast<int>(left_e[l]), left_sm[l] >> p.k) : 0u;
       err[l] |= ctx >= m.n0;
       ctx = ctx < m.n0 ? ctx : 0;
-      const uint32_t j = rans_decode_sym(x[l], m.t0[ctx]);
+      const uint32_t j = cells.sym0(x[l], ctx);
       left_e[l] = float_joint_e(p, j);
       left_sm[l] = float_joint_sm(p, j);
-      e_grid[r * w + c] = static_cast<uint16_t>(left_e[l]);
-      sm_grid[r * w + c] = static_cast<uint8_t>(left_sm[l]);
+      cells.done(l, cur[l], left_e[l], left_sm[l]);
     });
     g.renorm(x, ws, active);
     g.each([&](uint32_t l) {
@@ -156,27 +185,24 @@ WC_HD inline bool decode_float_symbols_g(G& g, const ModelView& m, const ChunkVi
     auto active = [&](uint32_t l) { return t < cur[l].n; };
     g.each([&](uint32_t l) {
       if (!active(l)) return;
-      const uint32_t r = cur[l].r, c = cur[l].c;
-      const bool has_l = c > cur[l].rect.c0, has_t = r > cur[l].rect.r0;
+      const bool has_l = cur[l].c > cur[l].rect.c0, has_t = cur[l].r > cur[l].rect.r0;
       uint32_t ctx = p.emode == 0 ? 0u
                                   : float_e_ctx_lt(p, has_l ? static_cast<int>(left_e[l]) : -1,
-                                                   has_t ? static_cast<int>(e_grid[(r - 1) * w + c]) : -1);
+                                                   has_t ? cells.top(l, cur[l]) : -1);
       err[l] |= ctx >= m.n0;
       ctx = ctx < m.n0 ? ctx : 0;
-      own_e[l] = rans_decode_sym(x[l], m.t0[ctx]);
-      e_grid[r * w + c] = static_cast<uint16_t>(own_e[l]);
+      own_e[l] = cells.sym0(x[l], ctx);
     });
     g.renorm(x, ws, active);
     g.each([&](uint32_t l) {
       if (!active(l)) return;
-      const uint32_t r = cur[l].r, c = cur[l].c;
-      const int ls = c > cur[l].rect.c0 ? static_cast<int>(1 + (left_sm[l] >> p.k)) : 0;
+      const int ls = cur[l].c > cur[l].rect.c0 ? static_cast<int>(1 + (left_sm[l] >> p.k)) : 0;
       uint32_t ctx = float_sm_ctx(p, own_e[l], ls);
       err[l] |= ctx >= m.n1;
       ctx = ctx < m.n1 ? ctx : 0;
-      left_sm[l] = rans_decode_sym(x[l], m.t1[ctx]);
+      left_sm[l] = cells.sym1(x[l], ctx);
       left_e[l] = own_e[l];
-      sm_grid[r * w + c] = static_cast<uint8_t>(left_sm[l]);
+      cells.done(l, cur[l], own_e[l], left_sm[l]);
     });
     g.renorm(x, ws, active);
     g.each([&](uint32_t l) {
@@ -192,6 +218,17 @@ WC_HD inline bool decode_float_symbols_g(G& g, const ModelView& m, const ChunkVi
     return false;
   if (x_tail) g.each([&](uint32_t l) { (*x_tail)[l] = x[l] - kRansL; });
   return true;
+}
+
+// Entropy-decodes the exponent and sign/mantissa grids of a float chunk
+// with lane group g (lane_group.h). x_tail: null, or (raw tail chunks)
+// receives each lane's tail word.
+template <class G>
+WC_HD inline bool decode_float_symbols_g(G& g, const ModelView& m, const ChunkView& cv, const uint8_t* rans,
+                                         uint32_t rans_len, uint16_t* e_grid, uint8_t* sm_grid,
+                                         typename G::template Lanes<uint32_t>* x_tail = nullptr) {
+  FloatGridCells cells{&m, e_grid, sm_grid, cv.w};
+  return decode_float_values_g(g, m, cv, rans, rans_len, cells, x_tail);
 }
 
 WC_HD inline bool decode_float_symbols(const ModelView& m, const ChunkView& cv, const uint8_t* rans,
@@ -250,6 +287,24 @@ WC_HD inline bool decode_float_chunk(const ModelView& m, const ChunkView& cv, co
 // Bytes of shared memory decode_float_chunk_g needs for a raw tail chunk.
 inline constexpr uint32_t kFloatTailShared = 4 * kLanes + kRawTailBuf;
 
+// The raw tail buffer of a tail chunk (float_raw_tail) built in `shared`
+// (kFloatTailShared bytes, 4-aligned, all lanes can read) from the lanes'
+// tail words xt by one lane; every lane may read it when this returns.
+template <class G>
+WC_HD inline const uint8_t* float_tail_buffer_g(G& g, const FloatParams& p, uint64_t n, const uint8_t* raw,
+                                                typename G::template Lanes<uint32_t>& xt, uint8_t* shared) {
+  uint32_t* xs = reinterpret_cast<uint32_t*>(shared);
+  uint8_t* tb = shared + 4 * kLanes;
+  g.each([&](uint32_t l) { xs[l] = xt[l]; });
+  g.sync();
+  g.one([&] {
+    uint64_t ns1, bit1;
+    float_raw_tail(p, n, raw, xs, tb, &ns1, &bit1);
+  });
+  g.sync();
+  return tb;
+}
+
 // decode_float_chunk with lane group g: symbols by lanes, then elements
 // assembled lane by lane (element i by lane i % 32). shared: for a raw tail
 // chunk, kFloatTailShared bytes (4-aligned) all lanes can read.
@@ -265,16 +320,8 @@ WC_HD inline bool decode_float_chunk_g(G& g, const ModelView& m, const ChunkView
   uint64_t ns = n, b0 = 0;
   const uint8_t* buf = nullptr;
   if (tail) {
-    uint32_t* xs = reinterpret_cast<uint32_t*>(shared);
-    uint8_t* tb = shared + 4 * kLanes;
-    g.each([&](uint32_t l) { xs[l] = xt[l]; });
-    g.sync();
-    g.one([&] {
-      uint64_t ns1, bit1;
-      float_raw_tail(p, n, raw, xs, tb, &ns1, &bit1);
-    });
+    buf = float_tail_buffer_g(g, p, n, raw, xt, shared);
     float_raw_tail_split(p, n, &ns, &b0);
-    buf = tb;
   }
   g.sync();
   g.each([&](uint32_t l) {

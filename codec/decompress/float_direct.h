@@ -164,71 +164,55 @@ WC_HD inline void store_elem_aligned(uint8_t* p, uint32_t bytes, uint32_t v) {
   store_elem(p, bytes, v);
 }
 
-// Decodes float chunk cv into out (h*w elements) with lane group g.
-// fast: kStartsCap entries of fast memory for the starts tables (the GPU's
-// shared memory), or null: the tables are searched where they are.
-// scratch: the bytes float_direct_fits counted (4-aligned), which all lanes
-// can read and write; ring_w: as it set. Returns false for a malformed stream (as decode_float_chunk_g).
+// decode_float_values_g's keeper for the direct decoder: top neighbours
+// from the ring, symbols by binary search (over fast memory when the
+// starts tables are staged there), elements assembled into out as they are
+// decoded; tail elements kept for after the stream.
 template <class G>
-WC_HD inline bool decode_float_direct_g(G& g, const ModelView& m, const ChunkView& cv, const uint8_t* rans,
-                                        uint32_t rans_len, const uint8_t* raw, uint64_t raw_len, uint8_t* out,
-                                        bool tail, uint8_t* scratch, uint32_t ring_w, bool search = true,
-                                        uint16_t* fast = nullptr) {
-  const FloatParams& p = m.fp;
-  const uint64_t n = uint64_t{cv.h} * cv.w;
-  if (!float_raw_ok(p, n, raw_len, tail)) return false;
-  const uint32_t w = cv.w, rawb = float_raw_bits(p), eb = p.eb, mb = p.mb, k = p.k, ebytes = p.elem_bytes;
-  uint64_t ns = n, b0 = 0;
-  if (tail) float_raw_tail_split(p, n, &ns, &b0);
-  if (n - ns > kDirectTailMax) return false;  // float_direct_fits rules it out
-  uint8_t* ring = scratch;
-  uint8_t* tail_e = scratch + ((uint64_t{ring_w} * kLanes + 3) & ~uint64_t{3});
-  uint8_t* tail_sm = tail_e + kDirectTailMax;
-  uint8_t* shared = tail_sm + kDirectTailMax;
+struct FloatDirectCells {
+  const ModelView& m;
+  const uint8_t* raw;
+  uint8_t* out;
+  uint8_t* ring;  // [ring_w][32]: the exponent last decoded in each column
+  uint8_t* tail_e;
+  uint8_t* tail_sm;
+  uint16_t* fast;
+  uint64_t ns;  // elements whose raw bits are stored (the rest: the tail)
+  uint32_t w, rawb, eb, mb, k, ebytes, lg0, lg1;
+  bool search, need_top;
+  uint16_t* tab0 = nullptr;  // staged starts tables, or null
+  uint16_t* tab1 = nullptr;
+  typename G::template Lanes<BitCursor> bits{};
 
-  typename G::template Lanes<uint32_t> x, err, left_e, left_sm, own_e;
-  typename G::template Lanes<LaneCursor> cur;
-  typename G::template Lanes<BitCursor> bits;
-  const uint8_t zero_word[2] = {0, 0};
-  WordSource ws;
-  const int64_t open = lanes_open(g, cv, rans, rans_len, x, err, cur, &ws, zero_word);
-  if (open < 0) return false;
-  const uint32_t steps = static_cast<uint32_t>(open);
-  const bool joint = float_joint(p);
-  if (steps && (m.n0 == 0 || (!joint && m.n1 == 0))) return false;
-  // Every exponent context but order-0 may read the top neighbour (left-only
-  // contexts at a rectangle's first column).
-  const bool need_top = !joint && p.emode != 0;
-  // Alphabets (powers of two): exponents or joint symbols; sign/mantissa.
-  const uint32_t lg0 = joint ? 1 + eb + k : eb, lg1 = 1 + k;
-  // search: symbols by binary search over the starts (staged in fast
-  // memory when they fit); else the slot tables.
-  const uint32_t e0 = starts_entries(m.n0, lg0), e1 = joint ? 0u : starts_entries(m.n1, lg1);
-  uint16_t* tab0 = search && fast && steps && e0 + e1 <= kStartsCap ? fast : nullptr;
-  uint16_t* tab1 = tab0 ? tab0 + e0 : nullptr;
-  if (tab0) {
+  WC_HD void start(uint32_t l, const LaneCursor& kc) {
+    const uint64_t i0 = uint64_t{kc.r} * w + kc.c;
+    if (kc.n && i0 < ns) bits[l].seek(raw, i0 * rawb);
+  }
+  // The starts tables into fast memory when they fit.
+  WC_HD void begin(G& g, uint32_t steps) {
+    const bool joint = float_joint(m.fp);
+    const uint32_t e0 = starts_entries(m.n0, lg0), e1 = joint ? 0u : starts_entries(m.n1, lg1);
+    if (!search || !fast || !steps || e0 + e1 > kStartsCap) return;
+    tab0 = fast;
+    tab1 = fast + e0;
     stage_starts(g, m.t0, m.n0, lg0, tab0);
     if (!joint) stage_starts(g, m.t1, m.n1, lg1, tab1);
     g.sync();
   }
-  auto dsym = [search](uint32_t& xs, const DecTable& t, uint32_t lg) {
-    return search ? rans_decode_sym_search(xs, t, lg) : rans_decode_sym(xs, t);
-  };
-  auto dsym0 = [&](uint32_t& xs, uint32_t ctx) {
-    return tab0 ? rans_decode_sym_starts(xs, tab0 + ctx * ((1u << lg0) + 1), lg0) : dsym(xs, m.t0[ctx], lg0);
-  };
-  auto dsym1 = [&](uint32_t& xs, uint32_t ctx) {
-    return tab1 ? rans_decode_sym_starts(xs, tab1 + ctx * ((1u << lg1) + 1), lg1) : dsym(xs, m.t1[ctx], lg1);
-  };
-  g.each([&](uint32_t l) {
-    left_e[l] = left_sm[l] = own_e[l] = 0;
-    const uint64_t i0 = uint64_t{cur[l].r} * w + cur[l].c;
-    if (cur[l].n && i0 < ns) bits[l].seek(raw, i0 * rawb);
-  });
-  // Assembles the lane's element (r, c) from its exponent e and symbol sm,
-  // or keeps them for the tail pass.
-  auto emit = [&](uint32_t l, uint32_t e, uint32_t sm) {
-    const uint32_t r = cur[l].r, c = cur[l].c;
+  WC_HD int top(uint32_t l, const LaneCursor& kc) const { return ring[uint64_t{kc.c - kc.rect.c0} * kLanes + l]; }
+  WC_HD uint32_t sym0(uint32_t& x, uint32_t ctx) const {
+    if (tab0) return rans_decode_sym_starts(x, tab0 + ctx * ((1u << lg0) + 1), lg0);
+    return search ? rans_decode_sym_search(x, m.t0[ctx], lg0) : rans_decode_sym(x, m.t0[ctx]);
+  }
+  WC_HD uint32_t sym1(uint32_t& x, uint32_t ctx) const {
+    if (tab1) return rans_decode_sym_starts(x, tab1 + ctx * ((1u << lg1) + 1), lg1);
+    return search ? rans_decode_sym_search(x, m.t1[ctx], lg1) : rans_decode_sym(x, m.t1[ctx]);
+  }
+  // Assembles lane l's element at kc from e and sm, or keeps them for the
+  // tail pass; at the end of a rectangle row, moves the bit cursor.
+  WC_HD void done(uint32_t l, const LaneCursor& kc, uint32_t e, uint32_t sm) {
+    const uint32_t r = kc.r, c = kc.c;
+    if (need_top) ring[uint64_t{c - kc.rect.c0} * kLanes + l] = static_cast<uint8_t>(e);
     const uint64_t i = uint64_t{r} * w + c;
     if (i < ns) {
       const uint32_t lo = rawb ? bits[l].get(rawb) : 0u;
@@ -238,70 +222,51 @@ WC_HD inline bool decode_float_direct_g(G& g, const ModelView& m, const ChunkVie
       tail_e[i - ns] = static_cast<uint8_t>(e);
       tail_sm[i - ns] = static_cast<uint8_t>(sm);
     }
-    if (c + 1 == cur[l].rect.c0 + cur[l].rect.w && r + 1 < cur[l].rect.r0 + cur[l].rect.h) {
+    if (c + 1 == kc.rect.c0 + kc.rect.w && r + 1 < kc.rect.r0 + kc.rect.h) {
       // The next row of the rectangle (its bits, when they are stored).
-      const uint64_t i1 = uint64_t{r + 1} * w + cur[l].rect.c0;
+      const uint64_t i1 = uint64_t{r + 1} * w + kc.rect.c0;
       if (i1 < ns) bits[l].seek(raw, i1 * rawb);
     }
-    advance(cur[l]);
-  };
-  for (uint32_t t = 0; joint && t < steps; ++t) {
-    auto active = [&](uint32_t l) { return t < cur[l].n; };
-    g.each([&](uint32_t l) {
-      if (!active(l)) return;
-      uint32_t ctx = cur[l].c > cur[l].rect.c0 ? float_joint_ctx(p, static_cast<int>(left_e[l]), left_sm[l] >> k) : 0u;
-      err[l] |= ctx >= m.n0;
-      ctx = ctx < m.n0 ? ctx : 0;
-      const uint32_t j = dsym0(x[l], ctx);
-      left_e[l] = float_joint_e(p, j);
-      left_sm[l] = float_joint_sm(p, j);
-      emit(l, left_e[l], left_sm[l]);
-    });
-    g.renorm(x, ws, active);
   }
-  for (uint32_t t = 0; !joint && t < steps; ++t) {
-    auto active = [&](uint32_t l) { return t < cur[l].n; };
-    g.each([&](uint32_t l) {
-      if (!active(l)) return;
-      const uint32_t r = cur[l].r, c = cur[l].c;
-      const bool has_l = c > cur[l].rect.c0, has_t = r > cur[l].rect.r0;
-      uint8_t* slot = ring + uint64_t{c - cur[l].rect.c0} * kLanes + l;
-      uint32_t ctx = 0;
-      if (p.emode)
-        ctx = float_e_ctx_lt(p, has_l ? static_cast<int>(left_e[l]) : -1,
-                             need_top && has_t ? static_cast<int>(*slot) : -1);
-      err[l] |= ctx >= m.n0;
-      ctx = ctx < m.n0 ? ctx : 0;
-      own_e[l] = dsym0(x[l], ctx);
-      if (need_top) *slot = static_cast<uint8_t>(own_e[l]);
-    });
-    g.renorm(x, ws, active);
-    g.each([&](uint32_t l) {
-      if (!active(l)) return;
-      const int ls = cur[l].c > cur[l].rect.c0 ? static_cast<int>(1 + (left_sm[l] >> k)) : 0;
-      uint32_t ctx = float_sm_ctx(p, own_e[l], ls);
-      err[l] |= ctx >= m.n1;
-      ctx = ctx < m.n1 ? ctx : 0;
-      left_sm[l] = dsym1(x[l], ctx);
-      left_e[l] = own_e[l];
-      emit(l, own_e[l], left_sm[l]);
-    });
-    g.renorm(x, ws, active);
-  }
-  if (ws.bad || ws.pos != ws.n) return false;
-  if (g.any([&](uint32_t l) { return err[l] || x[l] < kRansL || x[l] - kRansL > (tail ? 0xFFFFu : 0u); }))
-    return false;
+};
+
+// Decodes float chunk cv into out (h*w elements) with lane group g: the
+// reference symbol decoder (decode_float_values_g) with FloatDirectCells.
+// scratch: the bytes float_direct_fits counted (4-aligned), which all lanes
+// can read and write; ring_w: as it set. search: symbols by binary search
+// over the starts, else from the slot tables. fast: kStartsCap entries of
+// fast memory for the starts tables (the GPU's shared memory), or null: the
+// tables are searched where they are. Returns false for a malformed stream
+// (as decode_float_chunk_g).
+template <class G>
+WC_HD inline bool decode_float_direct_g(G& g, const ModelView& m, const ChunkView& cv, const uint8_t* rans,
+                                        uint32_t rans_len, const uint8_t* raw, uint64_t raw_len, uint8_t* out,
+                                        bool tail, uint8_t* scratch, uint32_t ring_w, bool search = true,
+                                        uint16_t* fast = nullptr) {
+  const FloatParams& p = m.fp;
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (!float_raw_ok(p, n, raw_len, tail)) return false;
+  uint64_t ns = n, b0 = 0;
+  if (tail) float_raw_tail_split(p, n, &ns, &b0);
+  if (n - ns > kDirectTailMax) return false;  // float_direct_fits rules it out
+  const bool joint = float_joint(p);
+  uint8_t* tail_e = scratch + ((uint64_t{ring_w} * kLanes + 3) & ~uint64_t{3});
+  uint8_t* tail_sm = tail_e + kDirectTailMax;
+  uint8_t* shared = tail_sm + kDirectTailMax;
+  // Alphabets (powers of two): exponents or joint symbols; sign/mantissa.
+  // Every exponent context but order-0 may read the top neighbour
+  // (left-only contexts at a rectangle's first column).
+  FloatDirectCells<G> cells{m,          raw,      out,      scratch,  tail_e,
+                            tail_sm,    fast,     ns,       cv.w,     float_raw_bits(p),
+                            p.eb,       p.mb,     p.k,      p.elem_bytes,
+                            joint ? 1u + p.eb + p.k : p.eb,
+                            1u + p.k,   search,   !joint && p.emode != 0};
+  typename G::template Lanes<uint32_t> xt;
+  if (!decode_float_values_g(g, m, cv, rans, rans_len, cells, tail ? &xt : nullptr)) return false;
   if (!tail) return true;
   // The tail: the stored bytes from b0 on, then the lanes' final states.
-  uint32_t* xs = reinterpret_cast<uint32_t*>(shared);
-  uint8_t* tb = shared + 4 * kLanes;
-  g.each([&](uint32_t l) { xs[l] = x[l] - kRansL; });
-  g.sync();
-  g.one([&] {
-    uint64_t ns1, bit1;
-    float_raw_tail(p, n, raw, xs, tb, &ns1, &bit1);
-  });
-  g.sync();
+  const uint32_t rawb = cells.rawb, eb = p.eb, mb = p.mb, k = p.k, ebytes = p.elem_bytes;
+  const uint8_t* tb = float_tail_buffer_g(g, p, n, raw, xt, shared);
   g.each([&](uint32_t l) {
     for (uint64_t i = ns + l; i < n; i += kLanes) {
       const uint32_t e = tail_e[i - ns], sm = tail_sm[i - ns];
