@@ -24,8 +24,11 @@ inline constexpr char kFooterMagic[4] = {'C', 'D', 'C', 'W'};
 // Written by this encoder. Readers also accept 1.x (the same layout with
 // gamma-coded frequency tables, docs/wcodec-format.md §7.3).
 inline constexpr uint16_t kVersionMajor = 2;
-inline constexpr uint16_t kVersionMinor = 4;  // 2.1: int nbr_mode 2, 2.2: nbr_mode 3, 2.3: float emode 5,
-                                              // 2.4: GGUF sources (written only when used)
+// The highest minor version this build reads and writes (`wcodec
+// --version`); a file says the lowest its features need (container_encode.cpp),
+// 2.1 to 2.10 as the changelog of docs/wcodec-format.md lists them (2.10:
+// kernel-row symbols).
+inline constexpr uint16_t kVersionMinor = 10;
 // Header flags (§4.1): bit 0, the original is a GGUF file (§4.9; format
 // 2.4). Older readers refuse such a file (they require flags = 0).
 inline constexpr uint32_t kFlagGgufSource = 1;
