@@ -140,7 +140,11 @@ static void build_vector_tables(const TensorModel& m, bool reference, TensorMode
       if (c < 4096) std::fill(o + c, o + 4096, 0u);
     }
   };
-  vt->reference = reference || reference_only(m);
+  // Kernel-row models with entries decode from them alone on every path
+  // (the reference tables only where a decoder declines a chunk: a
+  // reference view, TableUse::kAll).
+  build_krow_ent(m, &vt->krow_ent);
+  vt->reference = reference || (reference_only(m) && vt->krow_ent.empty());
   if (vt->reference) {
     // Reference tables: slot -> symbol and freq | start << 16 per context.
     const size_t n0 = m.t0.size(), n1 = m.t1.size();
@@ -189,7 +193,6 @@ static void build_vector_tables(const TensorModel& m, bool reference, TensorMode
       vt->tern3[i] = sum ? (uint32_t{t.freq[0]} | (uint32_t{t.freq[0]} + t.freq[1]) << 16) : 0x20002000u;
     }
   }
-  build_krow_ent(m, &vt->krow_ent);
 }
 
 TensorModel::VectorTables::~VectorTables() {
@@ -338,12 +341,12 @@ ModelView TensorModel::view(std::shared_ptr<const VectorTables>* hold, const uin
       t = vt->tables;
     }
     VectorTableCache::get().touch(vt, t->bytes());
-    m.t0 = t->d0.data();
-    m.t1 = t->d1.data();
+    m.t0 = t->d0.empty() ? nullptr : t->d0.data();
+    m.t1 = t->d1.empty() ? nullptr : t->d1.data();
     m.slot_all = t->slot_all.empty() ? nullptr : t->slot_all.data();
     m.slot1_all = t->slot1_all.empty() ? nullptr : t->slot1_all.data();
-    m.sym_small = small_alphabet(*this) ? t->lut_all.data() : nullptr;
-    m.fs_small = small_alphabet(*this) ? t->fs_all.data() : nullptr;
+    m.sym_small = small_alphabet(*this) && t->reference ? t->lut_all.data() : nullptr;
+    m.fs_small = small_alphabet(*this) && t->reference ? t->fs_all.data() : nullptr;
     m.tern3 = t->tern3.empty() ? nullptr : t->tern3.data();
     m.krow_ent = t->krow_ent.empty() ? nullptr : t->krow_ent.data();
     *hold = std::move(t);

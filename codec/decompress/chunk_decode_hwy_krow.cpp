@@ -228,7 +228,10 @@ namespace wcodec {
 // The setup of one chunk; false: not handled here.
 static bool krow_setup(const ModelView& m, const ChunkView& cv, uint64_t row0, hwy_krow::KrowSetup* s) {
   const IntParams& p = m.ip;
-  if (m.kind != ModelKind::kInt || p.nbr_mode != 4 || !m.sym_small || !m.fs_small || !m.luts) return false;
+  // The slot tables only without entries (a kVector view of a model with
+  // entries has none).
+  if (m.kind != ModelKind::kInt || p.nbr_mode != 4 || (!m.krow_ent && (!m.sym_small || !m.fs_small)) || !m.luts)
+    return false;
   if (m.n0 < int_nctx(p) || (p.use_rc && !m.rc)) return false;
   if (cv.w % (4 * kKernRowCodes) != 0 || uint64_t{cv.h} * cv.w >= (1ull << 31)) return false;
   s->nk = uint64_t{cv.h} * cv.w / kKernRowCodes;

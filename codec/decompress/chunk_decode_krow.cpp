@@ -38,7 +38,10 @@ constexpr RowBits kRowBits;
 int decode_krow_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                            uint8_t* out) {
   const IntParams& p = m.ip;
-  if (m.kind != ModelKind::kInt || p.nbr_mode != 4 || !m.sym_small || !m.fs_small || !m.luts) return -1;
+  // The slot tables only without entries (a kVector view of a model with
+  // entries has none).
+  if (m.kind != ModelKind::kInt || p.nbr_mode != 4 || (!m.krow_ent && (!m.sym_small || !m.fs_small)) || !m.luts)
+    return -1;
   if (m.n0 < int_nctx(p) || (p.use_rc && !m.rc)) return -1;
   // Whole kernels in whole bytes per row (the reader's geometry rules).
   if (cv.w % (4 * kKernRowCodes) != 0) return -1;
