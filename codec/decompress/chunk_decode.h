@@ -242,19 +242,20 @@ WC_HD inline bool decode_float_symbols(const ModelView& m, const ChunkView& cv, 
   return true;
 }
 
+// An element's bits from its exponent e, sign/mantissa symbol sm (sign and
+// k high mantissa bits) and raw low mantissa bits lo.
+WC_HD inline uint32_t float_element(const FloatParams& p, uint32_t e, uint32_t sm, uint32_t lo) {
+  return ((sm >> p.k) << (p.eb + p.mb)) | (e << p.mb) | ((sm & ((1u << p.k) - 1)) << float_raw_bits(p)) | lo;
+}
+
 // Assembles elements [i0, i1) from the exponent, sign/mantissa and raw bits
 // (element i's raw field at bit i * rawb - bit0 of raw).
 WC_HD inline void float_assemble_range(const FloatParams& p, uint64_t i0, uint64_t i1, const uint8_t* raw,
                                        uint64_t bit0, const uint16_t* e_grid, const uint8_t* sm_grid, uint8_t* out) {
   const uint32_t rawb = float_raw_bits(p);
-  const uint32_t eb = p.eb, mb = p.mb, k = p.k;
   for (uint64_t i = i0; i < i1; ++i) {
-    const uint32_t sm = sm_grid[i];
-    const uint32_t sign = sm >> k;
-    const uint32_t mh = sm & ((1u << k) - 1);
     const uint32_t lo = rawb ? get_bits(raw, i * rawb - bit0, rawb) : 0u;
-    const uint32_t v = (sign << (eb + mb)) | (static_cast<uint32_t>(e_grid[i]) << mb) | (mh << rawb) | lo;
-    store_elem(out + i * p.elem_bytes, p.elem_bytes, v);
+    store_elem(out + i * p.elem_bytes, p.elem_bytes, float_element(p, e_grid[i], sm_grid[i], lo));
   }
 }
 WC_HD inline void float_assemble(const FloatParams& p, uint64_t n, const uint8_t* raw, const uint16_t* e_grid,

@@ -299,7 +299,8 @@ WC_HD inline int run_plan_chunk_g(G& g, const PlanChunk& c, const ModelView* vie
       }
       case ModelKind::kFloat: {
         uint32_t ring_w = 0;
-        if ((paths & kPathFloatDirect) && float_direct_fits(m.fp, c.cv, c.tail != 0, plan_scratch_bytes(ModelKind::kFloat, n), &ring_w)) {
+        if ((paths & kPathFloatDirect) &&
+            float_direct_fits(m.fp, c.cv, c.tail != 0, plan_scratch_bytes(ModelKind::kFloat, n), &ring_w)) {
           ok = decode_float_direct_g(g, m, c.cv, in + c.rans, c.rans_len, in + c.raw, c.raw_len, out, c.tail != 0, s,
                                      ring_w, (paths & kPathFloatSearch) != 0, fast);
           break;

@@ -178,7 +178,7 @@ struct FloatDirectCells {
   uint8_t* tail_sm;
   uint16_t* fast;
   uint64_t ns;  // elements whose raw bits are stored (the rest: the tail)
-  uint32_t w, rawb, eb, mb, k, ebytes, lg0, lg1;
+  uint32_t w, rawb, ebytes, lg0, lg1;
   bool search, need_top;
   uint16_t* tab0 = nullptr;  // staged starts tables, or null
   uint16_t* tab1 = nullptr;
@@ -216,8 +216,7 @@ struct FloatDirectCells {
     const uint64_t i = uint64_t{r} * w + c;
     if (i < ns) {
       const uint32_t lo = rawb ? bits[l].get(rawb) : 0u;
-      const uint32_t v = ((sm >> k) << (eb + mb)) | (e << mb) | ((sm & ((1u << k) - 1)) << rawb) | lo;
-      store_elem_aligned(out + i * ebytes, ebytes, v);
+      store_elem_aligned(out + i * ebytes, ebytes, float_element(m.fp, e, sm, lo));
     } else {
       tail_e[i - ns] = static_cast<uint8_t>(e);
       tail_sm[i - ns] = static_cast<uint8_t>(sm);
@@ -256,23 +255,20 @@ WC_HD inline bool decode_float_direct_g(G& g, const ModelView& m, const ChunkVie
   // Alphabets (powers of two): exponents or joint symbols; sign/mantissa.
   // Every exponent context but order-0 may read the top neighbour
   // (left-only contexts at a rectangle's first column).
-  FloatDirectCells<G> cells{m,          raw,      out,      scratch,  tail_e,
-                            tail_sm,    fast,     ns,       cv.w,     float_raw_bits(p),
-                            p.eb,       p.mb,     p.k,      p.elem_bytes,
-                            joint ? 1u + p.eb + p.k : p.eb,
-                            1u + p.k,   search,   !joint && p.emode != 0};
+  FloatDirectCells<G> cells{m,       raw,      out,  scratch,     tail_e, tail_sm, fast, ns, cv.w, float_raw_bits(p),
+                            p.elem_bytes, joint ? 1u + p.eb + p.k : p.eb, 1u + p.k, search,
+                            !joint && p.emode != 0};
   typename G::template Lanes<uint32_t> xt;
   if (!decode_float_values_g(g, m, cv, rans, rans_len, cells, tail ? &xt : nullptr)) return false;
   if (!tail) return true;
   // The tail: the stored bytes from b0 on, then the lanes' final states.
-  const uint32_t rawb = cells.rawb, eb = p.eb, mb = p.mb, k = p.k, ebytes = p.elem_bytes;
+  const uint32_t rawb = cells.rawb, ebytes = p.elem_bytes;
   const uint8_t* tb = float_tail_buffer_g(g, p, n, raw, xt, shared);
   g.each([&](uint32_t l) {
     for (uint64_t i = ns + l; i < n; i += kLanes) {
       const uint32_t e = tail_e[i - ns], sm = tail_sm[i - ns];
       const uint32_t lo = get_bits(tb, i * rawb - 8 * b0, rawb);
-      store_elem(out + i * ebytes, ebytes,
-                 ((sm >> k) << (eb + mb)) | (e << mb) | ((sm & ((1u << k) - 1)) << rawb) | lo);
+      store_elem(out + i * ebytes, ebytes, float_element(p, e, sm, lo));
     }
   });
   return true;
