@@ -8,7 +8,9 @@
 // Thread-safety: single-threaded test code.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -722,6 +724,95 @@ TEST(CpuPaths, HighwayIntEqualsReferenceOnRealFiles) {
     EXPECT_GT(k.center_ok, 0);
     EXPECT_LT(k.center_ok, k.centers);
   }
+  EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
+}
+
+// The Highway int decoder on chunks whose lanes differ in size (ragged
+// lanes: widths that 32 lanes do not divide, as in the streams GGUF blocks
+// are split into). Codes from stories260K's real float weights, quantized
+// per row: 3- and 4-bit codes one per byte (uint8) and int8 codes, laid
+// out as rows of 97, 279 and 324 codes, in chunks of 4 KiB.
+TEST(CpuPaths, HighwayIntRaggedLanes) {
+  if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
+  const fs::path p = wctest::data_dir() / "stories260K.f32.safetensors";
+  if (!fs::exists(p)) GTEST_SKIP() << p << " not found";
+  const auto f = wctest::read_file(p);
+  auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
+  ASSERT_TRUE(hd.ok()) << hd.status().ToString();
+  // The weights of the 2-D tensors, in file order.
+  std::vector<float> w;
+  for (const auto& t : hd->tensors) {
+    if (t.dtype != DType::kF32 || t.shape.size() != 2) continue;
+    const size_t n = t.nbytes() / 4, at = w.size();
+    w.resize(at + n);
+    std::memcpy(w.data() + at, f.data() + hd->data_start + t.begin, n * 4);
+  }
+  ASSERT_GT(w.size(), 100000u);
+  Counts k;
+  int ragged = 0, scaled = 0, nib = 0;
+  for (const uint32_t cols : {97u, 279u, 324u}) {
+    for (const int bits : {3, 4, 8}) {
+      const bool nibble_codes = bits < 8;
+      const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(w.size() / cols, 600));
+      std::vector<uint8_t> codes(uint64_t{rows} * cols);
+      for (uint32_t r = 0; r < rows; ++r) {
+        float mx = 1e-12f;
+        for (uint32_t c = 0; c < cols; ++c) mx = std::max(mx, std::fabs(w[uint64_t{r} * cols + c]));
+        for (uint32_t c = 0; c < cols; ++c) {
+          const float x = w[uint64_t{r} * cols + c] / mx;
+          codes[uint64_t{r} * cols + c] =
+              nibble_codes ? static_cast<uint8_t>(std::clamp(
+                                 static_cast<int>(std::lround(x * ((1 << (bits - 1)) - 1))) + (1 << (bits - 1)), 0,
+                                 (1 << bits) - 1))
+                           : static_cast<uint8_t>(static_cast<int8_t>(std::lround(x * 127)));
+        }
+      }
+      TensorInfo info;
+      info.name = "codes";
+      info.dtype = nibble_codes ? DType::kU8 : DType::kI8;
+      info.shape = {rows, cols};
+      info.end = codes.size();
+      EncodeOptions o;
+      o.chunk_bytes = 4 * 1024;  // many chunks, each with its own lane geometry
+      auto r = encode_tensor(info, codes.data(), AuxInput{}, o);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      const EncodedTensor& et = *r;
+      if (et.model.kind != ModelKind::kInt) continue;
+      std::shared_ptr<const TensorModel::VectorTables> hold;
+      const ModelView mv = et.model.view(&hold);
+      for (uint64_t i = 0; i < et.chunks.size(); ++i) {
+        const auto& c = et.chunks[i];
+        if (c.method != ChunkMethod::kModel) continue;
+        Parsed ps;
+        ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
+        uint64_t row0, col0, h, cw;
+        et.geom.chunk_rect(i, &row0, &col0, &h, &cw);
+        const ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(cw), static_cast<uint32_t>(row0),
+                           static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+        const int before = k.chunks;
+        compare_int_chunk(mv, cv, ps, c.xxh3, c.decoded_size,
+                          std::to_string(cols) + " " + std::to_string(bits) + "-bit " + et.model.describe() +
+                              " chunk " + std::to_string(i),
+                          &k);
+        if (HasFatalFailure()) return;
+        if (k.chunks == before) continue;
+        bool same = true;
+        for (uint32_t l = 1; l < kLanes; ++l) {
+          const LaneRect a = lane_rect(cv.h, cv.w, 0), b = lane_rect(cv.h, cv.w, l);
+          same &= a.w == b.w && a.h == b.h;
+        }
+        ragged += !same;
+        scaled += !same && mv.ip.ns > 1;
+        nib += !same && bits < 8;
+      }
+    }
+  }
+  std::printf("Highway int decoder: %d chunks, %d with ragged lanes (%d with scale classes, %d of 3- or 4-bit "
+              "codes); %d damaged streams, %d rejected\n",
+              k.chunks, ragged, scaled, nib, k.damaged, k.rejected);
+  EXPECT_GT(ragged, 50);
+  EXPECT_GT(scaled, 5);
+  EXPECT_GT(nib, 20);
   EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
 }
 

@@ -363,10 +363,12 @@ HWY_NOINLINE bool Escapes(const IntParams& p, uint32_t escm, uint32_t* xs, const
 }
 
 // The values of one step from its slot entries E: escapes resolved, the
-// codes stored at lane-major row t, the left neighbours advanced.
+// codes stored at lane-major row t, the left neighbours advanced. act
+// (ragged lanes): the lanes that decoded a symbol this step (bytes 0xFF),
+// or null for all; the others' tokens are neither escapes nor checked.
 template <bool U8, bool KERN>
 HWY_INLINE bool StepValues(const IntParams& p, const Consts& c, State& s, const V32* E, uint32_t t, Words& w,
-                           uint8_t* lm) {
+                           uint8_t* lm, const V8* act = nullptr) {
   const D8 d8;
   // zz^-1(u) = (u >> 1) ^ -(u & 1); |value| = (u + 1) >> 1; sign class
   // min(u, 1) + (u & 1).
@@ -382,7 +384,8 @@ HWY_INLINE bool StepValues(const IntParams& p, const Consts& c, State& s, const 
     A1n[b] = hn::AverageRound(tok[b], hn::Zero(d8));
     LSn[b] = hn::Add(hn::Min(tok[b], one), odd);
     if constexpr (KERN) LSn[b] = hn::Add(hn::Add(LSn[b], LSn[b]), LSn[b]);
-    const auto em = hn::Eq(hn::Max(tok[b], c.esc), tok[b]);
+    auto em = hn::Eq(hn::Max(tok[b], c.esc), tok[b]);
+    if (act) em = hn::And(em, hn::MaskFromVec(act[b]));
     if (HWY_UNLIKELY(!hn::AllFalse(d8, em))) {
       uint8_t bits[4] = {};
       hn::StoreMaskBits(d8, em, bits);
@@ -396,7 +399,7 @@ HWY_INLINE bool StepValues(const IntParams& p, const Consts& c, State& s, const 
         const V8 code = hn::Add(V[b], c.center);
         const V8 over = hn::IfThenElse(hn::Eq(odd, one), hn::SaturatedSub(code, c.center),
                                        hn::SaturatedSub(c.center, code));
-        s.bad[b] = hn::Or(s.bad[b], hn::IfThenZeroElse(em, over));
+        s.bad[b] = hn::Or(s.bad[b], hn::IfThenZeroElse(em, act ? hn::And(over, act[b]) : over));
       }
     }
   }
@@ -763,6 +766,221 @@ int Finish(const IntParams& p, const ChunkView& cv, const Geom& g, uint8_t* lm, 
   return PackNibbles(codes, uint64_t{cv.h} * cv.w, out) ? 1 : 0;
 }
 
+// ---------------------------------------------------------------- ragged lanes
+// Chunks whose 32 lane rectangles differ (widths wa or wa + 1, row counts
+// that may differ; the streams split GGUF blocks into have such widths) with
+// activity contexts (nbr_mode 0): the same lane-major buffer and step, with
+// the geometry per lane. A lane is active while t is below its element
+// count (inactive lanes keep their state and take no words); it has a left
+// neighbour past its row's first column (J), a top one from its second row
+// on (t >= its width; wa or wa + 1 steps back) and its off_a neighbour
+// where J >= off_a. Scale classes are looked up per lane and step.
+struct RGeom {
+  uint32_t steps, wa;
+  bool any_wide;
+  uint32_t r0[kLanes], c0[kLanes], w[kLanes], h[kLanes], n[kLanes];
+};
+
+bool RaggedGeom(const ChunkView& cv, RGeom* g) {
+  uint32_t wa = ~0u, wmax = 0;
+  g->steps = 0;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const LaneCursor k = lane_cursor(cv.h, cv.w, l);
+    g->r0[l] = k.rect.r0;
+    g->c0[l] = k.rect.c0;
+    g->w[l] = k.rect.w;
+    g->h[l] = k.rect.h;
+    g->n[l] = k.n;
+    if (k.n == 0) continue;
+    wa = k.rect.w < wa ? k.rect.w : wa;
+    wmax = k.rect.w > wmax ? k.rect.w : wmax;
+    g->steps = k.n > g->steps ? k.n : g->steps;
+  }
+  if (g->steps == 0 || wmax > wa + 1) return false;
+  // Lanes without elements never read a neighbour: any width will do.
+  for (uint32_t l = 0; l < kLanes; ++l)
+    if (g->n[l] == 0) g->w[l] = wa;
+  g->wa = wa;
+  g->any_wide = wmax > wa;
+  return true;
+}
+
+// The low bytes of 32 lane masks (one per 32-bit lane), in lane order.
+HWY_INLINE void MaskBytes(const Consts& c, const M32* m, V8* out) {
+  const D32 d32;
+  V32 v[kV];
+  for (size_t k = 0; k < kV; ++k) v[k] = hn::VecFromMask(d32, m[k]);
+  TokenBytes(c, v, out);
+}
+
+template <bool U8, bool SC>
+HWY_NOINLINE int RaggedLanes(const ModelView& m, const Consts& c, const RGeom& g, uint64_t row0, uint64_t col0,
+                             const uint8_t* rans, uint32_t rans_len, uint8_t* lm) {
+  const D32 d32;
+  const D8 d8;
+  const hn::RebindToSigned<D32> di32;
+  const hn::Rebind<uint8_t, D32> d8q;
+  const hn::Rebind<uint16_t, D32> d16h;
+  const hn::Repartition<uint8_t, decltype(d16h)> d8h;
+  const IntParams& p = m.ip;
+  Words w;
+  State s;
+  HWY_ALIGN uint8_t pad[hwy_int_detail::kPadBytes];
+  hwy_int_detail::words_open(&w, rans, rans_len, pad);
+  for (size_t k = 0; k < kV; ++k) s.X[k] = hn::BitCast(d32, hn::LoadU(d8, rans + 4 * kN32 * k));
+  for (size_t b = 0; b < kB; ++b) s.bad[b] = s.A1[b] = s.A2[b] = s.LS[b] = hn::Zero(d8);
+  V32 J[kV], Wl[kV], N[kV];
+  for (size_t k = 0; k < kV; ++k) {
+    J[k] = hn::Zero(d32);
+    Wl[k] = hn::LoadU(d32, g.w + k * kN32);
+    N[k] = hn::LoadU(d32, g.n + k * kN32);
+  }
+  V8 wide[kB];
+  {
+    M32 wm[kV];
+    for (size_t k = 0; k < kV; ++k) wm[k] = hn::Eq(Wl[k], hn::Set(d32, g.wa + 1));
+    MaskBytes(c, wm, wide);
+  }
+  // Scale classes: each lane's column and row, for the lookups.
+  uint32_t jl[kLanes] = {}, rl[kLanes] = {};
+  const V32 voa = hn::Set(d32, p.off_a);
+  for (uint32_t t = 0; t < g.steps; ++t) {
+    if (HWY_UNLIKELY(w.pos + hwy_int_detail::kStepWords > w.n) && !hwy_int_detail::words_tail(&w)) return 0;
+    const V32 vt = hn::Set(d32, t);
+    M32 act[kV], mm[kV];
+    V8 actb[kB], hlb[kB], htb[kB], hab[kB];
+    for (size_t k = 0; k < kV; ++k) act[k] = hn::Lt(vt, N[k]);
+    MaskBytes(c, act, actb);
+    for (size_t k = 0; k < kV; ++k) mm[k] = hn::Gt(J[k], hn::Zero(d32));
+    MaskBytes(c, mm, hlb);
+    for (size_t k = 0; k < kV; ++k) mm[k] = hn::Not(hn::Lt(vt, Wl[k]));
+    MaskBytes(c, mm, htb);
+    if (p.off_a) {
+      for (size_t k = 0; k < kV; ++k) mm[k] = hn::Not(hn::Lt(J[k], voa));
+      MaskBytes(c, mm, hab);
+    }
+    HWY_ALIGN uint8_t ctxb[kLanes];
+    HWY_ALIGN uint8_t scb[SC ? kLanes : 1];
+    for (size_t b = 0; b < kB; ++b) {
+      // A lane at its row's first column has no left neighbours.
+      s.A1[b] = hn::And(s.A1[b], hlb[b]);
+      s.A2[b] = hn::And(s.A2[b], hlb[b]);
+      s.LS[b] = hn::And(s.LS[b], hlb[b]);
+      V8 ctx = s.LS[b];
+      if (c.nthr) {
+        const size_t ob = b * kN8;
+        V8 a = hn::SaturatedAdd(hn::SaturatedAdd(s.A1[b], s.A1[b]), s.A2[b]);
+        if (t >= g.wa) {
+          V8 top = hn::LoadU(d8, lm + (uint64_t{t} - g.wa) * 32 + ob);
+          if (g.any_wide && t > g.wa)
+            top = hn::IfThenElse(hn::MaskFromVec(wide[b]), hn::LoadU(d8, lm + (uint64_t{t} - g.wa - 1) * 32 + ob), top);
+          const V8 at = hn::And(AbsCodes<U8>(c, top), htb[b]);
+          a = hn::SaturatedAdd(a, at);
+          // No left neighbour: the top counts three times.
+          a = hn::SaturatedAdd(a, hn::IfThenZeroElse(hn::MaskFromVec(hlb[b]), hn::SaturatedAdd(at, at)));
+        }
+        if (p.off_a && t >= p.off_a)
+          a = hn::SaturatedAdd(a, hn::And(AbsCodes<U8>(c, hn::LoadU(d8, lm + (uint64_t{t} - p.off_a) * 32 + ob)), hab[b]));
+        ctx = hn::Add(ActClass(c, a, 3), ctx);
+      }
+      hn::Store(ctx, d8, ctxb + b * kN8);
+    }
+    if constexpr (SC) {
+      for (uint32_t l = 0; l < kLanes; ++l) {
+        uint32_t v = 0;
+        if (t < g.n[l]) {
+          if (p.use_rc) v += m.rc[row0 + g.r0[l] + rl[l]];
+          if (p.use_cc) v += m.cc[col0 + g.c0[l] + jl[l]];
+        }
+        scb[l] = m.luts->scale[v];
+      }
+    }
+    V32 E[kV];
+    uint32_t mks[kV];
+    M32 need[kV];
+    for (size_t k = 0; k < kV; ++k) {
+      V32 cx = hn::PromoteTo(d32, hn::LoadU(d8q, ctxb + k * kN32));
+      if constexpr (SC) cx = hn::Add(cx, hn::PromoteTo(d32, hn::LoadU(d8q, scb + k * kN32)) * hn::Set(d32, c.sc_mul));
+      const V32 idx = hn::Or(hn::ShiftLeft<12>(cx), hn::And(s.X[k], c.m4095));
+      const V32 q = hn::ShiftRight<12>(s.X[k]);
+      E[k] = hn::BitCast(d32, hn::GatherIndex(di32, reinterpret_cast<const int32_t*>(c.slots), hn::BitCast(di32, idx)));
+      const V32 f = hn::Add(hn::And(hn::ShiftRight<8>(E[k]), c.m4095), c.one32);
+      const V32 nx = hn::IfThenElse(act[k], hn::Add(f * q, hn::ShiftRight<20>(E[k])), s.X[k]);
+      s.X[k] = nx;
+      need[k] = hn::And(act[k], hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(d32)));
+      mks[k] = MaskBits(need[k]);
+    }
+    uint32_t pos = w.pos;
+    for (size_t k = 0; k < kV; ++k) {
+      const uint32_t mk = mks[k];
+      const V32 words = hn::PromoteTo(d32, hn::BitCast(d16h, hn::LoadU(d8h, w.p + 2 * uint64_t{pos})));
+      const V32 wv = hn::TableLookupLanes(words, hn::SetTableIndices(d32, hwy_int_detail::kPrefix.v[mk]));
+      s.X[k] = hn::IfThenElse(need[k], hn::Or(hn::ShiftLeft<16>(s.X[k]), wv), s.X[k]);
+      pos += static_cast<uint32_t>(__builtin_popcount(mk));
+    }
+    w.pos = pos;
+    if (!StepValues<U8, false>(p, c, s, E, t, w, lm, actb)) return false;
+    for (size_t k = 0; k < kV; ++k) {
+      const V32 j1 = hn::Add(J[k], c.one32);
+      J[k] = hn::IfThenZeroElse(hn::Eq(j1, Wl[k]), j1);
+    }
+    if constexpr (SC)
+      for (uint32_t l = 0; l < kLanes; ++l)
+        if (++jl[l] == g.w[l]) {
+          jl[l] = 0;
+          ++rl[l];
+        }
+  }
+  if (w.pos != w.n) return 0;
+  for (size_t k = 0; k < kV; ++k)
+    if (!hn::AllTrue(d32, hn::Eq(s.X[k], hn::Set(d32, kRansL)))) return 0;
+  for (size_t b = 0; b < kB; ++b)
+    if (!hn::AllTrue(d8, hn::Eq(s.bad[b], hn::Zero(d8)))) return 0;
+  return 1;
+}
+
+// A ragged chunk of model m (nbr_mode 0, no tile map, no zero points):
+// decode_int_chunk_hwy's contract.
+int RaggedInt(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len, uint8_t* out,
+              uint8_t* lm) {
+  const IntParams& p = m.ip;
+  RGeom g;
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (p.nbr_mode != 0 || n >= (1ull << 31) || (p.sub == kIntNibble && n % 2) || !RaggedGeom(cv, &g)) return -1;
+  // The lane-major codes, then (4-bit codes) the raster codes before packing.
+  // After them, first SetConsts' side tables for one lane row (scale
+  // classes), later the raster codes: the larger of the two.
+  const uint64_t lm_bytes = (uint64_t{g.steps} + 1) * 32;
+  const uint64_t side = (uint64_t{g.wa} + 16) * 32 + uint64_t{g.wa} * 32 + 32;
+  const uint64_t after = 64 + (p.sub == kIntNibble ? n : 0);
+  if (lm_bytes + (side > after ? side : after) > simd_lane_major_bytes(cv)) return -1;
+  if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
+  Consts c;
+  Geom sg;  // SetConsts' geometry: one lane row of the narrowest width (no kernel masks, scale tables only)
+  sg.W = g.wa;
+  sg.rows = 1;
+  for (uint32_t l = 0; l < kLanes; ++l) sg.r0[l] = sg.c0[l] = 0;
+  // SetConsts writes per-column scale side tables after sg's codes: keep
+  // them out of the lane-major rows (this loop looks the classes up itself).
+  SetConsts(m, sg, cv.row0, cv.col0, lm + lm_bytes, &c);
+  const int r = p.sub == kIntI8 ? (p.ns > 1 ? RaggedLanes<false, true>(m, c, g, cv.row0, cv.col0, rans, rans_len, lm)
+                                            : RaggedLanes<false, false>(m, c, g, cv.row0, cv.col0, rans, rans_len, lm))
+                                : (p.ns > 1 ? RaggedLanes<true, true>(m, c, g, cv.row0, cv.col0, rans, rans_len, lm)
+                                            : RaggedLanes<true, false>(m, c, g, cv.row0, cv.col0, rans, rans_len, lm));
+  if (r != 1) return r;
+  uint8_t* codes = p.sub == kIntNibble ? lm + lm_bytes + 64 : out;
+  for (uint32_t l = 0; l < kLanes; ++l) {
+    const uint32_t W = g.w[l];
+    for (uint32_t rr = 0; rr < g.h[l]; ++rr) {
+      uint8_t* dst = codes + uint64_t{g.r0[l] + rr} * cv.w + g.c0[l];
+      const uint8_t* src = lm + uint64_t{rr} * W * 32 + l;
+      for (uint32_t j = 0; j < W; ++j) dst[j] = src[uint64_t{j} * 32];
+    }
+  }
+  if (p.sub != kIntNibble) return 1;
+  return PackNibbles(codes, n, out) ? 1 : 0;
+}
+
 bool GeomHandled(const IntParams& p, const ChunkView& cv, Geom* g) {
   const uint64_t n = uint64_t{cv.h} * cv.w;
   if (n >= (1ull << 31) || (p.sub == kIntNibble && n % 2)) return false;
@@ -772,7 +990,8 @@ bool GeomHandled(const IntParams& p, const ChunkView& cv, Geom* g) {
 int DecodeInt(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
               uint32_t rans_len, uint8_t* out, uint8_t* lm) {
   Geom g;
-  if (tile_map || !ModelHandled(m) || !GeomHandled(m.ip, cv, &g)) return -1;
+  if (tile_map || !ModelHandled(m)) return -1;
+  if (!GeomHandled(m.ip, cv, &g)) return RaggedInt(m, cv, rans, rans_len, out, lm);
   if (ScratchBytes(m.ip, g) > simd_lane_major_bytes(cv)) return -1;
   if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
   Consts c;

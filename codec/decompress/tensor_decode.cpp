@@ -9,7 +9,9 @@
 #include <cstring>
 
 #include "bytes.h"
+#include "chunk_decode_fast.h"
 #include "chunk_decode_simd.h"
+#include "wcodec/cpu.h"
 
 namespace wcodec {
 
@@ -151,6 +153,11 @@ Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model,
       // vector decoder declines the chunk (reference_view).
       ModelView mv = model->view(&tables_hold, zp, zcols, TensorModel::TableUse::kVector);
       auto reference_view = [&] { mv = model->view(&tables_hold, zp, zcols); };
+      // What a vector decoder declines (configurations it has no loop for)
+      // takes the portable fast decoder (chunk_decode_fast.h) before the
+      // reference; on the scalar path the vector entry points ran it
+      // already.
+      const bool try_fast = cpu_path() != CpuPath::kScalar;
       bool ok = false;
       switch (model->kind) {
         case ModelKind::kFloat:
@@ -164,6 +171,13 @@ Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model,
                 decode_float_chunk_simd(mv, cv, rans, rl, raw, raw_len, out, scratch.lm.get(lmb), mp.tail);
             if (simd < 0) {
               reference_view();
+              const int fast =
+                  try_fast ? decode_float_chunk_fast(mv, cv, rans, rl, raw, raw_len, out, scratch.lm.get(lmb), mp.tail)
+                           : -1;
+              if (fast >= 0) {
+                ok = fast == 1;
+                break;
+              }
               if (scratch.e.size() < n) scratch.e.resize(n);
               if (scratch.sm.size() < n) scratch.sm.resize(n);
               ok = decode_float_chunk(mv, cv, rans, rl, raw, raw_len, out, scratch.e.data(), scratch.sm.data(),
@@ -179,12 +193,17 @@ Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model,
           if (scratch.tile.size() < kTile * kTile) scratch.tile.resize(kTile * kTile);
           if (raw_len == 0) {
             const size_t lmb = simd_lane_major_bytes(cv);
-            const int simd = decode_int_chunk_simd(mv, cv, map, rans, rl, out, scratch.res.data(),
-                                                   scratch.tile.data(), scratch.lm.get(lmb));
-            if (simd < 0) reference_view();
-            ok = simd < 0 ? decode_int_residuals(mv, cv, rans, rl, scratch.res.data()) &&
-                                int_finish_chunk(mv, cv, map, out, scratch.res.data(), scratch.tile.data())
-                          : simd == 1;
+            int r = decode_int_chunk_simd(mv, cv, map, rans, rl, out, scratch.res.data(), scratch.tile.data(),
+                                          scratch.lm.get(lmb));
+            if (r < 0) {
+              reference_view();
+              if (try_fast)
+                r = decode_int_chunk_fast(mv, cv, map, rans, rl, out, scratch.res.data(), scratch.tile.data(),
+                                          scratch.lm.get(lmb));
+            }
+            ok = r < 0 ? decode_int_residuals(mv, cv, rans, rl, scratch.res.data()) &&
+                             int_finish_chunk(mv, cv, map, out, scratch.res.data(), scratch.tile.data())
+                       : r == 1;
           }
           break;
         case ModelKind::kBytes:
