@@ -544,50 +544,58 @@ HWY_NOINLINE int Lanes(const IntParams* const* p, const Consts* c, const uint8_t
   return 1;
 }
 
-// Lane-major codes (step t, lane l at t * 32 + l) to raster order: per
-// lane row and block of 16 columns, 16 rows of 32 bytes transposed inside
-// each 128-bit block (16 lanes) by byte, 16-, 32- and 64-bit interleaves;
-// register i of block q then holds lane 16q + i's 16 codes. lm must be
-// readable for 16 steps past the last.
-void ToRaster(const uint8_t* lm, const Geom& g, uint32_t w, uint8_t* out) {
+// Steps t0..t0 + 15 of lane-major codes transposed, for the lanes of
+// byte vector b: T[i] holds in its 128-bit block q the 16 steps of lane
+// b * kN8 + 16q + i (byte, 16-, 32- and 64-bit interleaves inside each
+// 128-bit block). lm must be readable for the 16 steps.
+HWY_INLINE void Transpose16(const uint8_t* lm, uint64_t t0, size_t b, V8* T) {
   const D8 d8;
   const hn::Repartition<uint16_t, D8> d16;
   const hn::Repartition<uint32_t, D8> d32;
   const hn::Repartition<uint64_t, D8> d64;
+  V8 R[16], P[16];
+  for (int i = 0; i < 16; ++i) R[i] = hn::LoadU(d8, lm + (t0 + i) * 32 + b * kN8);
+  // Bytes: P[2g + h] holds lanes 8h.. of steps 2g, 2g + 1.
+  for (int q = 0; q < 8; ++q) {
+    P[2 * q] = hn::InterleaveLower(d8, R[2 * q], R[2 * q + 1]);
+    P[2 * q + 1] = hn::InterleaveUpper(d8, R[2 * q], R[2 * q + 1]);
+  }
+  // 16-bit: R[(gg * 2 + h) * 2 + h2] holds lanes 8h + 4h2.. of steps
+  // 4gg..4gg + 3.
+  for (int gg = 0; gg < 4; ++gg)
+    for (int h = 0; h < 2; ++h) {
+      const auto a = hn::BitCast(d16, P[(2 * gg) * 2 + h]), bb = hn::BitCast(d16, P[(2 * gg + 1) * 2 + h]);
+      R[(gg * 2 + h) * 2] = hn::BitCast(d8, hn::InterleaveLower(d16, a, bb));
+      R[(gg * 2 + h) * 2 + 1] = hn::BitCast(d8, hn::InterleaveUpper(d16, a, bb));
+    }
+  // 32-bit: P[((g3 * 2 + h) * 2 + h2) * 2 + h3] holds lanes
+  // 8h + 4h2 + 2h3.. of steps 8g3..8g3 + 7.
+  for (int g3 = 0; g3 < 2; ++g3)
+    for (int hh = 0; hh < 4; ++hh) {
+      const auto a = hn::BitCast(d32, R[(2 * g3) * 4 + hh]), bb = hn::BitCast(d32, R[(2 * g3 + 1) * 4 + hh]);
+      P[(g3 * 4 + hh) * 2] = hn::BitCast(d8, hn::InterleaveLower(d32, a, bb));
+      P[(g3 * 4 + hh) * 2 + 1] = hn::BitCast(d8, hn::InterleaveUpper(d32, a, bb));
+    }
+  // 64-bit: T[8h + 4h2 + 2h3 + h4] holds that lane's 16 steps.
+  for (int hh = 0; hh < 8; ++hh) {
+    const auto a = hn::BitCast(d64, P[hh]), bb = hn::BitCast(d64, P[8 + hh]);
+    T[2 * hh] = hn::BitCast(d8, hn::InterleaveLower(d64, a, bb));
+    T[2 * hh + 1] = hn::BitCast(d8, hn::InterleaveUpper(d64, a, bb));
+  }
+}
+
+// Lane-major codes (step t, lane l at t * 32 + l) to raster order: per
+// lane row and block of 16 columns, the block's 16 steps transposed
+// (Transpose16); each lane's run of 16 codes then goes to its row. lm must
+// be readable for 16 steps past the last.
+void ToRaster(const uint8_t* lm, const Geom& g, uint32_t w, uint8_t* out) {
   for (uint32_t r = 0; r < g.rows; ++r) {
     for (uint32_t j0 = 0; j0 < g.W; j0 += 16) {
       const uint32_t len = g.W - j0 < 16 ? g.W - j0 : 16;
       const uint64_t t0 = uint64_t{r} * g.W + j0;
       for (size_t b = 0; b < kB; ++b) {
-        V8 R[16], P[16], T[16];
-        for (int i = 0; i < 16; ++i) R[i] = hn::LoadU(d8, lm + (t0 + i) * 32 + b * kN8);
-        // Bytes: P[2g + h] holds lanes 8h.. of steps 2g, 2g + 1.
-        for (int q = 0; q < 8; ++q) {
-          P[2 * q] = hn::InterleaveLower(d8, R[2 * q], R[2 * q + 1]);
-          P[2 * q + 1] = hn::InterleaveUpper(d8, R[2 * q], R[2 * q + 1]);
-        }
-        // 16-bit: R[(gg * 2 + h) * 2 + h2] holds lanes 8h + 4h2.. of steps
-        // 4gg..4gg + 3.
-        for (int gg = 0; gg < 4; ++gg)
-          for (int h = 0; h < 2; ++h) {
-            const auto a = hn::BitCast(d16, P[(2 * gg) * 2 + h]), bb = hn::BitCast(d16, P[(2 * gg + 1) * 2 + h]);
-            R[(gg * 2 + h) * 2] = hn::BitCast(d8, hn::InterleaveLower(d16, a, bb));
-            R[(gg * 2 + h) * 2 + 1] = hn::BitCast(d8, hn::InterleaveUpper(d16, a, bb));
-          }
-        // 32-bit: P[((g3 * 2 + h) * 2 + h2) * 2 + h3] holds lanes
-        // 8h + 4h2 + 2h3.. of steps 8g3..8g3 + 7.
-        for (int g3 = 0; g3 < 2; ++g3)
-          for (int hh = 0; hh < 4; ++hh) {
-            const auto a = hn::BitCast(d32, R[(2 * g3) * 4 + hh]), bb = hn::BitCast(d32, R[(2 * g3 + 1) * 4 + hh]);
-            P[(g3 * 4 + hh) * 2] = hn::BitCast(d8, hn::InterleaveLower(d32, a, bb));
-            P[(g3 * 4 + hh) * 2 + 1] = hn::BitCast(d8, hn::InterleaveUpper(d32, a, bb));
-          }
-        // 64-bit: T[8h + 4h2 + 2h3 + h4] holds that lane's 16 steps.
-        for (int hh = 0; hh < 8; ++hh) {
-          const auto a = hn::BitCast(d64, P[hh]), bb = hn::BitCast(d64, P[8 + hh]);
-          T[2 * hh] = hn::BitCast(d8, hn::InterleaveLower(d64, a, bb));
-          T[2 * hh + 1] = hn::BitCast(d8, hn::InterleaveUpper(d64, a, bb));
-        }
+        V8 T[16];
+        Transpose16(lm, t0, b, T);
         for (int i = 0; i < 16; ++i) {
           for (size_t q = 0; q < kN8 / 16; ++q) {
             const uint32_t l = static_cast<uint32_t>(b * kN8 + q * 16 + i);
@@ -948,9 +956,10 @@ int RaggedInt(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint
   const uint64_t n = uint64_t{cv.h} * cv.w;
   if (p.nbr_mode != 0 || n >= (1ull << 31) || (p.sub == kIntNibble && n % 2) || !RaggedGeom(cv, &g)) return -1;
   // The lane-major codes, then (4-bit codes) the raster codes before packing.
-  // After them, first SetConsts' side tables for one lane row (scale
-  // classes), later the raster codes: the larger of the two.
-  const uint64_t lm_bytes = (uint64_t{g.steps} + 1) * 32;
+  // After them (and the 16 steps the transposition reads past the last),
+  // first SetConsts' side tables for one lane row (scale classes), later
+  // the raster codes: the larger of the two.
+  const uint64_t lm_bytes = (uint64_t{g.steps} + 16) * 32;
   const uint64_t side = (uint64_t{g.wa} + 16) * 32 + uint64_t{g.wa} * 32 + 32;
   const uint64_t after = 64 + (p.sub == kIntNibble ? n : 0);
   if (lm_bytes + (side > after ? side : after) > simd_lane_major_bytes(cv)) return -1;
@@ -969,12 +978,40 @@ int RaggedInt(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint
                                             : RaggedLanes<true, false>(m, c, g, cv.row0, cv.col0, rans, rans_len, lm));
   if (r != 1) return r;
   uint8_t* codes = p.sub == kIntNibble ? lm + lm_bytes + 64 : out;
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    const uint32_t W = g.w[l];
-    for (uint32_t rr = 0; rr < g.h[l]; ++rr) {
-      uint8_t* dst = codes + uint64_t{g.r0[l] + rr} * cv.w + g.c0[l];
-      const uint8_t* src = lm + uint64_t{rr} * W * 32 + l;
-      for (uint32_t j = 0; j < W; ++j) dst[j] = src[uint64_t{j} * 32];
+  // To raster order: 16 steps at a time transposed (Transpose16), each
+  // lane's 16 codes then copied as runs that break at its row's end.
+  uint32_t rr[kLanes] = {}, jj[kLanes] = {};
+  HWY_ALIGN uint8_t tmp[kLanes][16];
+  const hn::Full128<uint8_t> d128;
+  for (uint64_t t0 = 0; t0 < g.steps; t0 += 16) {
+    for (size_t b = 0; b < kB; ++b) {
+      V8 T[16];
+      Transpose16(lm, t0, b, T);
+      for (int i = 0; i < 16; ++i)
+        for (size_t q = 0; q < kN8 / 16; ++q) {
+#if HWY_MAX_BYTES == 16
+          const hn::Vec<decltype(d128)> x = T[i];
+#else
+          const hn::Vec<decltype(d128)> x = q == 0 ? hn::LowerHalf(d128, T[i]) : hn::UpperHalf(d128, T[i]);
+#endif
+          hn::Store(x, d128, tmp[b * kN8 + q * 16 + i]);
+        }
+    }
+    for (uint32_t l = 0; l < kLanes; ++l) {
+      if (t0 >= g.n[l]) continue;
+      uint32_t left = g.n[l] - t0 < 16 ? static_cast<uint32_t>(g.n[l] - t0) : 16u;
+      const uint8_t* src = tmp[l];
+      while (left) {
+        const uint32_t run = g.w[l] - jj[l] < left ? g.w[l] - jj[l] : left;
+        std::memcpy(codes + uint64_t{g.r0[l] + rr[l]} * cv.w + g.c0[l] + jj[l], src, run);
+        src += run;
+        left -= run;
+        jj[l] += run;
+        if (jj[l] == g.w[l]) {
+          jj[l] = 0;
+          ++rr[l];
+        }
+      }
     }
   }
   if (p.sub != kIntNibble) return 1;
