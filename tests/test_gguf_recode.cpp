@@ -105,6 +105,27 @@ TEST(Recode, ZeroShift) {
   EXPECT_EQ(zero_shift_of(0x7e00, 0xc200), 0);    // d = NaN
   EXPECT_EQ(zero_shift_of(one, 0x7e00), 0);       // m = NaN
   EXPECT_EQ(zero_shift_of(one, 0xfc00), 0);       // m = -inf
+  // Every fp16 d (subnormals, infinities, NaNs included) against the rule
+  // computed here from libm's exact conversion, for scales m of every
+  // kind: the decoder's conversion of fp16 bits must be exact.
+  auto f16 = [](uint16_t h) {
+    const int e = (h >> 10) & 31, mant = h & 1023;
+    const float mag = e == 31 ? (mant ? NAN : INFINITY)
+                              : e == 0 ? std::ldexp(static_cast<float>(mant), -24)
+                                       : std::ldexp(static_cast<float>(1024 + mant), e - 25);
+    return h & 0x8000 ? -mag : mag;
+  };
+  for (const uint16_t m : {0x0000, 0x8001, 0x83ff, 0xbc00, 0xc200, 0xc780, 0xd640, 0x3c00, 0xfc00, 0x7e00}) {
+    for (uint32_t db = 0; db < 65536; ++db) {
+      const float d = f16(static_cast<uint16_t>(db)), mv = f16(m);
+      uint32_t zr = 8;
+      if (std::isfinite(d) && d > 0 && std::isfinite(mv)) {
+        const float z = -mv / d;
+        zr = !(z >= 0.5f) ? 0 : z >= 14.5f ? 15 : static_cast<uint32_t>(z + 0.5f);
+      }
+      ASSERT_EQ(zero_shift_of(static_cast<uint16_t>(db), m), (8 - zr) & 15) << std::hex << db << " " << m;
+    }
+  }
   for (uint32_t s = 0; s < 16; ++s) {
     std::vector<uint8_t> v(256), w;
     for (uint32_t i = 0; i < 256; ++i) v[i] = static_cast<uint8_t>(i);

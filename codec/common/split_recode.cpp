@@ -14,18 +14,16 @@ namespace wcodec {
 
 namespace {
 
-// The exact value of fp16 bits (every fp16 value is a float32 value).
-float f16_value(uint16_t h) {
+// The exact value of fp16 bits (every fp16 value is a float32 value): a
+// subnormal m x 2^-24 is a product of exact floats (m < 1024, a power of
+// two), so no library call is needed.
+inline float f16_value(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023;
-  uint32_t u;
-  if (e == 31) {
-    u = sign | 0x7f800000u | (m << 13);
-  } else if (e != 0) {
-    u = sign | ((e + 112) << 23) | (m << 13);
-  } else {
-    const float v = std::ldexp(static_cast<float>(m), -24);
+  if (e == 0) {
+    const float v = static_cast<float>(m) * 0x1p-24f;
     return sign ? -v : v;
   }
+  const uint32_t u = sign | (e == 31 ? 0x7f800000u : (e + 112) << 23) | (m << 13);
   float f;
   std::memcpy(&f, &u, 4);
   return f;
