@@ -23,6 +23,7 @@
 #include "split_palette.h"
 #include "testutil.h"
 #include "wcodec/container.h"
+#include "wcodec/cpu.h"
 #include "wcodec/encode.h"
 #include "wcodec/gguf.h"
 
@@ -514,11 +515,11 @@ Status reference_reconstruct(const std::vector<uint8_t>& first, const std::vecto
 // the same codes or the same refusal as the plain statement of the rules.
 TEST(PaletteRules, ReconstructionMatchesThePlainRules) {
   std::mt19937 rng(41);
-  int valid = 0, refused = 0;
+  int valid = 0, refused = 0, vector_trials = 0;
   for (int trial = 0; trial < 6000; ++trial) {
     const bool sgn = trial % 3 == 1;
     const uint32_t max_value = trial % 3 == 2 ? 31 : 255;
-    const uint32_t group = trial % 5 == 0 ? 4 : 32;
+    const uint32_t group = trial % 5 == 0 ? 4 : trial % 7 == 0 ? 64 : 32;
     const size_t groups = 1 + rng() % 4;
     std::vector<uint8_t> first(groups), gaps(groups * kPaletteGaps, 0), index(groups * group / 2);
     for (size_t g = 0; g < groups; ++g) {
@@ -553,9 +554,23 @@ TEST(PaletteRules, ReconstructionMatchesThePlainRules) {
     } else {
       ++refused;
     }
+    // The vector path's index expansion (avx2, avx512, neon): the same.
+    if (PaletteExpandFn vx = palette_expand_vector()) {
+      std::vector<uint8_t> vgot(groups * group, 0xEE);
+      const Status vs = palette_reconstruct(first.data(), gaps.data(), index.data(), groups, group, sgn, vgot.data(),
+                                            "f", max_value, vx);
+      ASSERT_EQ(vs.ToString(), ws.ToString()) << "trial " << trial << " (vector expansion)";
+      if (ws.ok()) ASSERT_EQ(vgot, want) << "trial " << trial << " (vector expansion)";
+      ++vector_trials;
+    }
   }
   EXPECT_GT(valid, 1000);
   EXPECT_GT(refused, 1000);
+  if (cpu_path() == CpuPath::kScalar) {
+    EXPECT_EQ(vector_trials, 0) << "the scalar path keeps the portable loop";
+  } else {
+    EXPECT_EQ(vector_trials, 6000) << "the vector paths expand indexes with Highway";
+  }
 }
 
 // 5-bit codes of every value pack as ggml lays them out (qh bit j: bit 4

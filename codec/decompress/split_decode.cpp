@@ -59,7 +59,8 @@ Status decode_split_chunk(const TensorGeometry& g, const SplitModel& m, uint64_t
       uint8_t* codes = st.pal_q5 ? q5codes.data() : scratch.split_buf.data();
       WC_RETURN_IF_ERROR(palette_reconstruct(derived[kPalFirst].data(), derived[kPalGaps].data(),
                                              derived[kPalIndex].data(), ncodes / st.pal_group, st.pal_group,
-                                             st.pal_signed, codes, sw, st.pal_q5 ? 31 : 255));
+                                             st.pal_signed, codes, sw, st.pal_q5 ? 31 : 255,
+                                             palette_expand_vector()));
       if (st.pal_q5) q5_pack(codes, sbytes / kQ5Bytes, scratch.split_buf.data());
     } else if (st.recode == kRecodeZeroPos) {
       for (uint32_t d = 0; d < kZpDerivedCount; ++d)
