@@ -7,6 +7,8 @@
 // per rule.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -125,6 +127,78 @@ TEST(Split, DamagedChunksAreDetected) {
   // A flipped bit of the first stream's method byte, its length or its
   // coded bytes changes what decodes: nearly every flip is refused.
   EXPECT_GT(refused, tried * 9 / 10) << refused << " of " << tried;
+}
+
+// Chunks of one split tensor decoded together (decode_split_group: each
+// stream's parts as one group where the vector decoder interleaves them)
+// give the bytes of the chunks decoded one by one, for every split type;
+// a group with a damaged member is refused (the reader then decodes each
+// and names that one), and the reader's group decode serves the others.
+TEST(Split, GroupsOfChunksEqualTheChunksOneByOne) {
+  int groups = 0, damaged = 0;
+  for (uint32_t type : {2u, 3u, 6u, 8u, 10u, 11u, 12u, 14u}) {
+    const auto* spec = wctest::quant_spec(type);
+    const int64_t ne0 = spec->block == 32 ? 576 : 1536;
+    const auto file = wctest::make_quant_gguf({{"blk.0.ffn_up.weight", type, ne0, 203}}, weights());
+    auto enc = encode(file, 16 * 1024);
+    auto rd = read_back(enc, file);
+    ASSERT_TRUE(rd);
+    const auto& t = ReaderAccess::tensor(*rd, 0);
+    ASSERT_TRUE(t.split) << type_name(type);
+    for (int n = 2; n <= kMaxChunkGroup; ++n) {
+      for (size_t i = 0; i + n <= rd->num_chunks(); i += n) {
+        size_t idx[kMaxChunkGroup];
+        bool pairs = true;
+        for (int k = 0; k < n; ++k) {
+          idx[k] = i + k;
+          pairs = pairs && (k == 0 || rd->pairable(i, i + k));
+        }
+        if (!pairs) continue;
+        uint64_t index[kMaxChunkGroup], dsize[kMaxChunkGroup], xxh3[kMaxChunkGroup];
+        size_t plen[kMaxChunkGroup];
+        const uint8_t* pay[kMaxChunkGroup];
+        std::vector<uint8_t> outs[kMaxChunkGroup];
+        uint8_t* op[kMaxChunkGroup];
+        for (int k = 0; k < n; ++k) {
+          const ChunkEntry e = rd->chunk(idx[k]);
+          index[k] = ReaderAccess::chunk_local(*rd, idx[k]);
+          dsize[k] = e.decoded_size;
+          xxh3[k] = e.xxh3;
+          plen[k] = e.stored_size;
+          pay[k] = enc.data() + e.file_offset;
+          outs[k].assign(e.decoded_size, 0xEE);
+          op[k] = outs[k].data();
+        }
+        DecodeScratch scratch;
+        ASSERT_TRUE(decode_split_group(t.geom, *t.split, index, pay, plen, dsize, xxh3, op, n, scratch))
+            << type_name(type) << " chunks " << i << ".." << i + n - 1;
+        for (int k = 0; k < n; ++k)
+          ASSERT_EQ(0, std::memcmp(op[k], file.data() + rd->chunk(idx[k]).decoded_offset, dsize[k]))
+              << type_name(type) << " chunk " << idx[k];
+        ++groups;
+        // The last member damaged in the middle of its payload.
+        const ChunkEntry last = rd->chunk(idx[n - 1]);
+        uint8_t& b = enc[last.file_offset + last.stored_size / 2];
+        b ^= 0x5a;
+        EXPECT_FALSE(decode_split_group(t.geom, *t.split, index, pay, plen, dsize, xxh3, op, n, scratch))
+            << type_name(type) << " chunks " << i << ".." << i + n - 1 << " (damaged)";
+        Status sts[kMaxChunkGroup];
+        for (int k = 0; k < n; ++k) std::fill(outs[k].begin(), outs[k].end(), 0xEE);
+        rd->decode_chunk_group(idx, op, n, sts);
+        for (int k = 0; k + 1 < n; ++k) {
+          EXPECT_TRUE(sts[k].ok()) << sts[k].ToString();
+          EXPECT_EQ(0, std::memcmp(op[k], file.data() + rd->chunk(idx[k]).decoded_offset, dsize[k]));
+        }
+        EXPECT_FALSE(sts[n - 1].ok()) << type_name(type) << " chunk " << idx[n - 1];
+        EXPECT_NE(sts[n - 1].ToString().find("chunk " + std::to_string(idx[n - 1])), std::string::npos)
+            << sts[n - 1].ToString();
+        b ^= 0x5a;
+        ++damaged;
+      }
+    }
+  }
+  std::printf("split chunk groups: %d decoded together, %d damaged groups refused\n", groups, damaged);
+  EXPECT_GT(groups, 30);  // 37 with this data
 }
 
 // ------------------------------------------------------------------ refused records

@@ -430,6 +430,15 @@ bool Reader::pairable(size_t a, size_t b) const {
   const ChunkEntry &ea = all_chunks_[a], &eb = all_chunks_[b];
   if (ea.method != 2 || eb.method != 2 || ea.decoded_size != eb.decoded_size) return false;
   const Tensor &ta = *tensors_[chunk_tensor_[a]], &tb = *tensors_[chunk_tensor_[b]];
+  // Split chunks of one tensor whose rectangles have one size
+  // (decode_split_group: stream by stream).
+  if (ta.split || tb.split) {
+    if (&ta != &tb) return false;
+    uint64_t ra, ca, ha, wa, rb, cb, hb, wb;
+    ta.geom.chunk_rect(chunk_local_[a], &ra, &ca, &ha, &wa);
+    ta.geom.chunk_rect(chunk_local_[b], &rb, &cb, &hb, &wb);
+    return ha == hb && wa == wb;
+  }
   if (!ta.has_model || !ta.model || !tb.has_model || !tb.model || !models_group(*ta.model, *tb.model)) return false;
   if (&ta == &tb) return true;
   // Chunks of two tensors: the same rectangle, so the same lane layout.
@@ -447,7 +456,22 @@ bool Reader::groupable(const size_t* idx, int n) const {
 
 void Reader::decode_group_from(const size_t* idx, const uint8_t* const* payloads, uint8_t* const* outs, int n,
                                Status* sts) const {
-  if (groupable(idx, n)) {
+  const Tensor& t0 = *tensors_[chunk_tensor_[idx[0]]];
+  if (t0.split && groupable(idx, n)) {
+    uint64_t index[kMaxChunkGroup], dsize[kMaxChunkGroup], xxh3[kMaxChunkGroup];
+    size_t plen[kMaxChunkGroup];
+    for (int i = 0; i < n; ++i) {
+      const ChunkEntry& e = all_chunks_[idx[i]];
+      index[i] = chunk_local_[idx[i]];
+      plen[i] = e.stored_size;
+      dsize[i] = e.decoded_size;
+      xxh3[i] = e.xxh3;
+    }
+    if (decode_split_group(t0.geom, *t0.split, index, payloads, plen, dsize, xxh3, outs, n, thread_scratch())) {
+      for (int i = 0; i < n; ++i) sts[i] = Status::OK();
+      return;
+    }
+  } else if (groupable(idx, n)) {
     GroupChunk cs[kMaxChunkGroup];
     for (int i = 0; i < n; ++i) {
       const ChunkEntry& e = all_chunks_[idx[i]];

@@ -84,6 +84,13 @@ bool models_group(const TensorModel& a, const TensorModel& b) {
 }
 
 bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch) {
+  if (!decode_chunk_group_unchecked(chunks, n, scratch)) return false;
+  for (int i = 0; i < n; ++i)
+    if (chunk_hash(chunks[i].out, chunks[i].decoded_size) != chunks[i].xxh3) return false;
+  return true;
+}
+
+bool decode_chunk_group_unchecked(const GroupChunk* chunks, int n, DecodeScratch& scratch) {
   if (n < 2 || n > kMaxChunkGroup) return false;
   ModelPayload mp[kMaxChunkGroup];
   for (int i = 0; i < n; ++i) {
@@ -106,10 +113,7 @@ bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch)
     sides[i] = GroupSide{mp[i].map,    mp[i].rans,    mp[i].rans_len, mp[i].raw,      mp[i].raw_len,
                          mp[i].tail,   chunks[i].out, lm[i]->get(lmb), mp[i].cv.col0, mp[i].cv.row0};
   }
-  if (decode_group_simd(mv, mp[0].cv, sides, n) != 1) return false;
-  for (int i = 0; i < n; ++i)
-    if (chunk_hash(chunks[i].out, chunks[i].decoded_size) != chunks[i].xxh3) return false;
-  return true;
+  return decode_group_simd(mv, mp[0].cv, sides, n) == 1;
 }
 
 Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,

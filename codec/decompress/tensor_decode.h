@@ -93,6 +93,19 @@ struct GroupChunk {
 // is written that the caller may use; decode each with decode_chunk, which
 // also names the chunk at fault when one is damaged.
 bool decode_chunk_group(const GroupChunk* chunks, int n, DecodeScratch& scratch);
+// decode_chunk_group without the checksums (the streams of split chunks,
+// whose checksums cover the whole chunks; xxh3 is not read).
+bool decode_chunk_group_unchecked(const GroupChunk* chunks, int n, DecodeScratch& scratch);
+
+// Decodes n (2..kMaxChunkGroup) chunks of one split tensor (indexes index[i],
+// rectangles of one size) together: each stream's parts of the n chunks as
+// one group where their models group (decode_chunk_group_unchecked), the
+// others one by one, then each chunk's recodes, scatter and checksum as
+// decode_split_chunk. True: all decoded and their checksums match. False:
+// decode each with decode_split_chunk, which names the chunk at fault.
+bool decode_split_group(const TensorGeometry& g, const SplitModel& m, const uint64_t* index,
+                        const uint8_t* const* payload, const size_t* payload_len, const uint64_t* decoded_size,
+                        const uint64_t* xxh3, uint8_t* const* out, int n, DecodeScratch& scratch);
 
 // Whether chunks of this model may decode in groups (decode_chunk_group).
 bool model_groups(const TensorModel& m);
