@@ -729,7 +729,7 @@ TEST(CpuPaths, HighwayIntEqualsReferenceOnRealFiles) {
 
 // The Highway int decoder on chunks whose lanes differ in size (ragged
 // lanes: widths that 32 lanes do not divide, as in the streams GGUF blocks
-// are split into). Codes from stories260K's real float weights, quantized
+// are split into), one by one and in groups of 2 and 3. Codes from stories260K's real float weights, quantized
 // per row: 3- and 4-bit codes one per byte (uint8) and int8 codes, laid
 // out as rows of 97, 279 and 324 codes, in chunks of 4 KiB.
 TEST(CpuPaths, HighwayIntRaggedLanes) {
@@ -749,7 +749,7 @@ TEST(CpuPaths, HighwayIntRaggedLanes) {
   }
   ASSERT_GT(w.size(), 100000u);
   Counts k;
-  int ragged = 0, scaled = 0, nib = 0;
+  int ragged = 0, scaled = 0, nib = 0, groups = 0, scaled_groups = 0, ragged_groups = 0;
   for (const uint32_t cols : {97u, 279u, 324u}) {
     for (const int bits : {3, 4, 8}) {
       const bool nibble_codes = bits < 8;
@@ -780,6 +780,35 @@ TEST(CpuPaths, HighwayIntRaggedLanes) {
       if (et.model.kind != ModelKind::kInt) continue;
       std::shared_ptr<const TensorModel::VectorTables> hold;
       const ModelView mv = et.model.view(&hold);
+      // Groups of 2 and 3 consecutive chunks of one (ragged) size.
+      for (int gn = 2; gn <= 3; ++gn)
+        for (uint64_t i = 0; i + gn <= et.chunks.size(); i += gn) {
+          ChunkView cvs[3];
+          Parsed gps[3];
+          bool same = true;
+          for (int q = 0; q < gn && same; ++q) {
+            const auto& c = et.chunks[i + q];
+            same = c.method == ChunkMethod::kModel && parse_payload(et.geom, i + q, c.payload, &gps[q]) &&
+                   !gps[q].map && !gps[q].raw_len;
+            uint64_t row0, col0, h, cw;
+            et.geom.chunk_rect(i + q, &row0, &col0, &h, &cw);
+            cvs[q] = ChunkView{static_cast<uint32_t>(h), static_cast<uint32_t>(cw), static_cast<uint32_t>(row0),
+                               static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+            same = same && cvs[q].h == cvs[0].h && cvs[q].w == cvs[0].w;
+          }
+          if (!same) continue;
+          const int before = groups;
+          compare_int_group(mv, cvs, gps, gn, std::to_string(cols) + " " + std::to_string(bits) + "-bit group at " +
+                                                  std::to_string(i),
+                            &groups, &scaled_groups);
+          if (HasFatalFailure()) return;
+          bool even = true;
+          for (uint32_t l = 1; l < kLanes; ++l) {
+            const LaneRect a = lane_rect(cvs[0].h, cvs[0].w, 0), b = lane_rect(cvs[0].h, cvs[0].w, l);
+            even &= a.w == b.w && a.h == b.h;
+          }
+          ragged_groups += groups > before && !even;
+        }
       for (uint64_t i = 0; i < et.chunks.size(); ++i) {
         const auto& c = et.chunks[i];
         if (c.method != ChunkMethod::kModel) continue;
@@ -808,8 +837,10 @@ TEST(CpuPaths, HighwayIntRaggedLanes) {
     }
   }
   std::printf("Highway int decoder: %d chunks, %d with ragged lanes (%d with scale classes, %d of 3- or 4-bit "
-              "codes); %d damaged streams, %d rejected\n",
-              k.chunks, ragged, scaled, nib, k.damaged, k.rejected);
+              "codes); %d damaged streams, %d rejected; %d groups of ragged chunks (%d with scale classes)\n",
+              k.chunks, ragged, scaled, nib, k.damaged, k.rejected, ragged_groups, scaled_groups);
+  EXPECT_GT(ragged_groups, 20);
+  EXPECT_GT(scaled_groups, 2);
   EXPECT_GT(ragged, 50);
   EXPECT_GT(scaled, 5);
   EXPECT_GT(nib, 20);

@@ -821,22 +821,27 @@ HWY_INLINE void MaskBytes(const Consts& c, const M32* m, V8* out) {
   TokenBytes(c, v, out);
 }
 
-template <bool U8, bool SC>
-HWY_NOINLINE int RaggedLanes(const ModelView& m, const Consts& c, const RGeom& g, uint64_t row0, uint64_t col0,
-                             const uint8_t* rans, uint32_t rans_len, uint8_t* lm) {
+template <int NC, bool U8, bool SC>
+HWY_NOINLINE int RaggedLanes(const ModelView* const* m, const Consts* c, const RGeom& g, const uint64_t* row0,
+                             const uint64_t* col0, const uint8_t* const* rans, const uint32_t* rans_len,
+                             uint8_t* const* lm) {
   const D32 d32;
   const D8 d8;
   const hn::RebindToSigned<D32> di32;
   const hn::Rebind<uint8_t, D32> d8q;
   const hn::Rebind<uint16_t, D32> d16h;
   const hn::Repartition<uint8_t, decltype(d16h)> d8h;
-  const IntParams& p = m.ip;
-  Words w;
-  State s;
-  HWY_ALIGN uint8_t pad[hwy_int_detail::kPadBytes];
-  hwy_int_detail::words_open(&w, rans, rans_len, pad);
-  for (size_t k = 0; k < kV; ++k) s.X[k] = hn::BitCast(d32, hn::LoadU(d8, rans + 4 * kN32 * k));
-  for (size_t b = 0; b < kB; ++b) s.bad[b] = s.A1[b] = s.A2[b] = s.LS[b] = hn::Zero(d8);
+  // The chunks share the geometry and the loop's form (sub, off_a, scale
+  // classes or none); their models, streams and states are their own.
+  const IntParams& p0 = m[0]->ip;
+  Words w[NC];
+  State s[NC];
+  HWY_ALIGN uint8_t pad[NC][hwy_int_detail::kPadBytes];
+  for (int n = 0; n < NC; ++n) {
+    hwy_int_detail::words_open(&w[n], rans[n], rans_len[n], pad[n]);
+    for (size_t k = 0; k < kV; ++k) s[n].X[k] = hn::BitCast(d32, hn::LoadU(d8, rans[n] + 4 * kN32 * k));
+    for (size_t b = 0; b < kB; ++b) s[n].bad[b] = s[n].A1[b] = s[n].A2[b] = s[n].LS[b] = hn::Zero(d8);
+  }
   V32 J[kV], Wl[kV], N[kV];
   for (size_t k = 0; k < kV; ++k) {
     J[k] = hn::Zero(d32);
@@ -847,89 +852,105 @@ HWY_NOINLINE int RaggedLanes(const ModelView& m, const Consts& c, const RGeom& g
   {
     M32 wm[kV];
     for (size_t k = 0; k < kV; ++k) wm[k] = hn::Eq(Wl[k], hn::Set(d32, g.wa + 1));
-    MaskBytes(c, wm, wide);
+    MaskBytes(c[0], wm, wide);
   }
   // Scale classes: each lane's column and row, for the lookups.
   uint32_t jl[kLanes] = {}, rl[kLanes] = {};
-  const V32 voa = hn::Set(d32, p.off_a);
+  const V32 voa = hn::Set(d32, p0.off_a);
   for (uint32_t t = 0; t < g.steps; ++t) {
-    if (HWY_UNLIKELY(w.pos + hwy_int_detail::kStepWords > w.n) && !hwy_int_detail::words_tail(&w)) return 0;
+    for (int n = 0; n < NC; ++n)
+      if (HWY_UNLIKELY(w[n].pos + hwy_int_detail::kStepWords > w[n].n) && !hwy_int_detail::words_tail(&w[n]))
+        return 0;
     const V32 vt = hn::Set(d32, t);
     M32 act[kV], mm[kV];
     V8 actb[kB], hlb[kB], htb[kB], hab[kB];
     for (size_t k = 0; k < kV; ++k) act[k] = hn::Lt(vt, N[k]);
-    MaskBytes(c, act, actb);
+    MaskBytes(c[0], act, actb);
     for (size_t k = 0; k < kV; ++k) mm[k] = hn::Gt(J[k], hn::Zero(d32));
-    MaskBytes(c, mm, hlb);
+    MaskBytes(c[0], mm, hlb);
     for (size_t k = 0; k < kV; ++k) mm[k] = hn::Not(hn::Lt(vt, Wl[k]));
-    MaskBytes(c, mm, htb);
-    if (p.off_a) {
+    MaskBytes(c[0], mm, htb);
+    if (p0.off_a) {
       for (size_t k = 0; k < kV; ++k) mm[k] = hn::Not(hn::Lt(J[k], voa));
-      MaskBytes(c, mm, hab);
+      MaskBytes(c[0], mm, hab);
     }
-    HWY_ALIGN uint8_t ctxb[kLanes];
-    HWY_ALIGN uint8_t scb[SC ? kLanes : 1];
-    for (size_t b = 0; b < kB; ++b) {
-      // A lane at its row's first column has no left neighbours.
-      s.A1[b] = hn::And(s.A1[b], hlb[b]);
-      s.A2[b] = hn::And(s.A2[b], hlb[b]);
-      s.LS[b] = hn::And(s.LS[b], hlb[b]);
-      V8 ctx = s.LS[b];
-      if (c.nthr) {
-        const size_t ob = b * kN8;
-        V8 a = hn::SaturatedAdd(hn::SaturatedAdd(s.A1[b], s.A1[b]), s.A2[b]);
-        if (t >= g.wa) {
-          V8 top = hn::LoadU(d8, lm + (uint64_t{t} - g.wa) * 32 + ob);
-          if (g.any_wide && t > g.wa)
-            top = hn::IfThenElse(hn::MaskFromVec(wide[b]), hn::LoadU(d8, lm + (uint64_t{t} - g.wa - 1) * 32 + ob), top);
-          const V8 at = hn::And(AbsCodes<U8>(c, top), htb[b]);
-          a = hn::SaturatedAdd(a, at);
-          // No left neighbour: the top counts three times.
-          a = hn::SaturatedAdd(a, hn::IfThenZeroElse(hn::MaskFromVec(hlb[b]), hn::SaturatedAdd(at, at)));
+    HWY_ALIGN uint8_t ctxb[NC][kLanes];
+    HWY_ALIGN uint8_t scb[NC][SC ? kLanes : 1];
+    for (int n = 0; n < NC; ++n) {
+      for (size_t b = 0; b < kB; ++b) {
+        // A lane at its row's first column has no left neighbours.
+        s[n].A1[b] = hn::And(s[n].A1[b], hlb[b]);
+        s[n].A2[b] = hn::And(s[n].A2[b], hlb[b]);
+        s[n].LS[b] = hn::And(s[n].LS[b], hlb[b]);
+        V8 ctx = s[n].LS[b];
+        if (c[n].nthr) {
+          const size_t ob = b * kN8;
+          V8 a = hn::SaturatedAdd(hn::SaturatedAdd(s[n].A1[b], s[n].A1[b]), s[n].A2[b]);
+          if (t >= g.wa) {
+            V8 top = hn::LoadU(d8, lm[n] + (uint64_t{t} - g.wa) * 32 + ob);
+            if (g.any_wide && t > g.wa)
+              top = hn::IfThenElse(hn::MaskFromVec(wide[b]), hn::LoadU(d8, lm[n] + (uint64_t{t} - g.wa - 1) * 32 + ob),
+                                   top);
+            const V8 at = hn::And(AbsCodes<U8>(c[n], top), htb[b]);
+            a = hn::SaturatedAdd(a, at);
+            // No left neighbour: the top counts three times.
+            a = hn::SaturatedAdd(a, hn::IfThenZeroElse(hn::MaskFromVec(hlb[b]), hn::SaturatedAdd(at, at)));
+          }
+          if (p0.off_a && t >= p0.off_a)
+            a = hn::SaturatedAdd(
+                a, hn::And(AbsCodes<U8>(c[n], hn::LoadU(d8, lm[n] + (uint64_t{t} - p0.off_a) * 32 + ob)), hab[b]));
+          ctx = hn::Add(ActClass(c[n], a, 3), ctx);
         }
-        if (p.off_a && t >= p.off_a)
-          a = hn::SaturatedAdd(a, hn::And(AbsCodes<U8>(c, hn::LoadU(d8, lm + (uint64_t{t} - p.off_a) * 32 + ob)), hab[b]));
-        ctx = hn::Add(ActClass(c, a, 3), ctx);
+        hn::Store(ctx, d8, ctxb[n] + b * kN8);
       }
-      hn::Store(ctx, d8, ctxb + b * kN8);
-    }
-    if constexpr (SC) {
-      for (uint32_t l = 0; l < kLanes; ++l) {
-        uint32_t v = 0;
-        if (t < g.n[l]) {
-          if (p.use_rc) v += m.rc[row0 + g.r0[l] + rl[l]];
-          if (p.use_cc) v += m.cc[col0 + g.c0[l] + jl[l]];
+      if constexpr (SC) {
+        const IntParams& p = m[n]->ip;
+        for (uint32_t l = 0; l < kLanes; ++l) {
+          uint32_t v = 0;
+          if (t < g.n[l]) {
+            if (p.use_rc) v += m[n]->rc[row0[n] + g.r0[l] + rl[l]];
+            if (p.use_cc) v += m[n]->cc[col0[n] + g.c0[l] + jl[l]];
+          }
+          scb[n][l] = m[n]->luts->scale[v];
         }
-        scb[l] = m.luts->scale[v];
       }
     }
-    V32 E[kV];
-    uint32_t mks[kV];
-    M32 need[kV];
-    for (size_t k = 0; k < kV; ++k) {
-      V32 cx = hn::PromoteTo(d32, hn::LoadU(d8q, ctxb + k * kN32));
-      if constexpr (SC) cx = hn::Add(cx, hn::PromoteTo(d32, hn::LoadU(d8q, scb + k * kN32)) * hn::Set(d32, c.sc_mul));
-      const V32 idx = hn::Or(hn::ShiftLeft<12>(cx), hn::And(s.X[k], c.m4095));
-      const V32 q = hn::ShiftRight<12>(s.X[k]);
-      E[k] = hn::BitCast(d32, hn::GatherIndex(di32, reinterpret_cast<const int32_t*>(c.slots), hn::BitCast(di32, idx)));
-      const V32 f = hn::Add(hn::And(hn::ShiftRight<8>(E[k]), c.m4095), c.one32);
-      const V32 nx = hn::IfThenElse(act[k], hn::Add(f * q, hn::ShiftRight<20>(E[k])), s.X[k]);
-      s.X[k] = nx;
-      need[k] = hn::And(act[k], hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(d32)));
-      mks[k] = MaskBits(need[k]);
+    // The rANS step of every chunk, gathers first (their chains overlap).
+    V32 E[NC][kV];
+    for (int n = 0; n < NC; ++n)
+      for (size_t k = 0; k < kV; ++k) {
+        V32 cx = hn::PromoteTo(d32, hn::LoadU(d8q, ctxb[n] + k * kN32));
+        if constexpr (SC)
+          cx = hn::Add(cx, hn::PromoteTo(d32, hn::LoadU(d8q, scb[n] + k * kN32)) * hn::Set(d32, c[n].sc_mul));
+        const V32 idx = hn::Or(hn::ShiftLeft<12>(cx), hn::And(s[n].X[k], c[n].m4095));
+        E[n][k] = hn::BitCast(
+            d32, hn::GatherIndex(di32, reinterpret_cast<const int32_t*>(c[n].slots), hn::BitCast(di32, idx)));
+      }
+    for (int n = 0; n < NC; ++n) {
+      uint32_t mks[kV];
+      M32 need[kV];
+      for (size_t k = 0; k < kV; ++k) {
+        const V32 q = hn::ShiftRight<12>(s[n].X[k]);
+        const V32 f = hn::Add(hn::And(hn::ShiftRight<8>(E[n][k]), c[n].m4095), c[n].one32);
+        const V32 nx = hn::IfThenElse(act[k], hn::Add(f * q, hn::ShiftRight<20>(E[n][k])), s[n].X[k]);
+        s[n].X[k] = nx;
+        need[k] = hn::And(act[k], hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(d32)));
+        mks[k] = MaskBits(need[k]);
+      }
+      uint32_t pos = w[n].pos;
+      for (size_t k = 0; k < kV; ++k) {
+        const uint32_t mk = mks[k];
+        const V32 words = hn::PromoteTo(d32, hn::BitCast(d16h, hn::LoadU(d8h, w[n].p + 2 * uint64_t{pos})));
+        const V32 wv = hn::TableLookupLanes(words, hn::SetTableIndices(d32, hwy_int_detail::kPrefix.v[mk]));
+        s[n].X[k] = hn::IfThenElse(need[k], hn::Or(hn::ShiftLeft<16>(s[n].X[k]), wv), s[n].X[k]);
+        pos += static_cast<uint32_t>(__builtin_popcount(mk));
+      }
+      w[n].pos = pos;
     }
-    uint32_t pos = w.pos;
+    for (int n = 0; n < NC; ++n)
+      if (!StepValues<U8, false>(m[n]->ip, c[n], s[n], E[n], t, w[n], lm[n], actb)) return 0;
     for (size_t k = 0; k < kV; ++k) {
-      const uint32_t mk = mks[k];
-      const V32 words = hn::PromoteTo(d32, hn::BitCast(d16h, hn::LoadU(d8h, w.p + 2 * uint64_t{pos})));
-      const V32 wv = hn::TableLookupLanes(words, hn::SetTableIndices(d32, hwy_int_detail::kPrefix.v[mk]));
-      s.X[k] = hn::IfThenElse(need[k], hn::Or(hn::ShiftLeft<16>(s.X[k]), wv), s.X[k]);
-      pos += static_cast<uint32_t>(__builtin_popcount(mk));
-    }
-    w.pos = pos;
-    if (!StepValues<U8, false>(p, c, s, E, t, w, lm, actb)) return false;
-    for (size_t k = 0; k < kV; ++k) {
-      const V32 j1 = hn::Add(J[k], c.one32);
+      const V32 j1 = hn::Add(J[k], c[0].one32);
       J[k] = hn::IfThenZeroElse(hn::Eq(j1, Wl[k]), j1);
     }
     if constexpr (SC)
@@ -939,47 +960,59 @@ HWY_NOINLINE int RaggedLanes(const ModelView& m, const Consts& c, const RGeom& g
           ++rl[l];
         }
   }
-  if (w.pos != w.n) return 0;
-  for (size_t k = 0; k < kV; ++k)
-    if (!hn::AllTrue(d32, hn::Eq(s.X[k], hn::Set(d32, kRansL)))) return 0;
-  for (size_t b = 0; b < kB; ++b)
-    if (!hn::AllTrue(d8, hn::Eq(s.bad[b], hn::Zero(d8)))) return 0;
+  for (int n = 0; n < NC; ++n) {
+    if (w[n].pos != w[n].n) return 0;
+    for (size_t k = 0; k < kV; ++k)
+      if (!hn::AllTrue(d32, hn::Eq(s[n].X[k], hn::Set(d32, kRansL)))) return 0;
+    for (size_t b = 0; b < kB; ++b)
+      if (!hn::AllTrue(d8, hn::Eq(s[n].bad[b], hn::Zero(d8)))) return 0;
+  }
   return 1;
 }
 
-// A ragged chunk of model m (nbr_mode 0, no tile map, no zero points):
-// decode_int_chunk_hwy's contract.
-int RaggedInt(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len, uint8_t* out,
-              uint8_t* lm) {
-  const IntParams& p = m.ip;
-  RGeom g;
+// Scratch of a ragged chunk in lm: the lane-major codes and the 16 steps
+// the transposition reads past the last (lm_bytes), then first SetConsts'
+// side tables for one lane row (scale classes), later the raster codes of
+// 4-bit chunks: the larger of the two. 0 when lm is too small.
+uint64_t RaggedLmBytes(const IntParams& p, const RGeom& g, const ChunkView& cv) {
   const uint64_t n = uint64_t{cv.h} * cv.w;
-  if (p.nbr_mode != 0 || n >= (1ull << 31) || (p.sub == kIntNibble && n % 2) || !RaggedGeom(cv, &g)) return -1;
-  // The lane-major codes, then (4-bit codes) the raster codes before packing.
-  // After them (and the 16 steps the transposition reads past the last),
-  // first SetConsts' side tables for one lane row (scale classes), later
-  // the raster codes: the larger of the two.
   const uint64_t lm_bytes = (uint64_t{g.steps} + 16) * 32;
   const uint64_t side = (uint64_t{g.wa} + 16) * 32 + uint64_t{g.wa} * 32 + 32;
   const uint64_t after = 64 + (p.sub == kIntNibble ? n : 0);
-  if (lm_bytes + (side > after ? side : after) > simd_lane_major_bytes(cv)) return -1;
-  if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
-  Consts c;
-  Geom sg;  // SetConsts' geometry: one lane row of the narrowest width (no kernel masks, scale tables only)
+  return lm_bytes + (side > after ? side : after) > simd_lane_major_bytes(cv) ? 0 : lm_bytes;
+}
+
+// The loop constants of a ragged chunk of model m: SetConsts over one lane
+// row of the narrowest width (no kernel masks; its per-column scale side
+// tables go after the lane-major rows, unused: RaggedLanes looks the
+// classes up itself).
+void RaggedConsts(const ModelView& m, const RGeom& g, uint64_t row0, uint64_t col0, uint8_t* lm, uint64_t lm_bytes,
+                  Consts* c) {
+  Geom sg;
   sg.W = g.wa;
   sg.rows = 1;
   for (uint32_t l = 0; l < kLanes; ++l) sg.r0[l] = sg.c0[l] = 0;
-  // SetConsts writes per-column scale side tables after sg's codes: keep
-  // them out of the lane-major rows (this loop looks the classes up itself).
-  SetConsts(m, sg, cv.row0, cv.col0, lm + lm_bytes, &c);
-  const int r = p.sub == kIntI8 ? (p.ns > 1 ? RaggedLanes<false, true>(m, c, g, cv.row0, cv.col0, rans, rans_len, lm)
-                                            : RaggedLanes<false, false>(m, c, g, cv.row0, cv.col0, rans, rans_len, lm))
-                                : (p.ns > 1 ? RaggedLanes<true, true>(m, c, g, cv.row0, cv.col0, rans, rans_len, lm)
-                                            : RaggedLanes<true, false>(m, c, g, cv.row0, cv.col0, rans, rans_len, lm));
-  if (r != 1) return r;
+  SetConsts(m, sg, row0, col0, lm + lm_bytes, c);
+}
+
+template <int NC>
+int RaggedLanesFor(const IntParams& p0, const ModelView* const* m, const Consts* c, const RGeom& g,
+                   const uint64_t* row0, const uint64_t* col0, const uint8_t* const* rans, const uint32_t* rans_len,
+                   uint8_t* const* lm) {
+  if (p0.sub == kIntI8)
+    return p0.ns > 1 ? RaggedLanes<NC, false, true>(m, c, g, row0, col0, rans, rans_len, lm)
+                     : RaggedLanes<NC, false, false>(m, c, g, row0, col0, rans, rans_len, lm);
+  return p0.ns > 1 ? RaggedLanes<NC, true, true>(m, c, g, row0, col0, rans, rans_len, lm)
+                   : RaggedLanes<NC, true, false>(m, c, g, row0, col0, rans, rans_len, lm);
+}
+
+// The decoded lane-major codes of a ragged chunk to its bytes: 16 steps at
+// a time transposed (Transpose16), each lane's 16 codes then copied as
+// runs that break at its row's end; 4-bit codes raster above the lane-major
+// rows, then packed. 1, or 0 for a 4-bit code above 15.
+int RaggedFinish(const IntParams& p, const ChunkView& cv, const RGeom& g, uint8_t* lm, uint64_t lm_bytes,
+                 uint8_t* out) {
   uint8_t* codes = p.sub == kIntNibble ? lm + lm_bytes + 64 : out;
-  // To raster order: 16 steps at a time transposed (Transpose16), each
-  // lane's 16 codes then copied as runs that break at its row's end.
   uint32_t rr[kLanes] = {}, jj[kLanes] = {};
   HWY_ALIGN uint8_t tmp[kLanes][16];
   const hn::Full128<uint8_t> d128;
@@ -1015,7 +1048,61 @@ int RaggedInt(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint
     }
   }
   if (p.sub != kIntNibble) return 1;
-  return PackNibbles(codes, n, out) ? 1 : 0;
+  return PackNibbles(codes, uint64_t{cv.h} * cv.w, out) ? 1 : 0;
+}
+
+// A ragged chunk of model m (nbr_mode 0, no tile map, no zero points):
+// decode_int_chunk_hwy's contract.
+int RaggedInt(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len, uint8_t* out,
+              uint8_t* lm) {
+  const IntParams& p = m.ip;
+  RGeom g;
+  const uint64_t n = uint64_t{cv.h} * cv.w;
+  if (p.nbr_mode != 0 || n >= (1ull << 31) || (p.sub == kIntNibble && n % 2) || !RaggedGeom(cv, &g)) return -1;
+  const uint64_t lm_bytes = RaggedLmBytes(p, g, cv);
+  if (lm_bytes == 0) return -1;
+  if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
+  Consts c;
+  RaggedConsts(m, g, cv.row0, cv.col0, lm, lm_bytes, &c);
+  const ModelView* ms[1] = {&m};
+  const uint64_t row0[1] = {cv.row0}, col0[1] = {cv.col0};
+  uint8_t* const lms[1] = {lm};
+  const int r = RaggedLanesFor<1>(p, ms, &c, g, row0, col0, &rans, &rans_len, lms);
+  return r == 1 ? RaggedFinish(p, cv, g, lm, lm_bytes, out) : r;
+}
+
+// n (2..3) ragged chunks of one geometry decoded together
+// (decode_int_group_hwy's contract).
+int RaggedGroup(const ModelView* ms, const ChunkView& cv, const GroupSide* sd, int n) {
+  const IntParams& p0 = ms[0].ip;
+  RGeom g;
+  const uint64_t ne = uint64_t{cv.h} * cv.w;
+  if (p0.nbr_mode != 0 || ne >= (1ull << 31) || (p0.sub == kIntNibble && ne % 2) || !RaggedGeom(cv, &g)) return -1;
+  const uint64_t lm_bytes = RaggedLmBytes(p0, g, cv);
+  if (lm_bytes == 0) return -1;
+  for (int i = 0; i < n; ++i)
+    if (sd[i].rans_len < 4 * kLanes || (sd[i].rans_len & 1) || sd[i].raw_len) return 0;
+  Consts c[3];
+  const ModelView* mp[3];
+  uint64_t row0[3], col0[3];
+  const uint8_t* rans[3];
+  uint32_t rans_len[3];
+  uint8_t* lms[3];
+  for (int i = 0; i < n; ++i) {
+    RaggedConsts(ms[i], g, sd[i].row0, sd[i].col0, sd[i].lm, lm_bytes, &c[i]);
+    mp[i] = &ms[i];
+    row0[i] = sd[i].row0;
+    col0[i] = sd[i].col0;
+    rans[i] = sd[i].rans;
+    rans_len[i] = sd[i].rans_len;
+    lms[i] = sd[i].lm;
+  }
+  const int r = n == 2 ? RaggedLanesFor<2>(p0, mp, c, g, row0, col0, rans, rans_len, lms)
+                       : RaggedLanesFor<3>(p0, mp, c, g, row0, col0, rans, rans_len, lms);
+  if (r != 1) return r;
+  int ok = 1;
+  for (int i = 0; i < n; ++i) ok &= RaggedFinish(ms[i].ip, cv, g, sd[i].lm, lm_bytes, sd[i].out);
+  return ok;
 }
 
 bool GeomHandled(const IntParams& p, const ChunkView& cv, Geom* g) {
@@ -1043,7 +1130,6 @@ int DecodeGroup(const ModelView* ms, const ChunkView& cv, const GroupSide* sd, i
   if (n < 2 || n > 3) return -1;
   Geom g;
   const IntParams& p0 = ms[0].ip;
-  if (!GeomHandled(p0, cv, &g)) return -1;
   for (int i = 0; i < n; ++i) {
     const IntParams& p = ms[i].ip;
     // (Scale classes or none in every chunk: SC is a parameter of the loop.)
@@ -1051,6 +1137,7 @@ int DecodeGroup(const ModelView* ms, const ChunkView& cv, const GroupSide* sd, i
         (p.ns > 1) != (p0.ns > 1))
       return -1;
   }
+  if (!GeomHandled(p0, cv, &g)) return RaggedGroup(ms, cv, sd, n);
   if (ScratchBytes(p0, g) > simd_lane_major_bytes(cv)) return -1;
   for (int i = 0; i < n; ++i)
     if (sd[i].rans_len < 4 * kLanes || (sd[i].rans_len & 1) || sd[i].raw_len) return 0;
