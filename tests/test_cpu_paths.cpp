@@ -639,6 +639,39 @@ void compare_int_group(const ModelView& mv, const ChunkView* cvs, const Parsed* 
   EXPECT_EQ(r_ok ? 1 : 0, rb) << what << " (damaged member): Highway group and reference disagree";
 }
 
+// compare_int_group on every run of 2 and of 3 consecutive model-coded
+// chunks of et of one size without tile maps; *ragged counts the groups
+// the Highway decoder took whose lanes differ in size.
+void compare_int_groups_of(const EncodedTensor& et, const ModelView& mv, const std::string& what, int* groups,
+                           int* scaled_groups, int* ragged) {
+  for (int gn = 2; gn <= 3; ++gn)
+    for (uint64_t i = 0; i + gn <= et.chunks.size(); i += gn) {
+      ChunkView cvs[3];
+      Parsed ps[3];
+      bool same = true;
+      for (int q = 0; q < gn && same; ++q) {
+        const auto& c = et.chunks[i + q];
+        same = c.method == ChunkMethod::kModel && parse_payload(et.geom, i + q, c.payload, &ps[q]) && !ps[q].map &&
+               !ps[q].raw_len;
+        uint64_t row0, col0, h, w;
+        et.geom.chunk_rect(i + q, &row0, &col0, &h, &w);
+        cvs[q] = ChunkView{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                           static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+        same = same && cvs[q].h == cvs[0].h && cvs[q].w == cvs[0].w;
+      }
+      if (!same) continue;
+      const int before = *groups;
+      compare_int_group(mv, cvs, ps, gn, what + " group at " + std::to_string(i), groups, scaled_groups);
+      if (::testing::Test::HasFatalFailure()) return;
+      bool even = true;
+      for (uint32_t l = 1; l < kLanes; ++l) {
+        const LaneRect a = lane_rect(cvs[0].h, cvs[0].w, 0), b = lane_rect(cvs[0].h, cvs[0].w, l);
+        even &= a.w == b.w && a.h == b.h;
+      }
+      *ragged += *groups > before && !even;
+    }
+}
+
 TEST(CpuPaths, HighwayIntEqualsReferenceOnRealFiles) {
   if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
   Counts k;
@@ -668,26 +701,9 @@ TEST(CpuPaths, HighwayIntEqualsReferenceOnRealFiles) {
       if (mv.zp) continue;  // zero points: the tensor's aux input is not supplied here
       // Groups of 2 and 3 consecutive model-coded chunks of one size and
       // no tile map.
-      for (int gn = 2; gn <= 3; ++gn)
-        for (uint64_t i = 0; i + gn <= et.chunks.size(); i += gn) {
-          ChunkView cvs[3];
-          Parsed ps[3];
-          bool same = true;
-          for (int q = 0; q < gn && same; ++q) {
-            const auto& c = et.chunks[i + q];
-            same = c.method == ChunkMethod::kModel && parse_payload(et.geom, i + q, c.payload, &ps[q]) &&
-                   !ps[q].map && !ps[q].raw_len;
-            uint64_t row0, col0, h, w;
-            et.geom.chunk_rect(i + q, &row0, &col0, &h, &w);
-            cvs[q] = ChunkView{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
-                               static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
-            same = same && cvs[q].h == cvs[0].h && cvs[q].w == cvs[0].w;
-          }
-          if (!same) continue;
-          compare_int_group(mv, cvs, ps, gn, p.filename().string() + ": " + t.name + " group at " + std::to_string(i),
-                            &groups, &scaled_groups);
-          if (HasFatalFailure()) return;
-        }
+      int ragged_groups = 0;
+      compare_int_groups_of(et, mv, p.filename().string() + ": " + t.name, &groups, &scaled_groups, &ragged_groups);
+      if (HasFatalFailure()) return;
       for (uint64_t i = 0; i < et.chunks.size(); ++i) {
         const auto& c = et.chunks[i];
         if (c.method != ChunkMethod::kModel) continue;
@@ -781,34 +797,9 @@ TEST(CpuPaths, HighwayIntRaggedLanes) {
       std::shared_ptr<const TensorModel::VectorTables> hold;
       const ModelView mv = et.model.view(&hold);
       // Groups of 2 and 3 consecutive chunks of one (ragged) size.
-      for (int gn = 2; gn <= 3; ++gn)
-        for (uint64_t i = 0; i + gn <= et.chunks.size(); i += gn) {
-          ChunkView cvs[3];
-          Parsed gps[3];
-          bool same = true;
-          for (int q = 0; q < gn && same; ++q) {
-            const auto& c = et.chunks[i + q];
-            same = c.method == ChunkMethod::kModel && parse_payload(et.geom, i + q, c.payload, &gps[q]) &&
-                   !gps[q].map && !gps[q].raw_len;
-            uint64_t row0, col0, h, cw;
-            et.geom.chunk_rect(i + q, &row0, &col0, &h, &cw);
-            cvs[q] = ChunkView{static_cast<uint32_t>(h), static_cast<uint32_t>(cw), static_cast<uint32_t>(row0),
-                               static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
-            same = same && cvs[q].h == cvs[0].h && cvs[q].w == cvs[0].w;
-          }
-          if (!same) continue;
-          const int before = groups;
-          compare_int_group(mv, cvs, gps, gn, std::to_string(cols) + " " + std::to_string(bits) + "-bit group at " +
-                                                  std::to_string(i),
-                            &groups, &scaled_groups);
-          if (HasFatalFailure()) return;
-          bool even = true;
-          for (uint32_t l = 1; l < kLanes; ++l) {
-            const LaneRect a = lane_rect(cvs[0].h, cvs[0].w, 0), b = lane_rect(cvs[0].h, cvs[0].w, l);
-            even &= a.w == b.w && a.h == b.h;
-          }
-          ragged_groups += groups > before && !even;
-        }
+      compare_int_groups_of(et, mv, std::to_string(cols) + " " + std::to_string(bits) + "-bit", &groups,
+                            &scaled_groups, &ragged_groups);
+      if (HasFatalFailure()) return;
       for (uint64_t i = 0; i < et.chunks.size(); ++i) {
         const auto& c = et.chunks[i];
         if (c.method != ChunkMethod::kModel) continue;

@@ -435,6 +435,93 @@ HWY_INLINE bool StepValues(const IntParams& p, const Consts& c, State& s, const 
   return true;
 }
 
+// NC chunks' word streams opened and lane states loaded (the stream's
+// first 32 words); left neighbours and checks cleared.
+template <int NC>
+HWY_INLINE void Begin(const uint8_t* const* rans, const uint32_t* rans_len, uint8_t (*pad)[hwy_int_detail::kPadBytes],
+                      Words* w, State* s) {
+  const D32 d32;
+  const D8 d8;
+  for (int n = 0; n < NC; ++n) {
+    hwy_int_detail::words_open(&w[n], rans[n], rans_len[n], pad[n]);
+    for (size_t k = 0; k < kV; ++k) s[n].X[k] = hn::BitCast(d32, hn::LoadU(d8, rans[n] + 4 * kN32 * k));
+    for (size_t b = 0; b < kB; ++b) s[n].bad[b] = s[n].A1[b] = s[n].A2[b] = s[n].LS[b] = hn::Zero(d8);
+  }
+}
+
+// Whether NC chunks ended as the reference requires: every stream consumed
+// exactly, every lane back in its initial state, no value without a code.
+template <int NC>
+HWY_INLINE bool Ended(const State* s, const Words* w) {
+  const D32 d32;
+  const D8 d8;
+  for (int n = 0; n < NC; ++n) {
+    if (w[n].pos != w[n].n) return false;
+    for (size_t k = 0; k < kV; ++k)
+      if (!hn::AllTrue(d32, hn::Eq(s[n].X[k], hn::Set(d32, kRansL)))) return false;
+    for (size_t b = 0; b < kB; ++b)
+      if (!hn::AllTrue(d8, hn::Eq(s[n].bad[b], hn::Zero(d8)))) return false;
+  }
+  return true;
+}
+
+// The slot entries of the 32 lanes of NC chunks, from their context bytes
+// ctxb (plus, SC, their scale classes scb times the class's context
+// offset): one gather per 8 lanes, all chunks' gathers in flight together.
+template <int NC, bool SC>
+HWY_INLINE void GatherSlots(const Consts* c, const State* s, const uint8_t (*ctxb)[kLanes],
+                            const uint8_t (*scb)[SC ? kLanes : 1], V32 (*E)[kV]) {
+  const D32 d32;
+  const hn::RebindToSigned<D32> di32;
+  const hn::Rebind<uint8_t, D32> d8q;
+  for (int n = 0; n < NC; ++n)
+    for (size_t k = 0; k < kV; ++k) {
+      V32 cx = hn::PromoteTo(d32, hn::LoadU(d8q, ctxb[n] + k * kN32));
+      if constexpr (SC)
+        cx = hn::Add(cx, hn::PromoteTo(d32, hn::LoadU(d8q, scb[n] + k * kN32)) * hn::Set(d32, c[n].sc_mul));
+      const V32 idx = hn::Or(hn::ShiftLeft<12>(cx), hn::And(s[n].X[k], c[n].m4095));
+      E[n][k] = hn::BitCast(
+          d32, hn::GatherIndex(di32, reinterpret_cast<const int32_t*>(c[n].slots), hn::BitCast(di32, idx)));
+    }
+}
+
+// The new states of one chunk's lanes from their slot entries E, then
+// renormalization in lane order: the need mask of the 32 lanes gives each
+// vector its first word (the stream position plus the count of
+// renormalizing lanes below it), and the prefix-count table permutes the
+// next 8 words to the lanes that take one. ACT: only the lanes of act
+// decode a symbol (ragged lanes); the others keep their state and take no
+// word.
+template <bool ACT>
+HWY_INLINE void Advance(const Consts& c, State& s, const V32* E, Words& w, const M32* act) {
+  const D32 d32;
+  const hn::Rebind<uint16_t, D32> d16h;
+  const hn::Repartition<uint8_t, decltype(d16h)> d8h;
+  M32 need[kV];
+  uint32_t mks[kV];
+  for (size_t k = 0; k < kV; ++k) {
+    // x' = freq * (x >> 12) + offset with freq = f0 + 1 (the entry holds
+    // freq - 1): f0 * q + q + offset.
+    const V32 q = hn::ShiftRight<12>(s.X[k]);
+    const V32 f = hn::Add(hn::And(hn::ShiftRight<8>(E[k]), c.m4095), c.one32);
+    V32 nx = hn::Add(f * q, hn::ShiftRight<20>(E[k]));
+    if constexpr (ACT) nx = hn::IfThenElse(act[k], nx, s.X[k]);
+    s.X[k] = nx;
+    need[k] = hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(d32));
+    if constexpr (ACT) need[k] = hn::And(act[k], need[k]);
+    mks[k] = MaskBits(need[k]);
+  }
+  uint32_t pos = w.pos;
+  for (size_t k = 0; k < kV; ++k) {
+    const uint32_t mk = mks[k];
+    const V32 words = hn::PromoteTo(d32, hn::BitCast(d16h, hn::LoadU(d8h, w.p + 2 * uint64_t{pos})));
+    const V32 wv = hn::TableLookupLanes(words, hn::SetTableIndices(d32, hwy_int_detail::kPrefix.v[mk]));
+    s.X[k] = hn::IfThenElse(need[k], hn::Or(hn::ShiftLeft<16>(s.X[k]), wv), s.X[k]);
+    pos += static_cast<uint32_t>(__builtin_popcount(mk));
+  }
+  w.pos = pos;
+}
+
 // One step of NC chunks decoded together (one geometry, models that share
 // the loop), phase by phase across the chunks so that their gathers are in
 // flight together: the 32 lanes' contexts, tokens, renormalization in lane
@@ -442,9 +529,7 @@ HWY_INLINE bool StepValues(const IntParams& p, const Consts& c, State& s, const 
 template <int NC, bool U8, bool KERN, bool SC, bool HT, bool HL, bool HA>
 HWY_INLINE bool Step(const IntParams* const* p, const Consts* c, State* s, uint32_t t, uint32_t j, Words* w,
                      uint8_t* const* lm) {
-  const D32 d32;
   const D8 d8;
-  const hn::RebindToSigned<D32> di32;
   for (int n = 0; n < NC; ++n)
     if (HWY_UNLIKELY(w[n].pos + hwy_int_detail::kStepWords > w[n].n) && !hwy_int_detail::words_tail(&w[n]))
       return false;
@@ -456,42 +541,9 @@ HWY_INLINE bool Step(const IntParams* const* p, const Consts* c, State* s, uint3
       if constexpr (SC) hn::Store(ScaleClass(c[n], s[n], b, j), d8, scb[n] + b * kN8);
     }
   // The rANS step: slot entries, new states, renormalization in lane order.
-  const hn::Rebind<uint8_t, D32> d8q;
   V32 E[NC][kV];
-  for (int n = 0; n < NC; ++n)
-    for (size_t k = 0; k < kV; ++k) {
-      V32 cx = hn::PromoteTo(d32, hn::LoadU(d8q, ctxb[n] + k * kN32));
-      if constexpr (SC)
-        cx = hn::Add(cx, hn::PromoteTo(d32, hn::LoadU(d8q, scb[n] + k * kN32)) * hn::Set(d32, c[n].sc_mul));
-      const V32 idx = hn::Or(hn::ShiftLeft<12>(cx), hn::And(s[n].X[k], c[n].m4095));
-      E[n][k] = hn::BitCast(
-          d32, hn::GatherIndex(di32, reinterpret_cast<const int32_t*>(c[n].slots), hn::BitCast(di32, idx)));
-    }
-  const hn::Rebind<uint16_t, D32> d16h;
-  const hn::Repartition<uint8_t, decltype(d16h)> d8h;
-  for (int n = 0; n < NC; ++n) {
-    M32 need[kV];
-    uint32_t mks[kV];
-    for (size_t k = 0; k < kV; ++k) {
-      // x' = freq * (x >> 12) + offset with freq = f0 + 1 (the entry holds
-      // freq - 1): f0 * q + q + offset.
-      const V32 q = hn::ShiftRight<12>(s[n].X[k]);
-      const V32 f = hn::Add(hn::And(hn::ShiftRight<8>(E[n][k]), c[n].m4095), c[n].one32);
-      const V32 nx = hn::Add(f * q, hn::ShiftRight<20>(E[n][k]));
-      s[n].X[k] = nx;
-      need[k] = hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(d32));
-      mks[k] = MaskBits(need[k]);
-    }
-    uint32_t pos = w[n].pos;
-    for (size_t k = 0; k < kV; ++k) {
-      const uint32_t mk = mks[k];
-      const V32 words = hn::PromoteTo(d32, hn::BitCast(d16h, hn::LoadU(d8h, w[n].p + 2 * uint64_t{pos})));
-      const V32 wv = hn::TableLookupLanes(words, hn::SetTableIndices(d32, hwy_int_detail::kPrefix.v[mk]));
-      s[n].X[k] = hn::IfThenElse(need[k], hn::Or(hn::ShiftLeft<16>(s[n].X[k]), wv), s[n].X[k]);
-      pos += static_cast<uint32_t>(__builtin_popcount(mk));
-    }
-    w[n].pos = pos;
-  }
+  GatherSlots<NC, SC>(c, s, ctxb, scb, E);
+  for (int n = 0; n < NC; ++n) Advance<false>(c[n], s[n], E[n], w[n], nullptr);
   for (int n = 0; n < NC; ++n)
     if (!StepValues<U8, KERN>(*p[n], c[n], s[n], E[n], t, w[n], lm[n])) return false;
   return true;
@@ -521,27 +573,14 @@ HWY_INLINE bool Row(const IntParams* const* p, const Consts* c, State* s, uint32
 template <int NC, bool U8, bool KERN, bool SC>
 HWY_NOINLINE int Lanes(const IntParams* const* p, const Consts* c, const uint8_t* const* rans,
                        const uint32_t* rans_len, uint32_t rows, uint8_t* const* lm) {
-  const D32 d32;
-  const D8 d8;
   Words w[NC];
   State s[NC];
   HWY_ALIGN uint8_t pad[NC][hwy_int_detail::kPadBytes];
-  for (int n = 0; n < NC; ++n) {
-    hwy_int_detail::words_open(&w[n], rans[n], rans_len[n], pad[n]);
-    for (size_t k = 0; k < kV; ++k) s[n].X[k] = hn::BitCast(d32, hn::LoadU(d8, rans[n] + 4 * kN32 * k));
-    for (size_t b = 0; b < kB; ++b) s[n].bad[b] = hn::Zero(d8);
-  }
+  Begin<NC>(rans, rans_len, pad, w, s);
   if (!Row<NC, U8, KERN, SC, false>(p, c, s, 0, w, lm)) return 0;
   for (uint32_t r = 1; r < rows; ++r)
     if (!Row<NC, U8, KERN, SC, !KERN>(p, c, s, r, w, lm)) return 0;
-  for (int n = 0; n < NC; ++n) {
-    if (w[n].pos != w[n].n) return 0;
-    for (size_t k = 0; k < kV; ++k)
-      if (!hn::AllTrue(d32, hn::Eq(s[n].X[k], hn::Set(d32, kRansL)))) return 0;
-    for (size_t b = 0; b < kB; ++b)
-      if (!hn::AllTrue(d8, hn::Eq(s[n].bad[b], hn::Zero(d8)))) return 0;
-  }
-  return 1;
+  return Ended<NC>(s, w) ? 1 : 0;
 }
 
 // Steps t0..t0 + 15 of lane-major codes transposed, for the lanes of
@@ -827,21 +866,13 @@ HWY_NOINLINE int RaggedLanes(const ModelView* const* m, const Consts* c, const R
                              uint8_t* const* lm) {
   const D32 d32;
   const D8 d8;
-  const hn::RebindToSigned<D32> di32;
-  const hn::Rebind<uint8_t, D32> d8q;
-  const hn::Rebind<uint16_t, D32> d16h;
-  const hn::Repartition<uint8_t, decltype(d16h)> d8h;
   // The chunks share the geometry and the loop's form (sub, off_a, scale
   // classes or none); their models, streams and states are their own.
   const IntParams& p0 = m[0]->ip;
   Words w[NC];
   State s[NC];
   HWY_ALIGN uint8_t pad[NC][hwy_int_detail::kPadBytes];
-  for (int n = 0; n < NC; ++n) {
-    hwy_int_detail::words_open(&w[n], rans[n], rans_len[n], pad[n]);
-    for (size_t k = 0; k < kV; ++k) s[n].X[k] = hn::BitCast(d32, hn::LoadU(d8, rans[n] + 4 * kN32 * k));
-    for (size_t b = 0; b < kB; ++b) s[n].bad[b] = s[n].A1[b] = s[n].A2[b] = s[n].LS[b] = hn::Zero(d8);
-  }
+  Begin<NC>(rans, rans_len, pad, w, s);
   V32 J[kV], Wl[kV], N[kV];
   for (size_t k = 0; k < kV; ++k) {
     J[k] = hn::Zero(d32);
@@ -917,36 +948,8 @@ HWY_NOINLINE int RaggedLanes(const ModelView* const* m, const Consts* c, const R
     }
     // The rANS step of every chunk, gathers first (their chains overlap).
     V32 E[NC][kV];
-    for (int n = 0; n < NC; ++n)
-      for (size_t k = 0; k < kV; ++k) {
-        V32 cx = hn::PromoteTo(d32, hn::LoadU(d8q, ctxb[n] + k * kN32));
-        if constexpr (SC)
-          cx = hn::Add(cx, hn::PromoteTo(d32, hn::LoadU(d8q, scb[n] + k * kN32)) * hn::Set(d32, c[n].sc_mul));
-        const V32 idx = hn::Or(hn::ShiftLeft<12>(cx), hn::And(s[n].X[k], c[n].m4095));
-        E[n][k] = hn::BitCast(
-            d32, hn::GatherIndex(di32, reinterpret_cast<const int32_t*>(c[n].slots), hn::BitCast(di32, idx)));
-      }
-    for (int n = 0; n < NC; ++n) {
-      uint32_t mks[kV];
-      M32 need[kV];
-      for (size_t k = 0; k < kV; ++k) {
-        const V32 q = hn::ShiftRight<12>(s[n].X[k]);
-        const V32 f = hn::Add(hn::And(hn::ShiftRight<8>(E[n][k]), c[n].m4095), c[n].one32);
-        const V32 nx = hn::IfThenElse(act[k], hn::Add(f * q, hn::ShiftRight<20>(E[n][k])), s[n].X[k]);
-        s[n].X[k] = nx;
-        need[k] = hn::And(act[k], hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(d32)));
-        mks[k] = MaskBits(need[k]);
-      }
-      uint32_t pos = w[n].pos;
-      for (size_t k = 0; k < kV; ++k) {
-        const uint32_t mk = mks[k];
-        const V32 words = hn::PromoteTo(d32, hn::BitCast(d16h, hn::LoadU(d8h, w[n].p + 2 * uint64_t{pos})));
-        const V32 wv = hn::TableLookupLanes(words, hn::SetTableIndices(d32, hwy_int_detail::kPrefix.v[mk]));
-        s[n].X[k] = hn::IfThenElse(need[k], hn::Or(hn::ShiftLeft<16>(s[n].X[k]), wv), s[n].X[k]);
-        pos += static_cast<uint32_t>(__builtin_popcount(mk));
-      }
-      w[n].pos = pos;
-    }
+    GatherSlots<NC, SC>(c, s, ctxb, scb, E);
+    for (int n = 0; n < NC; ++n) Advance<true>(c[n], s[n], E[n], w[n], act);
     for (int n = 0; n < NC; ++n)
       if (!StepValues<U8, false>(m[n]->ip, c[n], s[n], E[n], t, w[n], lm[n], actb)) return 0;
     for (size_t k = 0; k < kV; ++k) {
@@ -960,14 +963,7 @@ HWY_NOINLINE int RaggedLanes(const ModelView* const* m, const Consts* c, const R
           ++rl[l];
         }
   }
-  for (int n = 0; n < NC; ++n) {
-    if (w[n].pos != w[n].n) return 0;
-    for (size_t k = 0; k < kV; ++k)
-      if (!hn::AllTrue(d32, hn::Eq(s[n].X[k], hn::Set(d32, kRansL)))) return 0;
-    for (size_t b = 0; b < kB; ++b)
-      if (!hn::AllTrue(d8, hn::Eq(s[n].bad[b], hn::Zero(d8)))) return 0;
-  }
-  return 1;
+  return Ended<NC>(s, w) ? 1 : 0;
 }
 
 // Scratch of a ragged chunk in lm: the lane-major codes and the 16 steps
