@@ -560,7 +560,9 @@ TEST(PaletteRules, ReconstructionMatchesThePlainRules) {
       const Status vs = palette_reconstruct(first.data(), gaps.data(), index.data(), groups, group, sgn, vgot.data(),
                                             "f", max_value, vx);
       ASSERT_EQ(vs.ToString(), ws.ToString()) << "trial " << trial << " (vector expansion)";
-      if (ws.ok()) ASSERT_EQ(vgot, want) << "trial " << trial << " (vector expansion)";
+      if (ws.ok()) {
+        ASSERT_EQ(vgot, want) << "trial " << trial << " (vector expansion)";
+      }
       ++vector_trials;
     }
   }

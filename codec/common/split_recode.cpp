@@ -33,13 +33,24 @@ inline float f16_value(uint16_t h) {
 
 uint8_t zero_shift_of(uint16_t d_bits, uint16_t m_bits) {
   const float d = f16_value(d_bits), m = f16_value(m_bits);
-  uint32_t zr = 8;
-  if (std::isfinite(d) && d > 0 && std::isfinite(m)) {
-    const float z = -m / d;  // may be ±inf for a tiny d
-    // In [0.5, 14.5) z + 0.5 is positive: truncation is floor.
-    zr = !(z >= 0.5f) ? 0 : z >= 14.5f ? 15 : static_cast<uint32_t>(z + 0.5f);
-  }
+  // Without branches on the values (they vary from block to block): an
+  // invalid d or m divides by 1 and is then replaced by zr 8. Below 0.5 (or
+  // NaN) z counts as 0, from 14.5 on as 14.5; in [0.5, 14.5) z + 0.5 is
+  // positive, so truncation is floor.
+  const bool valid = std::isfinite(d) && d > 0 && std::isfinite(m);
+  const float z = -m / (valid ? d : 1.0f);  // may be ±inf for a tiny d
+  const float zc = z >= 0.5f ? std::min(z, 14.5f) : 0.0f;
+  const uint32_t zr = valid ? static_cast<uint32_t>(zc + 0.5f) : 8u;
   return static_cast<uint8_t>((8 - zr) & 15);
+}
+
+void zero_shifts_of(const uint8_t* blocks, uint64_t n, uint32_t block_bytes, uint32_t d_off, uint32_t m_off,
+                    uint8_t* shifts) {
+  for (uint64_t b = 0; b < n; ++b) {
+    const uint8_t* blk = blocks + b * block_bytes;
+    shifts[b] = zero_shift_of(static_cast<uint16_t>(blk[d_off] | blk[d_off + 1] << 8),
+                              static_cast<uint16_t>(blk[m_off] | blk[m_off + 1] << 8));
+  }
 }
 
 void rotate_nibbles(uint8_t* p, uint32_t n, uint8_t shift, bool forward) {

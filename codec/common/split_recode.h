@@ -56,6 +56,10 @@ inline constexpr uint32_t kQ3Codes = 256;
 // clamped to 0..15 (float32 division of the exact fp16 values; 8 when d is
 // not a positive finite number or m is not finite: no rotation).
 uint8_t zero_shift_of(uint16_t d_bits, uint16_t m_bits);
+// zero_shift_of of n blocks of block_bytes at `blocks` (d and m: the
+// little-endian fp16 at d_off and m_off of each block) into shifts[n].
+void zero_shifts_of(const uint8_t* blocks, uint64_t n, uint32_t block_bytes, uint32_t d_off, uint32_t m_off,
+                    uint8_t* shifts);
 
 // Rotates every nibble of the n bytes at p by `shift` (forward) or back.
 void rotate_nibbles(uint8_t* p, uint32_t n, uint8_t shift, bool forward);

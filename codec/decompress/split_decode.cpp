@@ -47,7 +47,9 @@ std::vector<PartOf> part_streams(const SplitModel& m) {
   for (size_t s = 0; s < m.streams.size(); ++s) {
     const SplitStream& st = m.streams[s];
     const std::string sw = " stream " + std::to_string(s);
-    const uint32_t nd = st.palette() ? kPalDerivedCount : st.recode == kRecodeZeroPos ? kZpDerivedCount : 0;
+    const uint32_t nd = st.palette()                    ? uint32_t{kPalDerivedCount}
+                        : st.recode == kRecodeZeroPos ? uint32_t{kZpDerivedCount}
+                                                      : 0u;
     for (uint32_t d = 0; d < nd; ++d) v.push_back(PartOf{&st.derived[d], sw + " derived " + std::to_string(d)});
     if (nd == 0) v.push_back(PartOf{&st, sw});
   }
@@ -102,14 +104,14 @@ Status finish_split_chunk(const TensorGeometry& g, const SplitModel& m, uint64_t
       src = codes;
       if (st.recode == kRecodeZeroShift) {
         // Earlier streams already hold each block's d and m in out.
+        // The shifts of all blocks first (one loop the divisions overlap
+        // in), then the rotations.
         const uint32_t bpb = st.bytes_per_block();
         const uint64_t blocks = h * (row_bytes / m.block_bytes);
-        for (uint64_t b = 0; b < blocks; ++b) {
-          const uint8_t* blk = out + b * m.block_bytes;
-          const uint8_t shift = zero_shift_of(static_cast<uint16_t>(blk[st.rc_d_off] | blk[st.rc_d_off + 1] << 8),
-                                              static_cast<uint16_t>(blk[st.rc_m_off] | blk[st.rc_m_off + 1] << 8));
-          rotate_nibbles(codes + b * bpb, bpb, shift, false);
-        }
+        thread_local std::vector<uint8_t> shifts;
+        if (shifts.size() < blocks) shifts.resize(blocks);
+        zero_shifts_of(out, blocks, m.block_bytes, st.rc_d_off, st.rc_m_off, shifts.data());
+        for (uint64_t b = 0; b < blocks; ++b) rotate_nibbles(codes + b * bpb, bpb, shifts[b], false);
       } else if (st.recode == kRecodeF16AsBf16) {
         WC_RETURN_IF_ERROR(bf16_to_f16_inplace(codes, sbytes, sw));
       } else if (st.recode == kRecodeQ3Codes) {
