@@ -135,6 +135,14 @@ bool parse_payload(const TensorGeometry& g, uint64_t index, const std::vector<ui
   return wctest::parse_chunk_payload(g, index, p, out);
 }
 
+// The view of chunk i of a tensor of geometry g (its rectangle).
+ChunkView chunk_view(const TensorGeometry& g, uint64_t i) {
+  uint64_t row0, col0, h, w;
+  g.chunk_rect(i, &row0, &col0, &h, &w);
+  return ChunkView{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
+                   static_cast<uint32_t>(col0), static_cast<uint32_t>(g.cols)};
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 constexpr uint64_t kMaxTensor = 1u << 20;
 // Under the sanitizers (encoding is most of these suites' time there) the
@@ -242,10 +250,7 @@ TEST(CpuPaths, HighwayFloatEqualsReferenceOnRealFiles) {
         if (c.method != ChunkMethod::kModel) continue;
         Parsed ps;
         ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
-        uint64_t row0, col0, h, w;
-        et.geom.chunk_rect(i, &row0, &col0, &h, &w);
-        const ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
-                           static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+        const ChunkView cv = chunk_view(et.geom, i);
         compare_float_chunk(mv, cv, ps, c.xxh3, c.decoded_size,
                             p.filename().string() + ": " + t.name + " chunk " + std::to_string(i), &k);
         if (HasFatalFailure()) return;
@@ -290,10 +295,7 @@ TEST(CpuPaths, HighwayFloatGroupsEqualReference) {
         for (int j = 0; j < n && ok; ++j) {
           const auto& c = et.chunks[i0 + j];
           ok = c.method == ChunkMethod::kModel && parse_payload(et.geom, i0 + j, c.payload, &ps[j]);
-          uint64_t row0, col0, h, w;
-          et.geom.chunk_rect(i0 + j, &row0, &col0, &h, &w);
-          cv[j] = ChunkView{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
-                            static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+          cv[j] = chunk_view(et.geom, i0 + j);
           ok = ok && cv[j].h == cv[0].h && cv[j].w == cv[0].w;
         }
         if (!ok) continue;
@@ -434,10 +436,7 @@ TEST(CpuPaths, HighwayTernaryEqualsReferenceOnRealFiles) {
         Parsed ps;
         ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
         const uint8_t* map = (c.payload[0] & 1) ? c.payload.data() + 1 : nullptr;
-        uint64_t row0, col0, h, w;
-        et.geom.chunk_rect(i, &row0, &col0, &h, &w);
-        const ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
-                           static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+        const ChunkView cv = chunk_view(et.geom, i);
         const int before = k.chunks;
         compare_tern_chunk(mv, cv, ps, map, c.xxh3, c.decoded_size,
                            p.filename().string() + ": " + t.name + " (" + et.model.describe() + ") chunk " +
@@ -514,10 +513,7 @@ TEST(CpuPaths, HighwayTernaryEqualsReferenceOnSyntheticTensors) {
           Parsed ps;
           ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
           const uint8_t* map = (c.payload[0] & 1) ? c.payload.data() + 1 : nullptr;
-          uint64_t row0, col0, h, w;
-          et.geom.chunk_rect(i, &row0, &col0, &h, &w);
-          const ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
-                             static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+          const ChunkView cv = chunk_view(et.geom, i);
           const int before = k.chunks;
           compare_tern_chunk(mv, cv, ps, map, c.xxh3, c.decoded_size,
                              "gen " + std::to_string(gen) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
@@ -653,10 +649,7 @@ void compare_int_groups_of(const EncodedTensor& et, const ModelView& mv, const s
         const auto& c = et.chunks[i + q];
         same = c.method == ChunkMethod::kModel && parse_payload(et.geom, i + q, c.payload, &ps[q]) && !ps[q].map &&
                !ps[q].raw_len;
-        uint64_t row0, col0, h, w;
-        et.geom.chunk_rect(i + q, &row0, &col0, &h, &w);
-        cvs[q] = ChunkView{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
-                           static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+        cvs[q] = chunk_view(et.geom, i + q);
         same = same && cvs[q].h == cvs[0].h && cvs[q].w == cvs[0].w;
       }
       if (!same) continue;
@@ -710,10 +703,7 @@ TEST(CpuPaths, HighwayIntEqualsReferenceOnRealFiles) {
         Parsed ps;
         ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
         if (ps.raw_len) continue;
-        uint64_t row0, col0, h, w;
-        et.geom.chunk_rect(i, &row0, &col0, &h, &w);
-        const ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
-                           static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+        const ChunkView cv = chunk_view(et.geom, i);
         ++int_chunks;
         compare_int_chunk(mv, cv, ps, c.xxh3, c.decoded_size,
                           p.filename().string() + ": " + t.name + " chunk " + std::to_string(i), &k);
@@ -805,10 +795,7 @@ TEST(CpuPaths, HighwayIntRaggedLanes) {
         if (c.method != ChunkMethod::kModel) continue;
         Parsed ps;
         ASSERT_TRUE(parse_payload(et.geom, i, c.payload, &ps));
-        uint64_t row0, col0, h, cw;
-        et.geom.chunk_rect(i, &row0, &col0, &h, &cw);
-        const ChunkView cv{static_cast<uint32_t>(h), static_cast<uint32_t>(cw), static_cast<uint32_t>(row0),
-                           static_cast<uint32_t>(col0), static_cast<uint32_t>(et.geom.cols)};
+        const ChunkView cv = chunk_view(et.geom, i);
         const int before = k.chunks;
         compare_int_chunk(mv, cv, ps, c.xxh3, c.decoded_size,
                           std::to_string(cols) + " " + std::to_string(bits) + "-bit " + et.model.describe() +
