@@ -19,7 +19,18 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 configs=${WCODEC_TEST_CONFIGS:-release asan aarch64}
 configs=${configs//,/ }
 
+# Free disk space, printed before and after each stage: a build that runs
+# out of it fails in ways that name neither the disk nor the stage.
+disk_report() {
+  local dirs=() d
+  for d in build build-asan build-aarch64; do [[ -d $d ]] && dirs+=("$d"); done
+  echo "test: disk ($1): $(df -Ph . | awk 'NR == 2 { print $4 " free of " $2 }') here," \
+       "$(df -Ph "${TMPDIR:-/tmp}" | awk 'NR == 2 { print $4 }') free in ${TMPDIR:-/tmp}" \
+       "${dirs[*]:+; builds: $(du -sh "${dirs[@]}" 2>/dev/null | awk '{ printf "%s %s  ", $2, $1 }')}"
+}
+
 t_start=$SECONDS
+disk_report start
 bash scripts/install-deps.sh
 echo "test: dependencies ready ($((SECONDS - t_start)) s)"
 
@@ -112,11 +123,18 @@ for config in $configs; do
   fi
 
   echo "=== test: building $config ==="
-  if ! bash scripts/build.sh "$config"; then
+  blog="$log_dir/build-$config.log"
+  if ! bash scripts/build.sh "$config" 2>&1 | tee "$blog"; then
     echo "test: build of $config FAILED" >&2
-    problems+=("$config: build failed")
+    if grep -q 'No space left on device' "$blog"; then
+      disk_report "$config build failed"
+      problems+=("$config: build failed: no space left on device ($(df -Ph . | awk 'NR == 2 { print $4 }') free now)")
+    else
+      problems+=("$config: build failed")
+    fi
     continue
   fi
+  disk_report "$config built"
 
   echo "=== test: running ctest in $build_dir/ ==="
   # With -j2 ctest starts the tests it knows to be long first (its cost
@@ -166,6 +184,7 @@ for config in $configs; do
   fi
 done
 
+disk_report end
 for t in "${failure_tails[@]+"${failure_tails[@]}"}"; do
   echo "$t"
 done

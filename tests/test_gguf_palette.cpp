@@ -586,7 +586,7 @@ TEST(PaletteRules, FiveBitPackMatchesTheLayout) {
     const uint8_t* c = codes.data() + 32 * b;
     const uint8_t* o = out.data() + kQ5Bytes * b;
     const uint32_t qh = uint32_t{o[0]} | uint32_t{o[1]} << 8 | uint32_t{o[2]} << 16 | uint32_t{o[3]} << 24;
-    for (uint32_t j = 0; j < 32; ++j) ASSERT_EQ((qh >> j) & 1, uint32_t{c[j] >> 4}) << b << " " << j;
+    for (uint32_t j = 0; j < 32; ++j) ASSERT_EQ((qh >> j) & 1, static_cast<uint32_t>(c[j] >> 4)) << b << " " << j;
     for (uint32_t j = 0; j < 16; ++j) ASSERT_EQ(o[4 + j], (c[j] & 15) | (c[j + 16] & 15) << 4) << b << " " << j;
   }
 }
