@@ -104,6 +104,54 @@ TEST(ZeroPos, SplitFollowsGgmlAndJoinIsItsInverse) {
   EXPECT_FALSE(zero_pos_split(one.data(), 1, pos.data(), rest.data())) << "a group without a 0";
 }
 
+// The vector join (avx2, avx512, neon) against the portable loop, on
+// groups whose 0 sits at every position and on groups that break each rule
+// once (a position above 31, a code above 15, a 0 before the position, at
+// every place in the group): the same bytes, the same refusals.
+TEST(ZeroPos, VectorJoinEqualsThePortableOne) {
+  std::mt19937 rng(5);
+  int valid = 0, refused = 0, vector_trials = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const uint64_t groups = 1 + rng() % 40;
+    std::vector<uint8_t> pos(groups), rest(groups * 31);
+    for (uint64_t g = 0; g < groups; ++g) {
+      pos[g] = static_cast<uint8_t>(rng() % 32);
+      for (uint32_t e = 0; e < 31; ++e)
+        rest[31 * g + e] = static_cast<uint8_t>(e < pos[g] ? 1 + rng() % 15 : rng() % 16);
+    }
+    const uint64_t g = rng() % groups;
+    const uint32_t e = rng() % 31;
+    switch (trial % 5) {
+      case 0: pos[g] = static_cast<uint8_t>(32 + rng() % 224); break;
+      case 1: rest[31 * g + e] = static_cast<uint8_t>(16 + rng() % 240); break;
+      case 2:
+        pos[g] = static_cast<uint8_t>(1 + rng() % 31);
+        rest[31 * g + rng() % pos[g]] = 0;
+        break;
+      default: break;
+    }
+    std::vector<uint8_t> want(groups * 16, 0xEE), got(groups * 16, 0xEE);
+    const Status ws = zero_pos_join(pos.data(), rest.data(), groups, want.data(), "f");
+    (ws.ok() ? valid : refused)++;
+    if (ZeroPosJoinFn vx = zero_pos_join_vector()) {
+      const Status gs = zero_pos_join(pos.data(), rest.data(), groups, got.data(), "f", vx);
+      ASSERT_EQ(gs.ToString(), ws.ToString()) << "trial " << trial;
+      if (ws.ok()) {
+        ASSERT_EQ(got, want) << "trial " << trial;
+      }
+      EXPECT_EQ(vx(pos.data(), rest.data(), groups, got.data()), ws.ok()) << "trial " << trial;
+      ++vector_trials;
+    }
+  }
+  EXPECT_GT(valid, 1000);
+  EXPECT_GT(refused, 1000);
+  if (cpu_path() == CpuPath::kScalar) {
+    EXPECT_EQ(vector_trials, 0) << "the scalar path keeps the portable loop";
+  } else {
+    EXPECT_EQ(vector_trials, 3000) << "the vector paths join with Highway";
+  }
+}
+
 TEST(ZeroPos, RoundTripQ4_0) {
   const auto file = q4_0_file({{"blk.0.ffn_gate.weight", kGgmlTypeQ4_0, 576, 301},
                                {"blk.0.one_row.weight", kGgmlTypeQ4_0, 576, 1},

@@ -202,7 +202,10 @@ bool zero_pos_split(const uint8_t* in, uint64_t groups, uint8_t* pos, uint8_t* r
 }
 
 Status zero_pos_join(const uint8_t* pos, const uint8_t* rest, uint64_t groups, uint8_t* out,
-                     const std::string& what) {
+                     const std::string& what, ZeroPosJoinFn join) {
+  // A group the vector join refuses is found (and named) by the portable
+  // loop, which writes every group again.
+  if (join && join(pos, rest, groups, out)) return Status::OK();
   uint8_t codes[kZpCodes];
   for (uint64_t g = 0; g < groups; ++g, rest += kZpCodes - 1, out += kZpGroupBytes) {
     const uint32_t p = pos[g];

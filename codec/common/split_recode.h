@@ -97,7 +97,14 @@ bool zero_pos_split(const uint8_t* in, uint64_t groups, uint8_t* pos, uint8_t* r
 // The inverse; refuses (naming `what`, the group and the value) a position
 // above 31, a code above 15, and a 0 before the group's position (the
 // position is the first 0's: one encoding per group).
+// join: the join of a vector decoder path (zero_pos_join_vector), or null
+// for the portable loop; the same bytes and the same refusals either way.
+using ZeroPosJoinFn = bool (*)(const uint8_t* pos, const uint8_t* rest, uint64_t groups, uint8_t* out);
 Status zero_pos_join(const uint8_t* pos, const uint8_t* rest, uint64_t groups, uint8_t* out,
-                     const std::string& what);
+                     const std::string& what, ZeroPosJoinFn join = nullptr);
+// The vector join (codec/decompress/split_zero_pos_hwy.cpp: true when every
+// group keeps the rules; false, output partly written, where one does not),
+// or null on the scalar path and in builds without a Highway decoder path.
+ZeroPosJoinFn zero_pos_join_vector();
 
 }  // namespace wcodec

@@ -97,7 +97,7 @@ Status finish_split_chunk(const TensorGeometry& g, const SplitModel& m, uint64_t
       k += kZpDerivedCount;
       if (scratch.split_buf.size() < sbytes) scratch.split_buf.resize(sbytes);
       WC_RETURN_IF_ERROR(zero_pos_join(derived[kZpPos].data(), derived[kZpRest].data(), sbytes / kZpGroupBytes,
-                                       scratch.split_buf.data(), sw));
+                                       scratch.split_buf.data(), sw, zero_pos_join_vector()));
       src = scratch.split_buf.data();
     } else {
       uint8_t* codes = bufs[k++].data();
