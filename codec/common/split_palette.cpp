@@ -116,8 +116,12 @@ Status reconstruct_group_checked(uint64_t gi, uint8_t first, const uint8_t* gp, 
 
 Status palette_reconstruct(const uint8_t* first, const uint8_t* gaps, const uint8_t* index, uint64_t groups,
                            uint32_t group, bool is_signed, uint8_t* codes, const std::string& what,
-                           uint32_t max_value, PaletteExpandFn expand) {
+                           uint32_t max_value, PaletteGroupsFn groups_fn) {
   static_assert(kPaletteGaps == 15, "the gaps are read as 15 bytes of two words");
+  // A group the vector reconstruction refuses is found (and named) by the
+  // loop below, which writes every group again.
+  if (groups_fn && group % 32 == 0 && groups_fn(first, gaps, index, groups, group, is_signed, max_value, codes))
+    return Status::OK();
   constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
   uint8_t pal[kPaletteMaxValues];
   for (uint64_t gi = 0; gi < groups; ++gi) {
@@ -146,15 +150,11 @@ Status palette_reconstruct(const uint8_t* first, const uint8_t* gaps, const uint
     // Gaps after the first zero one (bytes z + 1 .. 14) must be zero.
     const uint64_t tail = z >= 7 ? (z >= 14 ? 0 : w1 >> (8 * (z - 7))) : (w0 >> (8 * (z + 1))) | w1;
     uint8_t bad = static_cast<uint8_t>(!first_ok || r > max_value || tail != 0);
-    if (expand) {
-      bad |= static_cast<uint8_t>(!expand(pal, ip, group / 2, count, c));
-    } else {
-      for (uint32_t k = 0; k < group; k += 2) {
-        const uint8_t lo = ip[k / 2] & 15, hi = ip[k / 2] >> 4;
-        bad |= static_cast<uint8_t>((lo >= count) | (hi >= count));
-        c[k] = pal[lo];
-        c[k + 1] = pal[hi];
-      }
+    for (uint32_t k = 0; k < group; k += 2) {
+      const uint8_t lo = ip[k / 2] & 15, hi = ip[k / 2] >> 4;
+      bad |= static_cast<uint8_t>((lo >= count) | (hi >= count));
+      c[k] = pal[lo];
+      c[k + 1] = pal[hi];
     }
     if (bad) WC_RETURN_IF_ERROR(reconstruct_group_checked(gi, first[gi], gp, ip, group, is_signed, c, what, max_value));
   }

@@ -52,19 +52,20 @@ bool palette_build(const uint8_t* codes, uint64_t groups, uint32_t group, bool i
 // palette running past the largest value of its order, and an index at or
 // beyond the palette's count. max_value: the largest code (255; 31 for
 // 5-bit codes; as a rank: int8 codes rank -128..127 as 0..255).
-// expand: the index expansion of a vector decoder path
-// (palette_expand_vector), or null for the portable loop; the same codes
-// and the same refusals either way.
-using PaletteExpandFn = bool (*)(const uint8_t* pal16, const uint8_t* index, uint32_t n, uint32_t count,
-                                 uint8_t* codes);
+// groups_fn: the reconstruction of a vector decoder path
+// (palette_groups_vector), used for groups of a multiple of 32 codes, or
+// null for the portable loop; the same codes and the same refusals either
+// way.
+using PaletteGroupsFn = bool (*)(const uint8_t* first, const uint8_t* gaps, const uint8_t* index, uint64_t groups,
+                                 uint32_t group, bool is_signed, uint32_t max_value, uint8_t* codes);
 Status palette_reconstruct(const uint8_t* first, const uint8_t* gaps, const uint8_t* index, uint64_t groups,
                            uint32_t group, bool is_signed, uint8_t* codes, const std::string& what,
-                           uint32_t max_value = 255, PaletteExpandFn expand = nullptr);
+                           uint32_t max_value = 255, PaletteGroupsFn groups_fn = nullptr);
 
-// The vector index expansion (codec/decompress/split_palette_hwy.cpp:
-// pal16 holds 16 entries, index n bytes of two indexes, codes 2n; true when
-// every index is below count), or null on the scalar path and in builds
-// without a Highway decoder path.
-PaletteExpandFn palette_expand_vector();
+// The vector reconstruction (codec/decompress/split_palette_hwy.cpp: group
+// a multiple of 32; true when every group keeps the rules, false, codes
+// partly written, where one does not), or null on the scalar path and in
+// builds without a Highway decoder path.
+PaletteGroupsFn palette_groups_vector();
 
 }  // namespace wcodec

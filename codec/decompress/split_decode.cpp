@@ -89,7 +89,7 @@ Status finish_split_chunk(const TensorGeometry& g, const SplitModel& m, uint64_t
       WC_RETURN_IF_ERROR(palette_reconstruct(derived[kPalFirst].data(), derived[kPalGaps].data(),
                                              derived[kPalIndex].data(), ncodes / st.pal_group, st.pal_group,
                                              st.pal_signed, codes, sw, st.pal_q5 ? 31 : 255,
-                                             palette_expand_vector()));
+                                             palette_groups_vector()));
       if (st.pal_q5) q5_pack(codes, sbytes / kQ5Bytes, scratch.split_buf.data());
       src = scratch.split_buf.data();
     } else if (st.recode == kRecodeZeroPos) {

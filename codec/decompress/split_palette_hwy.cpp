@@ -1,9 +1,10 @@
-// codec/decompress/split_palette_hwy.cpp — the index expansion of palette
+// codec/decompress/split_palette_hwy.cpp — the reconstruction of palette
 // streams (format 2.6, docs/wcodec-format.md §8.5) on the vector decoder
-// paths: each byte of a group's index stream holds two 4-bit indexes into
-// the group's palette of at most 16 values, so 16 index bytes become 32
-// codes with two byte-table lookups (the palette in one 128-bit register)
-// and an interleave, instead of a load and a store per code. Written with
+// paths: a group's palette (a first value and 15 gaps) is a prefix sum in
+// one 128-bit register, its rules byte masks, and each byte of the group's
+// index stream holds two 4-bit indexes into it, so 16 index bytes become 32
+// codes with two byte-table lookups and an interleave, instead of a load
+// and a store per code. Written with
 // Google Highway, compiled for the paths' instances (AVX2 on x86-64, NEON
 // on aarch64: hwy_path_i.h); the scalar path keeps palette_reconstruct's
 // portable loop.
@@ -30,34 +31,66 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
-// pal: 16 palette entries; idx: n index bytes (index 2k in the low nibble
-// of byte k); out: 2n codes. True when every index is below count.
-bool PaletteExpand(const uint8_t* pal, const uint8_t* idx, uint32_t n, uint32_t count, uint8_t* out) {
+// The palette_reconstruct of `groups` groups of `group` codes (a multiple
+// of 32) without a scalar step per code or per entry: a group's first
+// value and 15 gaps are one 16-byte vector, whose byte-wise prefix sum is
+// the palette's ranks. The rules become byte masks: the ranks never wrap
+// (non-decreasing bytes), none above max_value, and the entries from the
+// first zero gap on (zero gaps repeat the last entry) hold only zero gaps;
+// an index must not reach those entries, which a table lookup of that mask
+// tells. True when every group keeps them; false (codes partly written)
+// where one does not.
+bool PaletteGroups(const uint8_t* first, const uint8_t* gaps, const uint8_t* index, uint64_t groups,
+                   uint32_t group, bool is_signed, uint32_t max_value, uint8_t* codes) {
   const hn::Full128<uint8_t> d;
-  const auto tab = hn::LoadU(d, pal);
+  const auto zero = hn::Zero(d);
   const auto low4 = hn::Set(d, 15);
-  auto top = hn::Zero(d);  // the largest index seen, per byte lane
-  uint32_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const auto x = hn::LoadU(d, idx + i);
-    const auto lo = hn::And(x, low4);
-    const auto hi = hn::And(hn::ShiftRight<4>(x), low4);
-    top = hn::Max(top, hn::Max(lo, hi));
-    const auto a = hn::TableLookupBytes(tab, lo), b = hn::TableLookupBytes(tab, hi);
-    hn::StoreU(hn::InterleaveLower(d, a, b), d, out + 2 * i);
-    hn::StoreU(hn::InterleaveUpper(d, a, b), d, out + 2 * i + 16);
+  const auto lane0 = hn::FirstN(d, 1);
+  const auto flip = hn::Set(d, static_cast<uint8_t>(is_signed ? 0x80 : 0));
+  const auto flip0 = hn::IfThenElseZero(lane0, flip);  // the first value's rank; gaps are differences
+  const auto vmax = hn::Set(d, static_cast<uint8_t>(max_value));
+  auto bad = zero;
+  HWY_ALIGN uint8_t head[16] = {};
+  for (uint64_t gi = 0; gi < groups; ++gi) {
+    // Bytes 1..15: the group's gaps (the load starts one byte early, at
+    // the previous group's last gap; group 0 from a copy); byte 0: first.
+    hn::Vec<decltype(d)> raw;
+    if (gi == 0) {
+      std::memcpy(head + 1, gaps, kPaletteGaps);
+      raw = hn::Load(d, head);
+    } else {
+      raw = hn::LoadU(d, gaps + gi * kPaletteGaps - 1);
+    }
+    const auto v = hn::IfThenElse(lane0, hn::Set(d, first[gi]), raw);
+    auto r = hn::Xor(v, flip0);
+    r = hn::Add(r, hn::ShiftLeftBytes<1>(d, r));
+    r = hn::Add(r, hn::ShiftLeftBytes<2>(d, r));
+    r = hn::Add(r, hn::ShiftLeftBytes<4>(d, r));
+    r = hn::Add(r, hn::ShiftLeftBytes<8>(d, r));
+    // Entries past the count: from the first zero gap on.
+    auto past = hn::IfThenZeroElse(lane0, hn::VecFromMask(d, hn::Eq(v, zero)));
+    past = hn::Or(past, hn::ShiftLeftBytes<1>(d, past));
+    past = hn::Or(past, hn::ShiftLeftBytes<2>(d, past));
+    past = hn::Or(past, hn::ShiftLeftBytes<4>(d, past));
+    past = hn::Or(past, hn::ShiftLeftBytes<8>(d, past));
+    const auto wrapped = hn::VecFromMask(d, hn::Lt(r, hn::ShiftLeftBytes<1>(d, r)));
+    const auto above = hn::VecFromMask(d, hn::Gt(r, vmax));
+    const auto gap_after_end = hn::AndNot(hn::VecFromMask(d, hn::Eq(v, zero)), past);
+    bad = hn::Or(bad, hn::Or(hn::Or(wrapped, above), gap_after_end));
+    const auto pal = hn::Xor(r, flip);
+    const uint8_t* ip = index + gi * (group / 2);
+    uint8_t* c = codes + gi * group;
+    for (uint32_t k = 0; k < group / 2; k += 16) {
+      const auto x = hn::LoadU(d, ip + k);
+      const auto lo = hn::And(x, low4);
+      const auto hi = hn::And(hn::ShiftRight<4>(x), low4);
+      bad = hn::Or(bad, hn::Or(hn::TableLookupBytes(past, lo), hn::TableLookupBytes(past, hi)));
+      const auto a = hn::TableLookupBytes(pal, lo), b = hn::TableLookupBytes(pal, hi);
+      hn::StoreU(hn::InterleaveLower(d, a, b), d, c + 2 * k);
+      hn::StoreU(hn::InterleaveUpper(d, a, b), d, c + 2 * k + 16);
+    }
   }
-  uint8_t tail_top = 0;
-  for (; i < n; ++i) {
-    const uint8_t lo = idx[i] & 15, hi = idx[i] >> 4;
-    tail_top = lo > tail_top ? lo : tail_top;
-    tail_top = hi > tail_top ? hi : tail_top;
-    out[2 * i] = pal[lo];
-    out[2 * i + 1] = pal[hi];
-  }
-  // count is 1..16: every index below it when no lane exceeds count - 1.
-  const auto lim = hn::Set(d, static_cast<uint8_t>(count - 1));
-  return hn::AllTrue(d, hn::Eq(hn::Min(top, lim), top)) && tail_top < count;
+  return hn::AllTrue(d, hn::Eq(bad, zero));
 }
 #endif
 
@@ -69,10 +102,10 @@ HWY_AFTER_NAMESPACE();
 #include "hwy_path_i.h"
 namespace wcodec {
 
-PaletteExpandFn palette_expand_vector() {
+PaletteGroupsFn palette_groups_vector() {
 #if defined(WCODEC_HWY_PATH)
   const CpuPath p = cpu_path();
-  if (p == CpuPath::kAvx2 || p == CpuPath::kAvx512 || p == CpuPath::kNeon) return &WCODEC_HWY_PATH::PaletteExpand;
+  if (p == CpuPath::kAvx2 || p == CpuPath::kAvx512 || p == CpuPath::kNeon) return &WCODEC_HWY_PATH::PaletteGroups;
 #endif
   return nullptr;
 }
