@@ -109,8 +109,18 @@ void SplitModel::scatter(const uint8_t* in, uint64_t rows, uint64_t row_bytes, s
   const uint64_t blocks = rows * (row_bytes / block_bytes);
   if (st.ranges.size() == 1) {
     const uint32_t off = st.ranges[0].off, len = st.ranges[0].len;
-    if (len == 2) {  // fp16 scales: the common case, two bytes per block
+    // The common sizes with a fixed-size copy (no memcpy call per block):
+    // fp16 scales (2 bytes per block), 4-bit codes (16), 8-bit codes (32).
+    if (len == 2) {
       for (uint64_t b = 0; b < blocks; ++b) std::memcpy(rows_bytes + b * block_bytes + off, in + 2 * b, 2);
+      return;
+    }
+    if (len == 16) {
+      for (uint64_t b = 0; b < blocks; ++b) std::memcpy(rows_bytes + b * block_bytes + off, in + 16 * b, 16);
+      return;
+    }
+    if (len == 32) {
+      for (uint64_t b = 0; b < blocks; ++b) std::memcpy(rows_bytes + b * block_bytes + off, in + 32 * b, 32);
       return;
     }
     for (uint64_t b = 0; b < blocks; ++b) std::memcpy(rows_bytes + b * block_bytes + off, in + b * len, len);

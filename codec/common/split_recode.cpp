@@ -71,6 +71,23 @@ void rotate_nibbles(uint8_t* p, uint32_t n, uint8_t shift, bool forward) {
     p[i] = static_cast<uint8_t>(((p[i] + s) & 15) | ((((p[i] >> 4) + s) & 15) << 4));
 }
 
+void unrotate_blocks(uint8_t* p, uint64_t blocks, uint32_t n, const uint8_t* shifts) {
+  if (n != 16) {
+    for (uint64_t b = 0; b < blocks; ++b) rotate_nibbles(p + b * n, n, shifts[b], false);
+    return;
+  }
+  // 16-byte blocks (Q4_1's codes): two words a block, every block rotated
+  // (a shift of 0 adds 0), without a call or a branch per block.
+  constexpr uint64_t kLo = 0x0f0f0f0f0f0f0f0full;
+  for (uint64_t b = 0; b < blocks; ++b, p += 16) {
+    const uint64_t add = 0x0101010101010101ull * ((16 - shifts[b]) & 15);
+    uint64_t x[2];
+    std::memcpy(x, p, 16);
+    for (uint64_t& w : x) w = (((w & kLo) + add) & kLo) | (((((w >> 4) & kLo) + add) & kLo) << 4);
+    std::memcpy(p, x, 16);
+  }
+}
+
 uint16_t f16_to_bf16_exact(uint16_t h) {
   const uint16_t sign = h & 0x8000;
   const uint32_t e = (h >> 10) & 31, m = (h & 1023) >> 3;  // 7 mantissa bits

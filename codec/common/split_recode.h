@@ -63,6 +63,9 @@ void zero_shifts_of(const uint8_t* blocks, uint64_t n, uint32_t block_bytes, uin
 
 // Rotates every nibble of the n bytes at p by `shift` (forward) or back.
 void rotate_nibbles(uint8_t* p, uint32_t n, uint8_t shift, bool forward);
+// rotate_nibbles(p + b * n, n, shifts[b], false) for the `blocks` blocks of
+// n bytes at p, in one loop.
+void unrotate_blocks(uint8_t* p, uint64_t blocks, uint32_t n, const uint8_t* shifts);
 
 // fp16 bits with the low 3 mantissa bits zero -> the same value's bf16
 // bits (exact). REQUIRES: (h & 7) == 0.

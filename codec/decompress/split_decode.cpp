@@ -111,7 +111,7 @@ Status finish_split_chunk(const TensorGeometry& g, const SplitModel& m, uint64_t
         thread_local std::vector<uint8_t> shifts;
         if (shifts.size() < blocks) shifts.resize(blocks);
         zero_shifts_of(out, blocks, m.block_bytes, st.rc_d_off, st.rc_m_off, shifts.data());
-        for (uint64_t b = 0; b < blocks; ++b) rotate_nibbles(codes + b * bpb, bpb, shifts[b], false);
+        unrotate_blocks(codes, blocks, bpb, shifts.data());
       } else if (st.recode == kRecodeF16AsBf16) {
         WC_RETURN_IF_ERROR(bf16_to_f16_inplace(codes, sbytes, sw));
       } else if (st.recode == kRecodeQ3Codes) {
