@@ -309,6 +309,7 @@ HWY_INLINE void TokenBytes(const Consts& c, const V32* E, V8* tok) {
   tok[0] = V8{_mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))};
   (void)d8;
 #else
+  (void)d32;
   const hn::RebindToSigned<D32> di32;
   const hn::Rebind<uint8_t, D32> d8q;
   HWY_ALIGN uint8_t buf[kLanes];
