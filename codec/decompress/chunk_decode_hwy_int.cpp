@@ -1003,30 +1003,6 @@ int RaggedLanesFor(const IntParams& p0, const ModelView* const* m, const Consts*
                    : RaggedLanes<NC, true, false>(m, c, g, row0, col0, rans, rans_len, lm);
 }
 
-// n (1..16) bytes from src to dst without a call: two overlapping 8-, 4-
-// or 1-2-byte copies (a libc memcpy of a run this short costs more than
-// the copy; runs are up to 16 bytes, one per lane and 16 steps).
-HWY_INLINE void CopyRun(uint8_t* dst, const uint8_t* src, uint32_t n) {
-  if (n >= 8) {
-    uint64_t a, b;
-    std::memcpy(&a, src, 8);
-    std::memcpy(&b, src + n - 8, 8);
-    std::memcpy(dst, &a, 8);
-    std::memcpy(dst + n - 8, &b, 8);
-  } else if (n >= 4) {
-    uint32_t a, b;
-    std::memcpy(&a, src, 4);
-    std::memcpy(&b, src + n - 4, 4);
-    std::memcpy(dst, &a, 4);
-    std::memcpy(dst + n - 4, &b, 4);
-  } else {
-    const uint8_t a = src[0], b = src[n / 2], c = src[n - 1];
-    dst[0] = a;
-    dst[n / 2] = b;
-    dst[n - 1] = c;
-  }
-}
-
 // The decoded lane-major codes of a ragged chunk to its bytes: 16 steps at
 // a time transposed (Transpose16), each lane's 16 codes then copied as
 // runs that break at its row's end; 4-bit codes raster above the lane-major
@@ -1057,7 +1033,7 @@ int RaggedFinish(const IntParams& p, const ChunkView& cv, const RGeom& g, uint8_
       const uint8_t* src = tmp[l];
       while (left) {
         const uint32_t run = g.w[l] - jj[l] < left ? g.w[l] - jj[l] : left;
-        CopyRun(codes + uint64_t{g.r0[l] + rr[l]} * cv.w + g.c0[l] + jj[l], src, run);
+        hwy_words::copy_run(codes + uint64_t{g.r0[l] + rr[l]} * cv.w + g.c0[l] + jj[l], src, run);
         src += run;
         left -= run;
         jj[l] += run;

@@ -1,8 +1,8 @@
 // codec/decompress/chunk_decode_hwy_words.h — what the Highway decoders of
 // the avx2 path (chunk_decode_hwy_{float,int,tern}.cpp) share: the
 // prefix-count table that hands renormalization words to the lanes of an
-// 8-lane vector in lane order, and a bounded cursor over a chunk's word
-// stream.
+// 8-lane vector in lane order, a bounded cursor over a chunk's word
+// stream, and a copy of short runs.
 // Thread-safety: constant tables; a Words cursor belongs to one decode.
 #pragma once
 
@@ -62,6 +62,30 @@ inline bool words_ready(Words* w, uint32_t ahead) {
   w->off = w->pos;
   w->in_pad = true;
   return true;
+}
+
+// n (1..16) bytes from src to dst without a call: two overlapping 8-, 4-
+// or 1-2-byte copies (a libc memcpy of a run this short costs more than
+// the copy; runs are up to 16 bytes, one per lane and 16 steps).
+inline void copy_run(uint8_t* dst, const uint8_t* src, uint32_t n) {
+  if (n >= 8) {
+    uint64_t a, b;
+    std::memcpy(&a, src, 8);
+    std::memcpy(&b, src + n - 8, 8);
+    std::memcpy(dst, &a, 8);
+    std::memcpy(dst + n - 8, &b, 8);
+  } else if (n >= 4) {
+    uint32_t a, b;
+    std::memcpy(&a, src, 4);
+    std::memcpy(&b, src + n - 4, 4);
+    std::memcpy(dst, &a, 4);
+    std::memcpy(dst + n - 4, &b, 4);
+  } else {
+    const uint8_t a = src[0], b = src[n / 2], c = src[n - 1];
+    dst[0] = a;
+    dst[n / 2] = b;
+    dst[n - 1] = c;
+  }
 }
 
 }  // namespace hwy_words
