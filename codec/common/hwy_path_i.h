@@ -15,3 +15,15 @@
 #elif HWY_ARCH_ARM_A64 && (HWY_TARGETS & HWY_NEON)
 #define WCODEC_HWY_PATH N_NEON
 #endif
+
+#include "wcodec/cpu.h"
+
+namespace wcodec {
+// Whether the CPU's decoder path runs that instance: the avx2 and avx512
+// paths (the vector helpers that only the avx2 path's decoders have are
+// shared by the avx512 path) and the neon path.
+inline bool hwy_path_runs() {
+  const CpuPath p = cpu_path();
+  return p == CpuPath::kAvx2 || p == CpuPath::kAvx512 || p == CpuPath::kNeon;
+}
+}  // namespace wcodec

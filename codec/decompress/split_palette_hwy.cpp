@@ -104,8 +104,7 @@ namespace wcodec {
 
 PaletteGroupsFn palette_groups_vector() {
 #if defined(WCODEC_HWY_PATH)
-  const CpuPath p = cpu_path();
-  if (p == CpuPath::kAvx2 || p == CpuPath::kAvx512 || p == CpuPath::kNeon) return &WCODEC_HWY_PATH::PaletteGroups;
+  if (hwy_path_runs()) return &WCODEC_HWY_PATH::PaletteGroups;
 #endif
   return nullptr;
 }

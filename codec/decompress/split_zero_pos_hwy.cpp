@@ -99,8 +99,7 @@ namespace wcodec {
 
 ZeroPosJoinFn zero_pos_join_vector() {
 #if defined(WCODEC_HWY_PATH)
-  const CpuPath p = cpu_path();
-  if (p == CpuPath::kAvx2 || p == CpuPath::kAvx512 || p == CpuPath::kNeon) return &WCODEC_HWY_PATH::ZeroPosJoin;
+  if (hwy_path_runs()) return &WCODEC_HWY_PATH::ZeroPosJoin;
 #endif
   return nullptr;
 }
