@@ -91,6 +91,36 @@ TEST(Recode, Bf16MapIsExactAndOneToOne) {
 // The zero point: round(-m / d) clamped to 0..15, no rotation for a d that
 // is not a positive finite number or an m that is not finite; rotations
 // undo exactly.
+// The vector paths' zero shifts (eight blocks a division) against the
+// scalar rule: every fp16 d with scales m of every kind, in 20-byte blocks
+// (Q4_1's d at 0, m at 2) and in blocks with d and m elsewhere; a block
+// count that leaves a tail.
+TEST(Recode, VectorZeroShiftsEqualTheScalarOnes) {
+  const ZeroShiftsFn vx = zero_shifts_vector();
+  if (!vx) {
+    EXPECT_EQ(cpu_path(), CpuPath::kScalar) << "only the scalar path keeps the scalar loop";
+    return;
+  }
+  constexpr uint64_t kBlocks = 65536 + 5;
+  for (const uint32_t bb : {20u, 24u}) {
+    const uint32_t d_off = bb == 20 ? 0 : 10, m_off = bb == 20 ? 2 : 4;
+    for (const uint16_t m : {0x0000, 0x8001, 0x83ff, 0xbc00, 0xc200, 0xc780, 0xd640, 0x3c00, 0xfc00, 0x7e00, 0xfbff}) {
+      std::vector<uint8_t> blocks(kBlocks * bb, 0x5a), want(kBlocks), got(kBlocks, 0xee);
+      for (uint64_t b = 0; b < kBlocks; ++b) {
+        const uint16_t d = static_cast<uint16_t>(b * 40503u);  // every value once in the first 65536
+        blocks[b * bb + d_off] = static_cast<uint8_t>(d);
+        blocks[b * bb + d_off + 1] = static_cast<uint8_t>(d >> 8);
+        blocks[b * bb + m_off] = static_cast<uint8_t>(m);
+        blocks[b * bb + m_off + 1] = static_cast<uint8_t>(m >> 8);
+      }
+      zero_shifts_of(blocks.data(), kBlocks, bb, d_off, m_off, want.data());
+      vx(blocks.data(), kBlocks, bb, d_off, m_off, got.data());
+      for (uint64_t b = 0; b < kBlocks; ++b)
+        ASSERT_EQ(got[b], want[b]) << "block " << b << " m " << std::hex << m << " block bytes " << std::dec << bb;
+    }
+  }
+}
+
 TEST(Recode, ZeroShift) {
   const uint16_t one = 0x3c00;
   EXPECT_EQ(zero_shift_of(one, 0xc780), 0);       // m = -7.5: zr 8

@@ -60,6 +60,12 @@ uint8_t zero_shift_of(uint16_t d_bits, uint16_t m_bits);
 // little-endian fp16 at d_off and m_off of each block) into shifts[n].
 void zero_shifts_of(const uint8_t* blocks, uint64_t n, uint32_t block_bytes, uint32_t d_off, uint32_t m_off,
                     uint8_t* shifts);
+// The same on a vector decoder path (codec/decompress/split_zero_shift_hwy.cpp:
+// the same shifts bit for bit), or null on the scalar path and in builds
+// without a Highway decoder path.
+using ZeroShiftsFn = void (*)(const uint8_t* blocks, uint64_t n, uint32_t block_bytes, uint32_t d_off,
+                              uint32_t m_off, uint8_t* shifts);
+ZeroShiftsFn zero_shifts_vector();
 
 // Rotates every nibble of the n bytes at p by `shift` (forward) or back.
 void rotate_nibbles(uint8_t* p, uint32_t n, uint8_t shift, bool forward);

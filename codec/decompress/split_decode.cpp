@@ -110,7 +110,9 @@ Status finish_split_chunk(const TensorGeometry& g, const SplitModel& m, uint64_t
         const uint64_t blocks = h * (row_bytes / m.block_bytes);
         thread_local std::vector<uint8_t> shifts;
         if (shifts.size() < blocks) shifts.resize(blocks);
-        zero_shifts_of(out, blocks, m.block_bytes, st.rc_d_off, st.rc_m_off, shifts.data());
+        static const ZeroShiftsFn vector_shifts = zero_shifts_vector();
+        (vector_shifts ? vector_shifts : &zero_shifts_of)(out, blocks, m.block_bytes, st.rc_d_off, st.rc_m_off,
+                                                          shifts.data());
         unrotate_blocks(codes, blocks, bpb, shifts.data());
       } else if (st.recode == kRecodeF16AsBf16) {
         WC_RETURN_IF_ERROR(bf16_to_f16_inplace(codes, sbytes, sw));
