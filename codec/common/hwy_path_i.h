@@ -27,3 +27,11 @@ inline bool hwy_path_runs() {
   return p == CpuPath::kAvx2 || p == CpuPath::kAvx512 || p == CpuPath::kNeon;
 }
 }  // namespace wcodec
+
+// &WCODEC_HWY_PATH::fn where the CPU runs that instance, else null (and
+// null in builds without it): the getters of the vector helpers.
+#if defined(WCODEC_HWY_PATH)
+#define WCODEC_HWY_PATH_FN(fn) (::wcodec::hwy_path_runs() ? &WCODEC_HWY_PATH::fn : nullptr)
+#else
+#define WCODEC_HWY_PATH_FN(fn) nullptr
+#endif

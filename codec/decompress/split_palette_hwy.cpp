@@ -102,12 +102,7 @@ HWY_AFTER_NAMESPACE();
 #include "hwy_path_i.h"
 namespace wcodec {
 
-PaletteGroupsFn palette_groups_vector() {
-#if defined(WCODEC_HWY_PATH)
-  if (hwy_path_runs()) return &WCODEC_HWY_PATH::PaletteGroups;
-#endif
-  return nullptr;
-}
+PaletteGroupsFn palette_groups_vector() { return WCODEC_HWY_PATH_FN(PaletteGroups); }
 
 }  // namespace wcodec
 #endif

@@ -97,12 +97,7 @@ HWY_AFTER_NAMESPACE();
 #include "hwy_path_i.h"
 namespace wcodec {
 
-ZeroPosJoinFn zero_pos_join_vector() {
-#if defined(WCODEC_HWY_PATH)
-  if (hwy_path_runs()) return &WCODEC_HWY_PATH::ZeroPosJoin;
-#endif
-  return nullptr;
-}
+ZeroPosJoinFn zero_pos_join_vector() { return WCODEC_HWY_PATH_FN(ZeroPosJoin); }
 
 }  // namespace wcodec
 #endif

@@ -75,12 +75,7 @@ HWY_AFTER_NAMESPACE();
 #include "hwy_path_i.h"
 namespace wcodec {
 
-ZeroShiftsFn zero_shifts_vector() {
-#if defined(WCODEC_HWY_PATH)
-  if (hwy_path_runs()) return &WCODEC_HWY_PATH::ZeroShifts;
-#endif
-  return nullptr;
-}
+ZeroShiftsFn zero_shifts_vector() { return WCODEC_HWY_PATH_FN(ZeroShifts); }
 
 }  // namespace wcodec
 #endif
