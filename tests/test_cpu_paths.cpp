@@ -165,6 +165,8 @@ struct Counts {
   int rejected = 0;
   int centers = 0;    // int chunks decoded under another center
   int center_ok = 0;  // ... that the reference accepted
+  int ent8 = 0;       // int chunks decoded from 1/8-slot entries (ModelView::int_ent8)
+  int u8_slots = 0;   // uint8 / 4-bit chunks decoded from 4096-slot tables
 };
 
 // Reference, Highway (AVX2 / NEON) and, where the process runs it, AVX-512 on
@@ -555,6 +557,8 @@ void compare_int_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& p
   ASSERT_EQ(h, 1) << what << ": the Highway decoder rejected a valid chunk";
   ASSERT_EQ(ref, hw) << what << ": the Highway decoder differs from the reference";
   ++k->chunks;
+  k->ent8 += mv.int_ent8 != nullptr;
+  k->u8_slots += !mv.int_ent8 && mv.ip.sub != kIntI8;
   // Damage: one byte flipped in the lane states, early, middle and last
   // words; a truncated stream (shorter by 2 and by 64 bytes); an odd
   // length.
@@ -671,7 +675,7 @@ TEST(CpuPaths, HighwayIntEqualsReferenceOnRealFiles) {
   int int_chunks = 0, groups = 0, scaled_groups = 0;
   const auto covered = [&] {
     return kStopWhenCovered && !small_files_only() && k.chunks > 50 && groups > 10 && scaled_groups > 0 &&
-           k.center_ok > 0 && k.center_ok < k.centers && k.rejected > k.damaged / 2;
+           k.center_ok > 0 && k.center_ok < k.centers && k.rejected > k.damaged / 2 && k.ent8 > 10;
   };
   for (const auto& p : compared_files()) {
     const auto f = wctest::read_file(p);
@@ -712,10 +716,11 @@ TEST(CpuPaths, HighwayIntEqualsReferenceOnRealFiles) {
     }
   }
   if (!vector_decoder_available()) GTEST_SKIP() << "scalar path forced: no vector tables, nothing compared";
-  std::printf("Highway int decoder: %d of %d int chunks (%d damaged streams, %d rejected), %d groups (%d with "
-              "scale classes), %d of %d under other centers accepted%s\n",
-              k.chunks, int_chunks, k.damaged, k.rejected, groups, scaled_groups, k.center_ok, k.centers,
-              covered() ? " (stopped once covered)" : "");
+  std::printf("Highway int decoder: %d of %d int chunks (%d from 1/8-slot entries, %d uint8 / 4-bit from slot "
+              "tables; %d damaged streams, %d rejected), %d groups (%d with scale classes), %d of %d under other "
+              "centers accepted%s\n",
+              k.chunks, int_chunks, k.ent8, k.u8_slots, k.damaged, k.rejected, groups, scaled_groups, k.center_ok,
+              k.centers, covered() ? " (stopped once covered)" : "");
   if (small_files_only()) {
     // stories260K's int tensors: 17 model-coded chunks at 4 KiB, no two
     // consecutive of one size, no center under which a code stays in
@@ -723,6 +728,7 @@ TEST(CpuPaths, HighwayIntEqualsReferenceOnRealFiles) {
     EXPECT_GT(k.chunks, 5);
   } else {
     EXPECT_GT(k.chunks, 50);
+    EXPECT_GT(k.ent8, 10) << "isnet-medium.rtn-int4's 4-bit codes: 9-bit tables, read as 1/8-slot entries";
     EXPECT_GT(groups, 10);  // 20 with the sanitizers' 1 MiB tensor limit
     EXPECT_GT(scaled_groups, 0);  // groups of chunks with scale classes (row or column classes)
     // Both outcomes occur under the other centers.
@@ -815,14 +821,57 @@ TEST(CpuPaths, HighwayIntRaggedLanes) {
     }
   }
   std::printf("Highway int decoder: %d chunks, %d with ragged lanes (%d with scale classes, %d of 3- or 4-bit "
-              "codes); %d damaged streams, %d rejected; %d groups of ragged chunks (%d with scale classes)\n",
-              k.chunks, ragged, scaled, nib, k.damaged, k.rejected, ragged_groups, scaled_groups);
+              "codes; %d from 1/8-slot entries); %d damaged streams, %d rejected; %d groups of ragged chunks (%d "
+              "with scale classes)\n",
+              k.chunks, ragged, scaled, nib, k.ent8, k.damaged, k.rejected, ragged_groups, scaled_groups);
   EXPECT_GT(ragged_groups, 20);
   EXPECT_GT(scaled_groups, 2);
   EXPECT_GT(ragged, 50);
   EXPECT_GT(scaled, 5);
   EXPECT_GT(nib, 20);
+  EXPECT_GT(k.ent8, 20) << "uint8 codes of 3 and 4 bits: 9-bit tables, read as 1/8-slot entries";
   EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
+}
+
+// The 1/8-slot entries of 4-bit code models (ModelView::int_ent8) against
+// the reference's tables, slot by slot: the token, its frequency and the
+// slot's offset in it. Real tensors of isnet-medium.rtn-int4, whose tables
+// the encoder writes at 9 bits (multiples of 8).
+TEST(CpuPaths, IntEntriesAgreeWithTheReferenceTables) {
+  if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: no entries";
+  const fs::path p = wctest::data_dir() / "isnet-medium.rtn-int4.safetensors";
+  if (!fs::exists(p)) GTEST_SKIP() << p << " not found";
+  const auto f = wctest::read_file(p);
+  auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
+  ASSERT_TRUE(hd.ok()) << hd.status().ToString();
+  int models = 0;
+  uint64_t slots = 0;
+  for (const auto& t : hd->tensors) {
+    if (models >= 4 || t.dtype != DType::kU8 || t.nbytes() < 16384 || t.nbytes() > (256u << 10)) continue;
+    auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, compared_options());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const TensorModel& m = r->model;
+    if (m.kind != ModelKind::kInt || m.ip.sub != kIntNibble || m.ip.zgroup) continue;
+    std::shared_ptr<const TensorModel::VectorTables> hold;
+    const ModelView mv = m.view(&hold, nullptr, 0, TensorModel::TableUse::kAll);
+    ASSERT_NE(mv.int_ent8, nullptr) << t.name << " " << m.describe() << ": no 1/8-slot entries";
+    for (uint32_t c = 0; c < mv.n0; ++c) {
+      uint32_t total = 0;
+      for (uint16_t q : m.t0[c].freq) total += q;
+      if (total == 0) continue;  // an unused context
+      for (uint32_t slot = 0; slot < 4096; ++slot) {
+        const uint32_t e = mv.int_ent8[c * 512 + slot / 8];
+        const uint32_t sym = mv.t0[c].sym[slot], fs = mv.t0[c].fs[sym];
+        ASSERT_EQ(e & 0xFF, sym) << t.name << " context " << c << " slot " << slot;
+        ASSERT_EQ((e >> 8 & 4095) + 1, fs & 0xFFFF) << t.name << " context " << c << " slot " << slot;
+        ASSERT_EQ((slot + (e >> 20)) & 4095, slot - (fs >> 16)) << t.name << " context " << c << " slot " << slot;
+        ++slots;
+      }
+    }
+    ++models;
+  }
+  EXPECT_EQ(models, 4);
+  EXPECT_GT(slots, 4096u * 8);
 }
 
 // ------------------------------------------------------------ whole files

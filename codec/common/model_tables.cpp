@@ -118,6 +118,32 @@ static void build_krow_ent(const TensorModel& m, std::vector<uint32_t>* ent) {
   }
 }
 
+// 4-bit and uint8 code models whose t0 frequencies are all multiples of 8
+// (the encoder writes them so where it costs little): one entry per 8
+// slots of each context (ModelView::int_ent8).
+static bool build_int_ent8(const TensorModel& m, std::vector<uint32_t>* ent) {
+  if (m.kind != ModelKind::kInt || (m.ip.sub != kIntNibble && m.ip.sub != kIntU8) ||
+      (m.ip.nbr_mode != 0 && m.ip.nbr_mode != 3) ||
+      m.ip.nsym > 256)
+    return false;
+  for (const FreqTable& t : m.t0)
+    for (uint16_t f : t.freq)
+      if (f % 8) return false;
+  ent->assign(m.t0.size() * 512, 0);  // an unused context decodes nothing
+  for (size_t i = 0; i < m.t0.size(); ++i) {
+    uint32_t* o = ent->data() + i * 512;
+    uint32_t start = 0;
+    for (uint32_t sym = 0; sym < m.t0[i].freq.size() && start < 4096; ++sym) {
+      const uint32_t f = m.t0[i].freq[sym];
+      const uint32_t n = std::min<uint32_t>(f, 4096 - start) / 8;
+      const uint32_t e = sym | (f - 1) << 8 | ((4096 - start) & 4095) << 20;
+      for (uint32_t q = 0; q < n; ++q) o[start / 8 + q] = e;
+      start += 8 * n;
+    }
+  }
+  return true;
+}
+
 // reference: also the reference decoder's tables (t0 / t1).
 static void build_vector_tables(const TensorModel& m, bool reference, TensorModel::VectorTables* vt) {
   // Symbol by symbol: each symbol's slots are one run, written once (the
@@ -144,6 +170,9 @@ static void build_vector_tables(const TensorModel& m, bool reference, TensorMode
   // (the reference tables only where a decoder declines a chunk: a
   // reference view, TableUse::kAll).
   build_krow_ent(m, &vt->krow_ent);
+  // Models with 1/8-slot entries decode from them on the vector paths (the
+  // Highway int loops); what those decline takes the portable decoders.
+  const bool ent8 = vector_decoder_available() && build_int_ent8(m, &vt->int_ent8);
   vt->reference = reference || (reference_only(m) && vt->krow_ent.empty());
   if (vt->reference) {
     // Reference tables: slot -> symbol and freq | start << 16 per context.
@@ -176,7 +205,7 @@ static void build_vector_tables(const TensorModel& m, bool reference, TensorMode
   // Small int alphabets decode from lut_all / fs_all (two lookups) instead
   // of packed slot entries; byte-plane models only with the reference
   // decoder, as does every model on a CPU without the vector decoders.
-  if (!reference_only(m) && vector_decoder_available()) {
+  if (!reference_only(m) && vector_decoder_available() && !ent8) {
     pack(m.t0, &vt->slot_all);
     pack(m.t1, &vt->slot1_all);
   }
@@ -201,7 +230,7 @@ TensorModel::VectorTables::~VectorTables() {
 }
 
 size_t TensorModel::VectorTables::bytes() const {
-  return slot_all.capacity() * 4 + slot1_all.capacity() * 4 + tern3.size() * 4 + krow_ent.size() * 4 +
+  return slot_all.capacity() * 4 + slot1_all.capacity() * 4 + tern3.size() * 4 + krow_ent.size() * 4 + int_ent8.size() * 4 +
          lut_all.size() + fs_all.size() * 4 + (d0.size() + d1.size()) * sizeof(DecTable);
 }
 
@@ -349,6 +378,7 @@ ModelView TensorModel::view(std::shared_ptr<const VectorTables>* hold, const uin
     m.fs_small = small_alphabet(*this) && t->reference ? t->fs_all.data() : nullptr;
     m.tern3 = t->tern3.empty() ? nullptr : t->tern3.data();
     m.krow_ent = t->krow_ent.empty() ? nullptr : t->krow_ent.data();
+    m.int_ent8 = t->int_ent8.empty() ? nullptr : t->int_ent8.data();
     *hold = std::move(t);
   }
   m.rc_pad = rc_pad.empty() ? nullptr : rc_pad.data();

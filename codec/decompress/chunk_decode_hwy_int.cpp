@@ -72,73 +72,8 @@
 #include <hwy/highway.h>
 
 #include "chunk_decode_hwy.h"
+#include "chunk_decode_hwy_int_i.h"
 #include "chunk_decode_hwy_words.h"
-
-#ifndef WCODEC_HWY_INT_ONCE
-#define WCODEC_HWY_INT_ONCE
-namespace wcodec {
-namespace hwy_int_detail {
-using hwy_words::kPrefix;
-
-// Most words one step takes: 32 tokens, 32 low and 32 high extra-bit
-// symbols (the escapes' words are read through a bounded WordSource).
-inline constexpr uint32_t kStepWords = 96;
-
-// The word stream: word i at p + 2 * i, n words; before the last steps the
-// remaining words move to the zero-padded pad (kPadBytes, the caller's),
-// so that a step's vector reads (up to 32 words past pos) stay in bounds.
-inline constexpr size_t kPadBytes = 2 * kStepWords + 128;
-struct Words {
-  const uint8_t* p;
-  uint32_t n, pos;
-  bool in_pad;
-  uint8_t* pad;
-};
-inline void words_open(Words* w, const uint8_t* rans, uint32_t rans_len, uint8_t* pad) {
-  w->p = rans + 4 * kLanes;
-  w->n = (rans_len - 4 * kLanes) / 2;
-  w->pos = 0;
-  w->in_pad = false;
-  w->pad = pad;
-}
-// Call before a step when pos + kStepWords > n. False: the stream ran short.
-// (Always inlined, so that the cursor stays in registers.)
-__attribute__((always_inline)) inline bool words_tail(Words* w) {
-  if (w->pos > w->n) return false;
-  if (!w->in_pad) {
-    std::memset(w->pad, 0, kPadBytes);
-    std::memcpy(w->pad, w->p + 2 * uint64_t{w->pos}, 2 * uint64_t{w->n - w->pos});
-    w->p = w->pad;
-    w->n -= w->pos;
-    w->pos = 0;
-    w->in_pad = true;
-  }
-  return true;
-}
-
-// The lanes of a chunk whose 32 lane rectangles have one size.
-struct Geom {
-  uint32_t W, rows;
-  uint32_t r0[kLanes], c0[kLanes];
-};
-inline bool same_rect(const ChunkView& cv, Geom* g) {
-  for (uint32_t l = 0; l < kLanes; ++l) {
-    const LaneCursor k = lane_cursor(cv.h, cv.w, l);
-    if (k.n == 0) return false;
-    if (l == 0) {
-      g->W = k.rect.w;
-      g->rows = k.rect.h;
-    } else if (k.rect.w != g->W || k.rect.h != g->rows) {
-      return false;
-    }
-    g->r0[l] = k.rect.r0;
-    g->c0[l] = k.rect.c0;
-  }
-  return true;
-}
-}  // namespace hwy_int_detail
-}  // namespace wcodec
-#endif  // WCODEC_HWY_INT_ONCE
 
 HWY_BEFORE_NAMESPACE();
 namespace wcodec {
@@ -166,7 +101,10 @@ static_assert(kN8 == 16 || kN8 == 32, "128- or 256-bit vectors");
 // inline on some targets.)
 struct Consts {
   HWY_ATTR Consts() {}
+  // Slot entries: slot_all (4096 a context), or with e8 int_ent8 (512 a
+  // context; the loops' E8 parameter).
   const uint32_t* slots;
+  bool e8;
   uint32_t W, oa, nthr;
   V8 thr[7];          // activity thresholds (< 256)
   V8 esc, center;     // first escape token; the center of uint8 / 4-bit codes
@@ -469,7 +407,7 @@ HWY_INLINE bool Ended(const State* s, const Words* w) {
 // The slot entries of the 32 lanes of NC chunks, from their context bytes
 // ctxb (plus, SC, their scale classes scb times the class's context
 // offset): one gather per 8 lanes, all chunks' gathers in flight together.
-template <int NC, bool SC>
+template <int NC, bool SC, bool E8>
 HWY_INLINE void GatherSlots(const Consts* c, const State* s, const uint8_t (*ctxb)[kLanes],
                             const uint8_t (*scb)[SC ? kLanes : 1], V32 (*E)[kV]) {
   const D32 d32;
@@ -480,7 +418,8 @@ HWY_INLINE void GatherSlots(const Consts* c, const State* s, const uint8_t (*ctx
       V32 cx = hn::PromoteTo(d32, hn::LoadU(d8q, ctxb[n] + k * kN32));
       if constexpr (SC)
         cx = hn::Add(cx, hn::PromoteTo(d32, hn::LoadU(d8q, scb[n] + k * kN32)) * hn::Set(d32, c[n].sc_mul));
-      const V32 idx = hn::Or(hn::ShiftLeft<12>(cx), hn::And(s[n].X[k], c[n].m4095));
+      const V32 slot = hn::And(s[n].X[k], c[n].m4095);
+      const V32 idx = E8 ? hn::Or(hn::ShiftLeft<9>(cx), hn::ShiftRight<3>(slot)) : hn::Or(hn::ShiftLeft<12>(cx), slot);
       E[n][k] = hn::BitCast(
           d32, hn::GatherIndex(di32, reinterpret_cast<const int32_t*>(c[n].slots), hn::BitCast(di32, idx)));
     }
@@ -493,7 +432,7 @@ HWY_INLINE void GatherSlots(const Consts* c, const State* s, const uint8_t (*ctx
 // next 8 words to the lanes that take one. ACT: only the lanes of act
 // decode a symbol (ragged lanes); the others keep their state and take no
 // word.
-template <bool ACT>
+template <bool ACT, bool E8>
 HWY_INLINE void Advance(const Consts& c, State& s, const V32* E, Words& w, const M32* act) {
   const D32 d32;
   const hn::Rebind<uint16_t, D32> d16h;
@@ -502,10 +441,12 @@ HWY_INLINE void Advance(const Consts& c, State& s, const V32* E, Words& w, const
   uint32_t mks[kV];
   for (size_t k = 0; k < kV; ++k) {
     // x' = freq * (x >> 12) + offset with freq = f0 + 1 (the entry holds
-    // freq - 1): f0 * q + q + offset.
+    // freq - 1). The offset: slot_all entries hold it; int_ent8 entries
+    // hold (4096 - start) mod 4096, and the offset is (slot + that) mod 4096.
     const V32 q = hn::ShiftRight<12>(s.X[k]);
     const V32 f = hn::Add(hn::And(hn::ShiftRight<8>(E[k]), c.m4095), c.one32);
-    V32 nx = hn::Add(f * q, hn::ShiftRight<20>(E[k]));
+    const V32 off = E8 ? hn::And(hn::Add(s.X[k], hn::ShiftRight<20>(E[k])), c.m4095) : hn::ShiftRight<20>(E[k]);
+    V32 nx = hn::Add(f * q, off);
     if constexpr (ACT) nx = hn::IfThenElse(act[k], nx, s.X[k]);
     s.X[k] = nx;
     need[k] = hn::Eq(hn::ShiftRight<16>(nx), hn::Zero(d32));
@@ -527,7 +468,7 @@ HWY_INLINE void Advance(const Consts& c, State& s, const V32* E, Words& w, const
 // the loop), phase by phase across the chunks so that their gathers are in
 // flight together: the 32 lanes' contexts, tokens, renormalization in lane
 // order and values of each; the codes go to lane-major row t.
-template <int NC, bool U8, bool KERN, bool SC, bool HT, bool HL, bool HA>
+template <int NC, bool U8, bool KERN, bool SC, bool E8, bool HT, bool HL, bool HA>
 HWY_INLINE bool Step(const IntParams* const* p, const Consts* c, State* s, uint32_t t, uint32_t j, Words* w,
                      uint8_t* const* lm) {
   const D8 d8;
@@ -543,14 +484,14 @@ HWY_INLINE bool Step(const IntParams* const* p, const Consts* c, State* s, uint3
     }
   // The rANS step: slot entries, new states, renormalization in lane order.
   V32 E[NC][kV];
-  GatherSlots<NC, SC>(c, s, ctxb, scb, E);
-  for (int n = 0; n < NC; ++n) Advance<false>(c[n], s[n], E[n], w[n], nullptr);
+  GatherSlots<NC, SC, E8>(c, s, ctxb, scb, E);
+  for (int n = 0; n < NC; ++n) Advance<false, E8>(c[n], s[n], E[n], w[n], nullptr);
   for (int n = 0; n < NC; ++n)
     if (!StepValues<U8, KERN>(*p[n], c[n], s[n], E[n], t, w[n], lm[n])) return false;
   return true;
 }
 
-template <int NC, bool U8, bool KERN, bool SC, bool HT>
+template <int NC, bool U8, bool KERN, bool SC, bool E8, bool HT>
 HWY_INLINE bool Row(const IntParams* const* p, const Consts* c, State* s, uint32_t r, Words* w, uint8_t* const* lm) {
   const D8 d8;
   for (int n = 0; n < NC; ++n)
@@ -560,27 +501,27 @@ HWY_INLINE bool Row(const IntParams* const* p, const Consts* c, State* s, uint32
         s[n].RC[b] = c[n].rc_rows ? hn::LoadU(d8, c[n].rc_rows + uint64_t{r} * 32 + b * kN8) : hn::Zero(d8);
     }
   const uint32_t W = c[0].W, oa = c[0].oa, t0 = r * W;
-  if (!Step<NC, U8, KERN, SC, HT, false, false>(p, c, s, t0, 0, w, lm)) return false;
+  if (!Step<NC, U8, KERN, SC, E8, HT, false, false>(p, c, s, t0, 0, w, lm)) return false;
   const uint32_t ja = oa ? (oa < W ? oa : W) : W;
   for (uint32_t j = 1; j < ja; ++j)
-    if (!Step<NC, U8, KERN, SC, HT, true, false>(p, c, s, t0 + j, j, w, lm)) return false;
+    if (!Step<NC, U8, KERN, SC, E8, HT, true, false>(p, c, s, t0 + j, j, w, lm)) return false;
   for (uint32_t j = ja; j < W; ++j)
-    if (!Step<NC, U8, KERN, SC, HT, true, true>(p, c, s, t0 + j, j, w, lm)) return false;
+    if (!Step<NC, U8, KERN, SC, E8, HT, true, true>(p, c, s, t0 + j, j, w, lm)) return false;
   return true;
 }
 
 // The codes of NC same-rectangle chunks (rows lane rows each) into
 // lane-major lm[n]. 1 all decoded, 0 otherwise.
-template <int NC, bool U8, bool KERN, bool SC>
+template <int NC, bool U8, bool KERN, bool SC, bool E8>
 HWY_NOINLINE int Lanes(const IntParams* const* p, const Consts* c, const uint8_t* const* rans,
                        const uint32_t* rans_len, uint32_t rows, uint8_t* const* lm) {
   Words w[NC];
   State s[NC];
   HWY_ALIGN uint8_t pad[NC][hwy_int_detail::kPadBytes];
   Begin<NC>(rans, rans_len, pad, w, s);
-  if (!Row<NC, U8, KERN, SC, false>(p, c, s, 0, w, lm)) return 0;
+  if (!Row<NC, U8, KERN, SC, E8, false>(p, c, s, 0, w, lm)) return 0;
   for (uint32_t r = 1; r < rows; ++r)
-    if (!Row<NC, U8, KERN, SC, !KERN>(p, c, s, r, w, lm)) return 0;
+    if (!Row<NC, U8, KERN, SC, E8, !KERN>(p, c, s, r, w, lm)) return 0;
   return Ended<NC>(s, w) ? 1 : 0;
 }
 
@@ -687,8 +628,9 @@ bool PackNibbles(const uint8_t* codes, uint64_t n, uint8_t* out) {
 // Whether this decoder handles chunks of model m (geometry aside).
 bool ModelHandled(const ModelView& m) {
   const IntParams& p = m.ip;
-  if (m.kind != ModelKind::kInt || !m.slot_all || !m.luts || m.zp) return false;
+  if (m.kind != ModelKind::kInt || !(m.slot_all || m.int_ent8) || !m.luts || m.zp) return false;
   if (p.sub != kIntI8 && p.sub != kIntU8 && p.sub != kIntNibble) return false;
+  if (m.int_ent8 && p.sub == kIntI8) return false;  // entries only in the U8 loops
   if ((p.nbr_mode != 0 && p.nbr_mode != 3) || m.n0 < int_nctx(p) || p.esc > 238) return false;
   if (p.ns > 1 && ((p.use_rc && !m.rc) || (p.use_cc && !m.cc))) return false;
   if (p.nbr_mode == 3 && (p.off_a == 0 || p.period == 0)) return false;
@@ -715,7 +657,9 @@ void SetConsts(const ModelView& m, const Geom& g, uint64_t row0, uint64_t col0, 
   const D8 d8;
   const IntParams& p = m.ip;
   const uint32_t nthr = p.nb > 1 ? p.nb - 1u : 0u;
-  c->slots = m.slot_all;
+  const bool ent8 = m.int_ent8 != nullptr;
+  c->slots = ent8 ? m.int_ent8 : m.slot_all;
+  c->e8 = ent8;
   c->W = g.W;
   c->oa = p.off_a;
   c->nthr = nthr;
@@ -785,20 +729,28 @@ template <int NC>
 int LanesFor(const IntParams& p0, const IntParams* const* p, const Consts* c, const uint8_t* const* rans,
              const uint32_t* rans_len, uint32_t rows, uint8_t* const* lm) {
   const bool u8 = p0.sub != kIntI8, kern = p0.nbr_mode == 3;
+  if (c[0].e8) {
+    // 1/8-slot entries (4-bit codes: the U8 loops; ModelHandled).
+    if (p0.ns > 1)
+      return kern ? Lanes<NC, true, true, true, true>(p, c, rans, rans_len, rows, lm)
+                  : Lanes<NC, true, false, true, true>(p, c, rans, rans_len, rows, lm);
+    return kern ? Lanes<NC, true, true, false, true>(p, c, rans, rans_len, rows, lm)
+                : Lanes<NC, true, false, false, true>(p, c, rans, rans_len, rows, lm);
+  }
   if (p0.ns > 1) {
     if (u8) {
-      return kern ? Lanes<NC, true, true, true>(p, c, rans, rans_len, rows, lm)
-                  : Lanes<NC, true, false, true>(p, c, rans, rans_len, rows, lm);
+      return kern ? Lanes<NC, true, true, true, false>(p, c, rans, rans_len, rows, lm)
+                  : Lanes<NC, true, false, true, false>(p, c, rans, rans_len, rows, lm);
     }
-    return kern ? Lanes<NC, false, true, true>(p, c, rans, rans_len, rows, lm)
-                : Lanes<NC, false, false, true>(p, c, rans, rans_len, rows, lm);
+    return kern ? Lanes<NC, false, true, true, false>(p, c, rans, rans_len, rows, lm)
+                : Lanes<NC, false, false, true, false>(p, c, rans, rans_len, rows, lm);
   }
   if (u8) {
-    return kern ? Lanes<NC, true, true, false>(p, c, rans, rans_len, rows, lm)
-                : Lanes<NC, true, false, false>(p, c, rans, rans_len, rows, lm);
+    return kern ? Lanes<NC, true, true, false, false>(p, c, rans, rans_len, rows, lm)
+                : Lanes<NC, true, false, false, false>(p, c, rans, rans_len, rows, lm);
   }
-  return kern ? Lanes<NC, false, true, false>(p, c, rans, rans_len, rows, lm)
-              : Lanes<NC, false, false, false>(p, c, rans, rans_len, rows, lm);
+  return kern ? Lanes<NC, false, true, false, false>(p, c, rans, rans_len, rows, lm)
+              : Lanes<NC, false, false, false, false>(p, c, rans, rans_len, rows, lm);
 }
 
 // The decoded lane-major codes of a chunk to its bytes. 1, or 0 for a
@@ -861,7 +813,7 @@ HWY_INLINE void MaskBytes(const Consts& c, const M32* m, V8* out) {
   TokenBytes(c, v, out);
 }
 
-template <int NC, bool U8, bool SC>
+template <int NC, bool U8, bool SC, bool E8>
 HWY_NOINLINE int RaggedLanes(const ModelView* const* m, const Consts* c, const RGeom& g, const uint64_t* row0,
                              const uint64_t* col0, const uint8_t* const* rans, const uint32_t* rans_len,
                              uint8_t* const* lm) {
@@ -949,8 +901,8 @@ HWY_NOINLINE int RaggedLanes(const ModelView* const* m, const Consts* c, const R
     }
     // The rANS step of every chunk, gathers first (their chains overlap).
     V32 E[NC][kV];
-    GatherSlots<NC, SC>(c, s, ctxb, scb, E);
-    for (int n = 0; n < NC; ++n) Advance<true>(c[n], s[n], E[n], w[n], act);
+    GatherSlots<NC, SC, E8>(c, s, ctxb, scb, E);
+    for (int n = 0; n < NC; ++n) Advance<true, E8>(c[n], s[n], E[n], w[n], act);
     for (int n = 0; n < NC; ++n)
       if (!StepValues<U8, false>(m[n]->ip, c[n], s[n], E[n], t, w[n], lm[n], actb)) return 0;
     for (size_t k = 0; k < kV; ++k) {
@@ -996,11 +948,14 @@ template <int NC>
 int RaggedLanesFor(const IntParams& p0, const ModelView* const* m, const Consts* c, const RGeom& g,
                    const uint64_t* row0, const uint64_t* col0, const uint8_t* const* rans, const uint32_t* rans_len,
                    uint8_t* const* lm) {
+  if (c[0].e8)
+    return p0.ns > 1 ? RaggedLanes<NC, true, true, true>(m, c, g, row0, col0, rans, rans_len, lm)
+                     : RaggedLanes<NC, true, false, true>(m, c, g, row0, col0, rans, rans_len, lm);
   if (p0.sub == kIntI8)
-    return p0.ns > 1 ? RaggedLanes<NC, false, true>(m, c, g, row0, col0, rans, rans_len, lm)
-                     : RaggedLanes<NC, false, false>(m, c, g, row0, col0, rans, rans_len, lm);
-  return p0.ns > 1 ? RaggedLanes<NC, true, true>(m, c, g, row0, col0, rans, rans_len, lm)
-                   : RaggedLanes<NC, true, false>(m, c, g, row0, col0, rans, rans_len, lm);
+    return p0.ns > 1 ? RaggedLanes<NC, false, true, false>(m, c, g, row0, col0, rans, rans_len, lm)
+                     : RaggedLanes<NC, false, false, false>(m, c, g, row0, col0, rans, rans_len, lm);
+  return p0.ns > 1 ? RaggedLanes<NC, true, true, false>(m, c, g, row0, col0, rans, rans_len, lm)
+                   : RaggedLanes<NC, true, false, false>(m, c, g, row0, col0, rans, rans_len, lm);
 }
 
 // The decoded lane-major codes of a ragged chunk to its bytes: 16 steps at
@@ -1131,7 +1086,7 @@ int DecodeGroup(const ModelView* ms, const ChunkView& cv, const GroupSide* sd, i
     const IntParams& p = ms[i].ip;
     // (Scale classes or none in every chunk: SC is a parameter of the loop.)
     if (!ModelHandled(ms[i]) || sd[i].map || p.sub != p0.sub || p.nbr_mode != p0.nbr_mode || p.off_a != p0.off_a ||
-        (p.ns > 1) != (p0.ns > 1))
+        (p.ns > 1) != (p0.ns > 1) || !ms[i].int_ent8 != !ms[0].int_ent8)
       return -1;
   }
   if (!GeomHandled(p0, cv, &g)) return RaggedGroup(ms, cv, sd, n);

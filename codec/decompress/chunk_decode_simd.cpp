@@ -66,7 +66,7 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
   // The avx2 path: the Highway decoders' groups (int groups here, float
   // groups in the float section below).
   const bool avx2 = cpu_path() == CpuPath::kAvx2;
-  if (avx2 && ms[0].kind == ModelKind::kInt) return decode_int_group_hwy(ms, cv, s, n);
+  if ((avx2 || ms[0].int_ent8) && ms[0].kind == ModelKind::kInt) return decode_int_group_hwy(ms, cv, s, n);
   if ((!simd_enabled() && !avx2) || n < 2 || n > kMaxChunkGroup) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
   const uint64_t nel = uint64_t{cv.h} * cv.w;
