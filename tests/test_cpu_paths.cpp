@@ -165,7 +165,7 @@ struct Counts {
   int rejected = 0;
   int centers = 0;    // int chunks decoded under another center
   int center_ok = 0;  // ... that the reference accepted
-  int ent8 = 0;       // int chunks decoded from 1/8-slot entries (ModelView::int_ent8)
+  int ent8 = 0;       // int chunks decoded from 1/8-slot entries (ModelView::ent8)
   int u8_slots = 0;   // uint8 / 4-bit chunks decoded from 4096-slot tables
 };
 
@@ -187,6 +187,7 @@ void compare_float_chunk(const ModelView& mv, const ChunkView& cv, const Parsed&
   ASSERT_EQ(h, 1) << what << ": the Highway decoder rejected a valid chunk";
   ASSERT_EQ(ref, hw) << what << ": the Highway decoder differs from the reference";
   ++k->chunks;
+  k->ent8 += mv.ent8 != nullptr;
   k->tails += ps.tail;
   k->f32 += mv.fp.elem_bytes == 4;
   if (mv.fp.elem_bytes == 2) {
@@ -264,6 +265,8 @@ TEST(CpuPaths, HighwayFloatEqualsReferenceOnRealFiles) {
   EXPECT_GT(k.same, 20) << "same-rectangle 16-bit chunks (the lane-major loop)";
   EXPECT_GT(k.ragged, 5) << "16-bit chunks with ragged lanes";
   EXPECT_GT(k.f32, 5) << "4-byte float chunks";
+  EXPECT_GT(k.ent8, 20) << "float chunks whose tables are read as 1/8-slot entries";
+  EXPECT_GT(k.chunks - k.ent8, 20) << "float chunks read from 4096-slot tables";
   EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
 }
 
@@ -273,7 +276,7 @@ TEST(CpuPaths, HighwayFloatEqualsReferenceOnRealFiles) {
 // exactly when the reference rejects that chunk.
 TEST(CpuPaths, HighwayFloatGroupsEqualReference) {
   if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
-  int groups = 0, damaged = 0, rejected = 0;
+  int groups = 0, ent8_groups = 0, damaged = 0, rejected = 0;
   for (const auto& p : compared_files()) {
     const auto f = wctest::read_file(p);
     auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
@@ -288,7 +291,7 @@ TEST(CpuPaths, HighwayFloatGroupsEqualReference) {
       if (et.model.kind != ModelKind::kFloat || et.model.fp.elem_bytes != 2) continue;
       std::shared_ptr<const TensorModel::VectorTables> hold;
       const ModelView mv = et.model.view(&hold);
-      if (!mv.slot_all) continue;
+      if (!mv.slot_all && !mv.ent8) continue;
       for (uint64_t i0 = 0; i0 + 1 < et.chunks.size(); i0 += 3) {
         const int n = i0 + 2 < et.chunks.size() && (i0 / 3) % 2 == 0 ? 3 : 2;
         Parsed ps[3];
@@ -342,6 +345,7 @@ TEST(CpuPaths, HighwayFloatGroupsEqualReference) {
           }
           if (v < 0) {
             ++groups;
+            ent8_groups += mv.ent8 != nullptr;
           } else {
             ++damaged;
             rejected += !ref_ok;
@@ -353,6 +357,8 @@ TEST(CpuPaths, HighwayFloatGroupsEqualReference) {
   }
   if (!vector_decoder_available()) GTEST_SKIP() << "scalar path forced: no vector tables, nothing compared";
   EXPECT_GT(groups, 10);
+  EXPECT_GT(ent8_groups, 2) << "groups of chunks whose tables are read as 1/8-slot entries";
+  EXPECT_GT(groups - ent8_groups, 2) << "groups of chunks read from 4096-slot tables";
   EXPECT_GT(rejected, damaged / 2) << "the damage should mostly be detected";
 }
 
@@ -557,8 +563,8 @@ void compare_int_chunk(const ModelView& mv, const ChunkView& cv, const Parsed& p
   ASSERT_EQ(h, 1) << what << ": the Highway decoder rejected a valid chunk";
   ASSERT_EQ(ref, hw) << what << ": the Highway decoder differs from the reference";
   ++k->chunks;
-  k->ent8 += mv.int_ent8 != nullptr;
-  k->u8_slots += !mv.int_ent8 && mv.ip.sub != kIntI8;
+  k->ent8 += mv.ent8 != nullptr;
+  k->u8_slots += !mv.ent8 && mv.ip.sub != kIntI8;
   // Damage: one byte flipped in the lane states, early, middle and last
   // words; a truncated stream (shorter by 2 and by 64 bytes); an odd
   // length.
@@ -672,10 +678,11 @@ void compare_int_groups_of(const EncodedTensor& et, const ModelView& mv, const s
 TEST(CpuPaths, HighwayIntEqualsReferenceOnRealFiles) {
   if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
   Counts k;
-  int int_chunks = 0, groups = 0, scaled_groups = 0;
+  int int_chunks = 0, groups = 0, scaled_groups = 0, u8_models = 0;
   const auto covered = [&] {
     return kStopWhenCovered && !small_files_only() && k.chunks > 50 && groups > 10 && scaled_groups > 0 &&
-           k.center_ok > 0 && k.center_ok < k.centers && k.rejected > k.damaged / 2 && k.ent8 > 10;
+           k.center_ok > 0 && k.center_ok < k.centers && k.rejected > k.damaged / 2 && k.ent8 > 10 &&
+           k.u8_slots > 10;
   };
   for (const auto& p : compared_files()) {
     const auto f = wctest::read_file(p);
@@ -691,6 +698,14 @@ TEST(CpuPaths, HighwayIntEqualsReferenceOnRealFiles) {
       if (kStopWhenCovered && float_dtype) continue;
       auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, compared_options());
       ASSERT_TRUE(r.ok()) << r.status().ToString();
+      if (r->model.kind == ModelKind::kInt && r->model.ip.sub != kIntI8 && ++u8_models % 2 == 0) {
+        // Every other uint8 / 4-bit model with 12-bit tables only (the
+        // loops' other entry kind).
+        EncodeOptions o = compared_options();
+        o.x8_tables = false;
+        r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, o);
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+      }
       const EncodedTensor& et = *r;
       if (et.model.kind != ModelKind::kInt) continue;
       std::shared_ptr<const TensorModel::VectorTables> hold;
@@ -729,6 +744,7 @@ TEST(CpuPaths, HighwayIntEqualsReferenceOnRealFiles) {
   } else {
     EXPECT_GT(k.chunks, 50);
     EXPECT_GT(k.ent8, 10) << "isnet-medium.rtn-int4's 4-bit codes: 9-bit tables, read as 1/8-slot entries";
+    EXPECT_GT(k.u8_slots, 10) << "4-bit codes with 12-bit tables";
     EXPECT_GT(groups, 10);  // 20 with the sanitizers' 1 MiB tensor limit
     EXPECT_GT(scaled_groups, 0);  // groups of chunks with scale classes (row or column classes)
     // Both outcomes occur under the other centers.
@@ -763,8 +779,10 @@ TEST(CpuPaths, HighwayIntRaggedLanes) {
   Counts k;
   int ragged = 0, scaled = 0, nib = 0, groups = 0, scaled_groups = 0, ragged_groups = 0;
   for (const uint32_t cols : {97u, 279u, 324u}) {
-    for (const int bits : {3, 4, 8}) {
-      const bool nibble_codes = bits < 8;
+    for (const int bits : {3, 4, 8, -3, -4}) {  // negative: 12-bit tables (EncodeOptions::x8_tables off)
+      const bool x8 = bits > 0;
+      const int nbits = bits > 0 ? bits : -bits;
+      const bool nibble_codes = nbits < 8;
       const uint32_t rows = static_cast<uint32_t>(std::min<size_t>(w.size() / cols, 600));
       std::vector<uint8_t> codes(uint64_t{rows} * cols);
       for (uint32_t r = 0; r < rows; ++r) {
@@ -774,8 +792,8 @@ TEST(CpuPaths, HighwayIntRaggedLanes) {
           const float x = w[uint64_t{r} * cols + c] / mx;
           codes[uint64_t{r} * cols + c] =
               nibble_codes ? static_cast<uint8_t>(std::clamp(
-                                 static_cast<int>(std::lround(x * ((1 << (bits - 1)) - 1))) + (1 << (bits - 1)), 0,
-                                 (1 << bits) - 1))
+                                 static_cast<int>(std::lround(x * ((1 << (nbits - 1)) - 1))) + (1 << (nbits - 1)), 0,
+                                 (1 << nbits) - 1))
                            : static_cast<uint8_t>(static_cast<int8_t>(std::lround(x * 127)));
         }
       }
@@ -786,6 +804,7 @@ TEST(CpuPaths, HighwayIntRaggedLanes) {
       info.end = codes.size();
       EncodeOptions o;
       o.chunk_bytes = 4 * 1024;  // many chunks, each with its own lane geometry
+      o.x8_tables = x8;
       auto r = encode_tensor(info, codes.data(), AuxInput{}, o);
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       const EncodedTensor& et = *r;
@@ -816,62 +835,85 @@ TEST(CpuPaths, HighwayIntRaggedLanes) {
         }
         ragged += !same;
         scaled += !same && mv.ip.ns > 1;
-        nib += !same && bits < 8;
+        nib += !same && nbits < 8;
       }
     }
   }
   std::printf("Highway int decoder: %d chunks, %d with ragged lanes (%d with scale classes, %d of 3- or 4-bit "
-              "codes; %d from 1/8-slot entries); %d damaged streams, %d rejected; %d groups of ragged chunks (%d "
-              "with scale classes)\n",
-              k.chunks, ragged, scaled, nib, k.ent8, k.damaged, k.rejected, ragged_groups, scaled_groups);
+              "codes; %d from 1/8-slot entries, %d uint8 from slot tables); %d damaged streams, %d rejected; %d "
+              "groups of ragged chunks (%d with scale classes)\n",
+              k.chunks, ragged, scaled, nib, k.ent8, k.u8_slots, k.damaged, k.rejected, ragged_groups, scaled_groups);
   EXPECT_GT(ragged_groups, 20);
   EXPECT_GT(scaled_groups, 2);
   EXPECT_GT(ragged, 50);
   EXPECT_GT(scaled, 5);
   EXPECT_GT(nib, 20);
   EXPECT_GT(k.ent8, 20) << "uint8 codes of 3 and 4 bits: 9-bit tables, read as 1/8-slot entries";
+  EXPECT_GT(k.u8_slots, 20) << "uint8 codes of 3 and 4 bits with 12-bit tables (4096-slot tables)";
   EXPECT_GT(k.rejected, k.damaged / 2) << "the damage should mostly be detected";
 }
 
-// The 1/8-slot entries of 4-bit code models (ModelView::int_ent8) against
-// the reference's tables, slot by slot: the token, its frequency and the
-// slot's offset in it. Real tensors of isnet-medium.rtn-int4, whose tables
-// the encoder writes at 9 bits (multiples of 8).
-TEST(CpuPaths, IntEntriesAgreeWithTheReferenceTables) {
-  if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: no entries";
-  const fs::path p = wctest::data_dir() / "isnet-medium.rtn-int4.safetensors";
-  if (!fs::exists(p)) GTEST_SKIP() << p << " not found";
-  const auto f = wctest::read_file(p);
-  auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
-  ASSERT_TRUE(hd.ok()) << hd.status().ToString();
-  int models = 0;
-  uint64_t slots = 0;
-  for (const auto& t : hd->tensors) {
-    if (models >= 4 || t.dtype != DType::kU8 || t.nbytes() < 16384 || t.nbytes() > (256u << 10)) continue;
-    auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, compared_options());
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    const TensorModel& m = r->model;
-    if (m.kind != ModelKind::kInt || m.ip.sub != kIntNibble || m.ip.zgroup) continue;
-    std::shared_ptr<const TensorModel::VectorTables> hold;
-    const ModelView mv = m.view(&hold, nullptr, 0, TensorModel::TableUse::kAll);
-    ASSERT_NE(mv.int_ent8, nullptr) << t.name << " " << m.describe() << ": no 1/8-slot entries";
-    for (uint32_t c = 0; c < mv.n0; ++c) {
-      uint32_t total = 0;
-      for (uint16_t q : m.t0[c].freq) total += q;
-      if (total == 0) continue;  // an unused context
-      for (uint32_t slot = 0; slot < 4096; ++slot) {
-        const uint32_t e = mv.int_ent8[c * 512 + slot / 8];
-        const uint32_t sym = mv.t0[c].sym[slot], fs = mv.t0[c].fs[sym];
-        ASSERT_EQ(e & 0xFF, sym) << t.name << " context " << c << " slot " << slot;
-        ASSERT_EQ((e >> 8 & 4095) + 1, fs & 0xFFFF) << t.name << " context " << c << " slot " << slot;
-        ASSERT_EQ((slot + (e >> 20)) & 4095, slot - (fs >> 16)) << t.name << " context " << c << " slot " << slot;
-        ++slots;
-      }
+// The 1/8-slot entries (ModelView::ent8, ent8_1) against the reference's
+// tables, slot by slot: the symbol, its frequency and the slot's offset in
+// it. Real tensors whose tables the encoder writes at 9 bits (multiples of
+// 8): 4-bit codes of isnet-medium.rtn-int4 and floats of
+// isnet-medium.f16 and silero_vad_16k.bf16 (exponent and sign / mantissa
+// tables).
+void expect_entries_agree(const uint32_t* ent, const DecTable* ref, const std::vector<FreqTable>& ts,
+                          const std::string& what, uint64_t* slots) {
+  for (uint32_t c = 0; c < ts.size(); ++c) {
+    uint32_t total = 0;
+    for (uint16_t q : ts[c].freq) total += q;
+    if (total == 0) continue;  // an unused context
+    for (uint32_t slot = 0; slot < 4096; ++slot) {
+      const uint32_t e = ent[c * 512 + slot / 8];
+      const uint32_t sym = ref[c].sym[slot], fs = ref[c].fs[sym];
+      ASSERT_EQ(e & 0xFF, sym) << what << " context " << c << " slot " << slot;
+      ASSERT_EQ((e >> 8 & 4095) + 1, fs & 0xFFFF) << what << " context " << c << " slot " << slot;
+      ASSERT_EQ((slot + (e >> 20)) & 4095, slot - (fs >> 16)) << what << " context " << c << " slot " << slot;
+      ++*slots;
     }
-    ++models;
   }
-  EXPECT_EQ(models, 4);
-  EXPECT_GT(slots, 4096u * 8);
+}
+
+TEST(CpuPaths, EntriesAgreeWithTheReferenceTables) {
+  if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: no entries";
+  int ints = 0, floats = 0, sm_tables = 0;
+  uint64_t slots = 0;
+  for (const char* name : {"isnet-medium.rtn-int4", "isnet-medium.f16", "silero_vad_16k.bf16"}) {
+    const fs::path p = wctest::data_dir() / (std::string(name) + ".safetensors");
+    if (!fs::exists(p)) GTEST_SKIP() << p << " not found";
+    const auto f = wctest::read_file(p);
+    auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), p.string());
+    ASSERT_TRUE(hd.ok()) << hd.status().ToString();
+    int here = 0;
+    for (const auto& t : hd->tensors) {
+      if (here >= 4 || t.nbytes() < 16384 || t.nbytes() > (1u << 20)) continue;
+      auto r = encode_tensor(t, f.data() + hd->data_start + t.begin, AuxInput{}, compared_options());
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      const TensorModel& m = r->model;
+      const bool nibble = m.kind == ModelKind::kInt && m.ip.sub == kIntNibble && !m.ip.zgroup;
+      if (!nibble && m.kind != ModelKind::kFloat) continue;
+      std::shared_ptr<const TensorModel::VectorTables> hold;
+      const ModelView mv = m.view(&hold, nullptr, 0, TensorModel::TableUse::kAll);
+      if (!mv.ent8) continue;  // a float tensor whose 9-bit tables cost too much
+      const std::string what = std::string(name) + ": " + t.name + " " + m.describe();
+      expect_entries_agree(mv.ent8, mv.t0, m.t0, what + " t0", &slots);
+      if (HasFatalFailure()) return;
+      if (!m.t1.empty()) {
+        ASSERT_NE(mv.ent8_1, nullptr) << what;
+        expect_entries_agree(mv.ent8_1, mv.t1, m.t1, what + " t1", &slots);
+        if (HasFatalFailure()) return;
+        ++sm_tables;
+      }
+      ++here;
+      (nibble ? ints : floats) += 1;
+    }
+  }
+  EXPECT_EQ(ints, 4);
+  EXPECT_EQ(floats, 8);
+  EXPECT_GT(sm_tables, 0) << "float models with sign / mantissa tables";
+  EXPECT_GT(slots, 4096u * 30);
 }
 
 // ------------------------------------------------------------ whole files

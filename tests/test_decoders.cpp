@@ -344,7 +344,9 @@ TEST(VectorDecoders, CrossTensorGroupsEqualReference) {
           bool params_differ = false, tables_differ = false;
           for (int k = 0; k < n; ++k) {
             mvs[k] = m[k]->et.model.view(&hold[k]);
-            tables_differ |= mvs[k].slot_all != mvs[0].slot_all;
+            // (Slot tables, or 1/8-slot entries: ModelView::ent8.)
+            tables_differ |= (mvs[k].slot_all ? mvs[k].slot_all : mvs[k].ent8) !=
+                             (mvs[0].slot_all ? mvs[0].slot_all : mvs[0].ent8);
             if (mvs[0].kind == ModelKind::kFloat) {
               const FloatParams &a = mvs[0].fp, &b = mvs[k].fp;
               params_differ |= a.k != b.k || a.elo != b.elo || a.ne != b.ne || a.mlo != b.mlo || a.nm != b.nm;
@@ -992,12 +994,15 @@ TEST(DecodingTables, VectorViewsSkipReferenceTablesAndEvictedStorageIsReused) {
   auto h = parse_safetensors_header(f.data(), f.size(), f.size(), name);
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   // A float tensor whose model has at least 8 contexts in each table set
-  // (16 KiB of slots each: storage large enough to be binned).
+  // (16 KiB of slots each: storage large enough to be binned), encoded with
+  // 12-bit tables (9-bit ones are read as 1/8-slot entries, no slot storage).
+  EncodeOptions exact;
+  exact.x8_tables = false;
   const TensorInfo* pick = nullptr;
   EncodedTensor et[3];
   for (const auto& t : h->tensors) {
     if (t.nbytes() < (256u << 10)) continue;
-    auto r = encode_tensor(t, f.data() + h->data_start + t.begin, AuxInput{}, EncodeOptions{});
+    auto r = encode_tensor(t, f.data() + h->data_start + t.begin, AuxInput{}, exact);
     ASSERT_TRUE(r.ok()) << t.name;
     if (r->model.kind == ModelKind::kFloat && r->model.t0.size() >= 8 && r->model.t1.size() >= 8 &&
         r->chunks[0].method == ChunkMethod::kModel) {
@@ -1010,7 +1015,7 @@ TEST(DecodingTables, VectorViewsSkipReferenceTablesAndEvictedStorageIsReused) {
   const uint8_t* orig = f.data() + h->data_start + pick->begin;
   // Three models of the same tensor (three table slots of one size).
   for (int k = 1; k < 3; ++k) {
-    auto r = encode_tensor(*pick, orig, AuxInput{}, EncodeOptions{});
+    auto r = encode_tensor(*pick, orig, AuxInput{}, exact);
     ASSERT_TRUE(r.ok());
     et[k] = std::move(r).value();
   }

@@ -413,14 +413,16 @@ struct ModelView {
   // j - 1), so that a decoder takes the codes as output and context at
   // once. One lookup a symbol, 2 KiB a used context. Else null.
   const uint32_t* krow_ent;
-  // 4-bit and uint8 code models (nbr_mode 0 or 3) whose t0 frequencies are
-  // all multiples of 8 (the encoder writes them so where that costs little,
-  // encode_model_i.h): one entry per 8 slots,
-  // int_ent8[ctx * 512 + (slot >> 3)] = token | (freq - 1) << 8 |
-  // ((4096 - start) mod 4096) << 20, so that the slot's offset in its
-  // symbol is (slot + entry >> 20) mod 4096. 2 KiB a context instead of
-  // slot_all's 16. Else null.
-  const uint32_t* int_ent8;
+  // 4-bit and uint8 code models (nbr_mode 0 or 3) and float models whose
+  // frequencies are all multiples of 8 (the encoder writes them so where
+  // that costs little, encode_model_i.h), on the vector paths: one entry
+  // per 8 slots, ent8[ctx * 512 + (slot >> 3)] = symbol | (freq - 1) << 8
+  // | ((4096 - start) mod 4096) << 20, so that the slot's offset in its
+  // symbol is (slot + entry >> 20) mod 4096; 2 KiB a context instead of
+  // slot_all's 16. Such models have no slot_all / slot1_all. ent8 holds t0,
+  // ent8_1 t1 (float sign / mantissa; null when t1 is empty). Else null.
+  const uint32_t* ent8;
+  const uint32_t* ent8_1;
 };
 
 // Raw tail (payload flag bit 1, §9.2): the last kRawTailBytes bytes of the

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "tensor_model.h"
+#include "wcodec/cpu.h"
 
 namespace wcodec {
 
@@ -118,30 +119,41 @@ static void build_krow_ent(const TensorModel& m, std::vector<uint32_t>* ent) {
   }
 }
 
-// 4-bit and uint8 code models whose t0 frequencies are all multiples of 8
-// (the encoder writes them so where it costs little): one entry per 8
-// slots of each context (ModelView::int_ent8).
-static bool build_int_ent8(const TensorModel& m, std::vector<uint32_t>* ent) {
-  if (m.kind != ModelKind::kInt || (m.ip.sub != kIntNibble && m.ip.sub != kIntU8) ||
-      (m.ip.nbr_mode != 0 && m.ip.nbr_mode != 3) ||
-      m.ip.nsym > 256)
+// Whether m's tables are read as 1/8-slot entries on the vector paths
+// (ModelView::ent8): 4-bit and uint8 code models (nbr_mode 0 or 3) and
+// float models whose frequencies are all multiples of 8 (the encoder
+// writes them so where that costs little, encode_model_i.h).
+static bool ent8_model(const TensorModel& m) {
+  if (m.kind == ModelKind::kInt) {
+    if ((m.ip.sub != kIntNibble && m.ip.sub != kIntU8) || (m.ip.nbr_mode != 0 && m.ip.nbr_mode != 3) ||
+        m.ip.nsym > 256)
+      return false;
+  } else if (m.kind != ModelKind::kFloat) {
     return false;
-  for (const FreqTable& t : m.t0)
-    for (uint16_t f : t.freq)
-      if (f % 8) return false;
-  ent->assign(m.t0.size() * 512, 0);  // an unused context decodes nothing
-  for (size_t i = 0; i < m.t0.size(); ++i) {
+  }
+  for (const auto* set : {&m.t0, &m.t1})
+    for (const FreqTable& t : *set) {
+      if (t.freq.size() > 256) return false;
+      for (uint16_t f : t.freq)
+        if (f % 8) return false;
+    }
+  return true;
+}
+
+// One entry per 8 slots of each table of ts (ModelView::ent8).
+static void build_ent8(const std::vector<FreqTable>& ts, std::vector<uint32_t>* ent) {
+  ent->assign(ts.size() * 512, 0);  // an unused context decodes nothing
+  for (size_t i = 0; i < ts.size(); ++i) {
     uint32_t* o = ent->data() + i * 512;
     uint32_t start = 0;
-    for (uint32_t sym = 0; sym < m.t0[i].freq.size() && start < 4096; ++sym) {
-      const uint32_t f = m.t0[i].freq[sym];
+    for (uint32_t sym = 0; sym < ts[i].freq.size() && start < 4096; ++sym) {
+      const uint32_t f = ts[i].freq[sym];
       const uint32_t n = std::min<uint32_t>(f, 4096 - start) / 8;
       const uint32_t e = sym | (f - 1) << 8 | ((4096 - start) & 4095) << 20;
       for (uint32_t q = 0; q < n; ++q) o[start / 8 + q] = e;
       start += 8 * n;
     }
   }
-  return true;
 }
 
 // reference: also the reference decoder's tables (t0 / t1).
@@ -172,7 +184,18 @@ static void build_vector_tables(const TensorModel& m, bool reference, TensorMode
   build_krow_ent(m, &vt->krow_ent);
   // Models with 1/8-slot entries decode from them on the vector paths (the
   // Highway int loops); what those decline takes the portable decoders.
-  const bool ent8 = vector_decoder_available() && build_int_ent8(m, &vt->int_ent8);
+  const bool ent8 = vector_decoder_available() && ent8_model(m);
+  // On the avx512 path, float models of at most 16 contexts keep their slot
+  // tables too (256 KiB, within L2): the AVX-512 loops read those faster
+  // than the Highway (AVX2) loops read entries (2-3% on stories260K's and
+  // silero's F32 files); larger models decode faster from the entries
+  // (isnet-medium.f16 1.23x).
+  const bool slots_too = ent8 && cpu_path() == CpuPath::kAvx512 && m.kind == ModelKind::kFloat &&
+                         m.t0.size() + m.t1.size() <= 16;
+  if (ent8) {
+    build_ent8(m.t0, &vt->ent8);
+    build_ent8(m.t1, &vt->ent8_1);
+  }
   vt->reference = reference || (reference_only(m) && vt->krow_ent.empty());
   if (vt->reference) {
     // Reference tables: slot -> symbol and freq | start << 16 per context.
@@ -205,7 +228,7 @@ static void build_vector_tables(const TensorModel& m, bool reference, TensorMode
   // Small int alphabets decode from lut_all / fs_all (two lookups) instead
   // of packed slot entries; byte-plane models only with the reference
   // decoder, as does every model on a CPU without the vector decoders.
-  if (!reference_only(m) && vector_decoder_available() && !ent8) {
+  if (!reference_only(m) && vector_decoder_available() && (!ent8 || slots_too)) {
     pack(m.t0, &vt->slot_all);
     pack(m.t1, &vt->slot1_all);
   }
@@ -230,7 +253,7 @@ TensorModel::VectorTables::~VectorTables() {
 }
 
 size_t TensorModel::VectorTables::bytes() const {
-  return slot_all.capacity() * 4 + slot1_all.capacity() * 4 + tern3.size() * 4 + krow_ent.size() * 4 + int_ent8.size() * 4 +
+  return slot_all.capacity() * 4 + slot1_all.capacity() * 4 + tern3.size() * 4 + krow_ent.size() * 4 + (ent8.size() + ent8_1.size()) * 4 +
          lut_all.size() + fs_all.size() * 4 + (d0.size() + d1.size()) * sizeof(DecTable);
 }
 
@@ -378,7 +401,8 @@ ModelView TensorModel::view(std::shared_ptr<const VectorTables>* hold, const uin
     m.fs_small = small_alphabet(*this) && t->reference ? t->fs_all.data() : nullptr;
     m.tern3 = t->tern3.empty() ? nullptr : t->tern3.data();
     m.krow_ent = t->krow_ent.empty() ? nullptr : t->krow_ent.data();
-    m.int_ent8 = t->int_ent8.empty() ? nullptr : t->int_ent8.data();
+    m.ent8 = t->ent8.empty() ? nullptr : t->ent8.data();
+    m.ent8_1 = t->ent8_1.empty() ? nullptr : t->ent8_1.data();
     *hold = std::move(t);
   }
   m.rc_pad = rc_pad.empty() ? nullptr : rc_pad.data();

@@ -77,9 +77,9 @@ struct TensorModel {
     // Kernel-row entries at 1/8 slot resolution (ModelView::krow_ent), or
     // empty.
     std::vector<uint32_t> krow_ent;
-    // Int token entries at 1/8 slot resolution (ModelView::int_ent8), or
-    // empty.
-    std::vector<uint32_t> int_ent8;
+    // Entries at 1/8 slot resolution of t0 and t1 (ModelView::ent8,
+    // ent8_1), or empty.
+    std::vector<uint32_t> ent8, ent8_1;
     // Whether d0 / d1 (and lut_all / fs_all) were built: views for the
     // vector decoders skip them (a fifth of the tables' bytes) unless the
     // model decodes only from them.

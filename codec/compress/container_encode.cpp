@@ -516,6 +516,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   opt.split_palette = cfg.split_palette;
   opt.split_recode = cfg.split_recode;
   opt.kernel_rows = cfg.kernel_rows;
+  opt.x8_tables = cfg.x8_tables;
   const TableCoding coding = cfg.format_major == 1 ? kTablesGamma : kTablesCompact;
   const int nthreads = std::max(1, std::min<int>(cfg.threads, static_cast<int>(std::max<size_t>(nt, 1))));
   // Progress: one call at a time, `done` increasing, the last call at the

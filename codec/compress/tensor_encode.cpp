@@ -555,7 +555,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
       for (size_t k = 0; k < nk; ++k)
         sa.f0[k / nsym * m.ip.nsym + k % nsym] += kh[k] + kh[nk + k] + kh[2 * nk + k] + kh[3 * nk + k];
     TensorModel& ma = tool_free_model.emplace(m);
-    build_tables(sa, &ma);
+    build_tables(sa, &ma, opt.x8_tables);
     // Measure, don't assume: a chunk keeps its tile map only if it codes
     // smaller with it under these tables. A token the tool-free tables never
     // saw would get a frequency once tables are rebuilt: charge it as a rare
@@ -675,7 +675,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     Stats st;
     init_stats(m, &st);
     add_tensor_stats(g, data, vals, m, maps, has_map, &st);
-    build_tables(st, &m);
+    build_tables(st, &m, opt.x8_tables);
   }
   et.choice.model_desc = m.describe();
   encode_chunks(g, data, vals, m, maps, has_map, opt, &et, tok_cache.empty() ? nullptr : tok_cache.data(),

@@ -28,6 +28,7 @@ struct EncodeOptions {
   bool split_palette = true;          // split models may use palette streams (format 2.6, split_encode.cpp)
   bool split_recode = true;           // split models may use recoded streams (format 2.7, split_encode.cpp)
   bool kernel_rows = true;            // ternary 3x3 kernels may take kernel-row symbols (format 2.10, choose_int)
+  bool x8_tables = true;              // 4-bit / uint8 codes and floats may take 9-bit tables (encode_model_i.h)
   uint64_t band_rows = 0;             // > 0: chunks are bands of this many rows (a split model's streams)
 };
 

@@ -172,13 +172,17 @@ HWY_INLINE void renorm_vec(D d, FloatLanes& L, size_t b, Words& w) {
 // packed slot entries; returns the entries' symbols (low byte).
 template <class D>
 HWY_INLINE hn::Vec<D> rans_vec(D d, FloatLanes& L, size_t b, hn::Vec<D> ctx, hn::Mask<D> act,
-                               const uint32_t* slots) {
+                               const uint32_t* slots, bool e8) {
   const hn::RebindToUnsigned<D> du;
   const auto x = hn::Load(du, L.x + b);
-  const auto idx = hn::Add(hn::ShiftLeft<12>(ctx), hn::BitCast(d, hn::And(x, hn::Set(du, 4095u))));
+  const auto slot = hn::And(x, hn::Set(du, 4095u));
+  const auto idx = e8 ? hn::Add(hn::ShiftLeft<9>(ctx), hn::BitCast(d, hn::ShiftRight<3>(slot)))
+                      : hn::Add(hn::ShiftLeft<12>(ctx), hn::BitCast(d, slot));
   const auto e = hn::BitCast(du, hn::GatherIndex(d, reinterpret_cast<const int32_t*>(slots), idx));
   const auto freq = hn::Add(hn::And(hn::ShiftRight<8>(e), hn::Set(du, 4095u)), hn::Set(du, 1u));
-  const auto nx = hn::Add((freq * hn::ShiftRight<12>(x)), hn::ShiftRight<20>(e));
+  // (ModelView::ent8: the entry holds 4096 - start, the offset is slot + that, mod 4096.)
+  const auto off = e8 ? hn::And(hn::Add(slot, hn::ShiftRight<20>(e)), hn::Set(du, 4095u)) : hn::ShiftRight<20>(e);
+  const auto nx = hn::Add((freq * hn::ShiftRight<12>(x)), off);
   hn::Store(hn::IfThenElse(hn::RebindMask(du, act), nx, x), du, L.x + b);
   return hn::BitCast(d, hn::And(e, hn::Set(du, 0xFFu)));
 }
@@ -292,7 +296,7 @@ bool FloatSymbols(const ModelView& m, const ChunkView& cv, const uint8_t* rans, 
       const auto bad = hn::And(act, hn::Gt(ctx, vn0m1));
       hn::Store(hn::Or(hn::Load(d, L.err + b), hn::VecFromMask(d, bad)), d, L.err + b);
       ctx = hn::IfThenElseZero(hn::Lt(ctx, vn0), ctx);
-      const auto s = rans_vec(d, L, b, ctx, act, m.slot_all);
+      const auto s = rans_vec(d, L, b, ctx, act, m.ent8 ? m.ent8 : m.slot_all, m.ent8 != nullptr);
       if (joint) {
         const auto e = hn::And(hn::ShiftRightSame(s, k), hn::Set(d, (1 << eb) - 1));
         const auto sm = hn::Or(hn::ShiftLeftSame(hn::ShiftRightSame(s, eb + k), k), hn::And(s, hn::Set(d, (1 << k) - 1)));
@@ -321,7 +325,7 @@ bool FloatSymbols(const ModelView& m, const ChunkView& cv, const uint8_t* rans, 
         const auto bad = hn::And(act, hn::Gt(ctx, vn1m1));
         hn::Store(hn::Or(hn::Load(d, L.err + b), hn::VecFromMask(d, bad)), d, L.err + b);
         ctx = hn::IfThenElseZero(hn::Lt(ctx, vn1), ctx);
-        const auto s = rans_vec(d, L, b, ctx, act, m.slot1_all);
+        const auto s = rans_vec(d, L, b, ctx, act, m.ent8 ? m.ent8_1 : m.slot1_all, m.ent8 != nullptr);
         hn::Store(hn::IfThenElse(act, s, hn::Load(d, L.lsm + b)), d, L.lsm + b);
         hn::Store(hn::IfThenElse(act, oe, hn::Load(d, L.le + b)), d, L.le + b);
       }
@@ -405,9 +409,11 @@ constexpr size_t kNV = kLanes / kN;
 static_assert((kN == 8 || kN == 4) && kNV * kN == kLanes, "the expand table serves 4- and 8-lane vectors");
 
 struct FastConsts {
-  const uint32_t *se, *ss;  // packed slot entries: exponents (joint symbols), sign / mantissa
+  // Packed slot entries: exponents (joint symbols), sign / mantissa; with
+  // e8 1/8-slot entries (ModelView::ent8, the loops' E8 parameter).
+  const uint32_t *se, *ss;
   int32_t elo, ne, mlo, nm, eb, mb, k, rawb;
-  bool sign_ctx;
+  bool sign_ctx, e8;
 };
 
 // (Explicit constructors carry the target attribute: GCC builds implicit
@@ -422,8 +428,19 @@ struct FastState {
 
 HWY_INLINE FastConsts fast_consts(const ModelView& m) {
   const FloatParams& p = m.fp;
-  return FastConsts{m.slot_all, m.slot1_all, p.elo, p.ne, p.mlo, p.nm, p.eb, p.mb, p.k,
-                    static_cast<int32_t>(float_raw_bits(p)), p.sign_ctx != 0};
+  const bool e8 = m.ent8 != nullptr;
+  return FastConsts{e8 ? m.ent8 : m.slot_all,
+                    e8 ? m.ent8_1 : m.slot1_all,
+                    p.elo,
+                    p.ne,
+                    p.mlo,
+                    p.nm,
+                    p.eb,
+                    p.mb,
+                    p.k,
+                    static_cast<int32_t>(float_raw_bits(p)),
+                    p.sign_ctx != 0,
+                    e8};
 }
 
 HWY_INLINE VI clamp_lo_hi(VI v, int32_t lo, int32_t hi) {
@@ -431,20 +448,27 @@ HWY_INLINE VI clamp_lo_hi(VI v, int32_t lo, int32_t hi) {
   return hn::Min(hn::Max(hn::Sub(v, hn::Set(di, lo)), hn::Zero(di)), hn::Set(di, hi));
 }
 
-// Slot index ctx * 4096 + (x & 4095).
+// Slot index ctx * 4096 + (x & 4095); E8: entry index ctx * 512 +
+// (x & 4095) / 8.
+template <bool E8>
 HWY_INLINE VI slot_of(VI ctx, VU x) {
   const DU du;
   const DI di;
-  return hn::BitCast(di, hn::Or(hn::ShiftLeft<12>(hn::BitCast(du, ctx)), hn::And(x, hn::Set(du, 4095u))));
+  const VU slot = hn::And(x, hn::Set(du, 4095u));
+  if constexpr (E8) return hn::BitCast(di, hn::Or(hn::ShiftLeft<9>(hn::BitCast(du, ctx)), hn::ShiftRight<3>(slot)));
+  return hn::BitCast(di, hn::Or(hn::ShiftLeft<12>(hn::BitCast(du, ctx)), slot));
 }
 
 HWY_INLINE VU gather_slot(const uint32_t* slots, VI idx) { return hn::GatherIndex(DU(), slots, idx); }
 
-// The state update from packed slot entries (before renormalization).
+// The state update from packed slot entries (before renormalization); E8:
+// from 1/8-slot entries, whose offset is (slot + entry >> 20) mod 4096.
+template <bool E8>
 HWY_INLINE VU rans_advance(VU x, VU e) {
   const DU du;
   const VU freq = hn::Add(hn::And(hn::ShiftRight<8>(e), hn::Set(du, 4095u)), hn::Set(du, 1u));
-  return hn::Add(hn::Mul(freq, hn::ShiftRight<12>(x)), hn::ShiftRight<20>(e));
+  const VU off = E8 ? hn::And(hn::Add(x, hn::ShiftRight<20>(e)), hn::Set(du, 4095u)) : hn::ShiftRight<20>(e);
+  return hn::Add(hn::Mul(freq, hn::ShiftRight<12>(x)), off);
 }
 
 // Renormalization of all 32 lanes in lane order.
@@ -527,7 +551,7 @@ HWY_INLINE VI load_exps(const T* lm, uint64_t t, size_t k, const FastConsts& c) 
 }
 
 // One step (two symbols per element) of NC chunks.
-template <int NC, int EM, bool SMC, bool HT, bool HL, class T>
+template <int NC, int EM, bool SMC, bool E8, bool HT, bool HL, class T>
 HWY_INLINE bool fast_step(const FastConsts* c, FastState* s, uint32_t t, uint32_t W, hwy_detail::StepWords* w,
                           T* const* lm) {
   const DU du;
@@ -539,13 +563,13 @@ HWY_INLINE bool fast_step(const FastConsts* c, FastState* s, uint32_t t, uint32_
     for (size_t k = 0; k < kNV; ++k) {
       VI tv = hn::Zero(di);
       if constexpr (EM != 0 && HT) tv = load_exps(lm[n], uint64_t{t} - W, k, c[n]);
-      e[n][k] = gather_slot(c[n].se, slot_of(exp_ctx<EM, HT, HL>(c[n], s[n].LE[k], tv), s[n].X[k]));
+      e[n][k] = gather_slot(c[n].se, slot_of<E8>(exp_ctx<EM, HT, HL>(c[n], s[n].LE[k], tv), s[n].X[k]));
     }
   }
   VI ee[NC][kNV];
   for (int n = 0; n < NC; ++n) {
     for (size_t k = 0; k < kNV; ++k) {
-      s[n].X[k] = rans_advance(s[n].X[k], e[n][k]);
+      s[n].X[k] = rans_advance<E8>(s[n].X[k], e[n][k]);
       ee[n][k] = hn::BitCast(di, hn::And(e[n][k], hn::Set(du, 0xFFu)));
     }
     renorm_all32(s[n].X, w[n]);
@@ -558,13 +582,13 @@ HWY_INLINE bool fast_step(const FastConsts* c, FastState* s, uint32_t t, uint32_
         if (c[n].sign_ctx && HL) ctx = hn::Add(hn::Add(hn::ShiftLeft<1>(ctx), ctx), s[n].LS[k]);
         else if (c[n].sign_ctx) ctx = hn::Add(hn::ShiftLeft<1>(ctx), ctx);
       }
-      e[n][k] = gather_slot(c[n].ss, slot_of(ctx, s[n].X[k]));
+      e[n][k] = gather_slot(c[n].ss, slot_of<E8>(ctx, s[n].X[k]));
     }
   }
   for (int n = 0; n < NC; ++n) {
     VI hi[kNV];
     for (size_t k = 0; k < kNV; ++k) {
-      s[n].X[k] = rans_advance(s[n].X[k], e[n][k]);
+      s[n].X[k] = rans_advance<E8>(s[n].X[k], e[n][k]);
       const VI sm = hn::BitCast(di, hn::And(e[n][k], hn::Set(du, 0xFFu)));
       const VI sign = hn::ShiftRightSame(sm, c[n].k);
       hi[k] = hn::Or(hn::Or(hn::ShiftLeftSame(sign, c[n].eb + c[n].mb), hn::ShiftLeftSame(ee[n][k], c[n].mb)),
@@ -579,7 +603,7 @@ HWY_INLINE bool fast_step(const FastConsts* c, FastState* s, uint32_t t, uint32_
 }
 
 // One step of joint symbols (emode 5) of NC chunks.
-template <int NC, bool HL, class T>
+template <int NC, bool E8, bool HL, class T>
 HWY_INLINE bool joint_step(const FastConsts* c, FastState* s, uint32_t t, hwy_detail::StepWords* w,
                            T* const* lm) {
   const DU du;
@@ -594,13 +618,13 @@ HWY_INLINE bool joint_step(const FastConsts* c, FastState* s, uint32_t t, hwy_de
         const VI q = clamp_lo_hi(s[n].LE[k], c[n].elo, c[n].ne - 1);
         ctx = hn::Add(hn::Add(hn::Add(q, q), s[n].LS[k]), hn::Set(di, 1));
       }
-      e[n][k] = gather_slot(c[n].se, slot_of(ctx, s[n].X[k]));
+      e[n][k] = gather_slot(c[n].se, slot_of<E8>(ctx, s[n].X[k]));
     }
   }
   for (int n = 0; n < NC; ++n) {
     VI hi[kNV];
     for (size_t k = 0; k < kNV; ++k) {
-      s[n].X[k] = rans_advance(s[n].X[k], e[n][k]);
+      s[n].X[k] = rans_advance<E8>(s[n].X[k], e[n][k]);
       const VI J = hn::BitCast(di, hn::And(e[n][k], hn::Set(du, 0xFFu)));
       hi[k] = hn::ShiftLeftSame(J, c[n].rawb);
       s[n].LE[k] = hn::And(hn::ShiftRightSame(J, c[n].k), hn::Set(di, (1 << c[n].eb) - 1));
@@ -615,7 +639,7 @@ HWY_INLINE bool joint_step(const FastConsts* c, FastState* s, uint32_t t, hwy_de
 // The symbols of NC same-rectangle chunks (rows x W steps) into their
 // lane-major buffers; x_tail[n]: null, or the lanes' tail words. 1 all
 // decoded, 0 a stream is malformed.
-template <int NC, int EM, bool SMC, class T>
+template <int NC, int EM, bool SMC, bool E8, class T>
 HWY_NOINLINE int fast_lanes(const FastConsts* c, const uint8_t* const* rans, const uint32_t* rans_len, uint32_t W,
                             uint32_t rows, T* const* lm, uint32_t* const* x_tail) {
   const DU du;
@@ -632,17 +656,17 @@ HWY_NOINLINE int fast_lanes(const FastConsts* c, const uint8_t* const* rans, con
   for (uint32_t r = 0; r < rows; ++r) {
     const uint32_t t0 = r * W;
     if constexpr (EM == 5) {
-      if (!joint_step<NC, false>(c, s, t0, w, lm)) return 0;
+      if (!joint_step<NC, E8, false>(c, s, t0, w, lm)) return 0;
       for (uint32_t j = 1; j < W; ++j)
-        if (!joint_step<NC, true>(c, s, t0 + j, w, lm)) return 0;
+        if (!joint_step<NC, E8, true>(c, s, t0 + j, w, lm)) return 0;
     } else if (r == 0) {
-      if (!fast_step<NC, EM, SMC, false, false>(c, s, t0, W, w, lm)) return 0;
+      if (!fast_step<NC, EM, SMC, E8, false, false>(c, s, t0, W, w, lm)) return 0;
       for (uint32_t j = 1; j < W; ++j)
-        if (!fast_step<NC, EM, SMC, false, true>(c, s, t0 + j, W, w, lm)) return 0;
+        if (!fast_step<NC, EM, SMC, E8, false, true>(c, s, t0 + j, W, w, lm)) return 0;
     } else {
-      if (!fast_step<NC, EM, SMC, true, false>(c, s, t0, W, w, lm)) return 0;
+      if (!fast_step<NC, EM, SMC, E8, true, false>(c, s, t0, W, w, lm)) return 0;
       for (uint32_t j = 1; j < W; ++j)
-        if (!fast_step<NC, EM, SMC, true, true>(c, s, t0 + j, W, w, lm)) return 0;
+        if (!fast_step<NC, EM, SMC, E8, true, true>(c, s, t0 + j, W, w, lm)) return 0;
     }
   }
   const VU vL = hn::Set(du, kRansL);
@@ -659,13 +683,13 @@ HWY_NOINLINE int fast_lanes(const FastConsts* c, const uint8_t* const* rans, con
   return 1;
 }
 
-template <int NC, class T>
+template <int NC, bool E8, class T>
 int fast_lanes_for(const FastConsts* c, const FloatParams& p, const uint8_t* const* rans, const uint32_t* rans_len,
                    uint32_t W, uint32_t rows, T* const* lm, uint32_t* const* x_tail) {
-  if (float_joint(p)) return fast_lanes<NC, 5, false, T>(c, rans, rans_len, W, rows, lm, x_tail);
+  if (float_joint(p)) return fast_lanes<NC, 5, false, E8, T>(c, rans, rans_len, W, rows, lm, x_tail);
   const bool smc = float_sm_contexts(p);
 #define WCODEC_FAST(EMv, S) \
-  if (p.emode == EMv && smc == S) return fast_lanes<NC, EMv, S, T>(c, rans, rans_len, W, rows, lm, x_tail);
+  if (p.emode == EMv && smc == S) return fast_lanes<NC, EMv, S, E8, T>(c, rans, rans_len, W, rows, lm, x_tail);
   WCODEC_FAST(0, false) WCODEC_FAST(1, false) WCODEC_FAST(2, false) WCODEC_FAST(3, false) WCODEC_FAST(4, false)
   WCODEC_FAST(0, true) WCODEC_FAST(1, true) WCODEC_FAST(2, true) WCODEC_FAST(3, true) WCODEC_FAST(4, true)
 #undef WCODEC_FAST
@@ -702,10 +726,12 @@ int FastChunks(const ModelView* ms, const ChunkView& cv, const uint8_t* const* r
   uint32_t* xts[NC];
   for (int n = 0; n < NC; ++n) {
     c[n] = fast_consts(ms[n]);
+    if (c[n].e8 != c[0].e8) return -1;  // the entry kind is a parameter of the loop
     lms[n] = reinterpret_cast<T*>(lm[n]);
     xts[n] = tail[n] ? xt[n] : nullptr;
   }
-  const int r = fast_lanes_for<NC, T>(c, ms[0].fp, rans, rans_len, W, rows, lms, xts);
+  const int r = c[0].e8 ? fast_lanes_for<NC, true, T>(c, ms[0].fp, rans, rans_len, W, rows, lms, xts)
+                        : fast_lanes_for<NC, false, T>(c, ms[0].fp, rans, rans_len, W, rows, lms, xts);
   if (r != 1) return r;
   for (int n = 0; n < NC; ++n) fast_finish<T>(ms[n].fp, cv, W, rows, lms[n], raw[n], raw_len[n], tail[n], xts[n], out[n]);
   return 1;
@@ -776,7 +802,7 @@ HWY_INLINE void renorm_active32(VU* X, const hn::Mask<DU>* act, hwy_detail::Step
 
 // The symbols of a chunk with ragged lanes (steps: the largest lane's
 // element count; wa: the narrowest width) into lm. 1 / 0 as fast_lanes.
-template <int EM, bool SMC, class T>
+template <int EM, bool SMC, bool E8, class T>
 HWY_NOINLINE int ragged_lanes(const FastConsts& c, const uint8_t* rans, uint32_t rans_len, RaggedLanes& g,
                               uint32_t steps, uint32_t wa, bool any_wide, T* lm, uint32_t* x_tail) {
   const DU du;
@@ -811,11 +837,11 @@ HWY_NOINLINE int ragged_lanes(const FastConsts& c, const uint8_t* rans, uint32_t
         }
         ctx = exp_ctx_masked<EM>(c, s.LE[k], tv, hl[k], ht);
       }
-      e[k] = gather_slot(c.se, slot_of(ctx, s.X[k]));
+      e[k] = gather_slot(c.se, slot_of<E8>(ctx, s.X[k]));
     }
     VI ee[kNV];
     for (size_t k = 0; k < kNV; ++k) {
-      s.X[k] = hn::IfThenElse(actu[k], rans_advance(s.X[k], e[k]), s.X[k]);
+      s.X[k] = hn::IfThenElse(actu[k], rans_advance<E8>(s.X[k], e[k]), s.X[k]);
       ee[k] = hn::BitCast(di, hn::And(e[k], hn::Set(du, 0xFFu)));
     }
     renorm_active32(s.X, actu, w);
@@ -833,10 +859,10 @@ HWY_NOINLINE int ragged_lanes(const FastConsts& c, const uint8_t* rans, uint32_t
           ctx = clamp_lo_hi(ee[k], c.mlo, c.nm - 1);
           if (c.sign_ctx) ctx = hn::Add(hn::Add(hn::ShiftLeft<1>(ctx), ctx), hn::IfThenElseZero(hl[k], s.LS[k]));
         }
-        e[k] = gather_slot(c.ss, slot_of(ctx, s.X[k]));
+        e[k] = gather_slot(c.ss, slot_of<E8>(ctx, s.X[k]));
       }
       for (size_t k = 0; k < kNV; ++k) {
-        s.X[k] = hn::IfThenElse(actu[k], rans_advance(s.X[k], e[k]), s.X[k]);
+        s.X[k] = hn::IfThenElse(actu[k], rans_advance<E8>(s.X[k], e[k]), s.X[k]);
         const VI sm = hn::BitCast(di, hn::And(e[k], hn::Set(du, 0xFFu)));
         const VI sign = hn::ShiftRightSame(sm, c.k);
         hi[k] = hn::Or(hn::Or(hn::ShiftLeftSame(sign, c.eb + c.mb), hn::ShiftLeftSame(ee[k], c.mb)),
@@ -861,6 +887,21 @@ HWY_NOINLINE int ragged_lanes(const FastConsts& c, const uint8_t* rans, uint32_t
     if (x_tail) hn::StoreU(d, du, x_tail + k * kN);
   }
   return 1;
+}
+
+// ragged_lanes for the model's form; -1: no loop for it.
+template <bool E8, class T>
+int ragged_for(const FastConsts& c, const FloatParams& p, const uint8_t* rans, uint32_t rans_len, RaggedLanes& g,
+               uint32_t steps, uint32_t wa, bool any_wide, T* lm, uint32_t* x_tail) {
+  const bool smc = float_sm_contexts(p);
+  if (float_joint(p)) return ragged_lanes<5, false, E8, T>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
+#define WCODEC_RAGGED(EMv, S) \
+  if (p.emode == EMv && smc == S) return ragged_lanes<EMv, S, E8, T>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
+  WCODEC_RAGGED(0, false) WCODEC_RAGGED(1, false) WCODEC_RAGGED(2, false) WCODEC_RAGGED(3, false)
+  WCODEC_RAGGED(4, false) WCODEC_RAGGED(0, true) WCODEC_RAGGED(1, true) WCODEC_RAGGED(2, true)
+  WCODEC_RAGGED(3, true) WCODEC_RAGGED(4, true)
+#undef WCODEC_RAGGED
+  return -1;
 }
 
 // A ragged chunk of 16-bit floats (decode_float_chunk_hwy's contract).
@@ -899,15 +940,8 @@ int RaggedChunk(const ModelView& m, const ChunkView& cv, const uint8_t* rans, ui
   T* lm = reinterpret_cast<T*>(lm8);
   uint32_t xt[kLanes];
   uint32_t* x_tail = tail ? xt : nullptr;
-  int r = -1;
-  const bool smc = float_sm_contexts(p);
-  if (float_joint(p)) r = ragged_lanes<5, false, T>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
-#define WCODEC_RAGGED(EMv, S) \
-  else if (p.emode == EMv && smc == S) r = ragged_lanes<EMv, S, T>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
-  WCODEC_RAGGED(0, false) WCODEC_RAGGED(1, false) WCODEC_RAGGED(2, false) WCODEC_RAGGED(3, false)
-  WCODEC_RAGGED(4, false) WCODEC_RAGGED(0, true) WCODEC_RAGGED(1, true) WCODEC_RAGGED(2, true)
-  WCODEC_RAGGED(3, true) WCODEC_RAGGED(4, true)
-#undef WCODEC_RAGGED
+  const int r = c.e8 ? ragged_for<true, T>(c, p, rans, rans_len, g, steps, wa, any_wide, lm, x_tail)
+                     : ragged_for<false, T>(c, p, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
   if (r != 1) return r;
   // Raster order: each lane's elements, row by row.
   T* o = reinterpret_cast<T*>(out);
@@ -946,7 +980,8 @@ namespace wcodec {
 int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                            const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm, bool tail) {
 #if defined(WCODEC_HWY_PATH)
-  if (m.kind != ModelKind::kFloat || !m.slot_all || (!m.slot1_all && !float_joint(m.fp))) return -1;
+  if (m.kind != ModelKind::kFloat || !(m.slot_all || m.ent8) || (!(m.slot1_all || m.ent8_1) && !float_joint(m.fp)))
+    return -1;
   const FloatParams& p = m.fp;
   if (p.eb > 8 || p.k > 7 || float_raw_bits(p) > 24 || float_e_nsym(p) > 256) return -1;
   const uint64_t n = uint64_t{cv.h} * cv.w;
@@ -996,7 +1031,8 @@ int decode_float_group_hwy(const ModelView* ms, const ChunkView& cv, const Group
   for (int i = 0; i < n; ++i) {
     const ModelView& m = ms[i];
     const FloatParams& p = m.fp;
-    if (m.kind != ModelKind::kFloat || !m.slot_all || (!m.slot1_all && !float_joint(p)) || p.elem_bytes != 2 ||
+    if (m.kind != ModelKind::kFloat || !(m.slot_all || m.ent8) || (!(m.slot1_all || m.ent8_1) && !float_joint(p)) ||
+        p.elem_bytes != 2 ||
         p.eb > 8 || p.k > 7 || float_raw_bits(p) > 24 || float_e_nsym(p) > 256 ||
         !float_loop_compatible(ms[0].fp, p))
       return -1;

@@ -101,7 +101,7 @@ static_assert(kN8 == 16 || kN8 == 32, "128- or 256-bit vectors");
 // inline on some targets.)
 struct Consts {
   HWY_ATTR Consts() {}
-  // Slot entries: slot_all (4096 a context), or with e8 int_ent8 (512 a
+  // Slot entries: slot_all (4096 a context), or with e8 ent8 (512 a
   // context; the loops' E8 parameter).
   const uint32_t* slots;
   bool e8;
@@ -441,7 +441,7 @@ HWY_INLINE void Advance(const Consts& c, State& s, const V32* E, Words& w, const
   uint32_t mks[kV];
   for (size_t k = 0; k < kV; ++k) {
     // x' = freq * (x >> 12) + offset with freq = f0 + 1 (the entry holds
-    // freq - 1). The offset: slot_all entries hold it; int_ent8 entries
+    // freq - 1). The offset: slot_all entries hold it; ent8 entries
     // hold (4096 - start) mod 4096, and the offset is (slot + that) mod 4096.
     const V32 q = hn::ShiftRight<12>(s.X[k]);
     const V32 f = hn::Add(hn::And(hn::ShiftRight<8>(E[k]), c.m4095), c.one32);
@@ -628,9 +628,9 @@ bool PackNibbles(const uint8_t* codes, uint64_t n, uint8_t* out) {
 // Whether this decoder handles chunks of model m (geometry aside).
 bool ModelHandled(const ModelView& m) {
   const IntParams& p = m.ip;
-  if (m.kind != ModelKind::kInt || !(m.slot_all || m.int_ent8) || !m.luts || m.zp) return false;
+  if (m.kind != ModelKind::kInt || !(m.slot_all || m.ent8) || !m.luts || m.zp) return false;
   if (p.sub != kIntI8 && p.sub != kIntU8 && p.sub != kIntNibble) return false;
-  if (m.int_ent8 && p.sub == kIntI8) return false;  // entries only in the U8 loops
+  if (m.ent8 && p.sub == kIntI8) return false;  // entries only in the U8 loops
   if ((p.nbr_mode != 0 && p.nbr_mode != 3) || m.n0 < int_nctx(p) || p.esc > 238) return false;
   if (p.ns > 1 && ((p.use_rc && !m.rc) || (p.use_cc && !m.cc))) return false;
   if (p.nbr_mode == 3 && (p.off_a == 0 || p.period == 0)) return false;
@@ -657,8 +657,8 @@ void SetConsts(const ModelView& m, const Geom& g, uint64_t row0, uint64_t col0, 
   const D8 d8;
   const IntParams& p = m.ip;
   const uint32_t nthr = p.nb > 1 ? p.nb - 1u : 0u;
-  const bool ent8 = m.int_ent8 != nullptr;
-  c->slots = ent8 ? m.int_ent8 : m.slot_all;
+  const bool ent8 = m.ent8 != nullptr;
+  c->slots = ent8 ? m.ent8 : m.slot_all;
   c->e8 = ent8;
   c->W = g.W;
   c->oa = p.off_a;
@@ -1086,7 +1086,7 @@ int DecodeGroup(const ModelView* ms, const ChunkView& cv, const GroupSide* sd, i
     const IntParams& p = ms[i].ip;
     // (Scale classes or none in every chunk: SC is a parameter of the loop.)
     if (!ModelHandled(ms[i]) || sd[i].map || p.sub != p0.sub || p.nbr_mode != p0.nbr_mode || p.off_a != p0.off_a ||
-        (p.ns > 1) != (p0.ns > 1) || !ms[i].int_ent8 != !ms[0].int_ent8)
+        (p.ns > 1) != (p0.ns > 1) || !ms[i].ent8 != !ms[0].ent8)
       return -1;
   }
   if (!GeomHandled(p0, cv, &g)) return RaggedGroup(ms, cv, sd, n);

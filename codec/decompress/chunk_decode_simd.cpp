@@ -66,14 +66,14 @@ int decode_group_simd(const ModelView* ms, const ChunkView& cv, const GroupSide*
   // The avx2 path: the Highway decoders' groups (int groups here, float
   // groups in the float section below).
   const bool avx2 = cpu_path() == CpuPath::kAvx2;
-  if ((avx2 || ms[0].int_ent8) && ms[0].kind == ModelKind::kInt) return decode_int_group_hwy(ms, cv, s, n);
+  if ((avx2 || ms[0].ent8) && ms[0].kind == ModelKind::kInt) return decode_int_group_hwy(ms, cv, s, n);
   if ((!simd_enabled() && !avx2) || n < 2 || n > kMaxChunkGroup) return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;
   const uint64_t nel = uint64_t{cv.h} * cv.w;
   const ModelView& m = ms[0];
+  if (m.kind == ModelKind::kFloat && (avx2 || (m.ent8 && !m.slot_all))) return decode_float_group_hwy(ms, cv, s, n);
   if (!m.slot_all) return -1;
   if (m.kind == ModelKind::kFloat) {
-    if (avx2) return decode_float_group_hwy(ms, cv, s, n);
     for (int i = 0; i < n; ++i) {
       const ModelView& mi = ms[i];
       if (mi.kind != ModelKind::kFloat || !mi.slot_all || (!mi.slot1_all && !float_joint(mi.fp)) || mi.fp.eb > 8 ||

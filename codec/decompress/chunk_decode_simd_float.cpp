@@ -762,7 +762,10 @@ template int decode_float_group_e<2>(const ModelView*, const ChunkView&, const G
 int decode_float_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                             const uint8_t* raw, uint64_t raw_len, uint8_t* out, uint8_t* lm, bool tail) {
   if (cpu_path() == CpuPath::kScalar) return decode_float_chunk_fast(m, cv, rans, rans_len, raw, raw_len, out, lm, tail);
-  if (cpu_path() == CpuPath::kAvx2) return decode_float_chunk_hwy(m, cv, rans, rans_len, raw, raw_len, out, lm, tail);
+  // The avx512 path too for models with 1/8-slot entries and no slot tables
+  // (ModelView::ent8; the loops here read the 16 KiB slot tables).
+  if (cpu_path() == CpuPath::kAvx2 || (m.ent8 && !m.slot_all))
+    return decode_float_chunk_hwy(m, cv, rans, rans_len, raw, raw_len, out, lm, tail);
   if (!simd_enabled() || m.kind != ModelKind::kFloat || !m.slot_all || (!m.slot1_all && !float_joint(m.fp)))
     return -1;
   if (uint64_t{cv.h} * cv.w >= (1ull << 31)) return -1;

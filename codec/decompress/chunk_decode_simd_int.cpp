@@ -940,9 +940,9 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
   // (chunk_decode_hwy_tern.cpp) and 8-bit and 4-bit codes
   // (chunk_decode_hwy_int.cpp); what they decline takes the reference.
   // The avx512 path takes the Highway decoder (its AVX2 instance) for
-  // models with 1/8-slot entries (ModelView::int_ent8): the hand-written
+  // models with 1/8-slot entries (ModelView::ent8): the hand-written
   // loops here read the 16 KiB slot tables.
-  if ((cpu_path() == CpuPath::kAvx2 || m.int_ent8) && m.kind == ModelKind::kInt) {
+  if ((cpu_path() == CpuPath::kAvx2 || m.ent8) && m.kind == ModelKind::kInt) {
     const int r = m.ip.sub == kIntTernary ? decode_tern_chunk_hwy(m, cv, tile_map, rans, rans_len, out, lm)
                                           : decode_int_chunk_hwy(m, cv, tile_map, rans, rans_len, out, lm);
     if (r >= 0) return r;

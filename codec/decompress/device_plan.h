@@ -201,7 +201,7 @@ inline void plan_views(const DevicePlan& plan, const uint8_t* base, std::vector<
     v.luts = reinterpret_cast<const IntLuts*>(at(pm.luts));
     // The vector decoders' tables are host-only.
     v.slot_all = v.slot1_all = nullptr;
-    v.tern3 = v.krow_ent = v.int_ent8 = nullptr;
+    v.tern3 = v.krow_ent = v.ent8 = v.ent8_1 = nullptr;
     v.sym_small = nullptr;
     v.fs_small = nullptr;
     v.rc_pad = v.cc_pad = nullptr;
