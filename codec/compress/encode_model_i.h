@@ -675,7 +675,7 @@ inline void count_float(const FloatParams& p, uint32_t h, uint32_t w, const uint
 // decoders then find a slot's entry among 512 a context (2 KiB instead of
 // 16, so that a tensor's tables stay in cache). Kernel-row tables
 // (nbr_mode 4, ModelView::krow_ent) always; 4-bit and uint8 code tables
-// (ModelView::ent8) where they cost little (build_tables).
+// and float tables (ModelView::ent8) where they cost little (build_tables).
 inline FreqTable x8_table(const std::vector<uint64_t>& c) {
   FreqTable t = normalize_counts(c, 9);
   for (auto& f : t.freq) f = static_cast<uint16_t>(f * 8);
