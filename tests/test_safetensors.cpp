@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "edge_cases.h"
+#include "file_read.h"
 #include "testutil.h"
 #include "wcodec/safetensors.h"
 
@@ -305,6 +306,48 @@ TEST(SafetensorsRealFiles, ReadErrorsNamePath) {
   auto hl = wcodec::read_safetensors_header_file(huge.string());
   ASSERT_FALSE(hl.ok());
   EXPECT_EQ(hl.status().code(), Code::kCorruption);
+}
+
+// The exact reads every reader of the codec uses (common/file_read.h): the
+// bytes asked for, or an error naming the file and the offsets; a file
+// that ends first is the caller's code (a reader of a .wcodec file calls
+// it corruption), a directory is not a regular file.
+TEST(FileRead, ExactReadsAndTheirErrors) {
+  wctest::ScratchDir dir;
+  std::vector<uint8_t> bytes(100);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(3 * i + 1);
+  const auto p = dir / "hundred.bin";
+  wctest::write_file(p, bytes);
+  auto f = wcodec::ReadFile::open(p.string());
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->size(), 100u);
+
+  std::vector<uint8_t> got(50, 0);
+  ASSERT_TRUE(wcodec::pread_exact(f->fd(), 10, 50, got.data(), p.string()).ok());
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), bytes.begin() + 10));
+  EXPECT_TRUE(wcodec::pread_exact(f->fd(), 100, 0, got.data(), p.string()).ok()) << "an empty read at the end";
+
+  const wcodec::Status past = wcodec::pread_exact(f->fd(), 90, 20, got.data(), p.string());
+  EXPECT_EQ(past.code(), Code::kIOError);
+  EXPECT_NE(past.message().find(p.string()), std::string::npos) << past.message();
+  EXPECT_NE(past.message().find("end of file at offset 100, 20 bytes wanted at 90"), std::string::npos)
+      << past.message();
+  EXPECT_EQ(wcodec::pread_exact(f->fd(), 90, 20, got.data(), "x", Code::kCorruption).code(), Code::kCorruption);
+  const wcodec::Status far = wcodec::pread_exact(f->fd(), ~uint64_t{0} - 4, 8, got.data(), p.string());
+  EXPECT_EQ(far.code(), Code::kIOError);
+  EXPECT_NE(far.message().find("past the largest file offset"), std::string::npos) << far.message();
+
+  auto d = wcodec::ReadFile::open(dir.path().string());
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("not a regular file"), std::string::npos) << d.status().message();
+  auto m = wcodec::ReadFile::open((dir / "missing.bin").string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find(std::strerror(ENOENT)), std::string::npos) << m.status().message();
+
+  // Moved: the descriptor goes with the object and closes once.
+  wcodec::ReadFile moved = std::move(f).value();
+  EXPECT_TRUE(wcodec::pread_exact(moved.fd(), 0, 1, got.data(), p.string()).ok());
+  EXPECT_EQ(got[0], bytes[0]);
 }
 
 // ---------------------------------------------------------------- edge cases

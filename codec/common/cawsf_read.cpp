@@ -25,6 +25,7 @@
 
 #include "cawsf_i.h"
 #include "checksums.h"
+#include "file_read.h"
 #include "wcodec/cawsf.h"
 
 namespace wcodec::cawsf {
@@ -195,15 +196,7 @@ Status CawsfFile::read_at(uint64_t off, uint64_t n, uint8_t* out) const {
     if (n) std::memcpy(out, mem_.data() + off, n);
     return Status::OK();
   }
-  uint64_t done = 0;
-  while (done < n) {
-    const ssize_t r = ::pread(fd_, out + done, n - done, static_cast<off_t>(off + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return Status::IOError(what_ + ": read at " + std::to_string(off + done) + ": " + std::strerror(errno));
-    if (r == 0) return Status::IOError(what_ + ": file shrank while reading at " + std::to_string(off + done));
-    done += static_cast<uint64_t>(r);
-  }
-  return Status::OK();
+  return pread_exact(fd_, off, n, out, what_);
 }
 
 Result<std::shared_ptr<CawsfFile>> CawsfFile::open(const std::string& path) {

@@ -11,16 +11,13 @@
 // Thread-safety: pure functions; no shared state.
 #include "wcodec/gguf.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <unordered_set>
 #include <utility>
+
+#include "file_read.h"
 
 namespace wcodec {
 
@@ -408,28 +405,14 @@ Result<GgufFile> parse_gguf(const uint8_t* prefix, size_t prefix_len, uint64_t f
 }
 
 Result<GgufFile> read_gguf_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::IOError(path + ": open failed: " + std::strerror(errno));
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return Status::IOError(path + ": stat failed: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return Status::IOError(path + ": not a regular file");
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  WC_ASSIGN_OR_RETURN(const ReadFile f, ReadFile::open(path));
+  const uint64_t size = f.size();
   std::vector<uint8_t> buf;
   uint64_t want = std::min<uint64_t>(size, uint64_t{1} << 20);
   for (;;) {
     const size_t have = buf.size();
     buf.resize(static_cast<size_t>(want));
-    for (size_t got = have; got < buf.size();) {
-      const ssize_t r = ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return Status::IOError(path + ": read failed: " + std::strerror(errno));
-      if (r == 0) return Status::IOError(path + ": file shrank while its header was read");
-      got += static_cast<size_t>(r);
-    }
+    WC_RETURN_IF_ERROR(pread_exact(f.fd(), have, buf.size() - have, buf.data() + have, path));
     auto r = parse_gguf(buf.data(), buf.size(), size, path);
     if (r.ok() || r.status().code() != Code::kOutOfRange || want == size) return r;
     want = std::min<uint64_t>(size, want * 4);

@@ -8,18 +8,15 @@
 // Thread-safety: pure functions; no shared state.
 #include "wcodec/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_set>
 #include <utility>
+
+#include "file_read.h"
 
 namespace wcodec {
 
@@ -175,7 +172,6 @@ class HeaderSax {
   using number_float_t = json::number_float_t;
   using string_t = json::string_t;
   using binary_t = json::binary_t;
-
 
   bool null() { return value("null", "null"); }
   bool boolean(bool v) { return value("boolean", v ? "true" : "false"); }
@@ -556,24 +552,6 @@ Result<SafetensorsHeader> parse_impl(const uint8_t* prefix, size_t prefix_len, u
   return h;
 }
 
-// Reads exactly `n` bytes at `off`; retries short reads and EINTR.
-Status pread_full(int fd, uint8_t* buf, size_t n, uint64_t off, const std::string& path) {
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t r = ::pread(fd, buf + done, n - done, static_cast<off_t>(off + done));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return Status::IOError(path + ": read failed: " + std::strerror(errno));
-    }
-    if (r == 0) {
-      return Status::IOError(path + ": unexpected end of file at offset " +
-                             std::to_string(off + done) + " (file shrank while reading?)");
-    }
-    done += static_cast<size_t>(r);
-  }
-  return Status::OK();
-}
-
 void append_json_string(std::string* out, const std::string& s) {
   *out += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -613,26 +591,16 @@ Result<SafetensorsHeader> parse_safetensors_header(const uint8_t* prefix, size_t
 }
 
 Result<SafetensorsHeader> read_safetensors_header_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::IOError(path + ": open failed: " + std::strerror(errno));
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
-
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return Status::IOError(path + ": stat failed: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return Status::IOError(path + ": not a regular file");
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-
+  WC_ASSIGN_OR_RETURN(const ReadFile f, ReadFile::open(path));
+  const uint64_t size = f.size();
   std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(size, 8)));
-  WC_RETURN_IF_ERROR(pread_full(fd, buf.data(), buf.size(), 0, path));
+  WC_RETURN_IF_ERROR(pread_exact(f.fd(), 0, buf.size(), buf.data(), path));
   if (buf.size() == 8) {
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | buf[i];
     if (n <= kMaxSafetensorsHeader && n <= size - 8) {
       buf.resize(8 + n);
-      WC_RETURN_IF_ERROR(pread_full(fd, buf.data() + 8, n, 8, path));
+      WC_RETURN_IF_ERROR(pread_exact(f.fd(), 8, n, buf.data() + 8, path));
     }
   }
   return parse_safetensors_header(buf.data(), buf.size(), size, path);

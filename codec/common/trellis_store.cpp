@@ -20,6 +20,7 @@
 #include <set>
 
 #include "wcodec/trellis.h"
+#include "file_read.h"
 
 namespace wcodec {
 
@@ -58,17 +59,9 @@ class PosixDir final : public TrellisDir {
   Status read(const std::string& rel, uint64_t off, uint64_t len, uint8_t* dst) const override {
     const int fd = ::open(full(rel).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return Status::IOError(rel + ": open failed: " + std::strerror(errno));
-    uint64_t done = 0;
-    while (done < len) {
-      const ssize_t r = ::pread(fd, dst + done, len - done, static_cast<off_t>(off + done));
-      if (r <= 0) {
-        ::close(fd);
-        return Status::IOError(rel + ": short read at " + std::to_string(off + done));
-      }
-      done += static_cast<uint64_t>(r);
-    }
+    const Status st = pread_exact(fd, off, len, dst, rel);
     ::close(fd);
-    return Status::OK();
+    return st;
   }
 
  private:

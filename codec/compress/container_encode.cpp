@@ -28,6 +28,7 @@
 #include "atomic_file.h"
 #include "bytes.h"
 #include "checksums.h"
+#include "file_read.h"
 #include "tensor_encode.h"
 
 namespace wcodec {
@@ -318,13 +319,7 @@ class FileInput final : public EncodeInput {
   FileInput(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   Status get(uint64_t off, uint64_t n, std::vector<uint8_t>* buf, const uint8_t** p) const override {
     buf->resize(static_cast<size_t>(n));
-    for (uint64_t got = 0; got < n;) {
-      const ssize_t r = ::pread(fd_, buf->data() + got, static_cast<size_t>(n - got), static_cast<off_t>(off + got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return Status::IOError(errno_msg("cannot read " + path_));
-      if (r == 0) return Status::IOError(path_ + ": the file became shorter while it was encoded");
-      got += static_cast<uint64_t>(r);
-    }
+    WC_RETURN_IF_ERROR(pread_exact(fd_, off, n, buf->data(), path_));
     *p = buf->data();
     return Status::OK();
   }

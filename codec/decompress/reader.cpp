@@ -25,6 +25,7 @@
 #include "atomic_file.h"
 #include "bytes.h"
 #include "checksums.h"
+#include "file_read.h"
 #include "reader_i.h"
 #include "tensor_decode.h"
 
@@ -50,15 +51,7 @@ Status Reader::pread_exact(uint64_t off, uint64_t len, uint8_t* out) const {
     std::memcpy(out, mem_ + off, len);
     return Status::OK();
   }
-  uint64_t got = 0;
-  while (got < len) {
-    const ssize_t r = ::pread(fd_, out + got, len - got, static_cast<off_t>(off + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return Status::IOError(errno_msg("read of " + path_));
-    if (r == 0) return Status::Corruption(path_ + ": file shrank while reading");
-    got += static_cast<uint64_t>(r);
-  }
-  return Status::OK();
+  return wcodec::pread_exact(fd_, off, len, out, path_, Code::kCorruption);
 }
 
 Result<const uint8_t*> ReaderAccess::stored_bytes(const Reader& rd, uint64_t off, uint64_t len, ScratchBytes* buf) {

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "device_read.h"
+#include "file_read.h"
 #include "wcodec/cpu.h"
 #include "wcodec/encode.h"
 #include "wcodec/reader.h"
@@ -273,28 +274,12 @@ class File {
     for (int i = 7; i >= 0; --i) n = (n << 8) | len8[i];
     const uint64_t want = std::min<uint64_t>(size_, 8 + std::min<uint64_t>(n, wcodec::kMaxSafetensorsHeader));
     std::vector<uint8_t> prefix(want);
-    uint64_t done = 0;
-    while (done < want) {
-      const ssize_t r = ::pread(fd_, prefix.data() + done, want - done, static_cast<off_t>(done));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return wcodec::Status::IOError(errno_text("cannot read " + path_));
-      done += static_cast<uint64_t>(r);
-    }
+    WC_RETURN_IF_ERROR(wcodec::pread_exact(fd_, 0, want, prefix.data(), path_));
     return wcodec::parse_safetensors_header(prefix.data(), prefix.size(), size_, path_);
   }
 
   wcodec::Status pread_all(uint64_t off, uint64_t len, uint8_t* out) const {
-    while (len > 0) {
-      const ssize_t r = ::pread(fd_, out, std::min<uint64_t>(len, 1u << 30), static_cast<off_t>(off));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return wcodec::Status::IOError(errno_text("read " + path_));
-      if (r == 0)
-        return wcodec::Status::IOError(path_ + ": file shrank while reading (offset " + std::to_string(off) + ")");
-      out += r;
-      off += static_cast<uint64_t>(r);
-      len -= static_cast<uint64_t>(r);
-    }
-    return wcodec::Status::OK();
+    return wcodec::pread_exact(fd_, off, len, out, path_);
   }
 
   wcodec::Status read_range(uint64_t off, uint64_t len, uint8_t* out) const {
