@@ -57,6 +57,7 @@ struct CliOptions {
   char* encode_threads;
   char* decoder;
   int hugepages;
+  int keep_read_chunks;
 };
 
 const struct fuse_opt kOptionSpecs[] = {
@@ -69,6 +70,7 @@ const struct fuse_opt kOptionSpecs[] = {
     {"encode_threads=%s", offsetof(CliOptions, encode_threads), 0},
     {"decoder=%s", offsetof(CliOptions, decoder), 0},
     {"hugepages", offsetof(CliOptions, hugepages), 1},
+    {"keep_read_chunks", offsetof(CliOptions, keep_read_chunks), 1},
     FUSE_OPT_END,
 };
 
@@ -113,6 +115,10 @@ void usage(const char* prog) {
       "                           first touch on hosts that keep them backed; off by\n"
       "                           default: in VMs whose balloon reclaims free 2M pages\n"
       "                           it is slower)\n"
+      "    -o keep_read_chunks    keep decoded chunks in the cache after the kernel\n"
+      "                           has read all of them (by default they are dropped\n"
+      "                           then: the page cache holds them, and their memory\n"
+      "                           takes the next chunks)\n"
       "    -o allow_other         let other users use the mount (opt-in)\n"
       "    -f                     stay in the foreground\n"
       "    -d                     debug output (implies -f)\n"
@@ -278,6 +284,7 @@ int daemon_main(int argc, char* argv[], const DaemonExtras& extras) {
     fo.cache_bytes = *v;
   }
   fo.huge_pages = cli.hugepages != 0;
+  fo.drop_behind = cli.keep_read_chunks == 0;
   if (cli.threads) {
     char* end = nullptr;
     const unsigned long n = std::strtoul(cli.threads, &end, 10);

@@ -562,6 +562,97 @@ TEST(fs_core, CacheStaysWithinBudget) {
   EXPECT_LE(fs->cache().mapped_bytes(), 2 * (uint64_t{2} << 20));
 }
 
+// Drop-behind (the mount's default): a chunk whose every byte went to a
+// reader of a kernel-cached handle leaves the cache when its last pin goes,
+// and its memory takes the next chunks; a chunk read in part stays, and
+// without the option every decoded chunk stays within the budget.
+TEST(fs_core, DropBehindFreesChunksTheKernelHasRead) {
+  TestStore store(/*with_large=*/true);
+  const auto& m = store.models().back();  // the largest available
+  const uint64_t chunk = m.chunk_bytes ? m.chunk_bytes : wcodec::EncodeConfig{}.chunk_bytes;
+  const auto original = wctest::read_file(fstest::original_of(m.stem));
+  ASSERT_GT(original.size(), 16 * chunk) << "a model of many chunks";
+  for (const bool drop : {true, false}) {
+    SCOPED_TRACE(drop ? "drop_behind" : "keep");
+    FsOptions o;
+    o.cache_bytes = uint64_t{1} << 30;
+    o.decode_threads = 0;
+    o.readahead_max = 0;
+    o.drop_behind = drop;
+    auto fs = store.open(o);
+    ASSERT_TRUE(fs);
+    auto h = open_path(*fs, m.stem + ".safetensors");
+    ASSERT_TRUE(h);
+    // Half of the first chunk of the first tensor's data, then the whole
+    // file in 1 MiB reads, then the first half again.
+    std::vector<uint8_t> got;
+    while (got.size() < original.size()) {
+      auto r = fs->read(*h, got.size(), 1u << 20);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ASSERT_GT(r->size(), 0u);
+      const auto g = r->gather();
+      got.insert(got.end(), g.begin(), g.end());
+    }
+    EXPECT_EQ(wctest::sha256_hex(got), wctest::sha256_hex(original));
+    const uint64_t decoded = counter(fs->stats().bytes_decoded), dropped = counter(fs->stats().cache_drop_behind);
+    ASSERT_GT(decoded, original.size() / 2) << "most of the file is decoded chunks";
+    if (drop) {
+      // Every chunk wholly inside one read is dropped, the others wait in
+      // the cache (a read boundary cuts at most one chunk per MiB).
+      EXPECT_GT(dropped, counter(fs->stats().chunks_decoded) / 2);
+      EXPECT_LT(fs->cache().bytes(), decoded / 2);
+      // Their memory was used again: far fewer pages touched than decoded.
+      EXPECT_LT(fs->cache().populated_bytes(), decoded / 2);
+    } else {
+      EXPECT_EQ(dropped, 0u);
+      EXPECT_EQ(fs->cache().bytes(), decoded);
+      EXPECT_GE(fs->cache().populated_bytes(), decoded);
+      EXPECT_EQ(counter(fs->stats().cache_evictions), 0u);
+    }
+    // The bytes come back the same either way (a dropped chunk decodes
+    // again).
+    const uint64_t before = counter(fs->stats().chunks_decoded);
+    auto again = fs->read(*h, 0, original.size());
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    const auto g = again->gather();
+    EXPECT_TRUE(std::equal(g.begin(), g.end(), original.begin()));
+    if (drop) EXPECT_GT(counter(fs->stats().chunks_decoded), before);
+    else EXPECT_EQ(counter(fs->stats().chunks_decoded), before) << "every chunk stayed in the cache";
+  }
+}
+
+// A chunk only part of which was read stays in the cache with drop-behind.
+TEST(fs_core, DropBehindKeepsChunksReadInPart) {
+  TestStore store(/*with_large=*/true);
+  const auto& m = store.models().back();
+  FsOptions o;
+  o.cache_bytes = uint64_t{1} << 30;
+  o.decode_threads = 0;
+  o.readahead_max = 0;
+  o.drop_behind = true;
+  auto fs = store.open(o);
+  ASSERT_TRUE(fs);
+  auto h = open_path(*fs, m.stem + ".safetensors");
+  ASSERT_TRUE(h);
+  const auto original = wctest::read_file(fstest::original_of(m.stem));
+  // Small reads from the middle of the file: each touches a part of a
+  // chunk; none is dropped, and a second read of the same bytes decodes
+  // nothing.
+  const uint64_t mid = original.size() / 2;
+  for (uint64_t off = mid; off < mid + 4096; off += 512) {
+    auto r = fs->read(*h, off, 512);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const auto g = r->gather();
+    ASSERT_TRUE(std::equal(g.begin(), g.end(), original.begin() + static_cast<std::ptrdiff_t>(off)));
+  }
+  const uint64_t decoded = counter(fs->stats().chunks_decoded);
+  ASSERT_GT(decoded, 0u);
+  EXPECT_EQ(counter(fs->stats().cache_drop_behind), 0u);
+  auto r = fs->read(*h, mid, 4096);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(counter(fs->stats().chunks_decoded), decoded);
+}
+
 TEST(fs_core, ReadaheadFollowsSequentialReadsOnly) {
   TestStore store(/*with_large=*/true);
   const auto& m = store.models().back();

@@ -128,6 +128,36 @@ TEST(mount_real, FilesMatchOriginalsAndStatDecodesNothing) {
   EXPECT_EQ(out, "/etc\n");
 }
 
+// The daemon drops a decoded chunk once the kernel has read all of it (its
+// page cache holds the bytes now; the chunk's memory takes the next
+// chunks); -o keep_read_chunks keeps every chunk within the budget.
+TEST(mount_real, ChunksTheKernelReadAreDroppedUnlessKept) {
+  REQUIRE_FUSE();
+  for (const std::string opts : {"", "keep_read_chunks"}) {
+    SCOPED_TRACE(opts.empty() ? "default" : opts);
+    MountFixture fx;
+    const auto models = fstest::build_store(fx.store(), /*with_large=*/true);
+    std::string out;
+    ASSERT_EQ(fx.mount(opts, &out), 0) << out;
+    for (const auto& [name, original] : presented(models)) {
+      ASSERT_EQ(sh("cat " + q((fx.mnt() / name).string()) + " | sha256sum", &out), 0) << out;
+      EXPECT_EQ(out.substr(0, 64), sha_of_file(original)) << name;
+    }
+    const auto s = fx.stats();
+    const uint64_t decoded = s["decode"]["bytes"].get<uint64_t>(), dropped = s["cache"]["dropped_behind"].get<uint64_t>();
+    ASSERT_GT(decoded, 1u << 20);
+    if (opts.empty()) {
+      EXPECT_GT(dropped, 0u);
+      EXPECT_LT(s["cache"]["bytes"].get<uint64_t>(), decoded);
+      EXPECT_LT(s["cache"]["populated_bytes"].get<uint64_t>(), decoded);
+    } else {
+      EXPECT_EQ(dropped, 0u);
+      EXPECT_EQ(s["cache"]["bytes"].get<uint64_t>(), decoded);
+    }
+    EXPECT_EQ(s["errors"].get<uint64_t>(), 0u);
+  }
+}
+
 TEST(mount_real, MmapReadsMatch) {
   REQUIRE_FUSE();
   MountFixture fx;

@@ -1,6 +1,7 @@
 // fs/src/chunk_cache.cpp — see wcodecfs/chunk_cache.h.
 #include "wcodecfs/chunk_cache.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "buffer_pool.h"
@@ -29,6 +30,11 @@ struct CacheEntry {
   bool in_map = true;       // false once evicted or failed
   bool in_lru = false;
   std::list<CacheEntry*>::iterator lru_it;
+  // The bytes of the chunk handed to readers of kernel-cached files, as one
+  // interval [served_lo, served_hi) (ChunkPin::set_served): a range that
+  // neither touches nor overlaps it is not counted, so the interval never
+  // claims bytes that were not served.
+  uint32_t served_lo = 0, served_hi = 0;
 };
 
 const uint8_t* ChunkPin::data() const { return entry_->data.get(); }
@@ -36,20 +42,23 @@ uint32_t ChunkPin::size() const { return entry_->size; }
 
 void ChunkPin::reset() {
   if (entry_) {
-    cache_->unpin(entry_.get());
+    cache_->unpin(entry_.get(), served_lo_, served_hi_);
+    served_lo_ = served_hi_ = 0;
     entry_.reset();
     cache_.reset();
   }
 }
 
 std::shared_ptr<ChunkCache> ChunkCache::create(uint64_t budget_bytes, std::shared_ptr<BatchDecoder> decoder,
-                                               std::shared_ptr<Stats> stats, bool huge_pages) {
-  return std::shared_ptr<ChunkCache>(new ChunkCache(budget_bytes, std::move(decoder), std::move(stats), huge_pages));
+                                               std::shared_ptr<Stats> stats, bool huge_pages, bool drop_behind) {
+  return std::shared_ptr<ChunkCache>(
+      new ChunkCache(budget_bytes, std::move(decoder), std::move(stats), huge_pages, drop_behind));
 }
 
 ChunkCache::ChunkCache(uint64_t budget, std::shared_ptr<BatchDecoder> decoder, std::shared_ptr<Stats> stats,
-                       bool huge_pages)
+                       bool huge_pages, bool drop_behind)
     : budget_(budget),
+      drop_behind_(drop_behind),
       decoder_(std::move(decoder)),
       stats_(stats ? std::move(stats) : std::make_shared<Stats>()),
       pool_(BufferPool::create(budget, huge_pages)) {}
@@ -62,6 +71,7 @@ ChunkCache::~ChunkCache() {
 }
 
 uint64_t ChunkCache::mapped_bytes() const { return pool_->mapped_bytes(); }
+uint64_t ChunkCache::populated_bytes() const { return pool_->populated_bytes(); }
 
 void ChunkCache::publish_gauges_locked() {
   bytes_mirror_.store(bytes_, std::memory_order_relaxed);
@@ -206,14 +216,41 @@ void ChunkCache::complete(const std::shared_ptr<CacheEntry>& e, const Status& st
   if (--inflight_ == 0) idle_cv_.notify_all();
 }
 
-void ChunkCache::unpin(CacheEntry* e) {
+void ChunkCache::unpin(CacheEntry* e, uint32_t served_lo, uint32_t served_hi) {
   std::vector<std::shared_ptr<CacheEntry>> dropped;  // released after mu_
   std::lock_guard<std::mutex> lk(mu_);
   WC_CHECK(e->pins > 0);
-  if (--e->pins == 0 && bytes_ > budget_) {
+  if (served_hi > served_lo) {
+    if (e->served_hi == e->served_lo) {
+      e->served_lo = served_lo;
+      e->served_hi = served_hi;
+    } else if (served_lo <= e->served_hi && served_hi >= e->served_lo) {
+      e->served_lo = std::min(e->served_lo, served_lo);
+      e->served_hi = std::max(e->served_hi, served_hi);
+    }
+  }
+  if (--e->pins != 0) return;
+  if (drop_behind_ && e->in_lru && e->served_lo == 0 && e->served_hi >= e->size) {
+    // Every byte of the chunk went to the kernel's page cache: drop it now,
+    // so that its memory (mapped, and likely still in the CPU's caches)
+    // takes the next chunk instead of fresh pages.
+    lru_.erase(e->lru_it);
+    evict_locked(e, dropped);
+    Stats::add(stats_->cache_drop_behind);
+    publish_gauges_locked();
+  } else if (bytes_ > budget_) {
     trim_locked(dropped);
     publish_gauges_locked();
   }
+}
+
+void ChunkCache::evict_locked(CacheEntry* e, std::vector<std::shared_ptr<CacheEntry>>& dropped) {
+  e->in_lru = false;
+  e->in_map = false;
+  bytes_ -= e->size;
+  auto mit = map_.find(Key{e->source, e->index});
+  dropped.push_back(std::move(mit->second));
+  map_.erase(mit);
 }
 
 void ChunkCache::trim_locked(std::vector<std::shared_ptr<CacheEntry>>& dropped) {
@@ -223,13 +260,8 @@ void ChunkCache::trim_locked(std::vector<std::shared_ptr<CacheEntry>>& dropped) 
     CacheEntry* e = *it;
     if (e->pins != 0) continue;
     it = lru_.erase(it);
-    e->in_lru = false;
-    e->in_map = false;
-    bytes_ -= e->size;
+    evict_locked(e, dropped);
     Stats::add(stats_->cache_evictions);
-    auto mit = map_.find(Key{e->source, e->index});
-    dropped.push_back(std::move(mit->second));
-    map_.erase(mit);
   }
 }
 

@@ -167,7 +167,8 @@ Result<std::unique_ptr<Filesystem>> Filesystem::create(const std::string& store_
   fs->decoder_ = options.decoder        ? options.decoder
                  : options.make_decoder ? options.make_decoder(fs->stats_)
                                         : std::make_shared<CpuBatchDecoder>(options.decode_threads, fs->stats_);
-  fs->cache_ = ChunkCache::create(options.cache_bytes, fs->decoder_, fs->stats_, options.huge_pages);
+  fs->cache_ =
+      ChunkCache::create(options.cache_bytes, fs->decoder_, fs->stats_, options.huge_pages, options.drop_behind);
   fs->readahead_cap_ = std::min(options.readahead_max, options.cache_bytes / 4);
   // The codec's decoding tables (built per tensor on first decode) count
   // against the memory of the mount too: an eighth of the chunk cache.
@@ -769,7 +770,8 @@ Result<std::shared_ptr<FileHandle>> Filesystem::open(NodeId id, int flags) {
 
 Result<ReadResult> Filesystem::read(FileHandle& fh, uint64_t off, uint64_t len) {
   Stats::add(stats_->reads);
-  auto r = fh.file().read(off, len, *cache_, &fh.readahead());
+  // The kernel keeps what it reads of a keep_cache handle in its page cache.
+  auto r = fh.file().read(off, len, *cache_, &fh.readahead(), fh.keep_cache() && !fh.direct_io());
   if (!r.ok()) {
     Stats::add(stats_->read_errors);
     // Decode failures were logged by the cache, once per failed decode.
@@ -891,9 +893,11 @@ std::string Filesystem::stats_json() const {
                 {"budget", cache_->budget()},
                 {"entries", cache_->entries()},
                 {"mapped_bytes", cache_->mapped_bytes()},
+                {"populated_bytes", cache_->populated_bytes()},
                 {"hits", Stats::get(s.cache_hits)},
                 {"misses", Stats::get(s.cache_misses)},
-                {"evictions", Stats::get(s.cache_evictions)}};
+                {"evictions", Stats::get(s.cache_evictions)},
+                {"dropped_behind", Stats::get(s.cache_drop_behind)}};
   j["decode"] = {{"backend", decoder_->describe()},
                  {"chunks", Stats::get(s.chunks_decoded)},
                  {"bytes", Stats::get(s.bytes_decoded)},

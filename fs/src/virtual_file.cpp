@@ -252,7 +252,8 @@ size_t VirtualFile::prefetch(uint64_t from, uint64_t to, ChunkCache& cache) cons
   return n;
 }
 
-Result<ReadResult> VirtualFile::read(uint64_t off, uint64_t len, ChunkCache& cache, Readahead* ra) const {
+Result<ReadResult> VirtualFile::read(uint64_t off, uint64_t len, ChunkCache& cache, Readahead* ra,
+                                     bool kernel_cached) const {
   ReadResult rr;
   if (off >= size_ || len == 0) return rr;
   const uint64_t end = off + std::min(len, size_ - off);
@@ -323,6 +324,7 @@ Result<ReadResult> VirtualFile::read(uint64_t off, uint64_t len, ChunkCache& cac
         const uint64_t cs = src.chunk_offset(i), ce = cs + src.chunk_size(i);
         const uint64_t x = std::max(s, cs), y = std::min(t, ce);
         rr.slices_.push_back({p.data() + (x - cs), static_cast<size_t>(y - x)});
+        if (kernel_cached) p.set_served(static_cast<uint32_t>(x - cs), static_cast<uint32_t>(y - cs));
         rr.pins_.push_back(std::move(p));
         ++i;
       }

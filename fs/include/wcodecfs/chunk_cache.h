@@ -68,12 +68,20 @@ class ChunkPin {
   uint32_t size() const;
   explicit operator bool() const { return entry_ != nullptr; }
   void reset();
+  // Records that bytes [lo, hi) of the chunk go to a reader whose file the
+  // kernel caches; the cache counts them when the pin is released (see
+  // ChunkCache::create, drop_behind).
+  void set_served(uint32_t lo, uint32_t hi) {
+    served_lo_ = lo;
+    served_hi_ = hi;
+  }
 
  private:
   friend class ChunkCache;
   ChunkPin(std::shared_ptr<ChunkCache> c, std::shared_ptr<CacheEntry> e) : cache_(std::move(c)), entry_(std::move(e)) {}
   std::shared_ptr<ChunkCache> cache_;
   std::shared_ptr<CacheEntry> entry_;
+  uint32_t served_lo_ = 0, served_hi_ = 0;
 };
 
 class ChunkCache : public std::enable_shared_from_this<ChunkCache> {
@@ -81,8 +89,16 @@ class ChunkCache : public std::enable_shared_from_this<ChunkCache> {
   // `budget_bytes` of decoded chunks kept when unpinned. `stats` receives
   // cache_hits, cache_misses, cache_evictions and readahead counters.
   // `huge_pages`: advise the chunk memory for transparent huge pages.
+  // `drop_behind`: an entry whose every byte was served to readers of
+  // kernel-cached files (ChunkPin::set_served) is dropped when its last pin
+  // goes, instead of waiting in the LRU list: the kernel's page cache holds
+  // those bytes now, and the entry's memory, still mapped, takes the next
+  // chunk. A cold sequential read then cycles through a few MB of memory
+  // instead of faulting in the whole file (the mount; stats
+  // cache_drop_behind).
   static std::shared_ptr<ChunkCache> create(uint64_t budget_bytes, std::shared_ptr<BatchDecoder> decoder,
-                                            std::shared_ptr<Stats> stats, bool huge_pages = false);
+                                            std::shared_ptr<Stats> stats, bool huge_pages = false,
+                                            bool drop_behind = false);
   ~ChunkCache();
   ChunkCache(const ChunkCache&) = delete;
   ChunkCache& operator=(const ChunkCache&) = delete;
@@ -107,6 +123,9 @@ class ChunkCache : public std::enable_shared_from_this<ChunkCache> {
   // pages, plus free ranges between them, a partly used region and at
   // most one spare region.
   uint64_t mapped_bytes() const;
+  // Memory the chunks have touched: pages handed out at least once (mapped
+  // in when first used; reused ones count once).
+  uint64_t populated_bytes() const;
   const BatchDecoder& decoder() const { return *decoder_; }
 
  private:
@@ -120,12 +139,17 @@ class ChunkCache : public std::enable_shared_from_this<ChunkCache> {
     size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.source * 0x9E3779B97F4A7C15ull ^ k.index); }
   };
 
-  ChunkCache(uint64_t budget, std::shared_ptr<BatchDecoder> decoder, std::shared_ptr<Stats> stats, bool huge_pages);
+  ChunkCache(uint64_t budget, std::shared_ptr<BatchDecoder> decoder, std::shared_ptr<Stats> stats, bool huge_pages,
+             bool drop_behind);
   // Allocates the entries' buffers (outside mu_) and submits them.
   void submit(const std::shared_ptr<const ChunkSource>& source, std::vector<std::shared_ptr<CacheEntry>> fresh,
               bool background);
   void complete(const std::shared_ptr<CacheEntry>& e, const Status& st);
-  void unpin(CacheEntry* e);
+  // served_lo/hi: the pin's served range (empty when none).
+  void unpin(CacheEntry* e, uint32_t served_lo, uint32_t served_hi);
+  // Drops e (ready, unpinned, already off lru_) from map_ into `dropped`.
+  // REQUIRES: mu_ held
+  void evict_locked(CacheEntry* e, std::vector<std::shared_ptr<CacheEntry>>& dropped);
   // Evicts unpinned entries until within budget. The evicted entries move
   // to `dropped`, for the caller to release after mu_: freeing a buffer may
   // unmap a pool region. REQUIRES: mu_ held
@@ -133,6 +157,7 @@ class ChunkCache : public std::enable_shared_from_this<ChunkCache> {
   void publish_gauges_locked();
 
   const uint64_t budget_;
+  const bool drop_behind_;
   const std::shared_ptr<BatchDecoder> decoder_;
   const std::shared_ptr<Stats> stats_;
   const std::shared_ptr<BufferPool> pool_;

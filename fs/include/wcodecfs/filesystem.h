@@ -70,6 +70,10 @@ struct FsOptions {
   // Advise the chunk cache's memory for transparent huge pages (the mount's
   // -o hugepages; see fs/src/buffer_pool.h for when that pays).
   bool huge_pages = false;
+  // Drop a decoded chunk from the cache once all its bytes were read through
+  // keep_cache handles (ChunkCache::create; the mount sets it: there the
+  // kernel's page cache keeps those bytes).
+  bool drop_behind = false;
   // Readahead window cap per open file (bytes); 0 disables readahead. The
   // effective cap is also at most a quarter of the cache budget.
   uint64_t readahead_max = 64ull << 20;

@@ -22,6 +22,9 @@ struct Stats {
   Counter cache_hits{0};
   Counter cache_misses{0};
   Counter cache_evictions{0};
+  // Entries dropped as soon as all their bytes had gone to the kernel's page
+  // cache (ChunkCache drop_behind; not counted in cache_evictions).
+  Counter cache_drop_behind{0};
 
   // Decoder (BatchDecoder): chunks and decoded bytes produced, wall time
   // spent decoding (summed over decoder threads), and failed decodes

@@ -201,7 +201,10 @@ class VirtualFile {
   // Passthrough ranges become fd slices, checked against the backing
   // file's current size: one that shrank since open gives a short read at
   // the end of the last extent and kStale anywhere else.
-  Result<ReadResult> read(uint64_t off, uint64_t len, ChunkCache& cache, Readahead* ra) const;
+  // kernel_cached: the reader's file is in the kernel's page cache, so its
+  // decoded bytes are marked served (ChunkPin::set_served).
+  Result<ReadResult> read(uint64_t off, uint64_t len, ChunkCache& cache, Readahead* ra,
+                          bool kernel_cached = false) const;
 
   // Submits background decoding of the chunks overlapping [from, to)
   // (decoded extents only).
