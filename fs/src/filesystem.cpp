@@ -41,18 +41,6 @@ constexpr ino_t kStatsFileIno = 0x7763666300000003ull;
 // Preferred IO size reported for virtual files: the largest FUSE read.
 constexpr blksize_t kVirtualBlksize = 1 << 20;
 
-
-Status check_name(std::string_view name) {
-  if (name.empty() || name == "." || name == "..")
-    return Status::Invalid("name \"" + std::string(name) + "\" is not an entry name");
-  if (name.size() > NAME_MAX)
-    return Status(Code::kNameTooLong, "name of " + std::to_string(name.size()) + " bytes (NAME_MAX " +
-                                          std::to_string(NAME_MAX) + ")");
-  if (name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos)
-    return Status::Invalid("name contains '/' or NUL");
-  return Status::OK();
-}
-
 bool same_object(const struct stat& a, const struct stat& b) {
   return a.st_dev == b.st_dev && a.st_ino == b.st_ino && (a.st_mode & S_IFMT) == (b.st_mode & S_IFMT);
 }

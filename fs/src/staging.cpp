@@ -24,18 +24,6 @@ namespace {
 // time (short at end of file), not at open.
 constexpr uint64_t kUnbounded = static_cast<uint64_t>(std::numeric_limits<off_t>::max()) / 2;
 
-
-Status check_name(std::string_view name) {
-  if (name.empty() || name == "." || name == "..")
-    return Status::Invalid("name \"" + std::string(name) + "\" is not an entry name");
-  if (name.size() > NAME_MAX)
-    return Status(Code::kNameTooLong, "name of " + std::to_string(name.size()) + " bytes (NAME_MAX " +
-                                          std::to_string(NAME_MAX) + ")");
-  if (name.find('/') != std::string_view::npos || name.find('\0') != std::string_view::npos)
-    return Status::Invalid("name contains '/' or NUL");
-  return Status::OK();
-}
-
 bool exists_at(int dirfd, const std::string& name, struct stat* st = nullptr) {
   struct stat tmp;
   return ::fstatat(dirfd, name.c_str(), st ? st : &tmp, AT_SYMLINK_NOFOLLOW) == 0;
