@@ -336,6 +336,11 @@ TEST(FileRead, ExactReadsAndTheirErrors) {
   const wcodec::Status far = wcodec::pread_exact(f->fd(), ~uint64_t{0} - 4, 8, got.data(), p.string());
   EXPECT_EQ(far.code(), Code::kIOError);
   EXPECT_NE(far.message().find("past the largest file offset"), std::string::npos) << far.message();
+  // A length past the largest offset is refused before any read (60 is in
+  // the file: a read would fill got's first 40 bytes, then find the end).
+  const wcodec::Status huge = wcodec::pread_exact(f->fd(), 60, ~uint64_t{0}, got.data(), p.string());
+  EXPECT_EQ(huge.code(), Code::kIOError);
+  EXPECT_NE(huge.message().find("past the largest file offset"), std::string::npos) << huge.message();
 
   auto d = wcodec::ReadFile::open(dir.path().string());
   ASSERT_FALSE(d.ok());

@@ -26,7 +26,8 @@ namespace wcodec {
 // `on_short`. `what` names the file in both.
 inline Status pread_exact(int fd, uint64_t off, uint64_t n, uint8_t* out, const std::string& what,
                           Code on_short = Code::kIOError) {
-  if (off > static_cast<uint64_t>(std::numeric_limits<off_t>::max()) - n)
+  constexpr uint64_t kMaxOff = static_cast<uint64_t>(std::numeric_limits<off_t>::max());
+  if (n > kMaxOff || off > kMaxOff - n)
     return Status::IOError(what + ": read of " + std::to_string(n) + " bytes at offset " + std::to_string(off) +
                            " is past the largest file offset");
   uint64_t got = 0;
