@@ -486,6 +486,25 @@ def cand_int4(arr, rows, zero, scale):
         h2 = shift(np.clip(Vp[..., 1], -2, 2) + 2, 0, 2, NONE)
         ctx, n = combine([h1, l1, h2, extra[1][0] - 1, scb - 1], [10, 6, 6, per, 4])
         out["B8-kern"] = dict(streams=[(S, ctx, 256, n)], syms=S.size, raw=0, layout="kern")
+        # kernel-row pairs: each kernel row's first two codes as one symbol
+        # (two centred nibbles), its third code alone; 2 symbols per 3
+        # codes (1.33 per byte). Pair context: the pair one kernel row up
+        # (each code clipped to -2..2) x kernel row x scale class; third
+        # code: its left code (the pair's second) and the code one kernel
+        # row up, clipped to -4..4, x scale class.
+        K = V.reshape(rows, -1, 3, 3)
+        scc = np.repeat(scls, gsz, axis=1).reshape(rows, -1, 3, 3)[..., 0]
+        P2 = (K[..., 0] & 15) | ((K[..., 1] & 15) << 4)
+        kr = np.broadcast_to(np.arange(3), P2.shape)
+        c2 = np.clip(K, -2, 2) + 2
+        upair = c2[..., 0] * 5 + c2[..., 1]
+        up = np.where(kr > 0, np.roll(upair, 1, axis=2), NONE)
+        ctxp, n_p = combine([up, kr - 1, scc - 1], [26, 3, 4])
+        c4 = np.clip(K, -4, 4) + 4
+        u2 = np.where(kr > 0, np.roll(c4[..., 2], 1, axis=2), 4)
+        ctx3 = (c4[..., 1] * 9 + u2) * 4 + scc
+        out["P2k-kern"] = dict(streams=[(P2, ctxp, 256, n_p), (K[..., 2] + 15, ctx3, 31, 324)],
+                               syms=P2.size + K[..., 2].size, raw=0, layout="kern")
     return out, B.size
 
 
