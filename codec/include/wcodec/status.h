@@ -64,20 +64,20 @@ class [[nodiscard]] Status {
   std::shared_ptr<const Rep> rep_;
 };
 
-// Result<T>: a T or a non-OK Status.
-template <typename T>
-class [[nodiscard]] Result {
+// BasicResult<T, S>: a T or a non-OK S (a status type with ok() and
+// S::Internal(msg)); the codec's Result and the filesystem core's are its
+// two instances.
+template <typename T, typename S>
+class [[nodiscard]] BasicResult {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Result(Status st) : v_(std::move(st)) {    // NOLINT(google-explicit-constructor)
-    if (std::get<Status>(v_).ok()) {
-      v_ = Status::Internal("Result constructed from OK status without a value");
-    }
+  BasicResult(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  BasicResult(S st) : v_(std::move(st)) {         // NOLINT(google-explicit-constructor)
+    if (std::get<S>(v_).ok()) v_ = S::Internal("Result constructed from OK status without a value");
   }
   bool ok() const { return std::holds_alternative<T>(v_); }
-  const Status& status() const {
-    static const Status ok_status;
-    return ok() ? ok_status : std::get<Status>(v_);
+  const S& status() const {
+    static const S ok_status;
+    return ok() ? ok_status : std::get<S>(v_);
   }
   T& value() & {
     assert(ok());
@@ -97,8 +97,12 @@ class [[nodiscard]] Result {
   const T& operator*() const& { return value(); }
 
  private:
-  std::variant<T, Status> v_;
+  std::variant<T, S> v_;
 };
+
+// Result<T>: a T or a non-OK Status.
+template <typename T>
+using Result = BasicResult<T, Status>;
 
 }  // namespace wcodec
 

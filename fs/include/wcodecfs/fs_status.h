@@ -12,11 +12,9 @@
 // Thread-safety: values; safe to copy between threads.
 #pragma once
 
-#include <cassert>
 #include <memory>
 #include <string>
 #include <utility>
-#include <variant>
 
 #include "wcodec/status.h"
 
@@ -89,37 +87,7 @@ Status from_codec(const wcodec::Status& st);
 
 // Result<T>: a T or a non-OK Status.
 template <typename T>
-class [[nodiscard]] Result {
- public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Result(Status st) : v_(std::move(st)) {    // NOLINT(google-explicit-constructor)
-    if (std::get<Status>(v_).ok()) v_ = Status::Internal("Result constructed from OK status without a value");
-  }
-  bool ok() const { return std::holds_alternative<T>(v_); }
-  const Status& status() const {
-    static const Status ok_status;
-    return ok() ? ok_status : std::get<Status>(v_);
-  }
-  T& value() & {
-    assert(ok());
-    return std::get<T>(v_);
-  }
-  const T& value() const& {
-    assert(ok());
-    return std::get<T>(v_);
-  }
-  T&& value() && {
-    assert(ok());
-    return std::get<T>(std::move(v_));
-  }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-
- private:
-  std::variant<T, Status> v_;
-};
+using Result = wcodec::BasicResult<T, Status>;
 
 }  // namespace wcodecfs
 
