@@ -495,9 +495,7 @@ TEST(CpuPaths, HighwayTernaryEqualsReferenceOnRealFiles) {
 // narrow shapes whose lanes do not start on a byte.
 TEST(CpuPaths, HighwayTernaryEqualsReferenceOnSyntheticTensors) {
   if (!cpu_path_supported(hwy_path())) GTEST_SKIP() << "no Highway decoder path (avx2, neon) here: not compared";
-  std::mt19937 rng(3);
-  std::normal_distribution<double> gauss(0.0, 1.0);
-  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  wctest::SyntheticTernaryGen synth(3);
   Counts k;
   std::set<int> forms;  // 16 x nbr_mode + (ns > 1) + 2 (nb > 1)
   const uint64_t shapes[][2] = {{96, 576}, {64, 36}, {40, 1000}, {7, 4096}};
@@ -505,28 +503,11 @@ TEST(CpuPaths, HighwayTernaryEqualsReferenceOnSyntheticTensors) {
     for (const auto& shape : shapes)
       for (bool f21 : {false, true}) {
         const uint64_t rows = shape[0], cols = shape[1];
-        std::vector<uint8_t> bytes(rows * cols / 4, 0);
-        std::vector<double> rs(rows), cs(cols);
-        for (auto& v : rs) v = 0.3 + 2.5 * uni(rng);
-        for (auto& v : cs) v = 0.3 + 2.5 * uni(rng);
-        for (uint64_t r = 0; r < rows; ++r)
-          for (uint64_t c = 0; c < cols; ++c) {
-            double w = gauss(rng);
-            if (gen == 1) w *= rs[r] * cs[c];
-            if (gen == 2) w *= c % 9 == 4 ? 2.0 : (c % 3 == 1 ? 1.5 : 0.7);
-            const unsigned code = std::fabs(w) < 0.6 ? 0 : (w > 0 ? 1 : 2);
-            bytes[(r * cols + c) / 4] |= static_cast<uint8_t>(code << (2 * (c % 4)));
-          }
-        TensorInfo t;
-        t.name = "synthetic_packed";
-        t.dtype = DType::kU8;
-        t.shape = {rows, cols / 4};
-        t.begin = 0;
-        t.end = bytes.size();
+        const wctest::SyntheticTernary st = synth.next(rows, cols, gen);
         EncodeOptions opt;
         opt.chunk_bytes = 4096;
         opt.format_2_1 = f21;
-        auto r = encode_tensor(t, bytes.data(), AuxInput{}, opt);
+        auto r = encode_tensor(st.info, st.bytes.data(), AuxInput{}, opt);
         ASSERT_TRUE(r.ok()) << r.status().ToString();
         const EncodedTensor& et = *r;
         if (et.model.kind != ModelKind::kInt || et.model.ip.sub != kIntTernary) continue;

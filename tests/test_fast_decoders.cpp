@@ -291,37 +291,18 @@ TEST(FastDecoders, EqualReferenceOnEdgeCases) {
 // format 1 and 2.1+ models; shapes whose lanes are of unequal rectangles or
 // do not start on a byte, rows of 4 codes, a single row.
 TEST(FastDecoders, EqualReferenceOnSyntheticTernary) {
-  std::mt19937 rng(3);
-  std::normal_distribution<double> gauss(0.0, 1.0);
-  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  wctest::SyntheticTernaryGen synth(3);
   Counts k;
   const uint64_t shapes[][2] = {{96, 576}, {64, 36}, {40, 1000}, {7, 4096}, {33, 12}, {5, 4}, {1, 4000}};
   for (int gen = 0; gen < 3; ++gen)
     for (const auto& shape : shapes)
       for (bool f21 : {false, true}) {
         const uint64_t rows = shape[0], cols = shape[1];
-        std::vector<uint8_t> bytes(rows * cols / 4, 0);
-        std::vector<double> rs(rows), cs(cols);
-        for (auto& v : rs) v = 0.3 + 2.5 * uni(rng);
-        for (auto& v : cs) v = 0.3 + 2.5 * uni(rng);
-        for (uint64_t r = 0; r < rows; ++r)
-          for (uint64_t c = 0; c < cols; ++c) {
-            double w = gauss(rng);
-            if (gen == 1) w *= rs[r] * cs[c];
-            if (gen == 2) w *= c % 9 == 4 ? 2.0 : (c % 3 == 1 ? 1.5 : 0.7);
-            const unsigned code = std::fabs(w) < 0.6 ? 0 : (w > 0 ? 1 : 2);
-            bytes[(r * cols + c) / 4] |= static_cast<uint8_t>(code << (2 * (c % 4)));
-          }
-        TensorInfo t;
-        t.name = "synthetic_packed";
-        t.dtype = DType::kU8;
-        t.shape = {rows, cols / 4};
-        t.begin = 0;
-        t.end = bytes.size();
+        const wctest::SyntheticTernary st = synth.next(rows, cols, gen);
         EncodeOptions opt;
         opt.chunk_bytes = 4096;
         opt.format_2_1 = f21;
-        compare_tensor(t, bytes.data(),
+        compare_tensor(st.info, st.bytes.data(),
                        "gen " + std::to_string(gen) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
                            (f21 ? "" : " (format 1)"),
                        static_cast<uint64_t>(gen), &k, opt);
