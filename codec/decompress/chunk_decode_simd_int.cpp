@@ -957,7 +957,12 @@ int decode_int_chunk_simd(const ModelView& m, const ChunkView& cv, const uint8_t
   LaneGeom g;
   lane_geom(cv, &g);
   if (!tile_map && m.ip.sub == kIntTernary) {
-    const int r = decode_tern_fast(m, cv, rans, rans_len, g, lm, reinterpret_cast<uint8_t*>(res), out);
+    int r = decode_tern_fast(m, cv, rans, rans_len, g, lm, reinterpret_cast<uint8_t*>(res), out);
+    // What the AVX-512 ternary loop declines (kernel contexts, lanes of
+    // unequal rectangles, several activity classes) takes the Highway
+    // ternary decoder before the general loops: 1.13x on
+    // isnet-medium.rtn-ternary (docs/decoder-paths.md).
+    if (r < 0) r = decode_tern_chunk_hwy(m, cv, tile_map, rans, rans_len, out, lm);
     if (r >= 0) return r;
   }
   // Column-phase contexts have only the ternary path above.
