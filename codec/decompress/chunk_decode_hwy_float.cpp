@@ -126,6 +126,8 @@ HWY_BEFORE_NAMESPACE();
 namespace wcodec {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+
+#include "chunk_decode_hwy_gather-inl.h"
 using hwy_detail::Words;
 
 // Lane state of the float loop (lane l at index l).
@@ -162,7 +164,7 @@ HWY_INLINE void renorm_vec(D d, FloatLanes& L, size_t b, Words& w) {
   }
   const auto offs = hn::Add(hn::Set(d, static_cast<int32_t>(2 * (w.pos - w.off))),
                             hn::ShiftLeft<1>(hn::LoadU(d, pre)));
-  const auto wv = hn::And(hn::GatherOffset(d, reinterpret_cast<const int32_t*>(w.p), offs), hn::Set(d, 0xFFFF));
+  const auto wv = hn::And(GatherOff32(d, reinterpret_cast<const int32_t*>(w.p), offs), hn::Set(d, 0xFFFF));
   const auto nx = hn::Or(hn::ShiftLeft<16>(x), hn::BitCast(du, wv));
   hn::Store(hn::IfThenElse(hn::RebindMask(du, need), nx, x), du, L.x + b);
   w.pos += static_cast<uint32_t>(hn::CountTrue(d, need));
@@ -178,7 +180,7 @@ HWY_INLINE hn::Vec<D> rans_vec(D d, FloatLanes& L, size_t b, hn::Vec<D> ctx, hn:
   const auto slot = hn::And(x, hn::Set(du, 4095u));
   const auto idx = e8 ? hn::Add(hn::ShiftLeft<9>(ctx), hn::BitCast(d, hn::ShiftRight<3>(slot)))
                       : hn::Add(hn::ShiftLeft<12>(ctx), hn::BitCast(d, slot));
-  const auto e = hn::BitCast(du, hn::GatherIndex(d, reinterpret_cast<const int32_t*>(slots), idx));
+  const auto e = hn::BitCast(du, GatherI32(d, reinterpret_cast<const int32_t*>(slots), idx));
   const auto freq = hn::Add(hn::And(hn::ShiftRight<8>(e), hn::Set(du, 4095u)), hn::Set(du, 1u));
   // (ModelView::ent8: the entry holds 4096 - start, the offset is slot + that, mod 4096.)
   const auto off = e8 ? hn::And(hn::Add(slot, hn::ShiftRight<20>(e)), hn::Set(du, 4095u)) : hn::ShiftRight<20>(e);
@@ -267,7 +269,7 @@ bool FloatSymbols(const ModelView& m, const ChunkView& cv, const uint8_t* rans, 
         const auto has_t = hn::And(act, hn::Gt(r, hn::Load(d, L.r0 + b)));
         const auto top_at = hn::IfThenElseZero(has_t, hn::Sub(at, vw));
         const auto top = hn::And(
-            hn::GatherOffset(d, reinterpret_cast<const int32_t*>(e_grid), hn::ShiftLeft<1>(top_at)),
+            GatherOff32(d, reinterpret_cast<const int32_t*>(e_grid), hn::ShiftLeft<1>(top_at)),
             hn::Set(d, 0xFFFF));
         const auto lv = hn::IfThenElse(has_l, le, vneg);
         const auto tv = hn::IfThenElse(has_t, top, vneg);
@@ -366,7 +368,7 @@ void AssembleFloats(const FloatParams& p, uint64_t n, const uint8_t* raw, const 
     if (rawb) {
       const uint64_t b0 = i * rawb;
       const auto bitpos = hn::Add(jr, hn::Set(d, static_cast<int32_t>(b0 & 7)));
-      const auto word = hn::BitCast(du, hn::GatherOffset(d, reinterpret_cast<const int32_t*>(raw + (b0 >> 3)),
+      const auto word = hn::BitCast(du, GatherOff32(d, reinterpret_cast<const int32_t*>(raw + (b0 >> 3)),
                                                          hn::ShiftRight<3>(bitpos)));
       const auto lo = hn::And(hn::Shr(word, hn::BitCast(du, hn::And(bitpos, hn::Set(d, 7)))), lo_mask);
       v = hn::Or(v, hn::BitCast(d, lo));
@@ -459,7 +461,7 @@ HWY_INLINE VI slot_of(VI ctx, VU x) {
   return hn::BitCast(di, hn::Or(hn::ShiftLeft<12>(hn::BitCast(du, ctx)), slot));
 }
 
-HWY_INLINE VU gather_slot(const uint32_t* slots, VI idx) { return hn::GatherIndex(DU(), slots, idx); }
+HWY_INLINE VU gather_slot(const uint32_t* slots, VI idx) { return hn::BitCast(DU(), GatherI32(DI(), reinterpret_cast<const int32_t*>(slots), idx)); }
 
 // The state update from packed slot entries (before renormalization); E8:
 // from 1/8-slot entries, whose offset is (slot + entry >> 20) mod 4096.

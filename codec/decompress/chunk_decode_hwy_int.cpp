@@ -80,6 +80,8 @@ namespace wcodec {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+#include "chunk_decode_hwy_gather-inl.h"
+
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
 namespace int_hwy {
 using hwy_int_detail::Geom;
@@ -420,8 +422,11 @@ HWY_INLINE void GatherSlots(const Consts* c, const State* s, const uint8_t (*ctx
         cx = hn::Add(cx, hn::PromoteTo(d32, hn::LoadU(d8q, scb[n] + k * kN32)) * hn::Set(d32, c[n].sc_mul));
       const V32 slot = hn::And(s[n].X[k], c[n].m4095);
       const V32 idx = E8 ? hn::Or(hn::ShiftLeft<9>(cx), hn::ShiftRight<3>(slot)) : hn::Or(hn::ShiftLeft<12>(cx), slot);
-      E[n][k] = hn::BitCast(
-          d32, hn::GatherIndex(di32, reinterpret_cast<const int32_t*>(c[n].slots), hn::BitCast(di32, idx)));
+      // Entries: scalar loads on AVX2; 12-bit slot tables: the vector gather
+      // (chunk_decode_hwy_gather-inl.h says why).
+      const hn::Vec<decltype(di32)> ii = hn::BitCast(di32, idx);
+      const int32_t* const tab = reinterpret_cast<const int32_t*>(c[n].slots);
+      E[n][k] = hn::BitCast(d32, E8 ? GatherI32(di32, tab, ii) : hn::GatherIndex(di32, tab, ii));
     }
 }
 

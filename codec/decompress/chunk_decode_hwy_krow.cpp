@@ -67,6 +67,8 @@ namespace wcodec {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+#include "chunk_decode_hwy_gather-inl.h"
+
 #include "chunk_decode_hwy_lanes-inl.h"
 
 // NC chunks of one size (h, w) decoded together. ENT: s[c].ent (one gather
@@ -160,7 +162,7 @@ bool KrowLanes(const hwy_krow::KrowSetup* s, const uint8_t* const* rans, const u
           // One gather: codes | freq << 6 | start << 19; the codes (6 bits)
           // also index the next row's context.
           const VI idx = hn::Add(hn::ShiftLeft<9>(ctx), hn::BitCast(d, hn::ShiftRight<3>(slot)));
-          const VU e = hn::BitCast(du, hn::GatherIndex(d, s[c].ent, idx));
+          const VU e = hn::BitCast(du, GatherI32(d, s[c].ent, idx));
           const VI b = hn::BitCast(d, hn::And(e, m63));
           const VU f = hn::And(hn::ShiftRight<6>(e), m1fff);
           NX[c][v] = hn::Add(f * hn::ShiftRight<12>(x), hn::Sub(slot, hn::ShiftRight<19>(e)));

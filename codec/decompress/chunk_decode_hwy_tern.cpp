@@ -115,6 +115,8 @@ namespace wcodec {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+#include "chunk_decode_hwy_gather-inl.h"
+
 #include "chunk_decode_hwy_lanes-inl.h"
 using hwy_tern::TernSetup;
 using hwy_tern::Words;
@@ -226,14 +228,14 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
         if constexpr (SCALE) {
           VI sv = RP[v];
           if (s.use_cc) sv = hn::Add(sv, LoadBytes(d, s.ccl + uint64_t{j} * kLanes + v * N));
-          ctx = hn::Add(ctx, hn::GatherIndex(d, s.scb, sv));
+          ctx = hn::Add(ctx, GatherI32(d, s.scb, sv));
         }
         if constexpr (LUT) {
           // ctx 0..8: entries 0..7 by a lane permutation, entry 8 by a blend.
           E[v] = hn::IfThenElse(hn::RebindMask(du, hn::Eq(ctx, v8)), T9,
                                 hn::TableLookupLanes(T8, hn::IndicesFromVec(du, hn::And(ctx, v7))));
         } else {
-          E[v] = hn::BitCast(du, hn::GatherIndex(d, tab, ctx));
+          E[v] = hn::BitCast(du, GatherI32(d, tab, ctx));
         }
       }
       // Phase 2: tokens and next states. lt1: token 0 (slot < s1); lt2:
