@@ -129,8 +129,8 @@ WC_AVX512 WC_INLINE bool tern_step(const TernConsts& c, TernState& s, uint32_t t
   } else {
     const __m512i i0 = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(ctx));
     const __m512i i1 = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(ctx, 1));
-    const __m512i e0 = _mm512_i32gather_epi32(i0, c.tab, 4);
-    const __m512i e1 = _mm512_i32gather_epi32(i1, c.tab, 4);
+    const __m512i e0 = gather16(i0, c.tab);
+    const __m512i e1 = gather16(i1, c.tab);
     const __m512i m16 = _mm512_set1_epi32(0xFFFF);
     a0 = _mm512_and_si512(e0, m16);
     a1 = _mm512_and_si512(e1, m16);
