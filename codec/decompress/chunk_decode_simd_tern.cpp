@@ -5,12 +5,6 @@
 // scratch.
 #include <immintrin.h>
 
-// GCC 12's AVX-512 headers build some results from _mm512_undefined_*(),
-// which -Wmaybe-uninitialized reports at every inlined call site.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include <array>
 #include <cstdlib>
 #include <cstring>
