@@ -6,7 +6,7 @@
 // On the AVX2 instance these are eight scalar loads, their indexes taken
 // from the vector in four 64-bit moves and the results inserted lane by
 // lane, instead of vpgatherdd: measured on an AMD EPYC (Zen 4 class), the
-// decoders ran up to 1.2x faster per file (docs/decoder-paths.md, "Scalar
+// decoders ran 1.03-1.11x faster per file (docs/decoder-paths.md, "Scalar
 // loads for the table gathers"). A store of the indexes to memory followed
 // by scalar reads (a store-forwarding stall) was no faster than
 // vpgatherdd, and the int loop's 12-bit slot tables (int8 codes: 16 KiB a

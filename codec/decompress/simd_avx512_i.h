@@ -496,7 +496,7 @@ WC_AVX512 WC_INLINE __m512i rans_advance16(__m512i X, __m512i e) {
 // base[idx[i]] for the 16 lanes (every index valid): sixteen scalar loads,
 // the indexes taken from the vector in 64-bit moves, instead of a zmm
 // vpgatherdd. On an AMD EPYC (Zen 4 class) the AVX-512 loops ran up to
-// 1.17x faster per file with them (docs/decoder-paths.md, "Scalar loads for
+// 1.16x faster per file with them (docs/decoder-paths.md, "Scalar loads for
 // the table gathers"); Intel CPUs whose gathers carry the Gather Data
 // Sampling mitigation lose more to vpgatherdd. The masked gathers of
 // partial steps stay vector gathers.
