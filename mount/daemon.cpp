@@ -58,6 +58,7 @@ struct CliOptions {
   char* decoder;
   int hugepages;
   int keep_read_chunks;
+  int encode_fast_decode;
 };
 
 const struct fuse_opt kOptionSpecs[] = {
@@ -71,6 +72,7 @@ const struct fuse_opt kOptionSpecs[] = {
     {"decoder=%s", offsetof(CliOptions, decoder), 0},
     {"hugepages", offsetof(CliOptions, hugepages), 1},
     {"keep_read_chunks", offsetof(CliOptions, keep_read_chunks), 1},
+    {"encode_fast_decode", offsetof(CliOptions, encode_fast_decode), 1},
     FUSE_OPT_END,
 };
 
@@ -111,6 +113,9 @@ void usage(const char* prog) {
       "    -o encode_delay=TIME   encode a staged file once closed and unchanged this\n"
       "                           long (seconds, or with ms/s/m suffix; default 10s)\n"
       "    -o encode_threads=N    background encoder threads (default 1)\n"
+      "    -o encode_fast_decode  staged files keep a model only where it saves at\n"
+      "                           least 1%% against zstd/raw, as wcodec encode\n"
+      "                           --fast-decode (faster reads, files slightly larger)\n"
       "    -o hugepages           decoded chunks in transparent huge pages (faster\n"
       "                           first touch on hosts that keep them backed; off by\n"
       "                           default: in VMs whose balloon reclaims free 2M pages\n"
@@ -285,6 +290,7 @@ int daemon_main(int argc, char* argv[], const DaemonExtras& extras) {
   }
   fo.huge_pages = cli.hugepages != 0;
   fo.drop_behind = cli.keep_read_chunks == 0;
+  if (cli.encode_fast_decode) fo.encode.codec.min_model_gain = 0.01;
   if (cli.threads) {
     char* end = nullptr;
     const unsigned long n = std::strtoul(cli.threads, &end, 10);

@@ -836,7 +836,7 @@ int main(int argc, char** argv) {
   std::string in, out;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   uint64_t chunk = 256 * 1024;
-  bool quiet = false, no_tools = false, exhaustive = false, exact_tables = false;
+  bool quiet = false, no_tools = false, exhaustive = false, exact_tables = false, fast_decode = false;
   auto* enc = app.add_subcommand(
       "encode", "Encode a .safetensors file (or every file of a directory); with only STORE, encode the store in place");
   enc->add_option("IN", in, "input file or directory (alone: a store directory, encoded in place)")->required();
@@ -848,6 +848,9 @@ int main(int argc, char** argv) {
   enc->add_flag("--exhaustive", exhaustive, "evaluate tile tools on every tile (slow profile)");
   enc->add_flag("--exact-tables", exact_tables,
                 "12-bit frequency tables everywhere (default: 9-bit where a tensor loses at most 1%, faster to decode)");
+  enc->add_flag("--fast-decode", fast_decode,
+                "keep a model only where it saves at least 1% against zstd/raw (GGUF 4-bit codes decode 1.4-2.5x "
+                "faster, files 0.2-0.4% larger)");
 
   std::string device = "cpu";
   auto* dec = app.add_subcommand("decode", "Decode a .wcodec file to the original .safetensors");
@@ -898,6 +901,7 @@ int main(int argc, char** argv) {
   cfg.tool_search = !no_tools;
   cfg.exhaustive_tools = exhaustive;
   cfg.x8_tables = !exact_tables;
+  if (fast_decode) cfg.min_model_gain = 0.01;
   if (*enc && out.empty()) {
     std::error_code ec;
     if (!fs::is_directory(in, ec)) {

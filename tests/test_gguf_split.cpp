@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -372,4 +373,79 @@ TEST(SplitRefused, Payloads) {
   auto cut = ok;
   cut.resize(cut.size() - 1);
   expect(cut, "truncated in stream 1");
+}
+
+// --- EncodeConfig::min_model_gain (wcodec encode --fast-decode) -------------
+
+namespace {
+
+// Models in tensor ti: its own (non-split) model, or every split stream's
+// and derived stream's model.
+int models_in(const Reader& rd, size_t ti) {
+  const auto& t = ReaderAccess::tensor(rd, ti);
+  if (!t.split) return t.has_model ? 1 : 0;
+  int n = 0;
+  for (const SplitStream& s : t.split->streams) {
+    n += s.has_model ? 1 : 0;
+    for (const SplitStream& d : s.derived) n += d.has_model ? 1 : 0;
+  }
+  return n;
+}
+
+int models_in(const Reader& rd) {
+  int n = 0;
+  for (size_t ti = 0; ti < rd.num_tensors(); ++ti) n += models_in(rd, ti);
+  return n;
+}
+
+std::vector<uint8_t> encode_with_gain(const std::vector<uint8_t>& file, double gain) {
+  EncodeConfig cfg;
+  cfg.chunk_bytes = 64 * 1024;
+  cfg.min_model_gain = gain;
+  return wctest::encode_gguf(file, cfg, "test.gguf");
+}
+
+}  // namespace
+
+// Real weights quantized to the 4-bit and 8-bit types: a model whose saving
+// against zstd / raw is under 1% gives way at min_model_gain 0.01 (the
+// file grows a little, never by more than 1% of what those models coded),
+// none survives 0.99, and every file reads back byte for byte.
+TEST(MinModelGain, DropsTheModelsThatSaveLess) {
+  const auto& w = wctest::isnet_weights();
+  auto file = wctest::make_quant_gguf({{"blk.0.ffn_up.weight", kGgmlTypeQ4_0, 576, 768},
+                                       {"blk.0.ffn_gate.weight", kGgmlTypeQ4_1, 576, 768},
+                                       {"blk.0.ffn_down.weight", kGgmlTypeQ8_0, 576, 384},
+                                       {"output_norm.weight", kGgmlTypeF32, 576, 1}},
+                                      w);
+  ASSERT_FALSE(file.empty());
+  // As llama.cpp writes them (SmolLM2's Q4_1 from a BF16 checkpoint, its
+  // Q4_0 and Q8_0 requantized from that).
+  wctest::requantize_q4_1_from_bf16(file, w);
+  wctest::requantize_q4_0(file, w);
+  wctest::requantize_q8_0_from_q4_1(file);
+  const auto all = encode_with_gain(file, 0), fast = encode_with_gain(file, 0.01), none = encode_with_gain(file, 0.99);
+  auto a = read_back(all, file), f = read_back(fast, file), n = read_back(none, file);
+  ASSERT_TRUE(a && f && n);
+  const int ma = models_in(*a), mf = models_in(*f), mn = models_in(*n);
+  EXPECT_GT(ma, mf) << "no model of these tensors saves under 1%: the option would test nothing";
+  EXPECT_GT(mf, 0) << "the scales' and codes' models that save over 1% stay";
+  EXPECT_EQ(mn, 0);
+  EXPECT_LE(all.size(), fast.size());
+  EXPECT_LE(fast.size(), none.size());
+  EXPECT_LT(fast.size(), all.size() + file.size() / 100);
+  // A model kept at 0.01 is kept at 0 too (the rule only removes).
+  for (size_t ti = 0; ti < f->num_tensors(); ++ti) EXPECT_LE(models_in(*f, ti), models_in(*a, ti)) << ti;
+}
+
+// Out-of-range gains are refused, naming the field and the value.
+TEST(MinModelGain, OutOfRangeIsRefused) {
+  const auto file = wctest::make_quant_gguf({{"blk.0.ffn_up.weight", kGgmlTypeQ4_0, 576, 8}}, weights());
+  for (double g : {-0.01, 1.0, 2.0, std::nan("")}) {
+    EncodeConfig cfg;
+    cfg.min_model_gain = g;
+    auto r = encode_safetensors(file.data(), file.size(), cfg, "test.gguf");
+    ASSERT_FALSE(r.ok()) << g;
+    EXPECT_NE(r.status().message().find("min_model_gain"), std::string::npos) << r.status().ToString();
+  }
 }

@@ -219,6 +219,31 @@ TEST(mount_staging, OpenReaderKeepsCorrectBytesAcrossTheSwap) {
   EXPECT_EQ(sha_of(dst), sha_of(src));
 }
 
+// -o encode_fast_decode: the staging encoder keeps a model only where it
+// saves at least 1% (as `wcodec encode --fast-decode`): the stored file is
+// the one the library writes with min_model_gain 0.01, not the default one
+// (which differs on isnet-medium.rtn-ternary by about 1 KB).
+TEST(mount_staging, EncodeFastDecodeOptionReachesTheStagingEncoder) {
+  REQUIRE_FUSE();
+  const sfs::path src = fstest::original_of("isnet-medium.rtn-ternary");
+  MountFixture fx;
+  std::string out;
+  ASSERT_EQ(fx.mount("encode_delay=100ms,encode_fast_decode", &out), 0) << out;
+  const sfs::path dst = fx.mnt() / "staging" / "t.safetensors";
+  ASSERT_EQ(sh("cp " + q(src.string()) + " " + q(dst.string())), 0);
+  ASSERT_TRUE(wait_encoded(fx, 1, fstest::kSanitized ? 600 : 120)) << staging_stats(fx).dump(2);
+  const sfs::path stored = fx.store() / kArea / "t.wcodec";
+  ASSERT_TRUE(sfs::exists(stored));
+  EXPECT_EQ(sha_of(dst), sha_of(src));
+  wcodec::EncodeConfig cfg;
+  const sfs::path plain = fx.scratch() / "plain.wcodec", fast = fx.scratch() / "fast.wcodec";
+  ASSERT_TRUE(wcodec::encode_safetensors_file(src.string(), plain.string(), cfg).ok());
+  cfg.min_model_gain = 0.01;
+  ASSERT_TRUE(wcodec::encode_safetensors_file(src.string(), fast.string(), cfg).ok());
+  ASSERT_NE(sfs::file_size(plain), sfs::file_size(fast));
+  EXPECT_EQ(sfs::file_size(stored), sfs::file_size(fast));
+}
+
 TEST(mount_staging, PosixOperationsInsideStagingAndReadOnlyOutside) {
   REQUIRE_FUSE();
   MountFixture fx;

@@ -253,7 +253,7 @@ static void drop_unpaid_models(const std::vector<size_t>& idx, const std::functi
       without += fallback_bytes(enc(i));
     }
     const std::vector<uint8_t> rec = enc(owner).model.serialize(coding);
-    if (without >= payloads + rec.size()) continue;
+    if (model_pays(payloads + rec.size(), without, opt)) continue;
     // The record goes into the zstd-coded index, where it costs about its
     // own compressed size (row and column classes, tables of similar
     // contexts repeat): on isnet-medium.rtn-ternary, records of 900-960
@@ -262,7 +262,7 @@ static void drop_unpaid_models(const std::vector<size_t>& idx, const std::functi
     std::vector<uint8_t> z(ZSTD_compressBound(rec.size()));
     const size_t zn = ZSTD_compress(z.data(), z.size(), rec.data(), rec.size(), 3);
     const uint64_t record = ZSTD_isError(zn) ? rec.size() : std::min(zn, rec.size());
-    if (without >= payloads + record) continue;
+    if (model_pays(payloads + record, without, opt)) continue;
     for (size_t i : members) drop_model(bytes_of(i), opt, &enc(i));
   }
 }
@@ -497,6 +497,8 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   if (cfg.chunk_bytes < 4096 || cfg.chunk_bytes > kMaxChunkDecoded)
     return Status::Invalid("chunk size " + std::to_string(cfg.chunk_bytes) + " (allowed 4096.." +
                            std::to_string(kMaxChunkDecoded) + ")");
+  if (!(cfg.min_model_gain >= 0 && cfg.min_model_gain < 1))
+    return Status::Invalid("min_model_gain " + std::to_string(cfg.min_model_gain) + " (allowed 0 <= value < 1)");
   if (cfg.format_major != 1 && cfg.format_major != kVersionMajor)
     return Status::Invalid("format version " + std::to_string(cfg.format_major) + " (this encoder writes 1 or " +
                            std::to_string(kVersionMajor) + ")");
@@ -512,6 +514,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   opt.split_recode = cfg.split_recode;
   opt.kernel_rows = cfg.kernel_rows;
   opt.x8_tables = cfg.x8_tables;
+  opt.min_model_gain = cfg.min_model_gain;
   const TableCoding coding = cfg.format_major == 1 ? kTablesGamma : kTablesCompact;
   const int nthreads = std::max(1, std::min<int>(cfg.threads, static_cast<int>(std::max<size_t>(nt, 1))));
   // Progress: one call at a time, `done` increasing, the last call at the

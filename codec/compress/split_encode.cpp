@@ -121,8 +121,11 @@ std::vector<EncodedChunk> encode_stream(const SplitModel& split, const TensorGeo
                     se.geom.row_bytes() == srow;
   if (fits) {
     st.elem_bits = static_cast<uint8_t>(se.geom.elem_bits);
-    // A model that does not pay for its record is dropped.
-    if (payload_bytes(se) + se.model.serialize(coding).size() >= fallback_bytes(se)) drop_model(sdata, sopt, &se);
+    // A model that does not pay for its record (or saves less than
+    // min_model_gain) is dropped.
+    const uint64_t with_model = payload_bytes(se) + se.model.serialize(coding).size();
+    if (with_model >= fallback_bytes(se) || !model_pays(with_model, fallback_bytes(se), sopt))
+      drop_model(sdata, sopt, &se);
   } else {
     const TensorGeometry sg = split.geometry_of(g, st);
     se = EncodedTensor{};

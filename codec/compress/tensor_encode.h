@@ -29,6 +29,7 @@ struct EncodeOptions {
   bool split_recode = true;           // split models may use recoded streams (format 2.7, split_encode.cpp)
   bool kernel_rows = true;            // ternary 3x3 kernels may take kernel-row symbols (format 2.10, choose_int)
   bool x8_tables = true;              // 4-bit / uint8 codes and floats may take 9-bit tables (encode_model_i.h)
+  double min_model_gain = 0;          // EncodeConfig::min_model_gain
   uint64_t band_rows = 0;             // > 0: chunks are bands of this many rows (a split model's streams)
 };
 
@@ -85,6 +86,13 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
 // tensor without a model.
 uint64_t payload_bytes(const EncodedTensor& et);
 uint64_t fallback_bytes(const EncodedTensor& et);
+// Whether a model whose record and payloads take `with_model` bytes is worth
+// keeping against `without` bytes of zstd / raw chunks: it must save at least
+// the fraction opt.min_model_gain of them (with 0: cost no more).
+inline bool model_pays(uint64_t with_model, uint64_t without, const EncodeOptions& opt) {
+  return with_model <= without &&
+         static_cast<double>(with_model) <= static_cast<double>(without) * (1.0 - opt.min_model_gain);
+}
 void drop_model(const uint8_t* data, const EncodeOptions& opt, EncodedTensor* et);
 
 // Shared models: small tensors of one kind can share one model (tables

@@ -385,7 +385,7 @@ std::string plain_name(const std::string& name) {
 // Encodes one file as `wcodec encode IN OUT` does (temporary file, fsync,
 // rename). `progress(done, total)` is called from encoding threads.
 void encode_file(const std::string& in, const std::string& out, int threads, uint64_t chunk_bytes,
-                 const std::function<void(uint64_t, uint64_t)>& progress) {
+                 const std::function<void(uint64_t, uint64_t)>& progress, bool fast_decode) {
   const std::string name = in.substr(in.rfind('/') == std::string::npos ? 0 : in.rfind('/') + 1);
   const wcodecfs::StagingCodec* c = wcodecfs::codec_for(kinds(), name);
   if (!c)
@@ -394,6 +394,7 @@ void encode_file(const std::string& in, const std::string& out, int threads, uin
   wcodec::EncodeConfig cfg;
   cfg.threads = std::max(1, threads);
   if (chunk_bytes) cfg.chunk_bytes = chunk_bytes;
+  if (fast_decode) cfg.min_model_gain = 0.01;  // as wcodec encode --fast-decode
   if (progress) {
     cfg.progress = [&progress](uint64_t d, uint64_t t) {
       py::gil_scoped_acquire gil;
@@ -450,7 +451,7 @@ PYBIND11_MODULE(_wcodec, m) {
   m.def("encoded_name", &encoded_name, py::arg("name"));
   m.def("plain_name", &plain_name, py::arg("name"));
   m.def("encode_file", &encode_file, py::arg("input"), py::arg("output"), py::arg("threads") = 1,
-        py::arg("chunk_bytes") = 0, py::arg("progress") = nullptr);
+        py::arg("chunk_bytes") = 0, py::arg("progress") = nullptr, py::arg("fast_decode") = false);
   m.def("decode_file", &decode_file, py::arg("input"), py::arg("output"));
   m.def("cpu_path", [] { return std::string(wcodec::cpu_path_name()); });
   m.attr("cuda") = wcodec_py::device_read_built();

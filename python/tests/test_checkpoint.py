@@ -42,6 +42,19 @@ class Checkpoints(unittest.TestCase):
         wcodec.decode_checkpoint(os.path.join(self.dir, "d", "stories260K.bf16.wcodec"), os.path.join(self.dir, "d"))
         self.assertEqual(env.sha256(os.path.join(self.dir, "d", "stories260K.bf16.safetensors")), env.sha256(src))
 
+    def test_fast_decode(self):
+        # isnet-medium.rtn-ternary holds a model that saves under 1%: the
+        # fast_decode file is larger, by far less than 1%, and reads back.
+        src = self._src("isnet-medium.rtn-ternary.safetensors")
+        a, b = os.path.join(self.dir, "a.wcodec"), os.path.join(self.dir, "b.wcodec")
+        wcodec.encode_checkpoint(src, a, threads=2, progress=False)
+        wcodec.encode_checkpoint(src, b, threads=2, progress=False, fast_decode=True)
+        self.assertGreater(os.path.getsize(b), os.path.getsize(a))
+        self.assertLess(os.path.getsize(b), os.path.getsize(a) * 1.01)
+        out = os.path.join(self.dir, "b.safetensors")
+        wcodec.decode_checkpoint(b, out)
+        self.assertEqual(env.sha256(out), env.sha256(src))
+
     def test_gguf_round_trip(self):
         src = self._src("stories260K.f32.gguf")
         d = os.path.join(self.dir, "g")

@@ -589,8 +589,13 @@ def encode_checkpoint(
     threads: Optional[int] = None,
     progress: bool = True,
     chunk_bytes: Optional[int] = None,
+    fast_decode: bool = False,
 ) -> List[Tuple[str, int, int]]:
     """Encodes a checkpoint as ``wcodec encode INPUT OUTPUT`` does.
+
+    ``fast_decode=True`` is ``wcodec encode --fast-decode``: a model is kept
+    only where it saves at least 1% against zstd / raw chunks (GGUF 4-bit
+    codes then decode 1.4-2.5x faster, files 0.2-0.4% larger).
 
     A file (``X.safetensors`` -> ``X.wcodec``, ``X.gguf`` -> ``X.gguf.wcodec``)
     is written to ``output`` (a path, or a directory to put it in). A
@@ -608,7 +613,7 @@ def encode_checkpoint(
     def one(s: str, d: str, rel: str) -> None:
         prog = _Progress(os.path.basename(s), progress)
         try:
-            _wcodec.encode_file(s, d, nthreads, chunk_bytes or 0, prog if progress else None)
+            _wcodec.encode_file(s, d, nthreads, chunk_bytes or 0, prog if progress else None, fast_decode)
         finally:
             prog.finish()
         report.append((rel, os.path.getsize(s), os.path.getsize(d)))

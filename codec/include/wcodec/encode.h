@@ -30,6 +30,13 @@ struct EncodeConfig {
   // context instead of 16: faster on the vector paths); false: exact
   // 12-bit tables everywhere.
   bool x8_tables = true;
+  // A model (a tensor's, or a GGUF split stream's) is kept only where its
+  // record and payloads come to at most (1 - min_model_gain) of the zstd or
+  // raw coding of the same bytes. 0 (default): every model that pays for
+  // itself, the smallest files. 0.01 (`wcodec encode --fast-decode`): models
+  // that save under 1% give way to zstd / raw chunks, which decode several
+  // times faster (GGUF 4-bit code streams: docs/gguf.md). 0 <= value < 1.
+  double min_model_gain = 0;
   int zstd_level = 9;             // fallback chunks
   // Container version to write: kVersionMajor, or 1 for readers of format
   // 1.x (gamma-coded frequency tables; otherwise the same bytes).
