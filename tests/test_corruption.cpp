@@ -694,9 +694,14 @@ void check_damaged_chunk(const Source& s, size_t ci, const std::set<std::string>
     EXPECT_TRUE(contains(st.message(), "chunk")) << st.ToString();
   }
   {
+    // The message names the tensor and the chunk's index in it exactly
+    // (the reader builds that name only when a chunk fails).
+    size_t local = 0;
+    for (size_t i = 0; i < ci; ++i) local += tensor_at(rd, rd.chunk(i).decoded_offset) == tname ? 1 : 0;
     const Status st = rd.decode_chunk(ci, buf.data());
     EXPECT_FALSE(st.ok());
-    EXPECT_TRUE(contains(st.message(), tname)) << st.ToString();
+    EXPECT_TRUE(contains(st.message(), "tensor \"" + tname + "\" chunk " + std::to_string(local) + ":"))
+        << st.ToString();
   }
   // A read that starts in the previous chunk and ends inside the damaged one.
   if (c.decoded_offset > rd.data_start()) {

@@ -413,9 +413,11 @@ Status Reader::decode_chunk_from(size_t gi, const uint8_t* payload, uint8_t* out
   if (t.split && e.method == 2)
     return decode_split_chunk(t.geom, *t.split, chunk_local_[gi], payload, e.stored_size, e.decoded_size, e.xxh3, out,
                               thread_scratch(), chunk_what(gi));
+  // The chunk's name only if a message needs it.
+  const What what([](const void* rd, size_t g) { return static_cast<const Reader*>(rd)->chunk_what(g); }, this, gi);
   return wcodec::decode_chunk(t.geom, t.has_model ? t.model.get() : nullptr, chunk_local_[gi],
                               static_cast<ChunkMethod>(e.method), payload, e.stored_size, e.decoded_size, e.xxh3,
-                              zp, zcols, t.model ? t.model->ip.zgroup : 0, out, thread_scratch(), chunk_what(gi));
+                              zp, zcols, t.model ? t.model->ip.zgroup : 0, out, thread_scratch(), what);
 }
 
 bool Reader::pairable(size_t a, size_t b) const {

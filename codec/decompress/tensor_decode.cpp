@@ -35,30 +35,30 @@ Status check_shared_model(const TensorModel& m, const TensorGeometry& g, const s
 
 // ------------------------------------------------------------------ decode
 Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, uint64_t index, const uint8_t* payload,
-                           size_t payload_len, uint64_t decoded_size, const std::string& what, ModelPayload* out) {
+                           size_t payload_len, uint64_t decoded_size, const What& what, ModelPayload* out) {
   uint64_t row0, col0, h, w;
   g.chunk_rect(index, &row0, &col0, &h, &w);
   if (h * w * g.elem_bits / 8 != decoded_size)
-    return Status::Corruption(what + ": chunk decoded size " + std::to_string(decoded_size) +
+    return Status::Corruption(what.str() + ": chunk decoded size " + std::to_string(decoded_size) +
                               " does not match its geometry");
   ByteReader r(payload, payload_len);
   const uint8_t flags = r.u8();
-  if (flags > 3) return Status::Corruption(what + ": chunk flags " + std::to_string(flags) + " (allowed 0..3)");
+  if (flags > 3) return Status::Corruption(what.str() + ": chunk flags " + std::to_string(flags) + " (allowed 0..3)");
   out->map = nullptr;
   out->tail = (flags & 2) != 0;
   if (out->tail && (model.kind != ModelKind::kFloat || float_raw_data_bytes(model.fp, h * w) < kRawTailMin))
-    return Status::Corruption(what + ": chunk flags " + std::to_string(flags) +
+    return Status::Corruption(what.str() + ": chunk flags " + std::to_string(flags) +
                               ": raw tail in the lane states, but the chunk is not a float chunk with at least " +
                               std::to_string(kRawTailMin) + " bytes of raw bits");
   if (flags & 1) {
     if (model.kind != ModelKind::kInt || !model.ip.tools)
-      return Status::Corruption(what + ": tile map present in a chunk whose model has no tools");
+      return Status::Corruption(what.str() + ": tile map present in a chunk whose model has no tools");
     const uint64_t tiles = ((h + kTile - 1) / kTile) * ((w + kTile - 1) / kTile);
     out->map = r.take(2 * tiles);
   }
   out->rans_len = r.u32();
   out->rans = r.take(out->rans_len);
-  if (!r.ok() || !out->rans) return Status::Corruption(what + ": chunk payload truncated");
+  if (!r.ok() || !out->rans) return Status::Corruption(what.str() + ": chunk payload truncated");
   out->raw = r.cur();
   out->raw_len = r.remaining();
   out->cv = ChunkView{static_cast<uint32_t>(h), static_cast<uint32_t>(w), static_cast<uint32_t>(row0),
@@ -118,11 +118,11 @@ bool decode_chunk_group_unchecked(const GroupChunk* chunks, int n, DecodeScratch
 
 Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
                               const uint8_t* payload, size_t payload_len, uint64_t decoded_size, const uint8_t* zp,
-                              uint32_t zcols, uint8_t* out, DecodeScratch& scratch, const std::string& what) {
+                              uint32_t zcols, uint8_t* out, DecodeScratch& scratch, const What& what) {
   switch (method) {
     case ChunkMethod::kRaw:
       if (payload_len != decoded_size)
-        return Status::Corruption(what + ": raw chunk size " + std::to_string(payload_len) + " != decoded size " +
+        return Status::Corruption(what.str() + ": raw chunk size " + std::to_string(payload_len) + " != decoded size " +
                                   std::to_string(decoded_size));
       std::memcpy(out, payload, payload_len);
       break;
@@ -134,15 +134,15 @@ Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model,
         ~DCtx() { ZSTD_freeDCtx(p); }
       };
       thread_local DCtx dctx;
-      if (!dctx.p) return Status::Internal(what + ": cannot create a zstd decompression context");
+      if (!dctx.p) return Status::Internal(what.str() + ": cannot create a zstd decompression context");
       const size_t r = ZSTD_decompressDCtx(dctx.p, out, decoded_size, payload, payload_len);
       if (ZSTD_isError(r) || r != decoded_size)
-        return Status::Corruption(what + ": zstd chunk does not decode to " + std::to_string(decoded_size) +
+        return Status::Corruption(what.str() + ": zstd chunk does not decode to " + std::to_string(decoded_size) +
                                   " bytes" + (ZSTD_isError(r) ? std::string(" (") + ZSTD_getErrorName(r) + ")" : ""));
       break;
     }
     case ChunkMethod::kModel: {
-      if (!model) return Status::Corruption(what + ": model-coded chunk in a tensor without a model");
+      if (!model) return Status::Corruption(what.str() + ": model-coded chunk in a tensor without a model");
       ModelPayload mp;
       WC_RETURN_IF_ERROR(parse_model_payload(g, *model, index, payload, payload_len, decoded_size, what, &mp));
       const uint8_t* map = mp.map;
@@ -192,7 +192,7 @@ Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model,
           }
           break;
         case ModelKind::kInt:
-          if (model->ip.zgroup && !zp) return Status::Internal(what + ": zero points not provided");
+          if (model->ip.zgroup && !zp) return Status::Internal(what.str() + ": zero points not provided");
           if (scratch.res.size() < n) scratch.res.resize(n);
           if (scratch.tile.size() < kTile * kTile) scratch.tile.resize(kTile * kTile);
           if (raw_len == 0) {
@@ -214,11 +214,11 @@ Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model,
           ok = raw_len == 0 && decode_bytes_chunk(mv, cv, rans, rl, out);
           break;
       }
-      if (!ok) return Status::Corruption(what + ": entropy-coded stream is malformed");
+      if (!ok) return Status::Corruption(what.str() + ": entropy-coded stream is malformed");
       break;
     }
     default:
-      return Status::Corruption(what + ": chunk method " + std::to_string(static_cast<int>(method)) +
+      return Status::Corruption(what.str() + ": chunk method " + std::to_string(static_cast<int>(method)) +
                                 " (allowed 0..2)");
   }
   return Status::OK();
@@ -227,20 +227,20 @@ Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model,
 Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
                     const uint8_t* payload, size_t payload_len, uint64_t decoded_size, uint64_t xxh3,
                     const uint8_t* zp, uint32_t zcols, uint32_t zgroup, uint8_t* out, DecodeScratch& scratch,
-                    const std::string& what) {
+                    const What& what) {
   (void)zgroup;
   WC_RETURN_IF_ERROR(
       decode_chunk_unchecked(g, model, index, method, payload, payload_len, decoded_size, zp, zcols, out, scratch, what));
   return check_chunk_hash(out, decoded_size, xxh3, what);
 }
 
-Status check_chunk_hash(const uint8_t* out, uint64_t decoded_size, uint64_t xxh3, const std::string& what) {
+Status check_chunk_hash(const uint8_t* out, uint64_t decoded_size, uint64_t xxh3, const What& what) {
   const uint64_t hsh = chunk_hash(out, decoded_size);
   if (hsh != xxh3) {
     char buf[96];
     std::snprintf(buf, sizeof buf, ": checksum mismatch (XXH3 %016llx, expected %016llx)",
                   static_cast<unsigned long long>(hsh), static_cast<unsigned long long>(xxh3));
-    return Status::Corruption(what + buf);
+    return Status::Corruption(what.str() + buf);
   }
   return Status::OK();
 }

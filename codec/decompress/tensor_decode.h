@@ -18,6 +18,25 @@
 
 namespace wcodec {
 
+// What a chunk's messages name ("FILE: tensor \"T\" chunk N"), built only
+// when a message is: a reader decodes its chunks without making the string
+// (for chunks of a few KiB that took about 4% of the decode). A parameter
+// type only: made from a string it refers to that string, which must
+// outlive it, as a temporary argument does.
+class What {
+ public:
+  What(const std::string& s) : s_(&s) {}  // NOLINT(google-explicit-constructor): every string names
+  // make(obj, i) builds the name.
+  What(std::string (*make)(const void*, size_t), const void* obj, size_t i) : make_(make), obj_(obj), i_(i) {}
+  std::string str() const { return s_ ? *s_ : make_(obj_, i_); }
+
+ private:
+  const std::string* s_ = nullptr;
+  std::string (*make_)(const void*, size_t) = nullptr;
+  const void* obj_ = nullptr;
+  size_t i_ = 0;
+};
+
 // Checks that a shared model fits a tensor's geometry (element size, no
 // per-tensor side information).
 Status check_shared_model(const TensorModel& m, const TensorGeometry& g, const std::string& what);
@@ -48,7 +67,7 @@ struct ModelPayload {
 // Splits the payload of model-coded chunk `index` and checks its framing
 // against the geometry and the model.
 Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, uint64_t index, const uint8_t* payload,
-                           size_t payload_len, uint64_t decoded_size, const std::string& what, ModelPayload* out);
+                           size_t payload_len, uint64_t decoded_size, const What& what, ModelPayload* out);
 
 // Decodes chunk `index` into out (chunk's decoded size bytes) and checks its
 // XXH3-64. `zp` points at the decoded zero-point tensor when the model needs
@@ -56,15 +75,15 @@ Status parse_model_payload(const TensorGeometry& g, const TensorModel& model, ui
 Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
                     const uint8_t* payload, size_t payload_len, uint64_t decoded_size, uint64_t xxh3,
                     const uint8_t* zp, uint32_t zcols, uint32_t zgroup, uint8_t* out, DecodeScratch& scratch,
-                    const std::string& what);
+                    const What& what);
 
 // decode_chunk without the checksum check (the streams of a split chunk,
 // whose checksum covers the whole chunk).
 Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
                               const uint8_t* payload, size_t payload_len, uint64_t decoded_size, const uint8_t* zp,
-                              uint32_t zcols, uint8_t* out, DecodeScratch& scratch, const std::string& what);
+                              uint32_t zcols, uint8_t* out, DecodeScratch& scratch, const What& what);
 // Corruption naming `what` unless XXH3-64 of out[0, decoded_size) is xxh3.
-Status check_chunk_hash(const uint8_t* out, uint64_t decoded_size, uint64_t xxh3, const std::string& what);
+Status check_chunk_hash(const uint8_t* out, uint64_t decoded_size, uint64_t xxh3, const What& what);
 
 // Decodes chunk `index` of a tensor coded with a split model (§6.1):
 // each stream's part with decode_chunk_unchecked, then scattered into out,
