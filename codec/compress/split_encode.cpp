@@ -123,9 +123,9 @@ std::vector<EncodedChunk> encode_stream(const SplitModel& split, const TensorGeo
     st.elem_bits = static_cast<uint8_t>(se.geom.elem_bits);
     // A model that does not pay for its record (or saves less than
     // min_model_gain) is dropped.
-    const uint64_t with_model = payload_bytes(se) + se.model.serialize(coding).size();
-    if (with_model >= fallback_bytes(se) || !model_pays(with_model, fallback_bytes(se), sopt))
-      drop_model(sdata, sopt, &se);
+    // (A tie drops it here, while a tensor's model is kept at a tie.)
+    const uint64_t with_model = payload_bytes(se) + se.model.serialize(coding).size(), without = fallback_bytes(se);
+    if (with_model == without || !model_pays(with_model, without, sopt)) drop_model(sdata, sopt, &se);
   } else {
     const TensorGeometry sg = split.geometry_of(g, st);
     se = EncodedTensor{};

@@ -19,8 +19,10 @@
 namespace wcodec {
 
 // What a chunk's messages name ("FILE: tensor \"T\" chunk N"), built only
-// when a message is: a reader decodes its chunks without making the string
-// (for chunks of a few KiB that took about 4% of the decode). A parameter
+// when a message is: a reader decodes its chunks (but split chunks, whose
+// streams' names are still made up front: about 256 KiB each, where the
+// strings do not show) without making the string (for chunks of a few KiB
+// that took about 4% of the decode). A parameter
 // type only: made from a string it refers to that string, which must
 // outlive it, as a temporary argument does.
 class What {
