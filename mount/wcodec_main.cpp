@@ -836,7 +836,8 @@ int main(int argc, char** argv) {
   std::string in, out;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   uint64_t chunk = 256 * 1024;
-  bool quiet = false, no_tools = false, exhaustive = false, exact_tables = false, fast_decode = false;
+  bool quiet = false, no_tools = false, exhaustive = false, exact_tables = false, fast_decode = false,
+       no_zstd_groups = false;
   auto* enc = app.add_subcommand(
       "encode", "Encode a .safetensors file (or every file of a directory); with only STORE, encode the store in place");
   enc->add_option("IN", in, "input file or directory (alone: a store directory, encoded in place)")->required();
@@ -851,6 +852,9 @@ int main(int argc, char** argv) {
   enc->add_flag("--fast-decode", fast_decode,
                 "keep a model only where it saves at least 1% against zstd/raw (GGUF 4-bit codes decode 1.4-2.5x "
                 "faster, files 0.2-0.4% larger)");
+  enc->add_flag("--no-zstd-groups", no_zstd_groups,
+                "one zstd frame per small tensor, readable by format 2.10 readers (default: small tensors of one "
+                "dtype share frames, format 2.11: smaller, faster to decode)");
 
   std::string device = "cpu";
   auto* dec = app.add_subcommand("decode", "Decode a .wcodec file to the original .safetensors");
@@ -902,6 +906,7 @@ int main(int argc, char** argv) {
   cfg.exhaustive_tools = exhaustive;
   cfg.x8_tables = !exact_tables;
   if (fast_decode) cfg.min_model_gain = 0.01;
+  cfg.zstd_groups = !no_zstd_groups;
   if (*enc && out.empty()) {
     std::error_code ec;
     if (!fs::is_directory(in, ec)) {

@@ -204,7 +204,10 @@ void check_chunk_table(const Reader& rd, const std::vector<uint8_t>& orig) {
     const auto& c = rd.chunk(i);
     ASSERT_EQ(c.decoded_offset, pos) << "chunk " << i << " is not contiguous with the previous one";
     ASSERT_GT(c.decoded_size, 0u) << "chunk " << i;
-    ASSERT_LE(c.method, 2) << "chunk " << i;
+    ASSERT_LE(c.method, 3) << "chunk " << i;
+    // A zstd group's chunk (format 2.11) lies inside its group's bytes.
+    if (c.method == 3) ASSERT_LE(uint64_t{c.group_offset} + c.decoded_size, c.group_size) << "chunk " << i;
+    else ASSERT_EQ(c.group_size, 0u) << "chunk " << i;
     ASSERT_EQ(rd.chunk_at(c.decoded_offset), i);
     ASSERT_EQ(rd.chunk_at(c.decoded_offset + c.decoded_size - 1), i);
     pos += c.decoded_size;
@@ -650,19 +653,24 @@ TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     half = std::move(*b);
   }
+  // The models' versions with zstd groups (2.11) off; the real ternary
+  // file's small tensors take groups by default.
+  EncodeConfig plain;
+  plain.zstd_groups = false;
   EncodeConfig v1;
   v1.format_major = 1;
-  EncodeConfig per_code;  // kernel-row symbols (2.10) off: the kernel contexts of 2.2
+  EncodeConfig per_code = plain;  // kernel-row symbols (2.10) off: the kernel contexts of 2.2
   per_code.kernel_rows = false;
   struct Case {
     const char* name;
     const std::vector<uint8_t>* orig;
     EncodeConfig cfg;
     int major, minor;
-  } cases[] = {{"tern", &tern, EncodeConfig{}, 2, 10},  {"tern_per_code", &tern, per_code, 2, 2},
-               {"phase25", &*phased, EncodeConfig{}, 2, 1},
-               {"tern_v1", &tern, v1, 1, 0},           {"int8", &other, EncodeConfig{}, 2, 0},
-               {"f16", &half, EncodeConfig{}, 2, 3},  {"f16_v1", &half, v1, 1, 0}};
+  } cases[] = {{"tern", &tern, plain, 2, 10},         {"tern_per_code", &tern, per_code, 2, 2},
+               {"tern_groups", &tern, EncodeConfig{}, 2, 11},
+               {"phase25", &*phased, plain, 2, 1},
+               {"tern_v1", &tern, v1, 1, 0},           {"int8", &other, plain, 2, 0},
+               {"f16", &half, plain, 2, 3},           {"f16_v1", &half, v1, 1, 0}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     auto e = wcodec::encode_safetensors(c.orig->data(), c.orig->size(), c.cfg, c.name);
@@ -673,7 +681,7 @@ TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
     EXPECT_NE(meta.find("\"version\":\"" + std::to_string(c.major) + "." + std::to_string(c.minor) + "\""),
               std::string::npos)
         << meta;
-    if (c.minor == 2 || c.minor == 10) {
+    if (c.minor == 2 || c.minor == 10 || c.minor == 11) {
       EXPECT_LE(static_cast<double>(e->size()) / static_cast<double>(c.orig->size()), 0.70)
           << "ternary ratio target (0.7143 before the column-phase contexts)";
     }
@@ -689,10 +697,13 @@ TEST(RealFiles, MinorVersionIsTheLowestTheModelsNeed) {
       joint += m.find("joint") != std::string::npos;
       krow += m.find(" krow") != std::string::npos;
     }
+    int grouped = 0;
+    for (size_t i = 0; i < (*r)->num_chunks(); ++i) grouped += (*r)->chunk(i).method == 3;
+    EXPECT_EQ(c.minor == 11, grouped > 0) << grouped << " chunks in zstd groups";
     EXPECT_EQ(c.minor == 3, joint > 0) << joint << " joint-symbol float models";
-    EXPECT_EQ(c.minor == 10, krow > 0) << krow << " kernel-row models";
+    EXPECT_EQ(c.minor == 10 || c.minor == 11, krow > 0) << krow << " kernel-row models";
     // The kernel contexts of 2.2 (the small convolutions keep them in 2.10).
-    EXPECT_EQ(c.minor == 2 || c.minor == 10, kern > 0) << kern << " kernel-context models";
+    EXPECT_EQ(c.minor == 2 || c.minor == 10 || c.minor == 11, kern > 0) << kern << " kernel-context models";
     EXPECT_EQ(c.minor == 1, phase > 0 && kern == 0) << phase << " column-phase models";
     std::vector<uint8_t> back((*r)->original_size());
     ASSERT_TRUE((*r)->read(0, back.size(), back.data()).ok());

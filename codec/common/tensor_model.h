@@ -26,7 +26,9 @@
 namespace wcodec {
 
 // Chunk coding methods (stored per chunk).
-enum class ChunkMethod : uint8_t { kRaw = 0, kZstd = 1, kModel = 2 };
+// kZstdGroup (format 2.11, §6.2): the chunk is part of a zstd frame shared
+// with other chunks (the container reader decodes it, not decode_chunk).
+enum class ChunkMethod : uint8_t { kRaw = 0, kZstd = 1, kModel = 2, kZstdGroup = 3 };
 
 // How a tensor's bytes are viewed as an element grid.
 struct TensorGeometry {

@@ -267,6 +267,88 @@ static void drop_unpaid_models(const std::vector<size_t>& idx, const std::functi
   }
 }
 
+// Zstd groups (format 2.11, §6.2): the chunks of the small tensors coded
+// whole as one zstd chunk, by dtype in file order, packed into groups of at
+// most kZstdGroupBytes decoded bytes; a group of two or more is coded as one
+// frame where that is smaller than its chunks' own frames. On stories260K's
+// quantized files (tensors of 0.1-16 KiB) the groups are 1-2% smaller than
+// the frames apart and decode 1.2-1.5x faster (libzstd alone, one thread):
+// one frame's entropy tables serve the group, and the tensors of one dtype
+// (codes, scales, norms) resemble each other more than their neighbours.
+constexpr uint64_t kZstdGroupBytes = 64 * 1024;
+// The groups' zstd level: on those files level 3 comes within 0.1% of level
+// 9 (294,496 against 294,215 bytes for rtn-int8) at 2.6x its speed (278
+// against 108 MB/s), where level 9 would add a fifth to their encode time.
+constexpr int kZstdGroupLevel = 3;
+
+struct ZstdGroup {
+  std::vector<uint8_t> frame;
+  uint64_t decoded = 0;   // the group's decoded bytes
+  uint64_t offset = 0;    // where its frame went in the file
+  uint32_t size = 0;      // the frame's bytes
+  bool written = false;
+};
+
+// tensors: the candidates, in file order; bytes_of(i), enc(i): tensor i's
+// original bytes and encoding. Members' chunks become kZstdGroup with an
+// empty payload; (*group_of)[i] and (*group_off)[i]: tensor i's group and
+// its offset in the group's decoded bytes.
+static void make_zstd_groups(const SafetensorsHeader& hdr, const std::vector<size_t>& tensors,
+                             const std::function<const uint8_t*(size_t)>& bytes_of,
+                             const std::function<EncodedTensor&(size_t)>& enc, const EncodeOptions& opt,
+                             std::vector<ZstdGroup>* groups, std::vector<int32_t>* group_of,
+                             std::vector<uint64_t>* group_off) {
+  std::map<DType, std::vector<size_t>> by_dtype;
+  for (size_t i : tensors) {
+    const EncodedTensor& e = enc(i);
+    if (e.chunks.size() == 1 && e.chunks[0].method == ChunkMethod::kZstd &&
+        e.chunks[0].decoded_size == hdr.tensors[i].nbytes() && hdr.tensors[i].nbytes() < kZstdGroupBytes)
+      by_dtype[hdr.tensors[i].dtype].push_back(i);
+  }
+  auto flush = [&](std::vector<size_t>& members) {
+    if (members.size() >= 2) {
+      std::vector<uint8_t> cat;
+      uint64_t apart = 0;
+      for (size_t i : members) {
+        cat.insert(cat.end(), bytes_of(i), bytes_of(i) + hdr.tensors[i].nbytes());
+        apart += enc(i).chunks[0].payload.size();
+      }
+      std::vector<uint8_t> z(ZSTD_compressBound(cat.size()));
+      const size_t zn =
+          ZSTD_compress(z.data(), z.size(), cat.data(), cat.size(), std::min(opt.zstd_level, kZstdGroupLevel));
+      if (!ZSTD_isError(zn) && zn < apart) {
+        z.resize(zn);
+        const auto g = static_cast<int32_t>(groups->size());
+        uint64_t off = 0;
+        for (size_t i : members) {
+          EncodedChunk& c = enc(i).chunks[0];
+          c.method = ChunkMethod::kZstdGroup;
+          std::vector<uint8_t>().swap(c.payload);
+          (*group_of)[i] = g;
+          (*group_off)[i] = off;
+          off += hdr.tensors[i].nbytes();
+        }
+        groups->push_back(ZstdGroup{std::move(z), cat.size()});
+      }
+    }
+    members.clear();
+  };
+  for (auto& [dtype, list] : by_dtype) {
+    std::vector<size_t> members;
+    uint64_t bytes = 0;
+    for (size_t i : list) {
+      const uint64_t n = hdr.tensors[i].nbytes();
+      if (bytes + n > kZstdGroupBytes) {
+        flush(members);
+        bytes = 0;
+      }
+      members.push_back(i);
+      bytes += n;
+    }
+    flush(members);
+  }
+}
+
 Status add_order0_entropy(const uint8_t* data, size_t size, EncodeReport* report) {
   SafetensorsHeader hdr;
   if (size >= 4 && std::memcmp(data, "GGUF", 4) == 0) {
@@ -573,6 +655,16 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
         coding);
     for (size_t i : small) jobs[i].enc = std::move(held[i]);
   }
+  std::vector<ZstdGroup> zgroups;
+  std::vector<int32_t> zgroup_of(nt, -1);
+  std::vector<uint64_t> zgroup_off(nt, 0);
+  if (cfg.zstd_groups && cfg.format_major >= 2) {
+    std::vector<size_t> in_order = small;
+    std::sort(in_order.begin(), in_order.end());
+    make_zstd_groups(
+        hdr, in_order, [&](size_t i) { return jobs[i].bytes; },
+        [&](size_t i) -> EncodedTensor& { return jobs[i].enc; }, opt, &zgroups, &zgroup_of, &zgroup_off);
+  }
 
   // Phase 2: every tensor in file order; the others are encoded by the
   // threads at most `window` tensors ahead of the output.
@@ -696,6 +788,22 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
       minor = std::max<uint16_t>(minor, 3);
     if (job.enc.split) minor = std::max<uint16_t>(minor, job.enc.split->format_minor());
     for (auto& c : job.enc.chunks) {
+      if (c.method == ChunkMethod::kZstdGroup) {
+        // The group's frame goes out with its first member.
+        ZstdGroup& g = zgroups[static_cast<size_t>(zgroup_of[i])];
+        if (!g.written) {
+          WC_RETURN_IF_ERROR(out.pad_to(16));
+          g.offset = out.pos;
+          g.size = static_cast<uint32_t>(g.frame.size());
+          WC_RETURN_IF_ERROR(out.bytes(g.frame.data(), g.frame.size()));
+          std::vector<uint8_t>().swap(g.frame);
+          g.written = true;
+          minor = std::max<uint16_t>(minor, 11);
+        }
+        offsets[i].push_back(g.offset);
+        sizes[i].push_back(g.size);
+        continue;
+      }
       WC_RETURN_IF_ERROR(out.pad_to(16));
       offsets[i].push_back(out.pos);
       sizes[i].push_back(static_cast<uint32_t>(c.payload.size()));
@@ -802,8 +910,15 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
       s.chunks = e.chunks.size();
       for (size_t k = 0; k < e.chunks.size(); ++k) {
         const ChunkMethod m = e.chunks[k].method;
-        s.stored_bytes += sizes[i][k];
-        (m == ChunkMethod::kModel ? s.chunks_model : m == ChunkMethod::kZstd ? s.chunks_zstd : s.chunks_raw)++;
+        if (m == ChunkMethod::kZstdGroup) {
+          const ZstdGroup& g = zgroups[static_cast<size_t>(zgroup_of[i])];
+          s.stored_bytes += zstd_group_share(sizes[i][k], zgroup_off[i], e.chunks[k].decoded_size, g.decoded);
+        } else {
+          s.stored_bytes += sizes[i][k];
+        }
+        (m == ChunkMethod::kModel                                    ? s.chunks_model
+         : m == ChunkMethod::kZstd || m == ChunkMethod::kZstdGroup ? s.chunks_zstd
+                                                                     : s.chunks_raw)++;
       }
       s.kind = e.choice.kind_name;
       s.model = e.choice.model_desc;

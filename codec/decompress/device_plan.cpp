@@ -120,6 +120,16 @@ Status plan_chunks(const Reader& rd, const std::vector<size_t>& gis, DevicePlan*
         c.raw_len = e.decoded_size;
         break;
       }
+      case ChunkMethod::kZstdGroup: {
+        // A zstd group's chunk (format 2.11): decoded by the reader (one
+        // frame for the group's chunks) and sent as ready bytes.
+        const uint64_t off = reserve(e.decoded_size);
+        WC_RETURN_IF_ERROR(rd.decode_chunk(gi, A.data() + off));
+        c.kind = PlanKind::kReady;
+        c.raw = off;
+        c.raw_len = e.decoded_size;
+        break;
+      }
       case ChunkMethod::kModel: {
         if (t.split) {
           // Split chunks (§6.1) are decoded here by the CPU decoder and
@@ -187,7 +197,7 @@ Status plan_chunks(const Reader& rd, const std::vector<size_t>& gis, DevicePlan*
       }
       default:
         return Status::Corruption(what + ": chunk method " + std::to_string(static_cast<int>(e.method)) +
-                                  " (allowed 0..2)");
+                                  " (allowed 0..3)");
     }
     plan->chunks.push_back(c);
     plan->chunk_index.push_back(gi);

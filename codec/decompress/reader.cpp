@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -285,7 +286,7 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
       if (e.decoded_size != h * w * eb / 8)
         return corrupt(W + " chunk " + std::to_string(c) + " decoded size", e.decoded_size,
                        std::to_string(h * w * eb / 8));
-      if (e.method > 2) return corrupt(W + " chunk " + std::to_string(c) + " method", e.method, "0..2");
+      if (e.method > 3) return corrupt(W + " chunk " + std::to_string(c) + " method", e.method, "0..3");
       if (e.method == 2 && !t->has_model)
         return Status::Corruption(W + ": chunk " + std::to_string(c) + " is model-coded but the tensor has no model");
       if (e.file_offset < kHeaderSize || e.file_offset > index_off || e.stored_size > index_off - e.file_offset)
@@ -312,6 +313,34 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
     rd->tensors_.push_back(std::move(t));
   }
   if (r.remaining()) return corrupt("index trailing bytes", r.remaining(), "0");
+  // Zstd groups (format 2.11, §6.2): the chunks of method 3 with one payload
+  // offset are a group, in chunk order; each is its share of the frame's
+  // decoded bytes, after the earlier members'.
+  {
+    std::unordered_map<uint64_t, size_t> first;  // frame offset -> the group's first chunk
+    auto name = [&](size_t gi) {
+      return "tensor \"" + rd->tensors_[rd->chunk_tensor_[gi]]->info.name + "\" chunk " +
+             std::to_string(rd->chunk_local_[gi]);
+    };
+    for (size_t gi = 0; gi < rd->all_chunks_.size(); ++gi) {
+      ChunkEntry& e = rd->all_chunks_[gi];
+      if (e.method != 3) continue;
+      const auto [it, fresh] = first.emplace(e.file_offset, gi);
+      ChunkEntry& f = rd->all_chunks_[it->second];
+      if (!fresh && e.stored_size != f.stored_size)
+        return corrupt(name(gi) + " stored size", e.stored_size,
+                       std::to_string(f.stored_size) + ", its zstd group's, as " + name(it->second) + " says");
+      // The first member's group_size is the running total here.
+      e.group_offset = fresh ? 0 : f.group_size;
+      if (uint64_t{e.group_offset} + e.decoded_size > kMaxZstdGroupDecoded)
+        return corrupt(name(gi) + " zstd group end", uint64_t{e.group_offset} + e.decoded_size,
+                       "at most " + std::to_string(kMaxZstdGroupDecoded) + " decoded bytes a group");
+      f.group_size = e.group_offset + e.decoded_size;
+    }
+    for (ChunkEntry& e : rd->all_chunks_)
+      if (e.method == 3) e.group_size = rd->all_chunks_[first[e.file_offset]].group_size;
+  }
+  rd->zgroups_ = std::make_unique<ZstdGroupCache>();
   // Aux tensors must be plain (no aux of their own) and of the right shape.
   for (auto& t : rd->tensors_) {
     if (!t->model || t->model->kind != ModelKind::kInt || !t->model->ip.zgroup) continue;
@@ -335,9 +364,12 @@ TensorSummary Reader::tensor_summary(size_t i) const {
   s.shape = t.info.shape;
   s.original_bytes = t.info.nbytes();
   s.chunks = t.chunks.size();
-  for (auto& c : t.chunks) {
-    s.stored_bytes += c.stored_size;
-    (c.method == 2 ? s.chunks_model : c.method == 1 ? s.chunks_zstd : s.chunks_raw)++;
+  for (size_t k = 0; k < t.chunks.size(); ++k) {
+    const ChunkEntry& c = all_chunks_[t.first_global + k];
+    // A zstd group's chunks: a share of the frame each (counted as zstd).
+    s.stored_bytes +=
+        c.method == 3 ? zstd_group_share(c.stored_size, c.group_offset, c.decoded_size, c.group_size) : c.stored_size;
+    (c.method == 2 ? s.chunks_model : c.method == 1 || c.method == 3 ? s.chunks_zstd : s.chunks_raw)++;
   }
   s.kind = t.kind;
   s.model = t.model_desc;
@@ -389,6 +421,9 @@ Status Reader::decode_chunk(size_t gi, uint8_t* out) const {
   // Zero points first: loading them decodes other chunks on this thread,
   // which reuses the thread's payload buffer.
   if (uses_zero_points(gi)) WC_RETURN_IF_ERROR(load_aux(static_cast<size_t>(t.aux)));
+  // A zstd group's chunk reads the group's frame only if the group is not
+  // in the cache.
+  if (e.method == 3) return decode_group_member(gi, nullptr, out, nullptr);
   thread_local ScratchBytes payload;
   auto p = ReaderAccess::stored_bytes(*this, e.file_offset, e.stored_size, &payload);
   if (!p.ok()) return p.status();
@@ -400,8 +435,44 @@ bool Reader::uses_zero_points(size_t gi) const {
   return all_chunks_[gi].method == 2 && t.model && t.model->kind == ModelKind::kInt && t.model->ip.zgroup;
 }
 
+Status Reader::decode_group_member(size_t gi, const uint8_t* frame, uint8_t* out, ZstdGroupCache* cache) const {
+  const ChunkEntry& e = all_chunks_[gi];
+  const What what([](const void* rd, size_t g) { return static_cast<const Reader*>(rd)->chunk_what(g); }, this, gi);
+  std::shared_ptr<const std::vector<uint8_t>> group;
+  ZstdGroupCache& zc = cache ? *cache : *zgroups_;
+  {
+    std::lock_guard<std::mutex> lk(zc.mu);
+    for (auto& en : zc.entries)
+      if (en.bytes && en.frame_offset == e.file_offset) {
+        en.used = ++zc.tick;
+        group = en.bytes;
+        break;
+      }
+  }
+  if (!group) {
+    thread_local ScratchBytes stored;
+    if (!frame) {
+      auto p = ReaderAccess::stored_bytes(*this, e.file_offset, e.stored_size, &stored);
+      if (!p.ok()) return p.status();
+      frame = *p;
+    }
+    auto bytes = std::make_shared<std::vector<uint8_t>>(e.group_size);
+    WC_RETURN_IF_ERROR(zstd_decode_exact(frame, e.stored_size, bytes->data(), e.group_size, what,
+                                         "its zstd group's frame"));
+    group = bytes;
+    std::lock_guard<std::mutex> lk(zc.mu);
+    auto* victim = &zc.entries[0];
+    for (auto& en : zc.entries)
+      if (!en.bytes || en.used < victim->used) victim = &en;
+    *victim = ZstdGroupCache::Entry{e.file_offset, ++zc.tick, group};
+  }
+  std::memcpy(out, group->data() + e.group_offset, e.decoded_size);
+  return check_chunk_hash(out, e.decoded_size, e.xxh3, what);
+}
+
 Status Reader::decode_chunk_from(size_t gi, const uint8_t* payload, uint8_t* out) const {
   const ChunkEntry& e = all_chunks_[gi];
+  if (e.method == 3) return decode_group_member(gi, payload, out, nullptr);
   const Tensor& t = *tensors_[chunk_tensor_[gi]];
   const uint8_t* zp = nullptr;
   uint32_t zcols = 0;
@@ -617,6 +688,14 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
     *p = run_data + (all_chunks_[gi].file_offset - run_off);
     return Status::OK();
   };
+  // Zstd groups this read decodes: each frame once for the read, kept by
+  // the read alone (a reader's shared cache serves single chunks; a read
+  // of a whole file measures its decode, however often it is repeated).
+  ZstdGroupCache groups;
+  auto decode_from = [&](size_t gi, const uint8_t* payload, uint8_t* dst) {
+    return all_chunks_[gi].method == 3 ? decode_group_member(gi, payload, dst, &groups)
+                                       : decode_chunk_from(gi, payload, dst);
+  };
   // out holds original offset base_off; chunks decoded ahead as members of
   // an earlier chunk's group.
   const uint64_t base_off = offset;
@@ -685,14 +764,14 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
       }
     }
     if (a == cs && b == ce && !stream) {
-      WC_RETURN_IF_ERROR(decode_chunk_from(gi, payload, out));
+      WC_RETURN_IF_ERROR(decode_from(gi, payload, out));
     } else if (a == cs && b == ce) {
       if (stage.size() < e.decoded_size) stage.resize(e.decoded_size);
-      WC_RETURN_IF_ERROR(decode_chunk_from(gi, payload, stage.data()));
+      WC_RETURN_IF_ERROR(decode_from(gi, payload, stage.data()));
       stream_copy(out, stage.data(), e.decoded_size);
     } else {
       tmp.resize(e.decoded_size);
-      WC_RETURN_IF_ERROR(decode_chunk_from(gi, payload, tmp.data()));
+      WC_RETURN_IF_ERROR(decode_from(gi, payload, tmp.data()));
       std::memcpy(out, tmp.data() + (a - cs), b - a);
     }
     out += b - a;

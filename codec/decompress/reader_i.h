@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,22 @@ struct Reader::Tensor {
   // Decoded aux (zero-point) bytes of this tensor when another tensor needs them.
   mutable std::vector<uint8_t> decoded;
   mutable std::atomic<bool> decoded_ready{false};
+};
+
+// The decoded bytes of the zstd groups (format 2.11, §6.2) read last, so
+// that the chunks of one group decode its frame once: a few groups, least
+// recently used out. Entries are shared: a group evicted while a reader
+// copies from it stays alive until that copy is done.
+struct Reader::ZstdGroupCache {
+  static constexpr size_t kEntries = 8;
+  struct Entry {
+    uint64_t frame_offset = 0;
+    uint64_t used = 0;
+    std::shared_ptr<const std::vector<uint8_t>> bytes;
+  };
+  std::mutex mu;
+  uint64_t tick = 0;
+  std::array<Entry, kEntries> entries;
 };
 
 // What the library's planners reach inside a Reader (Reader befriends this

@@ -126,21 +126,9 @@ Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model,
                                   std::to_string(decoded_size));
       std::memcpy(out, payload, payload_len);
       break;
-    case ChunkMethod::kZstd: {
-      // One decompression context per thread: ZSTD_decompress would create
-      // (and free) one per chunk, which costs more than a small chunk.
-      struct DCtx {
-        ZSTD_DCtx* p = ZSTD_createDCtx();
-        ~DCtx() { ZSTD_freeDCtx(p); }
-      };
-      thread_local DCtx dctx;
-      if (!dctx.p) return Status::Internal(what.str() + ": cannot create a zstd decompression context");
-      const size_t r = ZSTD_decompressDCtx(dctx.p, out, decoded_size, payload, payload_len);
-      if (ZSTD_isError(r) || r != decoded_size)
-        return Status::Corruption(what.str() + ": zstd chunk does not decode to " + std::to_string(decoded_size) +
-                                  " bytes" + (ZSTD_isError(r) ? std::string(" (") + ZSTD_getErrorName(r) + ")" : ""));
+    case ChunkMethod::kZstd:
+      WC_RETURN_IF_ERROR(zstd_decode_exact(payload, payload_len, out, decoded_size, what, "zstd chunk"));
       break;
-    }
     case ChunkMethod::kModel: {
       if (!model) return Status::Corruption(what.str() + ": model-coded chunk in a tensor without a model");
       ModelPayload mp;
@@ -232,6 +220,23 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
   WC_RETURN_IF_ERROR(
       decode_chunk_unchecked(g, model, index, method, payload, payload_len, decoded_size, zp, zcols, out, scratch, what));
   return check_chunk_hash(out, decoded_size, xxh3, what);
+}
+
+Status zstd_decode_exact(const uint8_t* payload, size_t payload_len, uint8_t* out, uint64_t decoded_size,
+                         const What& what, const char* noun) {
+  // One decompression context per thread: ZSTD_decompress would create
+  // (and free) one per chunk, which costs more than a small chunk.
+  struct DCtx {
+    ZSTD_DCtx* p = ZSTD_createDCtx();
+    ~DCtx() { ZSTD_freeDCtx(p); }
+  };
+  thread_local DCtx dctx;
+  if (!dctx.p) return Status::Internal(what.str() + ": cannot create a zstd decompression context");
+  const size_t r = ZSTD_decompressDCtx(dctx.p, out, decoded_size, payload, payload_len);
+  if (ZSTD_isError(r) || r != decoded_size)
+    return Status::Corruption(what.str() + ": " + noun + " does not decode to " + std::to_string(decoded_size) +
+                              " bytes" + (ZSTD_isError(r) ? std::string(" (") + ZSTD_getErrorName(r) + ")" : ""));
+  return Status::OK();
 }
 
 Status check_chunk_hash(const uint8_t* out, uint64_t decoded_size, uint64_t xxh3, const What& what) {

@@ -84,6 +84,11 @@ Status decode_chunk(const TensorGeometry& g, const TensorModel* model, uint64_t 
 Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model, uint64_t index, ChunkMethod method,
                               const uint8_t* payload, size_t payload_len, uint64_t decoded_size, const uint8_t* zp,
                               uint32_t zcols, uint8_t* out, DecodeScratch& scratch, const What& what);
+// zstd data (payload_len bytes at payload) into out, which it must fill
+// exactly (decoded_size bytes); Corruption naming `what` and `noun` ("zstd
+// chunk") otherwise. One decompression context per thread.
+Status zstd_decode_exact(const uint8_t* payload, size_t payload_len, uint8_t* out, uint64_t decoded_size,
+                         const What& what, const char* noun);
 // Corruption naming `what` unless XXH3-64 of out[0, decoded_size) is xxh3.
 Status check_chunk_hash(const uint8_t* out, uint64_t decoded_size, uint64_t xxh3, const What& what);
 

@@ -38,6 +38,11 @@ struct EncodeConfig {
   // times faster (GGUF 4-bit code streams: docs/gguf.md). 0 <= value < 1.
   double min_model_gain = 0;
   int zstd_level = 9;             // fallback chunks
+  // Small tensors stored as zstd chunks, of one dtype, in file order: as
+  // one zstd frame per group of up to 64 KiB where that is smaller than
+  // their frames apart (format 2.11, zstd groups); a group decodes once for
+  // all its chunks, and one frame costs less to decode than many small ones.
+  bool zstd_groups = true;
   // Container version to write: kVersionMajor, or 1 for readers of format
   // 1.x (gamma-coded frequency tables; otherwise the same bytes).
   uint16_t format_major = kVersionMajor;

@@ -26,9 +26,9 @@ inline constexpr char kFooterMagic[4] = {'C', 'D', 'C', 'W'};
 inline constexpr uint16_t kVersionMajor = 2;
 // The highest minor version this build reads and writes (`wcodec
 // --version`); a file says the lowest its features need (container_encode.cpp),
-// 2.1 to 2.10 as the changelog of docs/wcodec-format.md lists them (2.10:
-// kernel-row symbols).
-inline constexpr uint16_t kVersionMinor = 10;
+// 2.1 to 2.11 as the changelog of docs/wcodec-format.md lists them (2.10:
+// kernel-row symbols; 2.11: zstd groups).
+inline constexpr uint16_t kVersionMinor = 11;
 // Header flags (§4.1): bit 0, the original is a GGUF file (§4.9; format
 // 2.4). Older readers refuse such a file (they require flags = 0).
 inline constexpr uint32_t kFlagGgufSource = 1;
@@ -41,6 +41,16 @@ inline constexpr uint64_t kMaxTensors = 1u << 24;
 inline constexpr uint64_t kMaxChunkDecoded = 64u << 20;
 // Most chunks one call decodes together (Reader::decode_chunk_group).
 inline constexpr int kMaxChunkGroup = 3;
+// Format 2.11 (§6.2): the most decoded bytes of one zstd group (chunks of
+// small tensors coded as one zstd frame, method 3) a reader accepts.
+inline constexpr uint64_t kMaxZstdGroupDecoded = 1u << 20;
+// A zstd group chunk's share of its group's stored bytes, for reports: the
+// frame's `stored` bytes split in proportion to the decoded bytes (the
+// chunk's [off, off + len) of the group's `total`); a group's shares add
+// up to `stored`.
+inline uint64_t zstd_group_share(uint64_t stored, uint64_t off, uint64_t len, uint64_t total) {
+  return total ? stored * (off + len) / total - stored * off / total : 0;
+}
 
 struct TensorSummary {
   std::string name;

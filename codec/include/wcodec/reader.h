@@ -39,7 +39,12 @@ struct ChunkEntry {
   uint32_t decoded_size;    // original bytes
   uint64_t decoded_offset;  // position in the original file
   uint64_t xxh3;            // XXH3-64 of the decoded bytes
-  uint8_t method;           // 0 raw, 1 zstd, 2 model
+  uint8_t method;           // 0 raw, 1 zstd, 2 model, 3 zstd group (format 2.11)
+  // Method 3: the chunk's bytes are [group_offset, + decoded_size) of its
+  // group's frame (the payload, shared by the group's chunks), which
+  // decodes to group_size bytes. Set by the reader; 0 for other methods.
+  uint32_t group_offset;
+  uint32_t group_size;
 };
 
 class Reader {
@@ -143,6 +148,11 @@ class Reader {
   // returns how many.
   size_t partners(size_t gi, uint64_t end, size_t* cand) const;
   std::string chunk_what(size_t global_index) const;
+  struct ZstdGroupCache;
+  // A chunk of a zstd group (method 3): the group's decoded bytes from
+  // `cache` (null: the reader's), or its frame (`frame`, or read when null)
+  // decoded and kept there.
+  Status decode_group_member(size_t global_index, const uint8_t* frame, uint8_t* out, ZstdGroupCache* cache) const;
 
   std::string path_;
   int fd_ = -1;
@@ -161,6 +171,8 @@ class Reader {
   std::vector<uint32_t> chunk_tensor_;  // global chunk -> tensor
   std::vector<uint64_t> chunk_local_;   // global chunk -> index within tensor
   mutable std::mutex aux_mu_;           // guards lazy decoding of aux tensors
+  // The decoded bytes of the zstd groups read last (internally locked).
+  std::unique_ptr<ZstdGroupCache> zgroups_;
 };
 
 }  // namespace wcodec
