@@ -178,6 +178,24 @@ std::vector<uint8_t> many_small_tensors(int n) {
   return f;
 }
 
+// A file encoded with groups, opened, with its groups; fails the calling
+// test (and leaves rd null) if any step fails.
+struct Grouped {
+  std::vector<uint8_t> orig, enc;
+  std::unique_ptr<Reader> rd;
+  std::map<uint64_t, std::vector<size_t>> groups;
+};
+Grouped grouped(std::vector<uint8_t> orig, const std::string& name) {
+  Grouped g;
+  g.orig = std::move(orig);
+  g.enc = encode(g.orig, true, name);
+  g.rd = open_bytes(name + ".wcodec", g.enc);
+  if (g.rd) g.groups = groups_of(*g.rd);
+  EXPECT_FALSE(g.groups.empty()) << name << ": no zstd group";
+  return g;
+}
+Grouped grouped_file(const std::string& file) { return grouped(wctest::read_file(wctest::data_dir() / file), file); }
+
 TEST(ZstdGroups, StoriesQuantizedFilesGroupTheirSmallTensors) {
   for (const char* f : {"stories260K.rtn-int8.safetensors", "stories260K.rtn-int4.safetensors",
                         "stories260K.rtn-ternary.safetensors"}) {
@@ -228,12 +246,11 @@ TEST(ZstdGroups, StoriesQuantizedFilesGroupTheirSmallTensors) {
 }
 
 TEST(ZstdGroups, MembersOfOneGroupGiveOneStoredSize) {
-  const auto orig = wctest::read_file(wctest::data_dir() / "stories260K.rtn-int8.safetensors");
-  const auto enc = encode(orig, true, "int8");
-  auto rd = open_bytes("pristine.wcodec", enc);
-  ASSERT_TRUE(rd);
-  const auto groups = groups_of(*rd);
-  ASSERT_FALSE(groups.empty());
+  const Grouped g = grouped_file("stories260K.rtn-int8.safetensors");
+  ASSERT_TRUE(g.rd && !g.groups.empty());
+  const auto& enc = g.enc;
+  const auto& rd = g.rd;
+  const auto& groups = g.groups;
   const size_t second = groups.begin()->second[1];
   const ChunkEntry e = rd->chunk(second);
   Index ix = read_index(enc);
@@ -250,12 +267,11 @@ TEST(ZstdGroups, MembersOfOneGroupGiveOneStoredSize) {
 }
 
 TEST(ZstdGroups, MethodFourIsRefused) {
-  const auto orig = wctest::read_file(wctest::data_dir() / "stories260K.rtn-int8.safetensors");
-  const auto enc = encode(orig, true, "int8");
-  auto rd = open_bytes("pristine.wcodec", enc);
-  ASSERT_TRUE(rd);
-  const auto groups = groups_of(*rd);
-  ASSERT_FALSE(groups.empty());
+  const Grouped g = grouped_file("stories260K.rtn-int8.safetensors");
+  ASSERT_TRUE(g.rd && !g.groups.empty());
+  const auto& enc = g.enc;
+  const auto& rd = g.rd;
+  const auto& groups = g.groups;
   Index ix = read_index(enc);
   ix.raw[entry_pos(ix, rd->chunk(groups.begin()->second[0])) + 16] = 4;
   Status st;
@@ -267,11 +283,11 @@ TEST(ZstdGroups, MethodFourIsRefused) {
 // the frame decodes to fewer bytes than the members announce, so every
 // member is refused, naming it; nothing else changes.
 TEST(ZstdGroups, FrameThatDoesNotDecodeToItsMembersIsRefused) {
-  const auto orig = wctest::read_file(wctest::data_dir() / "stories260K.rtn-int8.safetensors");
-  const auto enc = encode(orig, true, "int8");
-  auto rd = open_bytes("pristine.wcodec", enc);
-  ASSERT_TRUE(rd);
-  const auto groups = groups_of(*rd);
+  const Grouped g = grouped_file("stories260K.rtn-int8.safetensors");
+  ASSERT_TRUE(g.rd && !g.groups.empty());
+  const auto &orig = g.orig, &enc = g.enc;
+  const auto& rd = g.rd;
+  const auto& groups = g.groups;
   ASSERT_GE(groups.size(), 2u);
   auto g0 = groups.begin(), g1 = std::next(g0);
   Index ix = read_index(enc);
@@ -305,12 +321,11 @@ TEST(ZstdGroups, FrameThatDoesNotDecodeToItsMembersIsRefused) {
 }
 
 TEST(ZstdGroups, DamagedFrameFailsItsMembersOnly) {
-  const auto orig = wctest::read_file(wctest::data_dir() / "stories260K.rtn-ternary.safetensors");
-  const auto enc = encode(orig, true, "ternary");
-  auto rd = open_bytes("pristine.wcodec", enc);
-  ASSERT_TRUE(rd);
-  const auto groups = groups_of(*rd);
-  ASSERT_FALSE(groups.empty());
+  const Grouped gr = grouped_file("stories260K.rtn-ternary.safetensors");
+  ASSERT_TRUE(gr.rd && !gr.groups.empty());
+  const auto &orig = gr.orig, &enc = gr.enc;
+  const auto& rd = gr.rd;
+  const auto& groups = gr.groups;
   // The group with the most members.
   auto g = std::max_element(groups.begin(), groups.end(),
                             [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
@@ -354,11 +369,11 @@ TEST(ZstdGroups, DamagedFrameFailsItsMembersOnly) {
 // Many groups (more than the reader keeps decoded), read from several
 // threads in an order that keeps evicting them.
 TEST(ZstdGroups, ConcurrentReadsAcrossMoreGroupsThanTheCacheHolds) {
-  const auto orig = many_small_tensors(200);
-  const auto enc = encode(orig, true, "many");
-  auto rd = open_bytes("many.wcodec", enc);
-  ASSERT_TRUE(rd);
-  const auto groups = groups_of(*rd);
+  const Grouped g = grouped(many_small_tensors(200), "many");
+  ASSERT_TRUE(g.rd && !g.groups.empty());
+  const auto& orig = g.orig;
+  const auto& rd = g.rd;
+  const auto& groups = g.groups;
   ASSERT_GT(groups.size(), 8u) << "the test needs more groups than the reader's cache holds";
   check_every_chunk(*rd, orig);
   std::vector<size_t> order;
@@ -389,12 +404,11 @@ TEST(ZstdGroups, ConcurrentReadsAcrossMoreGroupsThanTheCacheHolds) {
 // A group beyond 1 MiB (the members of every group pointed at one frame) is
 // refused at open, naming the chunk where it passes the limit.
 TEST(ZstdGroups, GroupOverOneMebibyteIsRefused) {
-  const auto orig = many_small_tensors(200);
-  const auto enc = encode(orig, true, "many");
-  auto rd = open_bytes("many.wcodec", enc);
-  ASSERT_TRUE(rd);
-  const auto groups = groups_of(*rd);
-  ASSERT_FALSE(groups.empty());
+  const Grouped g = grouped(many_small_tensors(200), "many");
+  ASSERT_TRUE(g.rd && !g.groups.empty());
+  const auto& enc = g.enc;
+  const auto& rd = g.rd;
+  const auto& groups = g.groups;
   Index ix = read_index(enc);
   uint64_t total = 0;
   size_t over = SIZE_MAX;

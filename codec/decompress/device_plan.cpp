@@ -95,6 +95,15 @@ Status plan_chunks(const Reader& rd, const std::vector<size_t>& gis, DevicePlan*
     c.xxh3 = e.xxh3;
     c.out = plan->out_bytes;
     plan->out_bytes += (uint64_t{e.decoded_size} + 15) & ~uint64_t{15};
+    // The chunk decoded by the CPU decoder into the arena, as ready bytes.
+    auto decode_on_host = [&]() -> Status {
+      const uint64_t off = reserve(e.decoded_size);
+      WC_RETURN_IF_ERROR(rd.decode_chunk(gi, A.data() + off));
+      c.kind = PlanKind::kReady;
+      c.raw = off;
+      c.raw_len = e.decoded_size;
+      return Status::OK();
+    };
     switch (static_cast<ChunkMethod>(e.method)) {
       case ChunkMethod::kRaw: {
         if (e.stored_size != e.decoded_size)
@@ -120,26 +129,17 @@ Status plan_chunks(const Reader& rd, const std::vector<size_t>& gis, DevicePlan*
         c.raw_len = e.decoded_size;
         break;
       }
-      case ChunkMethod::kZstdGroup: {
+      case ChunkMethod::kZstdGroup:
         // A zstd group's chunk (format 2.11): decoded by the reader (one
         // frame for the group's chunks) and sent as ready bytes.
-        const uint64_t off = reserve(e.decoded_size);
-        WC_RETURN_IF_ERROR(rd.decode_chunk(gi, A.data() + off));
-        c.kind = PlanKind::kReady;
-        c.raw = off;
-        c.raw_len = e.decoded_size;
+        WC_RETURN_IF_ERROR(decode_on_host());
         break;
-      }
       case ChunkMethod::kModel: {
         if (t.split) {
           // Split chunks (§6.1) are decoded here by the CPU decoder and
           // travel as ready bytes: the device decoders know one model per
           // chunk.
-          const uint64_t off = reserve(e.decoded_size);
-          WC_RETURN_IF_ERROR(rd.decode_chunk(gi, A.data() + off));
-          c.kind = PlanKind::kReady;
-          c.raw = off;
-          c.raw_len = e.decoded_size;
+          WC_RETURN_IF_ERROR(decode_on_host());
           break;
         }
         if (!t.has_model || !t.model) return Status::Corruption(what + ": model-coded chunk in a tensor without a model");
