@@ -195,7 +195,10 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
     auto t = std::make_unique<Tensor>();
     const TensorInfo& ref = rd->header_.tensors[i];
     t->info.name = r.str(1u << 20);
-    const std::string W = P + ": tensor " + std::to_string(i) + " \"" + t->info.name + "\"";
+    // The record's name in field names (corrupt() adds the path) and in
+    // messages (W).
+    const std::string WF = "tensor " + std::to_string(i) + " \"" + t->info.name + "\"";
+    const std::string W = P + ": " + WF;
     t->info.dtype = static_cast<DType>(r.u8());
     const uint8_t nd = r.u8();
     if (!r.ok() || nd > 16) return Status::Corruption(W + ": index record truncated or ndim > 16");
@@ -211,7 +214,7 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
     t->aux = r.i32();
     const uint8_t model_kind = r.u8();
     if (!r.ok()) return Status::Corruption(W + ": index record truncated");
-    if (model_kind > 3) return corrupt(W + " model flag", model_kind, "0..3");
+    if (model_kind > 3) return corrupt(WF + " model flag", model_kind, "0..3");
     t->has_model = model_kind != 0;
     t->own_model = model_kind == 1;
     if (t->info.name != ref.name || t->info.dtype != ref.dtype || t->info.shape != ref.shape ||
@@ -220,8 +223,8 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
     const TensorGeometry& g = t->geom;
     const uint64_t nbytes = ref.nbytes();
     const uint32_t eb = g.elem_bits;
-    if (eb != 2 && eb != 4 && eb % 8 != 0) return corrupt(W + " elem_bits", eb, "2, 4 or a multiple of 8");
-    if (eb == 0 || eb > 128) return corrupt(W + " elem_bits", eb, "2..128");
+    if (eb != 2 && eb != 4 && eb % 8 != 0) return corrupt(WF + " elem_bits", eb, "2, 4 or a multiple of 8");
+    if (eb == 0 || eb > 128) return corrupt(WF + " elem_bits", eb, "2..128");
     if (!nbytes && (g.rows || g.cols || g.chunk_rows || g.chunk_cols))
       return Status::Corruption(W + ": geometry of an empty tensor must be all zero");
     if (nbytes) {
@@ -233,7 +236,7 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
       if (band ? (g.chunk_rows == 0 || g.chunk_rows > g.rows)
                : (g.chunk_rows != 1 || g.chunk_cols == 0 || g.chunk_cols > g.cols || (g.chunk_cols * eb) % 8))
         return Status::Corruption(W + ": chunk geometry invalid");
-      if (g.chunk_bytes() > kMaxChunkDecoded) return corrupt(W + " chunk size", g.chunk_bytes(), "<= 64 MiB");
+      if (g.chunk_bytes() > kMaxChunkDecoded) return corrupt(WF + " chunk size", g.chunk_bytes(), "<= 64 MiB");
       if (band && (g.row_bytes() * 8 != g.cols * eb)) return Status::Corruption(W + ": rows not byte aligned");
     }
     if (model_kind == 1) {
@@ -245,12 +248,12 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
       t->model = std::make_shared<const TensorModel>(std::move(m).value());
       if (t->model->kind == ModelKind::kInt && t->model->ip.zgroup) {
         if (t->aux < 0 || static_cast<uint64_t>(t->aux) >= nt || static_cast<uint64_t>(t->aux) == i)
-          return corrupt(W + " aux tensor", static_cast<uint64_t>(t->aux), "another tensor of the file");
+          return corrupt(WF + " aux tensor", static_cast<uint64_t>(t->aux), "another tensor of the file");
       } else if (t->aux != -1) {
-        return corrupt(W + " aux tensor", static_cast<uint64_t>(t->aux), "-1 for a model without zero points");
+        return corrupt(WF + " aux tensor", static_cast<uint64_t>(t->aux), "-1 for a model without zero points");
       }
     } else if (model_kind == 3) {
-      if (t->aux != -1) return corrupt(W + " aux tensor", static_cast<uint64_t>(t->aux), "-1 for a split model");
+      if (t->aux != -1) return corrupt(WF + " aux tensor", static_cast<uint64_t>(t->aux), "-1 for a split model");
       const uint64_t ml = r.varint();
       const uint8_t* mp = r.take(ml);
       if (!r.ok() || !mp) return Status::Corruption(W + ": split model record truncated");
@@ -262,16 +265,16 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
       if (!r.ok()) return Status::Corruption(W + ": index record truncated");
       if (mr < 0 || static_cast<uint64_t>(mr) >= i || !rd->tensors_[static_cast<size_t>(mr)]->own_model ||
           !rd->tensors_[static_cast<size_t>(mr)]->model)
-        return corrupt(W + " model reference", static_cast<uint64_t>(mr), "an earlier tensor with its own model");
+        return corrupt(WF + " model reference", static_cast<uint64_t>(mr), "an earlier tensor with its own model");
       t->model = rd->tensors_[static_cast<size_t>(mr)]->model;
       WC_RETURN_IF_ERROR(check_shared_model(*t->model, g, W));
-      if (t->aux != -1) return corrupt(W + " aux tensor", static_cast<uint64_t>(t->aux), "-1 for a shared model");
+      if (t->aux != -1) return corrupt(WF + " aux tensor", static_cast<uint64_t>(t->aux), "-1 for a shared model");
     } else if (t->aux != -1) {
-      return corrupt(W + " aux tensor", static_cast<uint64_t>(t->aux), "-1 without a model");
+      return corrupt(WF + " aux tensor", static_cast<uint64_t>(t->aux), "-1 without a model");
     }
     const uint64_t nc = r.varint();
     if (!r.ok() || nc != g.num_chunks() || (nbytes == 0 && nc != 0))
-      return corrupt(W + " chunk count", nc, std::to_string(g.num_chunks()));
+      return corrupt(WF + " chunk count", nc, std::to_string(g.num_chunks()));
     uint64_t dec_off = data_start + ref.begin;
     for (uint64_t c = 0; c < nc; ++c) {
       ChunkEntry e{};
@@ -284,13 +287,13 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
       uint64_t row0, col0, h, w;
       g.chunk_rect(c, &row0, &col0, &h, &w);
       if (e.decoded_size != h * w * eb / 8)
-        return corrupt(W + " chunk " + std::to_string(c) + " decoded size", e.decoded_size,
+        return corrupt(WF + " chunk " + std::to_string(c) + " decoded size", e.decoded_size,
                        std::to_string(h * w * eb / 8));
-      if (e.method > 3) return corrupt(W + " chunk " + std::to_string(c) + " method", e.method, "0..3");
+      if (e.method > 3) return corrupt(WF + " chunk " + std::to_string(c) + " method", e.method, "0..3");
       if (e.method == 2 && !t->has_model)
         return Status::Corruption(W + ": chunk " + std::to_string(c) + " is model-coded but the tensor has no model");
       if (e.file_offset < kHeaderSize || e.file_offset > index_off || e.stored_size > index_off - e.file_offset)
-        return corrupt(W + " chunk " + std::to_string(c) + " offset", e.file_offset, "within the data region");
+        return corrupt(WF + " chunk " + std::to_string(c) + " offset", e.file_offset, "within the data region");
       e.decoded_offset = dec_off;
       dec_off += e.decoded_size;
       t->chunks.push_back(e);

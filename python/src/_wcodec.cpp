@@ -184,7 +184,9 @@ class File {
     return out;
   }
 
-  // [(stored offset, stored size, original offset, original size, method)]
+  // [(stored offset, stored size, original offset, original size, method)];
+  // method 3 (format 2.11): a zstd group's chunk, whose stored range is its
+  // group's frame, shared with the group's other chunks.
   // of every chunk, in original order (empty for a plain file).
   py::list chunks() const {
     py::list out;
