@@ -392,9 +392,9 @@ struct ModelView {
   // rc/cc copies padded by 4 bytes.
   const uint32_t* slot_all;   // t0 (int tokens, float exponents)
   const uint32_t* slot1_all;  // t1 (float sign/mantissa)
-  // Small int alphabets (nsym <= 32): sym_small[ctx * 4096 + slot] (padded by
-  // 4 bytes), fs_small[ctx * 256 + sym] = freq | start << 16 (the reference
-  // tables' storage).
+  // Small int alphabets (nsym <= 32) and bytes models: sym_small[ctx * 4096
+  // + slot] (padded by 4 bytes), fs_small[ctx * 256 + sym] = freq | start
+  // << 16 (the reference tables' storage).
   const uint8_t* sym_small;
   const uint32_t* fs_small;
   const uint8_t* rc_pad;

@@ -397,8 +397,9 @@ ModelView TensorModel::view(std::shared_ptr<const VectorTables>* hold, const uin
     m.t1 = t->d1.empty() ? nullptr : t->d1.data();
     m.slot_all = t->slot_all.empty() ? nullptr : t->slot_all.data();
     m.slot1_all = t->slot1_all.empty() ? nullptr : t->slot1_all.data();
-    m.sym_small = small_alphabet(*this) && t->reference ? t->lut_all.data() : nullptr;
-    m.fs_small = small_alphabet(*this) && t->reference ? t->fs_all.data() : nullptr;
+    const bool flat = (small_alphabet(*this) || kind == ModelKind::kBytes) && t->reference;
+    m.sym_small = flat ? t->lut_all.data() : nullptr;
+    m.fs_small = flat ? t->fs_all.data() : nullptr;
     m.tern3 = t->tern3.empty() ? nullptr : t->tern3.data();
     m.krow_ent = t->krow_ent.empty() ? nullptr : t->krow_ent.data();
     m.ent8 = t->ent8.empty() ? nullptr : t->ent8.data();

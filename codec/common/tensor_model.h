@@ -70,7 +70,8 @@ struct TensorModel {
     // 256 freq | start << 16 entries per context), t0 then t1.
     // Int models of at most 32 symbols decode from these (ModelView::
     // sym_small / fs_small: 4 KiB per context instead of 16, so many
-    // contexts stay in cache) and get no slot_all.
+    // contexts stay in cache) and get no slot_all; so do bytes models
+    // (chunk_decode_hwy_bytes.cpp).
     RawVector<uint8_t> lut_all;  // + 4 bytes of padding
     std::vector<uint32_t> fs_all;
     std::vector<DecTable> d0, d1;

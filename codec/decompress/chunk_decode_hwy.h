@@ -62,4 +62,13 @@ int decode_int_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t*
 // here.
 int decode_int_group_hwy(const ModelView* models, const ChunkView& cv, const GroupSide* sides, int n);
 
+// The bytes-model chunk decoder (chunk_decode_hwy_bytes.cpp): elements of
+// 1, 2, 4 or 8 bytes, either context mode, lanes of any rectangles. 1
+// decoded (the same bytes as decode_bytes_chunk), 0 malformed, -1 not
+// handled here (not x86 or aarch64, another element size, or a view
+// without the flattened reference tables). The caller checks that the CPU
+// runs a vector path.
+int decode_bytes_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                           uint8_t* out);
+
 }  // namespace wcodec

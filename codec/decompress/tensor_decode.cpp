@@ -10,6 +10,7 @@
 
 #include "bytes.h"
 #include "chunk_decode_fast.h"
+#include "chunk_decode_hwy.h"
 #include "chunk_decode_simd.h"
 #include "wcodec/cpu.h"
 
@@ -198,9 +199,17 @@ Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model,
                        : r == 1;
           }
           break;
-        case ModelKind::kBytes:
-          ok = raw_len == 0 && decode_bytes_chunk(mv, cv, rans, rl, out);
+        case ModelKind::kBytes: {
+          if (raw_len != 0) break;
+          const int r = try_fast ? decode_bytes_chunk_hwy(mv, cv, rans, rl, out) : -1;
+          if (r >= 0) {
+            ok = r == 1;
+            break;
+          }
+          reference_view();
+          ok = decode_bytes_chunk(mv, cv, rans, rl, out);
           break;
+        }
       }
       if (!ok) return Status::Corruption(what.str() + ": entropy-coded stream is malformed");
       break;
