@@ -1,6 +1,7 @@
 // tests/test_bytes_decoder.cpp — the vector bytes-model decoder
-// (chunk_decode_hwy_bytes.cpp) against the reference (decode_bytes_chunk in
-// chunk_decode.h): real weights' bytes as 1-, 2-, 4- and 8-byte elements
+// (chunk_decode_hwy_bytes.cpp, on the vector paths) and the portable fast
+// one (chunk_decode_fast_bytes.cpp) against the reference
+// (decode_bytes_chunk in chunk_decode.h): real weights' bytes as 1-, 2-, 4- and 8-byte elements
 // under both context modes, in shapes whose 32 lane rectangles are equal
 // and unequal, on intact, damaged and truncated streams; and whole tensors
 // through decode_chunk on every decoder path this CPU runs.
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "chunk_decode.h"
+#include "chunk_decode_fast.h"
 #include "chunk_decode_hwy.h"
 #include "chunk_payload_testutil.h"
 #include "tensor_encode.h"
@@ -74,9 +76,14 @@ void compare(DType dtype, uint64_t rows, uint64_t cols, const uint8_t* bytes, st
     }
     std::vector<uint8_t> ref(c.decoded_size, 0x11), vec(c.decoded_size, 0x22);
     ASSERT_TRUE(decode_bytes_chunk(mv, cv, ps.rans, ps.rans_len, ref.data())) << what << " chunk " << i;
-    ASSERT_EQ(decode_bytes_chunk_hwy(mv, cv, ps.rans, ps.rans_len, vec.data()), 1) << what << " chunk " << i;
-    ASSERT_EQ(ref, vec) << what << " chunk " << i << ": vector decoder differs from the reference";
-    ASSERT_EQ(chunk_hash(vec.data(), vec.size()), c.xxh3) << what << " chunk " << i;
+    ASSERT_EQ(decode_bytes_chunk_fast(mv, cv, ps.rans, ps.rans_len, vec.data()), 1) << what << " chunk " << i;
+    ASSERT_EQ(ref, vec) << what << " chunk " << i << ": portable fast decoder differs from the reference";
+    std::fill(vec.begin(), vec.end(), 0x22);
+    if (vector_path()) {
+      ASSERT_EQ(decode_bytes_chunk_hwy(mv, cv, ps.rans, ps.rans_len, vec.data()), 1) << what << " chunk " << i;
+      ASSERT_EQ(ref, vec) << what << " chunk " << i << ": vector decoder differs from the reference";
+    }
+    ASSERT_EQ(chunk_hash(ref.data(), ref.size()), c.xxh3) << what << " chunk " << i;
     ++t->compared;
     // Damaged streams: a flipped byte in the states or in the words, the
     // stream a word short, a word too long. Both decoders reject, or (a
@@ -91,14 +98,16 @@ void compare(DType dtype, uint64_t rows, uint64_t cols, const uint8_t* bytes, st
       std::fill(ref.begin(), ref.end(), 0x11);
       std::fill(vec.begin(), vec.end(), 0x22);
       const bool ok_ref = decode_bytes_chunk(mv, cv, d.data(), len, ref.data());
-      const int ok_vec = decode_bytes_chunk_hwy(mv, cv, d.data(), len, vec.data());
-      ASSERT_EQ(ok_ref ? 1 : 0, ok_vec) << what << " chunk " << i << " damage " << k << " at " << at;
-      if (ok_ref) {
-        ASSERT_EQ(ref, vec) << what << " chunk " << i << " damage " << k;
-        ++t->damaged_agreed;
-      } else {
-        ++t->rejected;
+      const int ok_fast = decode_bytes_chunk_fast(mv, cv, d.data(), len, vec.data());
+      ASSERT_EQ(ok_ref ? 1 : 0, ok_fast) << what << " chunk " << i << " damage " << k << " at " << at << " (fast)";
+      if (ok_ref) ASSERT_EQ(ref, vec) << what << " chunk " << i << " damage " << k << " (fast)";
+      if (vector_path()) {
+        std::fill(vec.begin(), vec.end(), 0x22);
+        const int ok_vec = decode_bytes_chunk_hwy(mv, cv, d.data(), len, vec.data());
+        ASSERT_EQ(ok_ref ? 1 : 0, ok_vec) << what << " chunk " << i << " damage " << k << " at " << at;
+        if (ok_ref) ASSERT_EQ(ref, vec) << what << " chunk " << i << " damage " << k;
       }
+      ++(ok_ref ? t->damaged_agreed : t->rejected);
     }
   }
 }
@@ -149,7 +158,6 @@ std::vector<uint8_t> run_bytes(size_t n, uint32_t eb, uint32_t seed) {
 }
 
 TEST(BytesDecoder, EqualsReferenceOnRealAndRandomBytes) {
-  if (!vector_path()) GTEST_SKIP() << "decoder path scalar: the vector bytes decoder does not run";
   const std::vector<uint8_t> real = real_block_scales();
   ASSERT_GE(real.size(), 72000u);
   const std::vector<uint8_t> noise = skewed_bytes(real.size(), 7);

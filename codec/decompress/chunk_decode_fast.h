@@ -54,4 +54,11 @@ int decode_float_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8
 int decode_int_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t* tile_map, const uint8_t* rans,
                           uint32_t rans_len, uint8_t* out, int32_t* res, int32_t* tmp_tile, uint8_t* lm);
 
+// decode_bytes_chunk with the fast decoder (chunk_decode_fast_bytes.cpp):
+// 1 decoded (the same bytes), 0 malformed, -1 not handled (elements of
+// other than 1, 2, 4 or 8 bytes, or a view without the flattened reference
+// tables, ModelView::sym_small / fs_small).
+int decode_bytes_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
+                            uint8_t* out);
+
 }  // namespace wcodec

@@ -201,7 +201,8 @@ Status decode_chunk_unchecked(const TensorGeometry& g, const TensorModel* model,
           break;
         case ModelKind::kBytes: {
           if (raw_len != 0) break;
-          const int r = try_fast ? decode_bytes_chunk_hwy(mv, cv, rans, rl, out) : -1;
+          int r = try_fast ? decode_bytes_chunk_hwy(mv, cv, rans, rl, out) : -1;
+          if (r < 0) r = decode_bytes_chunk_fast(mv, cv, rans, rl, out);
           if (r >= 0) {
             ok = r == 1;
             break;
