@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -448,4 +450,36 @@ TEST(MinModelGain, OutOfRangeIsRefused) {
     ASSERT_FALSE(r.ok()) << g;
     EXPECT_NE(r.status().message().find("min_model_gain"), std::string::npos) << r.status().ToString();
   }
+}
+
+// fp16 block scales are tried as byte planes too (a bytes model on the
+// field) and keep the smaller coding. On SmolLM2's published Q4_1 file
+// (scripts/smollm2.sh; CI fetches it), whose scales and minimums take few
+// distinct values, most of them take byte planes; the file reads back byte
+// for byte.
+TEST(SplitScales, SmolLM2Q4_1ScalesTakeBytePlanes) {
+  const char* hf = std::getenv("WCODEC_SMOLLM2_HF");
+  if (!hf || !*hf) GTEST_SKIP() << "WCODEC_SMOLLM2_HF is not set (scripts/smollm2.sh makes SmolLM2)";
+  const auto path = std::filesystem::path(hf).parent_path() / "SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
+  const auto file = wctest::read_file(path);
+  ASSERT_FALSE(file.empty());
+  EncodeConfig cfg;
+  cfg.threads = 2;
+  auto enc = encode_safetensors(file.data(), file.size(), cfg, path.string());
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  auto rd = Reader::open_memory(enc->data(), enc->size(), "smollm2.gguf.wcodec");
+  ASSERT_TRUE(rd.ok()) << rd.status().ToString();
+  int q4_1 = 0, planes = 0;
+  for (size_t t = 0; t < (*rd)->num_tensors(); ++t) {
+    const std::string m = (*rd)->tensor_summary(t).model;
+    if (m.find("split") == std::string::npos || m.find("[16B") == std::string::npos) continue;
+    ++q4_1;
+    planes += m.find("[2B planes") != std::string::npos;
+  }
+  EXPECT_GT(q4_1, 100);
+  EXPECT_GT(planes, q4_1 / 2) << planes << " of " << q4_1 << " split tensors with a scale stream as byte planes";
+  EXPECT_TRUE((*rd)->verify(true).ok());
+  std::printf("SmolLM2 Q4_1: %zu -> %zu bytes (%.4f), %d of %d split tensors with byte-plane scales\n", file.size(),
+              enc->size(), static_cast<double>(enc->size()) / static_cast<double>(file.size()), planes, q4_1);
 }
