@@ -675,7 +675,14 @@ Status Reader::read(uint64_t offset, uint64_t length, uint8_t* out) const {
       size_t last = gi;
       while (last + 1 < all_chunks_.size()) {
         const ChunkEntry& nx = all_chunks_[last + 1];
-        if (nx.decoded_offset >= end || nx.file_offset < stop || nx.file_offset - stop > kMaxGap ||
+        if (nx.decoded_offset >= end) break;
+        // A later member of a zstd group whose frame the run holds already
+        // (members share their frame's offset): in the run.
+        if (nx.method == 3 && nx.file_offset >= f.file_offset && nx.file_offset + nx.stored_size <= stop) {
+          ++last;
+          continue;
+        }
+        if (nx.file_offset < stop || nx.file_offset - stop > kMaxGap ||
             nx.file_offset + nx.stored_size - f.file_offset > kMaxRun)
           break;
         stop = nx.file_offset + nx.stored_size;
