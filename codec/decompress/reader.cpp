@@ -276,6 +276,8 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
     if (!r.ok() || nc != g.num_chunks() || (nbytes == 0 && nc != 0))
       return corrupt(WF + " chunk count", nc, std::to_string(g.num_chunks()));
     uint64_t dec_off = data_start + ref.begin;
+    t->first_global = rd->all_chunks_.size();
+    t->num_chunks = nc;
     for (uint64_t c = 0; c < nc; ++c) {
       ChunkEntry e{};
       e.file_offset = r.u64();
@@ -296,7 +298,9 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
         return corrupt(WF + " chunk " + std::to_string(c) + " offset", e.file_offset, "within the data region");
       e.decoded_offset = dec_off;
       dec_off += e.decoded_size;
-      t->chunks.push_back(e);
+      rd->all_chunks_.push_back(e);
+      rd->chunk_tensor_.push_back(static_cast<uint32_t>(i));
+      rd->chunk_local_.push_back(c);
     }
     if (dec_off != data_start + ref.end) return Status::Corruption(W + ": chunks do not cover the tensor");
     t->kind = r.str(64);
@@ -307,12 +311,6 @@ Result<std::unique_ptr<Reader>> Reader::load(std::unique_ptr<Reader> rd) {
     for (auto& v : t->xform_hist) v = r.u32();
     if (!r.ok()) return Status::Corruption(W + ": index record truncated");
     t->info = ref;
-    t->first_global = rd->all_chunks_.size();
-    for (size_t c = 0; c < t->chunks.size(); ++c) {
-      rd->all_chunks_.push_back(t->chunks[c]);
-      rd->chunk_tensor_.push_back(static_cast<uint32_t>(i));
-      rd->chunk_local_.push_back(c);
-    }
     rd->tensors_.push_back(std::move(t));
   }
   if (r.remaining()) return corrupt("index trailing bytes", r.remaining(), "0");
@@ -366,8 +364,8 @@ TensorSummary Reader::tensor_summary(size_t i) const {
   s.dtype = t.info.dtype;
   s.shape = t.info.shape;
   s.original_bytes = t.info.nbytes();
-  s.chunks = t.chunks.size();
-  for (size_t k = 0; k < t.chunks.size(); ++k) {
+  s.chunks = t.num_chunks;
+  for (size_t k = 0; k < t.num_chunks; ++k) {
     const ChunkEntry& c = all_chunks_[t.first_global + k];
     // A zstd group's chunks: a share of the frame each (counted as zstd).
     s.stored_bytes +=
@@ -408,9 +406,9 @@ Status Reader::load_aux(size_t ti) const {
   // (checked at open), so this does not recurse.
   std::vector<uint8_t> buf(z.info.nbytes());
   uint64_t off = 0;
-  for (size_t c = 0; c < z.chunks.size(); ++c) {
+  for (size_t c = 0; c < z.num_chunks; ++c) {
     WC_RETURN_IF_ERROR(decode_chunk(z.first_global + c, buf.data() + off));
-    off += z.chunks[c].decoded_size;
+    off += all_chunks_[z.first_global + c].decoded_size;
   }
   z.decoded = std::move(buf);
   z.decoded_ready.store(true, std::memory_order_release);

@@ -30,8 +30,9 @@ struct Reader::Tensor {
   // Model flag 3 (format 2.5): the tensor's split model; has_model is
   // true and model is null.
   std::shared_ptr<const SplitModel> split;
-  std::vector<ChunkEntry> chunks;
-  size_t first_global = 0;
+  // Its chunks: entries first_global .. first_global + num_chunks - 1 of
+  // the reader's all_chunks_.
+  size_t first_global = 0, num_chunks = 0;
   std::string kind, model_desc;
   uint32_t tiles_total = 0, tiles_with_tools = 0;
   std::array<uint32_t, 6> pred_hist{};
