@@ -30,7 +30,8 @@
 // minimum streams are recoded (format 2.7); and a GGUF file of Q3_K blocks
 // whose hmask and qs take one stream of 3-bit codes (format 2.8); and a
 // GGUF file of Q4_0 blocks as llama.cpp quantizes them, whose codes take
-// the forced zero apart (format 2.9).
+// the forced zero apart (format 2.9); and U16 and I32 tensors that take
+// bytes models (both context modes).
 //
 // Build (clang): cmake -DWCODEC_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ ...
 // Run:           build-fuzz/tests/fuzz/fuzz_container -max_len=256 -max_total_time=600
@@ -38,6 +39,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -136,6 +139,28 @@ std::vector<uint8_t> conv_kernel_seed(const std::vector<uint8_t>& int8_file,
   return built.ok() ? std::move(*built) : std::vector<uint8_t>{};
 }
 
+// Tensors that take bytes models (one symbol per byte plane): U16 values
+// with few distinct values (weights' magnitudes on a coarse grid, as block
+// scales are) and I32 values in runs of zeros (both context modes), of
+// several chunks each whose lanes differ in size.
+std::vector<uint8_t> bytes_model_seed(const std::vector<float>& w) {
+  const size_t n = std::min<size_t>(w.size(), 3 * 8192 + 77);
+  std::vector<uint8_t> u16(2 * n), i32(4 * n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto a = static_cast<uint16_t>(std::lround(std::fabs(w[i]) * 2000.0f));
+    u16[2 * i] = static_cast<uint8_t>(a);
+    u16[2 * i + 1] = static_cast<uint8_t>(a >> 8);
+    const int32_t v = std::fabs(w[i]) > 0.04f ? static_cast<int32_t>(std::lround(w[i] * 30000.0f)) : 0;
+    std::memcpy(&i32[4 * i], &v, 4);
+  }
+  std::vector<wcodec::TensorData> ts = {
+      {"scales", wcodec::DType::kU16, {n / 77, 77}, std::vector<uint8_t>(u16.begin(), u16.begin() + 2 * (n / 77) * 77)},
+      {"offsets", wcodec::DType::kI32, {n / 77, 77}, std::vector<uint8_t>(i32.begin(), i32.begin() + 4 * (n / 77) * 77)}};
+  auto built = wcodec::build_safetensors(ts, std::nullopt);
+  if (!built.ok()) die("bytes seed: " + built.status().ToString());
+  return std::move(*built);
+}
+
 const std::vector<Seed>& seeds() {
   static const std::vector<Seed> s = [] {
     std::vector<Seed> v;
@@ -189,6 +214,10 @@ const std::vector<Seed>& seeds() {
     // position and code parts and the join's checks (test_gguf_zeropos
     // checks that it is taken).
     load_seed("gguf_zeropos", wctest::q4_0_fuzz_seed(), &v);
+    // Bytes models: region 0 edits reach the bytes decoders' streams
+    // (chunk_decode_hwy_bytes.cpp, chunk_decode_fast_bytes.cpp), region 1
+    // their model records (test_bytes_decoder checks the decoders).
+    load_seed("bytes_models", bytes_model_seed(w.empty() ? wctest::gaussian_weights(1 << 18, 13) : w), &v);
 #ifdef WCODEC_DATA_DIR
     // Ternary kernels whose rows take kernel-row symbols (format 2.10), in
     // chunks whose last step leaves lanes idle: region 1 edits reach the
