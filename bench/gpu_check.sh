@@ -3,7 +3,8 @@
 # repository root, .dev/ beside it): the GPU tests, the GPU benchmark (every
 # file, then a 4 GB synthetic batch per kind of model), a decode into device
 # memory compared with the original, compute-sanitizer's memcheck and
-# racecheck over the edge cases, and (when the bundle holds the Python
+# racecheck over the edge cases, the consecutive-lane layout study
+# (bench/gpu_layout_study.cu), and (when the bundle holds the Python
 # package, .dev/python) python/tests/test_cuda.py with the device's python3
 # and torch: every tensor of every bundled file read with device="cuda"
 # (whole, sliced, load_file) equals the CPU's byte for byte, decoded by the
@@ -43,6 +44,10 @@ for f in isnet-medium.f16.head stories260K.bf16 silero_vad_16k.f32 isnet-medium.
     WCODEC_GPU_PATHS=$v timeout 60 "$B"/wcodec bench --device cuda -j "$(nproc)" "$W/$f.wcodec" --synthetic-gb 2 | grep "^synthetic (all"
   done
 done
+echo "== the consecutive-lane layout study (bench/gpu_layout_study.cu), 4 GB batches (t=${SECONDS}s)"
+timeout 150 "$B"/gpu_layout_study --gb 4 --reps 5 "$D"/isnet-medium.f16.head.safetensors "$D"/stories260K.bf16.safetensors \
+  "$D"/silero_vad_16k.f32.safetensors "$D"/stories260K.f32.safetensors "$D"/isnet-medium.rtn-int8.head.safetensors \
+  "$D"/isnet-medium.rtn-int4.head.safetensors "$D"/isnet-medium.rtn-ternary.safetensors
 echo "== per kind of model: 4 GB synthetic batch (t=${SECONDS}s)"
 [[ -n "${GPU_CHECK_QUICK:-}" ]] && echo "(GPU_CHECK_QUICK: skipped)"
 [[ -n "${GPU_CHECK_QUICK:-}" ]] || for f in isnet-medium.f16.head isnet-medium.rtn-int8.head isnet-medium.rtn-int4.head isnet-medium.rtn-ternary \

@@ -34,14 +34,14 @@ fi
 # the checks do not use).
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DWCODEC_BUILD_FUSE=OFF -DWCODEC_CUDA=ON \
   -DCMAKE_DISABLE_FIND_PACKAGE_faiss=ON "${pyargs[@]}" >/dev/null
-ninja -C build-gpu wcodec test_gpu_decoder test_device_plan test_xxh3_hd "${pytarget[@]}"
+ninja -C build-gpu wcodec test_gpu_decoder test_device_plan test_xxh3_hd gpu_layout_study "${pytarget[@]}"
 if [[ -d .git ]]; then
   mkdir -p .git/info && (grep -qx '/.dev/' .git/info/exclude 2>/dev/null || echo /.dev/ >>.git/info/exclude)
 else
   echo "gpu_bundle: a git worktree: .dev/ is not ignored here (it travels without carry; do not commit it)"
 fi
 rm -rf .dev && mkdir -p .dev/bin .dev/lib .dev/data
-for b in wcodec tests/test_gpu_decoder tests/test_xxh3_hd; do cp build-gpu/$b .dev/bin/ && strip .dev/bin/"$(basename $b)"; done
+for b in wcodec tests/test_gpu_decoder tests/test_xxh3_hd bench/gpu_layout_study; do cp build-gpu/$b .dev/bin/ && strip .dev/bin/"$(basename $b)"; done
 mods=()
 if [[ ${#pytarget[@]} -gt 0 ]]; then
   mkdir -p .dev/python .dev/pytests
