@@ -184,11 +184,45 @@ WC_HD inline void xxh3_stripe_half(uint64_t* c, const uint8_t* in, const uint8_t
   }
 }
 
+// The same with the half-stripe's four data words already loaded and its
+// four secret words in registers (key).
+WC_HD inline void xxh3_half_words(uint64_t* c, const uint64_t* v, const uint64_t* key) {
+  for (uint32_t j = 0; j < 4; ++j) {
+    const uint64_t k = v[j] ^ key[j];
+    c[j ^ 1] += v[j];
+    c[j] += (k & 0xFFFFFFFFull) * (k >> 32);
+  }
+}
+
+// The four 8-byte words at p (little-endian). On the device, with `aligned`
+// (p a multiple of 8), as two 16-byte loads or four 8-byte ones instead of
+// 32 byte loads.
+WC_HD inline void xxh3_load4(const uint8_t* p, bool aligned, uint64_t* v) {
+#ifdef __CUDA_ARCH__
+  if (aligned) {
+    if (!(reinterpret_cast<uintptr_t>(p) & 15)) {
+      const ulonglong2 a = reinterpret_cast<const ulonglong2*>(p)[0], b = reinterpret_cast<const ulonglong2*>(p)[1];
+      v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
+    } else {
+      for (uint32_t j = 0; j < 4; ++j) v[j] = reinterpret_cast<const uint64_t*>(p)[j];
+    }
+    return;
+  }
+#else
+  (void)aligned;
+#endif
+  for (uint32_t j = 0; j < 4; ++j) v[j] = xxh3_detail::r64(p + 8 * j);
+}
+
 // xxh3_64 computed by a lane group (lane_group.h); every lane gets the
 // value. Inputs over 240 bytes: within a block of 16 stripes every
 // accumulator only adds, so lane l takes stripe slot l / 2 and accumulators
 // 4 * (l % 2) .. + 3, and the lanes' contributions are summed before the
 // block's scramble. Shorter inputs: every lane hashes them alone.
+// A lane's secret words (its stripe slot's, and the scramble's for its
+// accumulators) are the same in every block, so they are read once into
+// registers: on a GPU the secret sits in constant memory, which serves the
+// lanes' different addresses one at a time.
 template <class G>
 WC_HD inline uint64_t xxh3_64_g(G& g, const uint8_t* p, size_t n, const uint8_t* secret) {
   using namespace xxh3_detail;
@@ -197,35 +231,49 @@ WC_HD inline uint64_t xxh3_64_g(G& g, const uint8_t* p, size_t n, const uint8_t*
   constexpr size_t kStripes = (kXxh3SecretSize - 64) / 8;  // per block
   constexpr size_t kBlock = 64 * kStripes;
   static_assert(2 * kStripes == 32, "two lanes of a 32-lane group per stripe of a block");
-  typename G::template Lanes<uint64_t> a[4], c[4];
+  typename G::template Lanes<uint64_t> a[4], c[4], key[4], skey[4];
+  const bool aligned = !(reinterpret_cast<uintptr_t>(p) & 7);
   g.each([&](uint32_t l) {
     const uint64_t init[8] = {kP32_3, kP64_1, kP64_2, kP64_3, kP64_4, kP32_2, kP64_5, kP32_1};
-    for (uint32_t j = 0; j < 4; ++j) a[j][l] = init[4 * (l & 1) + j];
+    const uint32_t slot = l >> 1, h = l & 1;
+    for (uint32_t j = 0; j < 4; ++j) {
+      a[j][l] = init[4 * h + j];
+      key[j][l] = r64(s + slot * 8 + 8 * (4 * h + j));
+      skey[j][l] = r64(s + kXxh3SecretSize - 64 + 8 * (4 * h + j));
+    }
   });
   const size_t blocks = (n - 1) / kBlock;
   const size_t last = ((n - 1) - kBlock * blocks) / 64;  // stripes of the last block before the final one
-  for (size_t b = 0; b <= blocks; ++b) {
+  for (size_t b = 0; b < blocks; ++b) {
     g.each([&](uint32_t l) {
-      uint64_t cl[4] = {0, 0, 0, 0};
-      const uint32_t slot = l >> 1;
-      if (b < blocks) xxh3_stripe_half(cl, p + b * kBlock + slot * 64, s + slot * 8, l & 1);
-      else if (slot < last) xxh3_stripe_half(cl, p + b * kBlock + slot * 64, s + slot * 8, l & 1);
-      else if (slot == last) xxh3_stripe_half(cl, p + n - 64, s + kXxh3SecretSize - 64 - 7, l & 1);
+      uint64_t cl[4] = {0, 0, 0, 0}, v[4], k[4];
+      xxh3_load4(p + b * kBlock + (l >> 1) * 64 + 32 * (l & 1), aligned, v);
+      for (uint32_t j = 0; j < 4; ++j) k[j] = key[j][l];
+      xxh3_half_words(cl, v, k);
       for (uint32_t j = 0; j < 4; ++j) c[j][l] = cl[j];
     });
     for (uint32_t j = 0; j < 4; ++j) g.butterfly_add(c[j], 2);
     g.each([&](uint32_t l) {
-      for (uint32_t j = 0; j < 4; ++j) {
+      for (uint32_t j = 0; j < 4; ++j) {  // scramble
         uint64_t v = a[j][l] + c[j][l];
-        if (b < blocks) {  // scramble
-          v ^= v >> 47;
-          v ^= r64(s + kXxh3SecretSize - 64 + 8 * (4 * (l & 1) + j));
-          v *= kP32_1;
-        }
-        a[j][l] = v;
+        v ^= v >> 47;
+        v ^= skey[j][l];
+        a[j][l] = v * kP32_1;
       }
     });
   }
+  // The last block's stripes and the final stripe (secret offsets of its own).
+  g.each([&](uint32_t l) {
+    uint64_t cl[4] = {0, 0, 0, 0};
+    const uint32_t slot = l >> 1;
+    if (slot < last) xxh3_stripe_half(cl, p + blocks * kBlock + slot * 64, s + slot * 8, l & 1);
+    else if (slot == last) xxh3_stripe_half(cl, p + n - 64, s + kXxh3SecretSize - 64 - 7, l & 1);
+    for (uint32_t j = 0; j < 4; ++j) c[j][l] = cl[j];
+  });
+  for (uint32_t j = 0; j < 4; ++j) g.butterfly_add(c[j], 2);
+  g.each([&](uint32_t l) {
+    for (uint32_t j = 0; j < 4; ++j) a[j][l] += c[j][l];
+  });
   // Merge: lanes 0 and 1 hold accumulators 0-3 and 4-7.
   typename G::template Lanes<uint64_t> part;
   g.each([&](uint32_t l) {
