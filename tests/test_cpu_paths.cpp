@@ -7,6 +7,7 @@
 // forced onto each path (SHA-256 of the decoded file = the original's).
 // Thread-safety: single-threaded test code.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
@@ -94,6 +95,19 @@ TEST(CpuPaths, Resolve) {
     }
   }
   EXPECT_FALSE(cpu_model().empty());
+}
+
+// cpu.cpp checks the features of Highway's targets itself (so that the
+// codec does not load libhwy.so, whose initializer times the clock at
+// every process start); its answer equals Highway's on this CPU.
+TEST(CpuPaths, TargetChecksAgreeWithHighway) {
+#if defined(__x86_64__)
+  EXPECT_EQ(cpu_path_supported(CpuPath::kAvx2), (hwy::SupportedTargets() & HWY_AVX2) != 0);
+#elif defined(__aarch64__)
+  EXPECT_EQ(cpu_path_supported(CpuPath::kNeon), (hwy::SupportedTargets() & HWY_NEON) != 0);
+#else
+  GTEST_SKIP() << "no Highway target the codec checks on this architecture";
+#endif
 }
 
 // ------------------------------------------------------------ chunks

@@ -5,8 +5,6 @@
 // once; resolve_cpu_path is pure.
 #include "wcodec/cpu.h"
 
-#include <hwy/targets.h>
-
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -15,8 +13,42 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 namespace wcodec {
+
+namespace {
+
+#if defined(__x86_64__)
+// The CPU features Highway's AVX2 target needs (Highway 1.0: its SSE4
+// group, SSSE3, SSE4.1, SSE4.2, PCLMUL and AES, plus AVX, AVX2, FMA, F16C,
+// BMI, BMI2, LZCNT and MOVBE), and the OS saving the YMM registers. The
+// check is the codec's own rather than hwy::SupportedTargets(): that call
+// needs libhwy.so, whose static initializer times the clock (a few
+// milliseconds) at every start of every process that loads it.
+bool x86_avx2_target() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const unsigned need1 = 1u << 0 | 1u << 1 | 1u << 9 | 1u << 12 | 1u << 19 | 1u << 20 | 1u << 22 | 1u << 25 |
+                         1u << 27 | 1u << 28 | 1u << 29;  // SSE3 PCLMUL SSSE3 FMA SSE4.1 SSE4.2 MOVBE AES OSXSAVE AVX F16C
+  if ((c & need1) != need1) return false;
+  unsigned xlo, xhi;
+  __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+  if ((xlo & 6u) != 6u) return false;  // XMM and YMM state
+  if (__get_cpuid_max(0, nullptr) < 7) return false;
+  __cpuid_count(7, 0, a, b, c, d);
+  const unsigned need7 = 1u << 3 | 1u << 5 | 1u << 8;  // BMI AVX2 BMI2
+  if ((b & need7) != need7) return false;
+  if (__get_cpuid_max(0x80000000u, nullptr) < 0x80000001u) return false;
+  __get_cpuid(0x80000001u, &a, &b, &c, &d);
+  return (c & (1u << 5)) != 0;  // LZCNT
+}
+#endif
+
+}  // namespace
 
 const char* cpu_path_name(CpuPath p) {
   switch (p) {
@@ -50,8 +82,8 @@ bool cpu_path_supported(CpuPath p) {
     case CpuPath::kScalar: return true;
     case CpuPath::kAvx2: {
 #if defined(__x86_64__)
-      // The Highway AVX2 target (AVX2, BMI2, FMA, F16C) as Highway checks it.
-      static const bool ok = (hwy::SupportedTargets() & HWY_AVX2) != 0;
+      // The Highway AVX2 target (AVX2, BMI2, FMA, F16C, ...).
+      static const bool ok = x86_avx2_target();
       return ok;
 #else
       return false;
@@ -72,9 +104,9 @@ bool cpu_path_supported(CpuPath p) {
     }
     case CpuPath::kNeon: {
 #if defined(__aarch64__)
-      // The Highway NEON target (on A64 Highway requires AES too) as
-      // Highway checks it.
-      static const bool ok = (hwy::SupportedTargets() & HWY_NEON) != 0;
+      // The Highway NEON target: on A64 Highway requires AES too (the
+      // codec's check, for the reason given at x86_avx2_target).
+      static const bool ok = (getauxval(AT_HWCAP) & HWCAP_AES) != 0;
       return ok;
 #else
       return false;
