@@ -360,10 +360,14 @@ struct BytesParams {
   uint8_t ctx_mode;    // 0: plane only, 1: plane x left-byte class
 };
 WC_HD inline uint32_t bytes_nctx(const BytesParams& p) { return p.elem_bytes * (p.ctx_mode ? 4u : 1u); }
+// Class of a left byte that exists: 1 zero, 2 below 16 or from 240, 3
+// otherwise (0: no left byte).
+WC_HD inline uint32_t bytes_left_class(uint32_t left) {
+  return left == 0 ? 1u : (left < 16 || left >= 240 ? 2u : 3u);
+}
 WC_HD inline uint32_t bytes_ctx(const BytesParams& p, uint32_t plane, int left /* -1 none */) {
   if (!p.ctx_mode) return plane;
-  uint32_t cls = left < 0 ? 0u : (left == 0 ? 1u : (left < 16 || left >= 240 ? 2u : 3u));
-  return plane * 4u + cls;
+  return plane * 4u + (left < 0 ? 0u : bytes_left_class(static_cast<uint32_t>(left)));
 }
 
 // The decoders' view of a chunk and of its model (chunk_decode.h,

@@ -28,12 +28,6 @@ namespace {
 using fast::Geom;
 using fast::Words;
 
-// Class of the left byte (bytes_ctx): 1 zero, 2 below 16 or from 240, 3
-// otherwise.
-WC_FAST_INLINE uint32_t left_class(uint32_t left) {
-  return left == 0 ? 1u : (left - 16u < 224u ? 3u : 2u);
-}
-
 template <uint32_t EB, bool CTX>
 bool bytes_lanes(const Geom& g, uint32_t w, const uint8_t* sym, const uint32_t* fs, const uint8_t* rans,
                  uint32_t rans_len, uint8_t* out) {
@@ -54,7 +48,7 @@ bool bytes_lanes(const Geom& g, uint32_t w, const uint8_t* sym, const uint32_t* 
       for (uint32_t l = 0; l < kLanes; ++l) {
         if (!all && t >= g.n[l]) continue;
         uint32_t ctx = b;
-        if constexpr (CTX) ctx = 4 * b + (col[l] ? left_class((dst[l] - EB)[b]) : 0u);
+        if constexpr (CTX) ctx = 4 * b + (col[l] ? bytes_left_class((dst[l] - EB)[b]) : 0u);
         dst[l][b] = static_cast<uint8_t>(fast::decode_renorm(x[l], sym + 4096 * ctx, fs + 256 * ctx, ws.p, ws.pos));
       }
     }
