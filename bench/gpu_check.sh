@@ -35,10 +35,10 @@ SYN_GB=8
 [[ -n "${GPU_CHECK_QUICK:-}" ]] && SYN_GB=2
 echo "== every file, then all files repeated into a synthetic batch (t=${SECONDS}s)"
 timeout 200 "$B"/wcodec bench --device cuda -j "$(nproc)" "$W"/*.wcodec --synthetic-gb "$SYN_GB"
-echo "== decoders side by side (WCODEC_GPU_PATHS: 7 the default, 15 with starts tables in shared memory, 5 direct float with slot tables, 0 grid decoders only), 2 GB each (t=${SECONDS}s)"
+echo "== decoders side by side (WCODEC_GPU_PATHS: 7 the default, 23 the default with warps taking chunks alone, 15 with starts tables in shared memory, 5 direct float with slot tables, 0 grid decoders only), 2 GB each (t=${SECONDS}s)"
 for f in isnet-medium.f16.head stories260K.bf16 silero_vad_16k.f32 isnet-medium.rtn-int8.head isnet-medium.rtn-int4.head \
          isnet-medium.rtn-ternary stories260K.rtn-ternary; do
-  case $f in *rtn*) variants="7 0" ;; *) variants="7 15 5 0" ;; esac
+  case $f in *rtn*) variants="7 23 0" ;; *) variants="7 23 15 5 0" ;; esac
   for v in $variants; do
     echo "$f (paths $v):"
     WCODEC_GPU_PATHS=$v timeout 60 "$B"/wcodec bench --device cuda -j "$(nproc)" "$W/$f.wcodec" --synthetic-gb 2 | grep "^synthetic (all"

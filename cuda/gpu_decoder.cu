@@ -43,6 +43,12 @@ __constant__ uint8_t c_secret[kXxh3SecretSize] = WCODEC_XXH3_SECRET_BYTES;
 
 constexpr uint32_t kWarpsPerBlock = 4;
 
+// WCODEC_GPU_PATHS bit for the kernel's schedule rather than a decoder:
+// each warp takes chunks alone from the counter instead of a block taking
+// kWarpsPerBlock chunks together and waiting at a barrier for its slowest
+// warp (benchmarks compare the two; see the comment at the top).
+constexpr uint32_t kSchedWarpChunks = 16;
+
 // Six blocks of 4 warps per SM (at most 80 registers). Measured on an H100:
 // 24 warps per SM beat 32 (64 registers, with spills), 16 and 8 on every
 // kind of model but BF16; groups of 4 warps were as fast as or faster than
@@ -57,6 +63,18 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 24 / kWarpsPerBlock)
   // memory (kPathFastStarts).
   extern __shared__ uint16_t starts[];
   WarpGroup g{threadIdx.x & 31u};
+  uint16_t* fast = (paths & kPathFastStarts) ? starts + (threadIdx.x / 32) * kStartsCap : nullptr;
+  if (paths & kSchedWarpChunks) {
+    // Every warp takes the next chunk alone: no block barrier.
+    for (;;) {
+      uint32_t i = 0;
+      if (g.lane == 0) i = atomicAdd(next, 1u);
+      i = __shfl_sync(WarpGroup::kAll, i, 0);
+      if (i >= n) return;
+      const int r = run_plan_chunk_g(g, chunks[i], views, in, out, scratch, c_secret, paths, fast);
+      if (g.lane == 0) results[i] = r;
+    }
+  }
   for (;;) {
     if (threadIdx.x == 0) group = atomicAdd(next, kWarpsPerBlock);
     __syncthreads();
@@ -65,8 +83,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, 24 / kWarpsPerBlock)
     if (first >= n) return;  // the whole block leaves together
     if (i < n) {
       const PlanChunk c = chunks[i];
-      const int r = run_plan_chunk_g(g, c, views, in, out, scratch, c_secret, paths,
-                                     (paths & kPathFastStarts) ? starts + (threadIdx.x / 32) * kStartsCap : nullptr);
+      const int r = run_plan_chunk_g(g, c, views, in, out, scratch, c_secret, paths, fast);
       if (g.lane == 0) results[i] = r;
     }
   }
@@ -249,7 +266,8 @@ struct GpuDecoder::Impl {
   // The decoders run_plan_chunk_g may take (kPath* bits): all but the
   // starts tables in shared memory by default (see kStartsCap);
   // WCODEC_GPU_PATHS=N (benchmarks) picks others, e.g. 0 for the grid
-  // decoders of every chunk, 15 with the starts tables in shared memory.
+  // decoders of every chunk, 15 with the starts tables in shared memory,
+  // and + 16 (kSchedWarpChunks) warps taking chunks alone.
   uint32_t paths = kPathsAll & ~kPathFastStarts;
   // Dynamic shared memory of a block of the decode kernel.
   size_t smem() const { return (paths & kPathFastStarts) ? size_t{kWarpsPerBlock} * kStartsCap * 2 : 0; }
@@ -407,7 +425,8 @@ Result<std::unique_ptr<GpuDecoder>> GpuDecoder::create(int device) {
   std::unique_ptr<GpuDecoder> d(new GpuDecoder());
   d->impl_ = std::make_unique<Impl>();
   d->impl_->device = device;
-  if (const char* f = std::getenv("WCODEC_GPU_PATHS")) d->impl_->paths = static_cast<uint32_t>(std::strtoul(f, nullptr, 0)) & kPathsAll;
+  if (const char* f = std::getenv("WCODEC_GPU_PATHS"))
+    d->impl_->paths = static_cast<uint32_t>(std::strtoul(f, nullptr, 0)) & (kPathsAll | kSchedWarpChunks);
   cudaDeviceProp prop{};
   WGPU_CHECK(cudaGetDeviceProperties(&prop, device), "device properties");
   d->impl_->name = prop.name;
