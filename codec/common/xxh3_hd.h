@@ -171,27 +171,25 @@ WC_HD inline uint64_t xxh3_64(const uint8_t* p, size_t n, const uint8_t* secret)
   return avalanche(h);
 }
 
-// One half of a stripe's accumulation: the contributions of the stripe at
-// `in` (secret `sec`) to accumulators 4 * half .. 4 * half + 3, added to c.
-WC_HD inline void xxh3_stripe_half(uint64_t* c, const uint8_t* in, const uint8_t* sec, uint32_t half) {
-  using namespace xxh3_detail;
-  for (uint32_t j = 0; j < 4; ++j) {
-    const uint32_t i = 4 * half + j;
-    const uint64_t v = r64(in + 8 * i);
-    const uint64_t k = v ^ r64(sec + 8 * i);
-    c[j ^ 1] += v;
-    c[j] += (k & 0xFFFFFFFFull) * (k >> 32);
-  }
-}
-
-// The same with the half-stripe's four data words already loaded and its
-// four secret words in registers (key).
+// One half of a stripe's accumulation: the contributions of the four data
+// words v (secret words key) to accumulators 4 * half .. 4 * half + 3,
+// added to c.
 WC_HD inline void xxh3_half_words(uint64_t* c, const uint64_t* v, const uint64_t* key) {
   for (uint32_t j = 0; j < 4; ++j) {
     const uint64_t k = v[j] ^ key[j];
     c[j ^ 1] += v[j];
     c[j] += (k & 0xFFFFFFFFull) * (k >> 32);
   }
+}
+
+// The same for the stripe at `in` with secret `sec`, both read here.
+WC_HD inline void xxh3_stripe_half(uint64_t* c, const uint8_t* in, const uint8_t* sec, uint32_t half) {
+  uint64_t v[4], k[4];
+  for (uint32_t j = 0; j < 4; ++j) {
+    v[j] = xxh3_detail::r64(in + 8 * (4 * half + j));
+    k[j] = xxh3_detail::r64(sec + 8 * (4 * half + j));
+  }
+  xxh3_half_words(c, v, k);
 }
 
 // The four 8-byte words at p (little-endian). On the device, with `aligned`
