@@ -196,9 +196,7 @@ bool KrowLanes(const hwy_krow::KrowSetup* s, const uint8_t* const* rans, const u
     for (size_t c = 0; c < NC; ++c) {
       for (size_t v = 0; v < V; ++v) hn::Store(hn::BitCast(du, BITS[c][v]), du, bits_out + v * N);
       for (uint32_t l = act; l < kLanes; ++l) bits_out[l] = 0;
-      uint8_t buf[80];
-      krow_pack_step(bits_out, buf);
-      std::memcpy(out[c] + at, buf, s[c].out_len - at < 72 ? static_cast<size_t>(s[c].out_len - at) : 72u);
+      krow_store_step(bits_out, out[c], at, s[c].out_len);
     }
   }
   for (size_t c = 0; c < NC; ++c) {

@@ -144,10 +144,7 @@ int decode_krow_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_
     }
     // The step's kernels: 18 bits each, lane l at bit 18 l.
     for (uint32_t l = act; l < kLanes; ++l) bits[l] = 0;
-    uint8_t buf[80];
-    krow_pack_step(bits, buf);
-    const uint64_t at = first * kKernRowCodes / 4;
-    std::memcpy(out + at, buf, out_len - at < 72 ? static_cast<size_t>(out_len - at) : 72u);
+    krow_store_step(bits, out, first * kKernRowCodes / 4, out_len);
   }
   if (bad || pos != nwords) return 0;
   for (uint32_t l = 0; l < kLanes; ++l)

@@ -28,6 +28,19 @@ inline void krow_pack_step(const uint32_t* bits, uint8_t* buf) {
   }
 }
 
+// The step at output byte `at` of out_len: packed in place where the 72
+// bytes fit (every step but a chunk's last; a copy of variable length cost
+// as much as the packing), else through a buffer, cut at out_len.
+inline void krow_store_step(const uint32_t* bits, uint8_t* out, uint64_t at, uint64_t out_len) {
+  if (out_len - at >= 72) {
+    krow_pack_step(bits, out + at);
+    return;
+  }
+  uint8_t buf[80];
+  krow_pack_step(bits, buf);
+  std::memcpy(out + at, buf, static_cast<size_t>(out_len - at));
+}
+
 int decode_krow_chunk_fast(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
                            uint8_t* out);
 
