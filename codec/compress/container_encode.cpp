@@ -11,7 +11,6 @@
 #include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -259,9 +258,8 @@ static void drop_unpaid_models(const std::vector<size_t>& idx, const std::functi
     // contexts repeat): on isnet-medium.rtn-ternary, records of 900-960
     // bytes compressed to 300-400, and dropping three models by their raw
     // size made the file 770 bytes larger.
-    std::vector<uint8_t> z(ZSTD_compressBound(rec.size()));
-    const size_t zn = ZSTD_compress(z.data(), z.size(), rec.data(), rec.size(), 3);
-    const uint64_t record = ZSTD_isError(zn) ? rec.size() : std::min(zn, rec.size());
+    const std::vector<uint8_t> z = zstd_compress(rec.data(), rec.size(), 3);
+    const uint64_t record = z.empty() ? rec.size() : std::min(z.size(), rec.size());
     if (model_pays(payloads + record, without, opt)) continue;
     for (size_t i : members) drop_model(bytes_of(i), opt, &enc(i));
   }
@@ -313,11 +311,8 @@ static void make_zstd_groups(const SafetensorsHeader& hdr, const std::vector<siz
         cat.insert(cat.end(), bytes_of(i), bytes_of(i) + hdr.tensors[i].nbytes());
         apart += enc(i).chunks[0].payload.size();
       }
-      std::vector<uint8_t> z(ZSTD_compressBound(cat.size()));
-      const size_t zn =
-          ZSTD_compress(z.data(), z.size(), cat.data(), cat.size(), std::min(opt.zstd_level, kZstdGroupLevel));
-      if (!ZSTD_isError(zn) && zn < apart) {
-        z.resize(zn);
+      std::vector<uint8_t> z = zstd_compress(cat.data(), cat.size(), std::min(opt.zstd_level, kZstdGroupLevel));
+      if (!z.empty() && z.size() < apart) {
         const auto g = static_cast<int32_t>(groups->size());
         uint64_t off = 0;
         for (size_t i : members) {
@@ -832,14 +827,14 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
     ix.u64(nt);
     for (size_t i = 0; i < nt; ++i)
       write_index_tensor(ix, hdr.tensors[i], jobs[i].enc, crcs[i], offsets[i], sizes[i], coding);
-    std::vector<uint8_t> z(ZSTD_compressBound(ix.size()));
     // Level 9 (lazy matching). The optimal parsers (level 13 and up) make
     // the index 5-7% smaller, but at 5-7x the time, and on a small file the
     // index is a large part of the encode: on stories260K's int files level
     // 14 took 1.5-2.2 ms of 6-11 ms, a fifth of the encode, to save 200-380
     // bytes (0.06-0.16% of those files; 0.003-0.03% of isnet-medium's).
-    const size_t zn = ZSTD_compress(z.data(), z.size(), ix.buf().data(), ix.size(), kIndexZstdLevel);
-    if (ZSTD_isError(zn)) return Status::Internal(what + ": zstd failed on the index");
+    const std::vector<uint8_t> z = zstd_compress(ix.buf().data(), ix.size(), kIndexZstdLevel);
+    if (z.empty()) return Status::Internal(what + ": zstd failed on the index");
+    const size_t zn = z.size();
     ByteWriter head;
     head.u64(ix.size());
     index_crc = crc32_of(z.data(), zn, crc32_of(head.buf().data(), head.size()));

@@ -799,7 +799,6 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
                 bool direct_counts = false, bool kernel_rows = true);
 void choose_bytes(const TensorGeometry& g, const uint8_t* data, uint32_t eb, TensorModel* m);
 // Chunk encoding (tensor_encode.cpp, chunk_encode.cpp).
-std::vector<uint8_t> zstd_compress(const uint8_t* p, size_t n, int level);
 void append_u32(std::vector<uint8_t>& v, uint32_t x);
 EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_payload, const EncodeOptions& opt,
                         std::vector<uint8_t>* z1 = nullptr);
