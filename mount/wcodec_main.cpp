@@ -506,6 +506,9 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
   nlohmann::json all = nlohmann::json::array();
   // What the numbers ran on: the CPU and the decoder path (WCODEC_CPU).
   std::printf("cpu: %s\ndecoder path: %s\n", wcodec::cpu_model().c_str(), wcodec::cpu_path_name());
+#if defined(__x86_64__)
+  std::printf("avx2 table gathers: %s\n", wcodec::gather_form_name(wcodec::gather_form()));
+#endif
   if (!wcodec::cpu_path_note().empty()) std::fprintf(stderr, "wcodec: %s\n", wcodec::cpu_path_note().c_str());
   for (const auto& f : files) {
     std::vector<uint8_t> data;
@@ -620,7 +623,8 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
                          {"size", data.size()},
                          {"order0", o0},
                          {"cpu", wcodec::cpu_model()},
-                         {"cpu_path", wcodec::cpu_path_name()}};
+                         {"cpu_path", wcodec::cpu_path_name()},
+                         {"gather_form", wcodec::gather_form_name(wcodec::gather_form())}};
     for (auto& r : rows) {
       std::printf("  %-11s %12llu %8.4f %14.1f %14.1f\n", r.codec.c_str(), static_cast<unsigned long long>(r.size),
                   static_cast<double>(r.size) / static_cast<double>(data.size()), mb / r.enc_s, mb / r.dec_s);
@@ -830,7 +834,11 @@ int main(int argc, char** argv) {
                                         std::to_string(wcodec::kVersionMinor) + "; CUDA decoder: " +
                                         (WCODEC_HAVE_CUDA ? "built" : "not built") + ")\ncpu: " +
                                         wcodec::cpu_model() + "\ndecoder path: " + wcodec::cpu_path_name() +
-                                        (wcodec::cpu_path_note().empty() ? "" : " (" + wcodec::cpu_path_note() + ")"));
+                                        (wcodec::cpu_path_note().empty() ? "" : " (" + wcodec::cpu_path_note() + ")")
+#if defined(__x86_64__)
+                                        + "\navx2 table gathers: " + wcodec::gather_form_name(wcodec::gather_form())
+#endif
+  );
   app.require_subcommand(1);
 
   std::string in, out;

@@ -97,6 +97,39 @@ TEST(CpuPaths, Resolve) {
   EXPECT_FALSE(cpu_model().empty());
 }
 
+// The avx2 decoders' gather form: vpgatherdd on Intel CPUs the kernel
+// reports free of Gather Data Sampling's microcode slowdown, scalar loads
+// elsewhere; WCODEC_GATHER forces either.
+TEST(CpuPaths, GatherFormChoice) {
+  const GatherForm kV = GatherForm::kVector, kS = GatherForm::kScalarLoads;
+  EXPECT_EQ(resolve_gather_form("GenuineIntel", "Not affected", nullptr), kV);
+  EXPECT_EQ(resolve_gather_form("GenuineIntel", "Vulnerable: No microcode", nullptr), kV);
+  EXPECT_EQ(resolve_gather_form("GenuineIntel", "Mitigation: Microcode", nullptr), kS);
+  EXPECT_EQ(resolve_gather_form("GenuineIntel", "Unknown: Dependent on hypervisor status", nullptr), kS);
+  EXPECT_EQ(resolve_gather_form("GenuineIntel", nullptr, nullptr), kS);  // no sysfs entry: old kernel
+  EXPECT_EQ(resolve_gather_form("AuthenticAMD", "Not affected", nullptr), kS);
+  EXPECT_EQ(resolve_gather_form("", nullptr, nullptr), kS);
+  EXPECT_EQ(resolve_gather_form("AuthenticAMD", "Not affected", "vector"), kV);
+  EXPECT_EQ(resolve_gather_form("GenuineIntel", "Not affected", "scalar"), kS);
+  EXPECT_EQ(resolve_gather_form("GenuineIntel", "Not affected", "bogus"), kV);  // ignored
+  EXPECT_STREQ(gather_form_name(kV), "vpgatherdd");
+  EXPECT_STREQ(gather_form_name(kS), "scalar loads");
+  // The process's form follows WCODEC_GATHER, and the tool says which.
+  const char* env = std::getenv("WCODEC_GATHER");
+  if (env && !std::strcmp(env, "vector")) EXPECT_EQ(gather_form(), kV);
+  if (env && !std::strcmp(env, "scalar")) EXPECT_EQ(gather_form(), kS);
+#if defined(__x86_64__)
+  for (const char* f : {"vector", "scalar"}) {
+    std::string out;
+    ASSERT_EQ(wctest::run_command(std::string("WCODEC_GATHER=") + f + " " + WCODEC_TOOL + " --version", &out), 0)
+        << out;
+    EXPECT_NE(out.find(std::string("avx2 table gathers: ") + (f[0] == 'v' ? "vpgatherdd" : "scalar loads")),
+              std::string::npos)
+        << out;
+  }
+#endif
+}
+
 // cpu.cpp checks the features of Highway's targets itself (so that the
 // codec does not load libhwy.so, whose initializer times the clock at
 // every process start); its answer equals Highway's on this CPU.

@@ -154,9 +154,38 @@ CpuPathChoice resolve_cpu_path(const char* cpu, const char* no_simd) {
   return c;
 }
 
+const char* gather_form_name(GatherForm f) { return f == GatherForm::kVector ? "vpgatherdd" : "scalar loads"; }
+
+GatherForm resolve_gather_form(const char* vendor, const char* gds, const char* env) {
+  if (env && !std::strcmp(env, "vector")) return GatherForm::kVector;
+  if (env && !std::strcmp(env, "scalar")) return GatherForm::kScalarLoads;
+  if (!vendor || std::strcmp(vendor, "GenuineIntel") != 0 || !gds) return GatherForm::kScalarLoads;
+  return !std::strncmp(gds, "Not affected", 12) || !std::strncmp(gds, "Vulnerable", 10) ? GatherForm::kVector
+                                                                                          : GatherForm::kScalarLoads;
+}
+
+namespace {
+GatherForm process_gather_form() {
+  std::string vendor;
+#if defined(__x86_64__)
+  unsigned a, r[3];
+  if (__get_cpuid(0, &a, &r[0], &r[2], &r[1])) vendor.assign(reinterpret_cast<const char*>(r), 12);
+#endif
+  std::string gds;
+  std::ifstream f("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling");
+  const bool have = static_cast<bool>(std::getline(f, gds));
+  return resolve_gather_form(vendor.c_str(), have ? gds.c_str() : nullptr, std::getenv("WCODEC_GATHER"));
+}
+}  // namespace
+
 const CpuPathChoice& cpu_path_choice() {
   static const CpuPathChoice c = resolve_cpu_path(std::getenv("WCODEC_CPU"), std::getenv("WCODEC_NO_SIMD"));
   return c;
+}
+
+GatherForm gather_form() {
+  static const GatherForm f = process_gather_form();
+  return f;
 }
 
 const std::string& cpu_model() {

@@ -15,6 +15,15 @@ bool simd_enabled() {
   return on;
 }
 
+bool avx2_vector_gathers() {
+#if defined(__x86_64__)
+  static const bool on = gather_form() == GatherForm::kVector;
+  return on;
+#else
+  return false;
+#endif
+}
+
 bool vector_decoder_available() {
   static const bool on =
       cpu_path() == CpuPath::kAvx512 || cpu_path() == CpuPath::kAvx2 || cpu_path() == CpuPath::kNeon;

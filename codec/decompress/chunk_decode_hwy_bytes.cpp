@@ -44,6 +44,7 @@
 
 #include "chunk_decode_hwy.h"
 #include "chunk_decode_hwy_words.h"
+#include "simd_env.h"  // avx2_vector_gathers
 
 #ifndef WCODEC_HWY_BYTES_ONCE
 #define WCODEC_HWY_BYTES_ONCE
@@ -75,7 +76,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 #include "chunk_decode_hwy_lanes-inl.h"
 
 // EB byte planes; CTX: contexts by the left byte's class (ctx_mode 1).
-template <uint32_t EB, bool CTX>
+template <uint32_t EB, bool CTX, bool VG>
 bool BytesLanes(const hwy_bytes::BytesSetup& s, const uint8_t* rans, uint32_t rans_len, uint8_t* out) {
   const hn::ScalableTag<int32_t> d;
   const hn::RebindToUnsigned<decltype(d)> du;
@@ -131,9 +132,9 @@ bool BytesLanes(const hwy_bytes::BytesSetup& s, const uint8_t* rans, uint32_t ra
         const VU x = X[v];
         const VU slot = hn::And(x, m4095);
         const VI off = hn::BitCast(d, hn::Add(hn::ShiftLeft<12>(ctx), slot));
-        const VU sym = hn::And(hn::BitCast(du, GatherOff32(d, lut32, off)), mff);
+        const VU sym = hn::And(hn::BitCast(du, GatherOff32<VG>(d, lut32, off)), mff);
         const VI idx = hn::BitCast(d, hn::Add(hn::ShiftLeft<8>(ctx), sym));
-        const VU e = hn::BitCast(du, GatherI32(d, s.fs, idx));
+        const VU e = hn::BitCast(du, GatherI32<VG>(d, s.fs, idx));
         NX[v] = hn::Add(hn::Mul(hn::And(e, mffff), hn::ShiftRight<12>(x)), hn::Sub(slot, hn::ShiftRight<16>(e)));
         SYM[v] = sym;
       }
@@ -177,18 +178,29 @@ bool BytesLanes(const hwy_bytes::BytesSetup& s, const uint8_t* rans, uint32_t ra
   return true;
 }
 
-bool BytesDecode(uint32_t eb, bool ctx, const hwy_bytes::BytesSetup& s, const uint8_t* rans, uint32_t rans_len,
-                 uint8_t* out) {
+template <bool VG>
+bool BytesDecodeForm(uint32_t eb, bool ctx, const hwy_bytes::BytesSetup& s, const uint8_t* rans, uint32_t rans_len,
+                     uint8_t* out) {
   switch (eb * 2 + (ctx ? 1 : 0)) {
-    case 2: return BytesLanes<1, false>(s, rans, rans_len, out);
-    case 3: return BytesLanes<1, true>(s, rans, rans_len, out);
-    case 4: return BytesLanes<2, false>(s, rans, rans_len, out);
-    case 5: return BytesLanes<2, true>(s, rans, rans_len, out);
-    case 8: return BytesLanes<4, false>(s, rans, rans_len, out);
-    case 9: return BytesLanes<4, true>(s, rans, rans_len, out);
-    case 16: return BytesLanes<8, false>(s, rans, rans_len, out);
-    default: return BytesLanes<8, true>(s, rans, rans_len, out);
+    case 2: return BytesLanes<1, false, VG>(s, rans, rans_len, out);
+    case 3: return BytesLanes<1, true, VG>(s, rans, rans_len, out);
+    case 4: return BytesLanes<2, false, VG>(s, rans, rans_len, out);
+    case 5: return BytesLanes<2, true, VG>(s, rans, rans_len, out);
+    case 8: return BytesLanes<4, false, VG>(s, rans, rans_len, out);
+    case 9: return BytesLanes<4, true, VG>(s, rans, rans_len, out);
+    case 16: return BytesLanes<8, false, VG>(s, rans, rans_len, out);
+    default: return BytesLanes<8, true, VG>(s, rans, rans_len, out);
   }
+}
+
+// vg: vpgatherdd for the table gathers (the AVX2 instance only).
+bool BytesDecode(uint32_t eb, bool ctx, bool vg, const hwy_bytes::BytesSetup& s, const uint8_t* rans,
+                 uint32_t rans_len, uint8_t* out) {
+#if HWY_TARGET == HWY_AVX2
+  if (vg) return BytesDecodeForm<true>(eb, ctx, s, rans, rans_len, out);
+#endif
+  (void)vg;
+  return BytesDecodeForm<false>(eb, ctx, s, rans, rans_len, out);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -221,7 +233,7 @@ int decode_bytes_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
     s.first[l] = uint64_t{r.r0} * cv.w + r.c0;
     if (s.n[l] > s.steps) s.steps = s.n[l];
   }
-  return WCODEC_HWY_PATH::BytesDecode(eb, p.ctx_mode == 1, s, rans, rans_len, out) ? 1 : 0;
+  return WCODEC_HWY_PATH::BytesDecode(eb, p.ctx_mode == 1, avx2_vector_gathers(), s, rans, rans_len, out) ? 1 : 0;
 #else
   (void)m, (void)cv, (void)rans, (void)rans_len, (void)out;
   return -1;

@@ -57,6 +57,7 @@
 #include "chunk_decode_hwy.h"
 #include "chunk_decode_hwy_words.h"
 #include "chunk_decode_simd.h"
+#include "simd_env.h"  // avx2_vector_gathers
 
 #ifndef WCODEC_HWY_FLOAT_ONCE
 #define WCODEC_HWY_FLOAT_ONCE
@@ -164,7 +165,7 @@ HWY_INLINE void renorm_vec(D d, FloatLanes& L, size_t b, Words& w) {
   }
   const auto offs = hn::Add(hn::Set(d, static_cast<int32_t>(2 * (w.pos - w.off))),
                             hn::ShiftLeft<1>(hn::LoadU(d, pre)));
-  const auto wv = hn::And(GatherOff32(d, reinterpret_cast<const int32_t*>(w.p), offs), hn::Set(d, 0xFFFF));
+  const auto wv = hn::And(GatherOff32<false>(d, reinterpret_cast<const int32_t*>(w.p), offs), hn::Set(d, 0xFFFF));
   const auto nx = hn::Or(hn::ShiftLeft<16>(x), hn::BitCast(du, wv));
   hn::Store(hn::IfThenElse(hn::RebindMask(du, need), nx, x), du, L.x + b);
   w.pos += static_cast<uint32_t>(hn::CountTrue(d, need));
@@ -180,7 +181,7 @@ HWY_INLINE hn::Vec<D> rans_vec(D d, FloatLanes& L, size_t b, hn::Vec<D> ctx, hn:
   const auto slot = hn::And(x, hn::Set(du, 4095u));
   const auto idx = e8 ? hn::Add(hn::ShiftLeft<9>(ctx), hn::BitCast(d, hn::ShiftRight<3>(slot)))
                       : hn::Add(hn::ShiftLeft<12>(ctx), hn::BitCast(d, slot));
-  const auto e = hn::BitCast(du, GatherI32(d, reinterpret_cast<const int32_t*>(slots), idx));
+  const auto e = hn::BitCast(du, GatherI32<false>(d, reinterpret_cast<const int32_t*>(slots), idx));
   const auto freq = hn::Add(hn::And(hn::ShiftRight<8>(e), hn::Set(du, 4095u)), hn::Set(du, 1u));
   // (ModelView::ent8: the entry holds 4096 - start, the offset is slot + that, mod 4096.)
   const auto off = e8 ? hn::And(hn::Add(slot, hn::ShiftRight<20>(e)), hn::Set(du, 4095u)) : hn::ShiftRight<20>(e);
@@ -269,7 +270,7 @@ bool FloatSymbols(const ModelView& m, const ChunkView& cv, const uint8_t* rans, 
         const auto has_t = hn::And(act, hn::Gt(r, hn::Load(d, L.r0 + b)));
         const auto top_at = hn::IfThenElseZero(has_t, hn::Sub(at, vw));
         const auto top = hn::And(
-            GatherOff32(d, reinterpret_cast<const int32_t*>(e_grid), hn::ShiftLeft<1>(top_at)),
+            GatherOff32<false>(d, reinterpret_cast<const int32_t*>(e_grid), hn::ShiftLeft<1>(top_at)),
             hn::Set(d, 0xFFFF));
         const auto lv = hn::IfThenElse(has_l, le, vneg);
         const auto tv = hn::IfThenElse(has_t, top, vneg);
@@ -368,7 +369,7 @@ void AssembleFloats(const FloatParams& p, uint64_t n, const uint8_t* raw, const 
     if (rawb) {
       const uint64_t b0 = i * rawb;
       const auto bitpos = hn::Add(jr, hn::Set(d, static_cast<int32_t>(b0 & 7)));
-      const auto word = hn::BitCast(du, GatherOff32(d, reinterpret_cast<const int32_t*>(raw + (b0 >> 3)),
+      const auto word = hn::BitCast(du, GatherOff32<false>(d, reinterpret_cast<const int32_t*>(raw + (b0 >> 3)),
                                                          hn::ShiftRight<3>(bitpos)));
       const auto lo = hn::And(hn::Shr(word, hn::BitCast(du, hn::And(bitpos, hn::Set(d, 7)))), lo_mask);
       v = hn::Or(v, hn::BitCast(d, lo));
@@ -461,7 +462,10 @@ HWY_INLINE VI slot_of(VI ctx, VU x) {
   return hn::BitCast(di, hn::Or(hn::ShiftLeft<12>(hn::BitCast(du, ctx)), slot));
 }
 
-HWY_INLINE VU gather_slot(const uint32_t* slots, VI idx) { return hn::BitCast(DU(), GatherI32(DI(), reinterpret_cast<const int32_t*>(slots), idx)); }
+template <bool VG>
+HWY_INLINE VU gather_slot(const uint32_t* slots, VI idx) {
+  return hn::BitCast(DU(), GatherI32<VG>(DI(), reinterpret_cast<const int32_t*>(slots), idx));
+}
 
 // The state update from packed slot entries (before renormalization); E8:
 // from 1/8-slot entries, whose offset is (slot + entry >> 20) mod 4096.
@@ -553,7 +557,7 @@ HWY_INLINE VI load_exps(const T* lm, uint64_t t, size_t k, const FastConsts& c) 
 }
 
 // One step (two symbols per element) of NC chunks.
-template <int NC, int EM, bool SMC, bool E8, bool HT, bool HL, class T>
+template <int NC, int EM, bool SMC, bool E8, bool VG, bool HT, bool HL, class T>
 HWY_INLINE bool fast_step(const FastConsts* c, FastState* s, uint32_t t, uint32_t W, hwy_detail::StepWords* w,
                           T* const* lm) {
   const DU du;
@@ -565,7 +569,7 @@ HWY_INLINE bool fast_step(const FastConsts* c, FastState* s, uint32_t t, uint32_
     for (size_t k = 0; k < kNV; ++k) {
       VI tv = hn::Zero(di);
       if constexpr (EM != 0 && HT) tv = load_exps(lm[n], uint64_t{t} - W, k, c[n]);
-      e[n][k] = gather_slot(c[n].se, slot_of<E8>(exp_ctx<EM, HT, HL>(c[n], s[n].LE[k], tv), s[n].X[k]));
+      e[n][k] = gather_slot<VG>(c[n].se, slot_of<E8>(exp_ctx<EM, HT, HL>(c[n], s[n].LE[k], tv), s[n].X[k]));
     }
   }
   VI ee[NC][kNV];
@@ -584,7 +588,7 @@ HWY_INLINE bool fast_step(const FastConsts* c, FastState* s, uint32_t t, uint32_
         if (c[n].sign_ctx && HL) ctx = hn::Add(hn::Add(hn::ShiftLeft<1>(ctx), ctx), s[n].LS[k]);
         else if (c[n].sign_ctx) ctx = hn::Add(hn::ShiftLeft<1>(ctx), ctx);
       }
-      e[n][k] = gather_slot(c[n].ss, slot_of<E8>(ctx, s[n].X[k]));
+      e[n][k] = gather_slot<VG>(c[n].ss, slot_of<E8>(ctx, s[n].X[k]));
     }
   }
   for (int n = 0; n < NC; ++n) {
@@ -605,7 +609,7 @@ HWY_INLINE bool fast_step(const FastConsts* c, FastState* s, uint32_t t, uint32_
 }
 
 // One step of joint symbols (emode 5) of NC chunks.
-template <int NC, bool E8, bool HL, class T>
+template <int NC, bool E8, bool VG, bool HL, class T>
 HWY_INLINE bool joint_step(const FastConsts* c, FastState* s, uint32_t t, hwy_detail::StepWords* w,
                            T* const* lm) {
   const DU du;
@@ -620,7 +624,7 @@ HWY_INLINE bool joint_step(const FastConsts* c, FastState* s, uint32_t t, hwy_de
         const VI q = clamp_lo_hi(s[n].LE[k], c[n].elo, c[n].ne - 1);
         ctx = hn::Add(hn::Add(hn::Add(q, q), s[n].LS[k]), hn::Set(di, 1));
       }
-      e[n][k] = gather_slot(c[n].se, slot_of<E8>(ctx, s[n].X[k]));
+      e[n][k] = gather_slot<VG>(c[n].se, slot_of<E8>(ctx, s[n].X[k]));
     }
   }
   for (int n = 0; n < NC; ++n) {
@@ -641,7 +645,7 @@ HWY_INLINE bool joint_step(const FastConsts* c, FastState* s, uint32_t t, hwy_de
 // The symbols of NC same-rectangle chunks (rows x W steps) into their
 // lane-major buffers; x_tail[n]: null, or the lanes' tail words. 1 all
 // decoded, 0 a stream is malformed.
-template <int NC, int EM, bool SMC, bool E8, class T>
+template <int NC, int EM, bool SMC, bool E8, bool VG, class T>
 HWY_NOINLINE int fast_lanes(const FastConsts* c, const uint8_t* const* rans, const uint32_t* rans_len, uint32_t W,
                             uint32_t rows, T* const* lm, uint32_t* const* x_tail) {
   const DU du;
@@ -658,17 +662,17 @@ HWY_NOINLINE int fast_lanes(const FastConsts* c, const uint8_t* const* rans, con
   for (uint32_t r = 0; r < rows; ++r) {
     const uint32_t t0 = r * W;
     if constexpr (EM == 5) {
-      if (!joint_step<NC, E8, false>(c, s, t0, w, lm)) return 0;
+      if (!joint_step<NC, E8, VG, false>(c, s, t0, w, lm)) return 0;
       for (uint32_t j = 1; j < W; ++j)
-        if (!joint_step<NC, E8, true>(c, s, t0 + j, w, lm)) return 0;
+        if (!joint_step<NC, E8, VG, true>(c, s, t0 + j, w, lm)) return 0;
     } else if (r == 0) {
-      if (!fast_step<NC, EM, SMC, E8, false, false>(c, s, t0, W, w, lm)) return 0;
+      if (!fast_step<NC, EM, SMC, E8, VG, false, false>(c, s, t0, W, w, lm)) return 0;
       for (uint32_t j = 1; j < W; ++j)
-        if (!fast_step<NC, EM, SMC, E8, false, true>(c, s, t0 + j, W, w, lm)) return 0;
+        if (!fast_step<NC, EM, SMC, E8, VG, false, true>(c, s, t0 + j, W, w, lm)) return 0;
     } else {
-      if (!fast_step<NC, EM, SMC, E8, true, false>(c, s, t0, W, w, lm)) return 0;
+      if (!fast_step<NC, EM, SMC, E8, VG, true, false>(c, s, t0, W, w, lm)) return 0;
       for (uint32_t j = 1; j < W; ++j)
-        if (!fast_step<NC, EM, SMC, E8, true, true>(c, s, t0 + j, W, w, lm)) return 0;
+        if (!fast_step<NC, EM, SMC, E8, VG, true, true>(c, s, t0 + j, W, w, lm)) return 0;
     }
   }
   const VU vL = hn::Set(du, kRansL);
@@ -685,13 +689,13 @@ HWY_NOINLINE int fast_lanes(const FastConsts* c, const uint8_t* const* rans, con
   return 1;
 }
 
-template <int NC, bool E8, class T>
+template <int NC, bool E8, bool VG, class T>
 int fast_lanes_for(const FastConsts* c, const FloatParams& p, const uint8_t* const* rans, const uint32_t* rans_len,
                    uint32_t W, uint32_t rows, T* const* lm, uint32_t* const* x_tail) {
-  if (float_joint(p)) return fast_lanes<NC, 5, false, E8, T>(c, rans, rans_len, W, rows, lm, x_tail);
+  if (float_joint(p)) return fast_lanes<NC, 5, false, E8, VG, T>(c, rans, rans_len, W, rows, lm, x_tail);
   const bool smc = float_sm_contexts(p);
 #define WCODEC_FAST(EMv, S) \
-  if (p.emode == EMv && smc == S) return fast_lanes<NC, EMv, S, E8, T>(c, rans, rans_len, W, rows, lm, x_tail);
+  if (p.emode == EMv && smc == S) return fast_lanes<NC, EMv, S, E8, VG, T>(c, rans, rans_len, W, rows, lm, x_tail);
   WCODEC_FAST(0, false) WCODEC_FAST(1, false) WCODEC_FAST(2, false) WCODEC_FAST(3, false) WCODEC_FAST(4, false)
   WCODEC_FAST(0, true) WCODEC_FAST(1, true) WCODEC_FAST(2, true) WCODEC_FAST(3, true) WCODEC_FAST(4, true)
 #undef WCODEC_FAST
@@ -719,7 +723,7 @@ bool same_rect_geom(const ChunkView& cv, uint32_t* W, uint32_t* rows) {
 template <int NC, class T>
 int FastChunks(const ModelView* ms, const ChunkView& cv, const uint8_t* const* rans, const uint32_t* rans_len,
                  const uint8_t* const* raw, const uint64_t* raw_len, const bool* tail, uint8_t* const* lm,
-                 uint8_t* const* out) {
+                 uint8_t* const* out, bool vg) {
   uint32_t W, rows;
   if (!same_rect_geom(cv, &W, &rows)) return -1;
   FastConsts c[NC];
@@ -732,8 +736,16 @@ int FastChunks(const ModelView* ms, const ChunkView& cv, const uint8_t* const* r
     lms[n] = reinterpret_cast<T*>(lm[n]);
     xts[n] = tail[n] ? xt[n] : nullptr;
   }
-  const int r = c[0].e8 ? fast_lanes_for<NC, true, T>(c, ms[0].fp, rans, rans_len, W, rows, lms, xts)
-                        : fast_lanes_for<NC, false, T>(c, ms[0].fp, rans, rans_len, W, rows, lms, xts);
+  int r;
+#if HWY_TARGET == HWY_AVX2
+  if (vg)
+    r = c[0].e8 ? fast_lanes_for<NC, true, true, T>(c, ms[0].fp, rans, rans_len, W, rows, lms, xts)
+                : fast_lanes_for<NC, false, true, T>(c, ms[0].fp, rans, rans_len, W, rows, lms, xts);
+  else
+#endif
+    r = c[0].e8 ? fast_lanes_for<NC, true, false, T>(c, ms[0].fp, rans, rans_len, W, rows, lms, xts)
+                : fast_lanes_for<NC, false, false, T>(c, ms[0].fp, rans, rans_len, W, rows, lms, xts);
+  (void)vg;
   if (r != 1) return r;
   for (int n = 0; n < NC; ++n) fast_finish<T>(ms[n].fp, cv, W, rows, lms[n], raw[n], raw_len[n], tail[n], xts[n], out[n]);
   return 1;
@@ -804,7 +816,7 @@ HWY_INLINE void renorm_active32(VU* X, const hn::Mask<DU>* act, hwy_detail::Step
 
 // The symbols of a chunk with ragged lanes (steps: the largest lane's
 // element count; wa: the narrowest width) into lm. 1 / 0 as fast_lanes.
-template <int EM, bool SMC, bool E8, class T>
+template <int EM, bool SMC, bool E8, bool VG, class T>
 HWY_NOINLINE int ragged_lanes(const FastConsts& c, const uint8_t* rans, uint32_t rans_len, RaggedLanes& g,
                               uint32_t steps, uint32_t wa, bool any_wide, T* lm, uint32_t* x_tail) {
   const DU du;
@@ -839,7 +851,7 @@ HWY_NOINLINE int ragged_lanes(const FastConsts& c, const uint8_t* rans, uint32_t
         }
         ctx = exp_ctx_masked<EM>(c, s.LE[k], tv, hl[k], ht);
       }
-      e[k] = gather_slot(c.se, slot_of<E8>(ctx, s.X[k]));
+      e[k] = gather_slot<VG>(c.se, slot_of<E8>(ctx, s.X[k]));
     }
     VI ee[kNV];
     for (size_t k = 0; k < kNV; ++k) {
@@ -861,7 +873,7 @@ HWY_NOINLINE int ragged_lanes(const FastConsts& c, const uint8_t* rans, uint32_t
           ctx = clamp_lo_hi(ee[k], c.mlo, c.nm - 1);
           if (c.sign_ctx) ctx = hn::Add(hn::Add(hn::ShiftLeft<1>(ctx), ctx), hn::IfThenElseZero(hl[k], s.LS[k]));
         }
-        e[k] = gather_slot(c.ss, slot_of<E8>(ctx, s.X[k]));
+        e[k] = gather_slot<VG>(c.ss, slot_of<E8>(ctx, s.X[k]));
       }
       for (size_t k = 0; k < kNV; ++k) {
         s.X[k] = hn::IfThenElse(actu[k], rans_advance<E8>(s.X[k], e[k]), s.X[k]);
@@ -892,13 +904,13 @@ HWY_NOINLINE int ragged_lanes(const FastConsts& c, const uint8_t* rans, uint32_t
 }
 
 // ragged_lanes for the model's form; -1: no loop for it.
-template <bool E8, class T>
+template <bool E8, bool VG, class T>
 int ragged_for(const FastConsts& c, const FloatParams& p, const uint8_t* rans, uint32_t rans_len, RaggedLanes& g,
                uint32_t steps, uint32_t wa, bool any_wide, T* lm, uint32_t* x_tail) {
   const bool smc = float_sm_contexts(p);
-  if (float_joint(p)) return ragged_lanes<5, false, E8, T>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
+  if (float_joint(p)) return ragged_lanes<5, false, E8, VG, T>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
 #define WCODEC_RAGGED(EMv, S) \
-  if (p.emode == EMv && smc == S) return ragged_lanes<EMv, S, E8, T>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
+  if (p.emode == EMv && smc == S) return ragged_lanes<EMv, S, E8, VG, T>(c, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
   WCODEC_RAGGED(0, false) WCODEC_RAGGED(1, false) WCODEC_RAGGED(2, false) WCODEC_RAGGED(3, false)
   WCODEC_RAGGED(4, false) WCODEC_RAGGED(0, true) WCODEC_RAGGED(1, true) WCODEC_RAGGED(2, true)
   WCODEC_RAGGED(3, true) WCODEC_RAGGED(4, true)
@@ -909,7 +921,7 @@ int ragged_for(const FastConsts& c, const FloatParams& p, const uint8_t* rans, u
 // A ragged chunk of 16-bit floats (decode_float_chunk_hwy's contract).
 template <class T>
 int RaggedChunk(const ModelView& m, const ChunkView& cv, const uint8_t* rans, uint32_t rans_len,
-                  const uint8_t* raw, uint64_t raw_len, bool tail, uint8_t* lm8, uint8_t* out) {
+                  const uint8_t* raw, uint64_t raw_len, bool tail, uint8_t* lm8, uint8_t* out, bool vg) {
   const DI di;
   const FloatParams& p = m.fp;
   HWY_ALIGN int32_t jw[kLanes], jn[kLanes], jwide[kLanes];
@@ -942,8 +954,16 @@ int RaggedChunk(const ModelView& m, const ChunkView& cv, const uint8_t* rans, ui
   T* lm = reinterpret_cast<T*>(lm8);
   uint32_t xt[kLanes];
   uint32_t* x_tail = tail ? xt : nullptr;
-  const int r = c.e8 ? ragged_for<true, T>(c, p, rans, rans_len, g, steps, wa, any_wide, lm, x_tail)
-                     : ragged_for<false, T>(c, p, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
+  int r;
+#if HWY_TARGET == HWY_AVX2
+  if (vg)
+    r = c.e8 ? ragged_for<true, true, T>(c, p, rans, rans_len, g, steps, wa, any_wide, lm, x_tail)
+             : ragged_for<false, true, T>(c, p, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
+  else
+#endif
+    r = c.e8 ? ragged_for<true, false, T>(c, p, rans, rans_len, g, steps, wa, any_wide, lm, x_tail)
+             : ragged_for<false, false, T>(c, p, rans, rans_len, g, steps, wa, any_wide, lm, x_tail);
+  (void)vg;
   if (r != 1) return r;
   // Raster order: each lane's elements, row by row.
   T* o = reinterpret_cast<T*>(out);
@@ -992,14 +1012,18 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
   if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
 #if defined(WCODEC_HWY_PATH)
   if (p.elem_bytes == 2) {
-    const int r = WCODEC_HWY_PATH::FastChunks<1, uint16_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out);
+    const int r = WCODEC_HWY_PATH::FastChunks<1, uint16_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out,
+                                                           avx2_vector_gathers());
     if (r >= 0) return r;
-    const int q = WCODEC_HWY_PATH::RaggedChunk<uint16_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out);
+    const int q = WCODEC_HWY_PATH::RaggedChunk<uint16_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out,
+                                                         avx2_vector_gathers());
     if (q >= 0) return q;
   } else if (p.elem_bytes == 4) {
-    const int r = WCODEC_HWY_PATH::FastChunks<1, uint32_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out);
+    const int r = WCODEC_HWY_PATH::FastChunks<1, uint32_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out,
+                                                           avx2_vector_gathers());
     if (r >= 0) return r;
-    const int q = WCODEC_HWY_PATH::RaggedChunk<uint32_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out);
+    const int q = WCODEC_HWY_PATH::RaggedChunk<uint32_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out,
+                                                         avx2_vector_gathers());
     if (q >= 0) return q;
   }
 #endif
@@ -1057,8 +1081,9 @@ int decode_float_group_hwy(const ModelView* ms, const ChunkView& cv, const Group
     lm[i] = s[i].lm;
     out[i] = s[i].out;
   }
-  return n == 2 ? WCODEC_HWY_PATH::FastChunks<2, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out)
-                : WCODEC_HWY_PATH::FastChunks<3, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out);
+  const bool vg = avx2_vector_gathers();
+  return n == 2 ? WCODEC_HWY_PATH::FastChunks<2, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out, vg)
+                : WCODEC_HWY_PATH::FastChunks<3, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out, vg);
 #else
   (void)ms, (void)cv, (void)s, (void)n;
   return -1;

@@ -300,7 +300,7 @@ void or_raw(T* out, uint64_t n, const uint8_t* raw, uint64_t raw_len, uint32_t r
     for (; i + kN <= n; i += kN) {
       const uint64_t b0 = i * rawb;
       const VI bitpos = hn::Add(jr, hn::Set(di, static_cast<int32_t>(b0 & 7)));
-      const VU word = hn::BitCast(du, GatherOff32(di, reinterpret_cast<const int32_t*>(raw + (b0 >> 3)),
+      const VU word = hn::BitCast(du, GatherOff32<false>(di, reinterpret_cast<const int32_t*>(raw + (b0 >> 3)),
                                                        hn::ShiftRight<3>(bitpos)));
       const VU lo = hn::And(hn::Shr(word, hn::BitCast(du, hn::And(bitpos, hn::Set(di, 7)))), mask);
       or_store(out + i, lo);

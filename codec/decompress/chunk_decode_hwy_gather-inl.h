@@ -3,11 +3,13 @@
 // _krow.cpp): 32-bit elements at base[idx] (GatherI32) or at base + byte
 // offset (GatherOff32), one per lane.
 //
-// On the AVX2 instance these are eight scalar loads, their indexes taken
-// from the vector in four 64-bit moves and the results inserted lane by
-// lane, instead of vpgatherdd: measured on an AMD EPYC (Zen 4 class), the
-// decoders ran 1.03-1.11x faster per file (docs/decoder-paths.md, "Scalar
-// loads for the table gathers"). A store of the indexes to memory followed
+// On the AVX2 instance these are, by the template argument VG, vpgatherdd
+// or eight scalar loads (their indexes taken from the vector in four 64-bit
+// moves, the results inserted lane by lane); the decoders' entry points
+// run the loop compiled for the process's form (avx2_vector_gathers(),
+// simd_env.h). Scalar loads ran 1.03-1.11x faster per file on an AMD EPYC
+// (Zen 4 class), vpgatherdd 1.05-1.10x on an Intel Xeon (Emerald Rapids)
+// (docs/decoder-paths.md, "Scalar loads for the table gathers"). A store of the indexes to memory followed
 // by scalar reads (a store-forwarding stall) was no faster than
 // vpgatherdd, and the int loop's 12-bit slot tables (int8 codes: 16 KiB a
 // context, mostly in L2) keep vpgatherdd, which was 1-3% faster there.
@@ -43,22 +45,22 @@ HWY_INLINE hn::Vec<D> GatherLanes32(D /*d*/, const uint8_t* base, __m256i o) {
 }
 #endif
 
-// base[idx[i]] for each lane i (idx non-negative).
-template <class D>
+// base[idx[i]] for each lane i (idx non-negative). VG: vpgatherdd on the
+// AVX2 instance (otherwise scalar loads); other targets ignore it.
+template <bool VG, class D>
 HWY_INLINE hn::Vec<D> GatherI32(D d, const int32_t* base, hn::Vec<D> idx) {
 #if HWY_TARGET == HWY_AVX2
-  return GatherLanes32<4>(d, reinterpret_cast<const uint8_t*>(base), idx.raw);
-#else
-  return hn::GatherIndex(d, base, idx);
+  if constexpr (!VG) return GatherLanes32<4>(d, reinterpret_cast<const uint8_t*>(base), idx.raw);
 #endif
+  return hn::GatherIndex(d, base, idx);
 }
 
-// The 32-bit element at byte offset off[i] of base, for each lane i.
-template <class D>
+// The 32-bit element at byte offset off[i] of base, for each lane i (VG as
+// above).
+template <bool VG, class D>
 HWY_INLINE hn::Vec<D> GatherOff32(D d, const int32_t* base, hn::Vec<D> off) {
 #if HWY_TARGET == HWY_AVX2
-  return GatherLanes32<1>(d, reinterpret_cast<const uint8_t*>(base), off.raw);
-#else
-  return hn::GatherOffset(d, base, off);
+  if constexpr (!VG) return GatherLanes32<1>(d, reinterpret_cast<const uint8_t*>(base), off.raw);
 #endif
+  return hn::GatherOffset(d, base, off);
 }

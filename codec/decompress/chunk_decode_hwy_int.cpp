@@ -74,6 +74,7 @@
 #include "chunk_decode_hwy.h"
 #include "chunk_decode_hwy_int_i.h"
 #include "chunk_decode_hwy_words.h"
+#include "simd_env.h"  // avx2_vector_gathers
 
 HWY_BEFORE_NAMESPACE();
 namespace wcodec {
@@ -409,7 +410,7 @@ HWY_INLINE bool Ended(const State* s, const Words* w) {
 // The slot entries of the 32 lanes of NC chunks, from their context bytes
 // ctxb (plus, SC, their scale classes scb times the class's context
 // offset): one gather per 8 lanes, all chunks' gathers in flight together.
-template <int NC, bool SC, bool E8>
+template <int NC, bool SC, bool E8, bool VG>
 HWY_INLINE void GatherSlots(const Consts* c, const State* s, const uint8_t (*ctxb)[kLanes],
                             const uint8_t (*scb)[SC ? kLanes : 1], V32 (*E)[kV]) {
   const D32 d32;
@@ -422,11 +423,11 @@ HWY_INLINE void GatherSlots(const Consts* c, const State* s, const uint8_t (*ctx
         cx = hn::Add(cx, hn::PromoteTo(d32, hn::LoadU(d8q, scb[n] + k * kN32)) * hn::Set(d32, c[n].sc_mul));
       const V32 slot = hn::And(s[n].X[k], c[n].m4095);
       const V32 idx = E8 ? hn::Or(hn::ShiftLeft<9>(cx), hn::ShiftRight<3>(slot)) : hn::Or(hn::ShiftLeft<12>(cx), slot);
-      // Entries: scalar loads on AVX2; 12-bit slot tables: the vector gather
-      // (chunk_decode_hwy_gather-inl.h says why).
+      // Entries: the process's form (VG); 12-bit slot tables: the vector
+      // gather (chunk_decode_hwy_gather-inl.h says why).
       const hn::Vec<decltype(di32)> ii = hn::BitCast(di32, idx);
       const int32_t* const tab = reinterpret_cast<const int32_t*>(c[n].slots);
-      E[n][k] = hn::BitCast(d32, E8 ? GatherI32(di32, tab, ii) : hn::GatherIndex(di32, tab, ii));
+      E[n][k] = hn::BitCast(d32, E8 ? GatherI32<VG>(di32, tab, ii) : hn::GatherIndex(di32, tab, ii));
     }
 }
 
@@ -473,7 +474,7 @@ HWY_INLINE void Advance(const Consts& c, State& s, const V32* E, Words& w, const
 // the loop), phase by phase across the chunks so that their gathers are in
 // flight together: the 32 lanes' contexts, tokens, renormalization in lane
 // order and values of each; the codes go to lane-major row t.
-template <int NC, bool U8, bool KERN, bool SC, bool E8, bool HT, bool HL, bool HA>
+template <int NC, bool U8, bool KERN, bool SC, bool E8, bool VG, bool HT, bool HL, bool HA>
 HWY_INLINE bool Step(const IntParams* const* p, const Consts* c, State* s, uint32_t t, uint32_t j, Words* w,
                      uint8_t* const* lm) {
   const D8 d8;
@@ -489,14 +490,14 @@ HWY_INLINE bool Step(const IntParams* const* p, const Consts* c, State* s, uint3
     }
   // The rANS step: slot entries, new states, renormalization in lane order.
   V32 E[NC][kV];
-  GatherSlots<NC, SC, E8>(c, s, ctxb, scb, E);
+  GatherSlots<NC, SC, E8, VG>(c, s, ctxb, scb, E);
   for (int n = 0; n < NC; ++n) Advance<false, E8>(c[n], s[n], E[n], w[n], nullptr);
   for (int n = 0; n < NC; ++n)
     if (!StepValues<U8, KERN>(*p[n], c[n], s[n], E[n], t, w[n], lm[n])) return false;
   return true;
 }
 
-template <int NC, bool U8, bool KERN, bool SC, bool E8, bool HT>
+template <int NC, bool U8, bool KERN, bool SC, bool E8, bool VG, bool HT>
 HWY_INLINE bool Row(const IntParams* const* p, const Consts* c, State* s, uint32_t r, Words* w, uint8_t* const* lm) {
   const D8 d8;
   for (int n = 0; n < NC; ++n)
@@ -506,27 +507,27 @@ HWY_INLINE bool Row(const IntParams* const* p, const Consts* c, State* s, uint32
         s[n].RC[b] = c[n].rc_rows ? hn::LoadU(d8, c[n].rc_rows + uint64_t{r} * 32 + b * kN8) : hn::Zero(d8);
     }
   const uint32_t W = c[0].W, oa = c[0].oa, t0 = r * W;
-  if (!Step<NC, U8, KERN, SC, E8, HT, false, false>(p, c, s, t0, 0, w, lm)) return false;
+  if (!Step<NC, U8, KERN, SC, E8, VG, HT, false, false>(p, c, s, t0, 0, w, lm)) return false;
   const uint32_t ja = oa ? (oa < W ? oa : W) : W;
   for (uint32_t j = 1; j < ja; ++j)
-    if (!Step<NC, U8, KERN, SC, E8, HT, true, false>(p, c, s, t0 + j, j, w, lm)) return false;
+    if (!Step<NC, U8, KERN, SC, E8, VG, HT, true, false>(p, c, s, t0 + j, j, w, lm)) return false;
   for (uint32_t j = ja; j < W; ++j)
-    if (!Step<NC, U8, KERN, SC, E8, HT, true, true>(p, c, s, t0 + j, j, w, lm)) return false;
+    if (!Step<NC, U8, KERN, SC, E8, VG, HT, true, true>(p, c, s, t0 + j, j, w, lm)) return false;
   return true;
 }
 
 // The codes of NC same-rectangle chunks (rows lane rows each) into
 // lane-major lm[n]. 1 all decoded, 0 otherwise.
-template <int NC, bool U8, bool KERN, bool SC, bool E8>
+template <int NC, bool U8, bool KERN, bool SC, bool E8, bool VG>
 HWY_NOINLINE int Lanes(const IntParams* const* p, const Consts* c, const uint8_t* const* rans,
                        const uint32_t* rans_len, uint32_t rows, uint8_t* const* lm) {
   Words w[NC];
   State s[NC];
   HWY_ALIGN uint8_t pad[NC][hwy_int_detail::kPadBytes];
   Begin<NC>(rans, rans_len, pad, w, s);
-  if (!Row<NC, U8, KERN, SC, E8, false>(p, c, s, 0, w, lm)) return 0;
+  if (!Row<NC, U8, KERN, SC, E8, VG, false>(p, c, s, 0, w, lm)) return 0;
   for (uint32_t r = 1; r < rows; ++r)
-    if (!Row<NC, U8, KERN, SC, E8, !KERN>(p, c, s, r, w, lm)) return 0;
+    if (!Row<NC, U8, KERN, SC, E8, VG, !KERN>(p, c, s, r, w, lm)) return 0;
   return Ended<NC>(s, w) ? 1 : 0;
 }
 
@@ -735,27 +736,37 @@ int LanesFor(const IntParams& p0, const IntParams* const* p, const Consts* c, co
              const uint32_t* rans_len, uint32_t rows, uint8_t* const* lm) {
   const bool u8 = p0.sub != kIntI8, kern = p0.nbr_mode == 3;
   if (c[0].e8) {
-    // 1/8-slot entries (4-bit codes: the U8 loops; ModelHandled).
+    // 1/8-slot entries (4-bit codes: the U8 loops; ModelHandled), read in
+    // the process's gather form.
+#if HWY_TARGET == HWY_AVX2
+    if (avx2_vector_gathers()) {
+      if (p0.ns > 1)
+        return kern ? Lanes<NC, true, true, true, true, true>(p, c, rans, rans_len, rows, lm)
+                    : Lanes<NC, true, false, true, true, true>(p, c, rans, rans_len, rows, lm);
+      return kern ? Lanes<NC, true, true, false, true, true>(p, c, rans, rans_len, rows, lm)
+                  : Lanes<NC, true, false, false, true, true>(p, c, rans, rans_len, rows, lm);
+    }
+#endif
     if (p0.ns > 1)
-      return kern ? Lanes<NC, true, true, true, true>(p, c, rans, rans_len, rows, lm)
-                  : Lanes<NC, true, false, true, true>(p, c, rans, rans_len, rows, lm);
-    return kern ? Lanes<NC, true, true, false, true>(p, c, rans, rans_len, rows, lm)
-                : Lanes<NC, true, false, false, true>(p, c, rans, rans_len, rows, lm);
+      return kern ? Lanes<NC, true, true, true, true, false>(p, c, rans, rans_len, rows, lm)
+                  : Lanes<NC, true, false, true, true, false>(p, c, rans, rans_len, rows, lm);
+    return kern ? Lanes<NC, true, true, false, true, false>(p, c, rans, rans_len, rows, lm)
+                : Lanes<NC, true, false, false, true, false>(p, c, rans, rans_len, rows, lm);
   }
   if (p0.ns > 1) {
     if (u8) {
-      return kern ? Lanes<NC, true, true, true, false>(p, c, rans, rans_len, rows, lm)
-                  : Lanes<NC, true, false, true, false>(p, c, rans, rans_len, rows, lm);
+      return kern ? Lanes<NC, true, true, true, false, false>(p, c, rans, rans_len, rows, lm)
+                  : Lanes<NC, true, false, true, false, false>(p, c, rans, rans_len, rows, lm);
     }
-    return kern ? Lanes<NC, false, true, true, false>(p, c, rans, rans_len, rows, lm)
-                : Lanes<NC, false, false, true, false>(p, c, rans, rans_len, rows, lm);
+    return kern ? Lanes<NC, false, true, true, false, false>(p, c, rans, rans_len, rows, lm)
+                : Lanes<NC, false, false, true, false, false>(p, c, rans, rans_len, rows, lm);
   }
   if (u8) {
-    return kern ? Lanes<NC, true, true, false, false>(p, c, rans, rans_len, rows, lm)
-                : Lanes<NC, true, false, false, false>(p, c, rans, rans_len, rows, lm);
+    return kern ? Lanes<NC, true, true, false, false, false>(p, c, rans, rans_len, rows, lm)
+                : Lanes<NC, true, false, false, false, false>(p, c, rans, rans_len, rows, lm);
   }
-  return kern ? Lanes<NC, false, true, false, false>(p, c, rans, rans_len, rows, lm)
-              : Lanes<NC, false, false, false, false>(p, c, rans, rans_len, rows, lm);
+  return kern ? Lanes<NC, false, true, false, false, false>(p, c, rans, rans_len, rows, lm)
+              : Lanes<NC, false, false, false, false, false>(p, c, rans, rans_len, rows, lm);
 }
 
 // The decoded lane-major codes of a chunk to its bytes. 1, or 0 for a
@@ -818,7 +829,7 @@ HWY_INLINE void MaskBytes(const Consts& c, const M32* m, V8* out) {
   TokenBytes(c, v, out);
 }
 
-template <int NC, bool U8, bool SC, bool E8>
+template <int NC, bool U8, bool SC, bool E8, bool VG>
 HWY_NOINLINE int RaggedLanes(const ModelView* const* m, const Consts* c, const RGeom& g, const uint64_t* row0,
                              const uint64_t* col0, const uint8_t* const* rans, const uint32_t* rans_len,
                              uint8_t* const* lm) {
@@ -906,7 +917,7 @@ HWY_NOINLINE int RaggedLanes(const ModelView* const* m, const Consts* c, const R
     }
     // The rANS step of every chunk, gathers first (their chains overlap).
     V32 E[NC][kV];
-    GatherSlots<NC, SC, E8>(c, s, ctxb, scb, E);
+    GatherSlots<NC, SC, E8, VG>(c, s, ctxb, scb, E);
     for (int n = 0; n < NC; ++n) Advance<true, E8>(c[n], s[n], E[n], w[n], act);
     for (int n = 0; n < NC; ++n)
       if (!StepValues<U8, false>(m[n]->ip, c[n], s[n], E[n], t, w[n], lm[n], actb)) return 0;
@@ -953,14 +964,20 @@ template <int NC>
 int RaggedLanesFor(const IntParams& p0, const ModelView* const* m, const Consts* c, const RGeom& g,
                    const uint64_t* row0, const uint64_t* col0, const uint8_t* const* rans, const uint32_t* rans_len,
                    uint8_t* const* lm) {
-  if (c[0].e8)
-    return p0.ns > 1 ? RaggedLanes<NC, true, true, true>(m, c, g, row0, col0, rans, rans_len, lm)
-                     : RaggedLanes<NC, true, false, true>(m, c, g, row0, col0, rans, rans_len, lm);
+  if (c[0].e8) {
+#if HWY_TARGET == HWY_AVX2
+    if (avx2_vector_gathers())
+      return p0.ns > 1 ? RaggedLanes<NC, true, true, true, true>(m, c, g, row0, col0, rans, rans_len, lm)
+                       : RaggedLanes<NC, true, false, true, true>(m, c, g, row0, col0, rans, rans_len, lm);
+#endif
+    return p0.ns > 1 ? RaggedLanes<NC, true, true, true, false>(m, c, g, row0, col0, rans, rans_len, lm)
+                     : RaggedLanes<NC, true, false, true, false>(m, c, g, row0, col0, rans, rans_len, lm);
+  }
   if (p0.sub == kIntI8)
-    return p0.ns > 1 ? RaggedLanes<NC, false, true, false>(m, c, g, row0, col0, rans, rans_len, lm)
-                     : RaggedLanes<NC, false, false, false>(m, c, g, row0, col0, rans, rans_len, lm);
-  return p0.ns > 1 ? RaggedLanes<NC, true, true, false>(m, c, g, row0, col0, rans, rans_len, lm)
-                   : RaggedLanes<NC, true, false, false>(m, c, g, row0, col0, rans, rans_len, lm);
+    return p0.ns > 1 ? RaggedLanes<NC, false, true, false, false>(m, c, g, row0, col0, rans, rans_len, lm)
+                     : RaggedLanes<NC, false, false, false, false>(m, c, g, row0, col0, rans, rans_len, lm);
+  return p0.ns > 1 ? RaggedLanes<NC, true, true, false, false>(m, c, g, row0, col0, rans, rans_len, lm)
+                   : RaggedLanes<NC, true, false, false, false>(m, c, g, row0, col0, rans, rans_len, lm);
 }
 
 // The decoded lane-major codes of a ragged chunk to its bytes: 16 steps at

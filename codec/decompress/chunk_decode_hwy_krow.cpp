@@ -40,6 +40,7 @@
 #include "chunk_decode_hwy_words.h"
 #include "chunk_decode_krow.h"
 #include "chunk_decode_simd.h"
+#include "simd_env.h"  // avx2_vector_gathers
 
 #ifndef WCODEC_HWY_KROW_ONCE
 #define WCODEC_HWY_KROW_ONCE
@@ -72,8 +73,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 #include "chunk_decode_hwy_lanes-inl.h"
 
 // NC chunks of one size (h, w) decoded together. ENT: s[c].ent (one gather
-// a symbol); else the two-gather form. False: some chunk is malformed.
-template <bool ENT, size_t NC>
+// a symbol); else the two-gather form. VG: the entry gathers' form
+// (chunk_decode_hwy_gather-inl.h). False: some chunk is malformed.
+template <bool ENT, size_t NC, bool VG>
 bool KrowLanes(const hwy_krow::KrowSetup* s, const uint8_t* const* rans, const uint32_t* rans_len,
                uint8_t* const* out) {
   const hn::ScalableTag<int32_t> d;
@@ -162,7 +164,7 @@ bool KrowLanes(const hwy_krow::KrowSetup* s, const uint8_t* const* rans, const u
           // One gather: codes | freq << 6 | start << 19; the codes (6 bits)
           // also index the next row's context.
           const VI idx = hn::Add(hn::ShiftLeft<9>(ctx), hn::BitCast(d, hn::ShiftRight<3>(slot)));
-          const VU e = hn::BitCast(du, GatherI32(d, s[c].ent, idx));
+          const VU e = hn::BitCast(du, GatherI32<VG>(d, s[c].ent, idx));
           const VI b = hn::BitCast(d, hn::And(e, m63));
           const VU f = hn::And(hn::ShiftRight<6>(e), m1fff);
           NX[c][v] = hn::Add(f * hn::ShiftRight<12>(x), hn::Sub(slot, hn::ShiftRight<19>(e)));
@@ -207,14 +209,26 @@ bool KrowLanes(const hwy_krow::KrowSetup* s, const uint8_t* const* rans, const u
   return true;
 }
 
-bool KrowDecode(bool ent, const hwy_krow::KrowSetup& s, const uint8_t* rans, uint32_t rans_len, uint8_t* out) {
-  return ent ? KrowLanes<true, 1>(&s, &rans, &rans_len, &out) : KrowLanes<false, 1>(&s, &rans, &rans_len, &out);
+// vg: vpgatherdd for the entry gathers (the AVX2 instance only).
+bool KrowDecode(bool ent, bool vg, const hwy_krow::KrowSetup& s, const uint8_t* rans, uint32_t rans_len,
+                uint8_t* out) {
+  if (!ent) return KrowLanes<false, 1, false>(&s, &rans, &rans_len, &out);
+#if HWY_TARGET == HWY_AVX2
+  if (vg) return KrowLanes<true, 1, true>(&s, &rans, &rans_len, &out);
+#endif
+  (void)vg;
+  return KrowLanes<true, 1, false>(&s, &rans, &rans_len, &out);
 }
 
 // Groups: entry tables only (every chunk's model has them).
 bool KrowDecodeGroup(const hwy_krow::KrowSetup* s, const uint8_t* const* rans, const uint32_t* rans_len,
-                     uint8_t* const* out, int n) {
-  return n == 2 ? KrowLanes<true, 2>(s, rans, rans_len, out) : KrowLanes<true, 3>(s, rans, rans_len, out);
+                     uint8_t* const* out, int n, bool vg) {
+#if HWY_TARGET == HWY_AVX2
+  if (vg)
+    return n == 2 ? KrowLanes<true, 2, true>(s, rans, rans_len, out) : KrowLanes<true, 3, true>(s, rans, rans_len, out);
+#endif
+  (void)vg;
+  return n == 2 ? KrowLanes<true, 2, false>(s, rans, rans_len, out) : KrowLanes<true, 3, false>(s, rans, rans_len, out);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -251,7 +265,7 @@ int decode_krow_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
   hwy_krow::KrowSetup s;
   if (!krow_setup(m, cv, cv.row0, &s)) return -1;
   if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
-  return WCODEC_HWY_PATH::KrowDecode(m.krow_ent != nullptr, s, rans, rans_len, out) ? 1 : 0;
+  return WCODEC_HWY_PATH::KrowDecode(m.krow_ent != nullptr, avx2_vector_gathers(), s, rans, rans_len, out) ? 1 : 0;
 #else
   (void)m, (void)cv, (void)rans, (void)rans_len, (void)out;
   return -1;
@@ -273,7 +287,7 @@ int decode_krow_group_hwy(const ModelView* ms, const ChunkView& cv, const GroupS
   }
   for (int i = 0; i < n; ++i)
     if (rans_len[i] < 4 * kLanes || (rans_len[i] & 1)) return 0;
-  return WCODEC_HWY_PATH::KrowDecodeGroup(s, rans, rans_len, out, n) ? 1 : 0;
+  return WCODEC_HWY_PATH::KrowDecodeGroup(s, rans, rans_len, out, n, avx2_vector_gathers()) ? 1 : 0;
 #else
   (void)ms, (void)cv, (void)sides, (void)n;
   return -1;

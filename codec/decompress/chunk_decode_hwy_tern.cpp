@@ -65,6 +65,7 @@
 #include "chunk_decode_hwy.h"
 #include "chunk_decode_hwy_words.h"
 #include "chunk_decode_simd.h"
+#include "simd_env.h"  // avx2_vector_gathers
 
 #ifndef WCODEC_HWY_TERN_ONCE
 #define WCODEC_HWY_TERN_ONCE
@@ -135,7 +136,7 @@ HWY_INLINE hn::Vec<D> LoadBytes(D d, const uint8_t* p) {
 
 // Decodes every lane's codes into lm (lane-major) and ORs the packed codes
 // into out (zeroed, out_len bytes). MODE: nbr_mode; SCALE: ns > 1.
-template <int MODE, bool SCALE, bool LUT>
+template <int MODE, bool SCALE, bool LUT, bool VG>
 bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8_t* lm, uint8_t* out,
                uint64_t out_len) {
   const hn::ScalableTag<int32_t> d;
@@ -228,14 +229,14 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
         if constexpr (SCALE) {
           VI sv = RP[v];
           if (s.use_cc) sv = hn::Add(sv, LoadBytes(d, s.ccl + uint64_t{j} * kLanes + v * N));
-          ctx = hn::Add(ctx, GatherI32(d, s.scb, sv));
+          ctx = hn::Add(ctx, GatherI32<VG>(d, s.scb, sv));
         }
         if constexpr (LUT) {
           // ctx 0..8: entries 0..7 by a lane permutation, entry 8 by a blend.
           E[v] = hn::IfThenElse(hn::RebindMask(du, hn::Eq(ctx, v8)), T9,
                                 hn::TableLookupLanes(T8, hn::IndicesFromVec(du, hn::And(ctx, v7))));
         } else {
-          E[v] = hn::BitCast(du, GatherI32(d, tab, ctx));
+          E[v] = hn::BitCast(du, GatherI32<VG>(d, tab, ctx));
         }
       }
       // Phase 2: tokens and next states. lt1: token 0 (slot < s1); lt2:
@@ -319,26 +320,37 @@ bool TernLanes(const TernSetup& s, const uint8_t* rans, uint32_t rans_len, uint8
   return true;
 }
 
-bool TernDecode(int mode, bool scale, bool lut, const TernSetup& s, const uint8_t* rans, uint32_t rans_len,
-                uint8_t* lm, uint8_t* out, uint64_t out_len) {
+template <bool VG>
+bool TernDecodeForm(int mode, bool scale, bool lut, const TernSetup& s, const uint8_t* rans, uint32_t rans_len,
+                    uint8_t* lm, uint8_t* out, uint64_t out_len) {
   // The register lookup needs 8 lanes a vector.
   lut = lut && hn::MaxLanes(hn::ScalableTag<int32_t>()) == 8;
   switch (mode * 2 + (scale ? 1 : 0)) {
     case 0:
-      return lut ? TernLanes<0, false, true>(s, rans, rans_len, lm, out, out_len)
-                 : TernLanes<0, false, false>(s, rans, rans_len, lm, out, out_len);
-    case 1: return TernLanes<0, true, false>(s, rans, rans_len, lm, out, out_len);
-    case 2: return TernLanes<1, false, false>(s, rans, rans_len, lm, out, out_len);
-    case 3: return TernLanes<1, true, false>(s, rans, rans_len, lm, out, out_len);
+      return lut ? TernLanes<0, false, true, VG>(s, rans, rans_len, lm, out, out_len)
+                 : TernLanes<0, false, false, VG>(s, rans, rans_len, lm, out, out_len);
+    case 1: return TernLanes<0, true, false, VG>(s, rans, rans_len, lm, out, out_len);
+    case 2: return TernLanes<1, false, false, VG>(s, rans, rans_len, lm, out, out_len);
+    case 3: return TernLanes<1, true, false, VG>(s, rans, rans_len, lm, out, out_len);
     case 4:
-      return lut ? TernLanes<2, false, true>(s, rans, rans_len, lm, out, out_len)
-                 : TernLanes<2, false, false>(s, rans, rans_len, lm, out, out_len);
-    case 5: return TernLanes<2, true, false>(s, rans, rans_len, lm, out, out_len);
+      return lut ? TernLanes<2, false, true, VG>(s, rans, rans_len, lm, out, out_len)
+                 : TernLanes<2, false, false, VG>(s, rans, rans_len, lm, out, out_len);
+    case 5: return TernLanes<2, true, false, VG>(s, rans, rans_len, lm, out, out_len);
     case 6:
-      return lut ? TernLanes<3, false, true>(s, rans, rans_len, lm, out, out_len)
-                 : TernLanes<3, false, false>(s, rans, rans_len, lm, out, out_len);
-    default: return TernLanes<3, true, false>(s, rans, rans_len, lm, out, out_len);
+      return lut ? TernLanes<3, false, true, VG>(s, rans, rans_len, lm, out, out_len)
+                 : TernLanes<3, false, false, VG>(s, rans, rans_len, lm, out, out_len);
+    default: return TernLanes<3, true, false, VG>(s, rans, rans_len, lm, out, out_len);
   }
+}
+
+// vg: vpgatherdd for the table gathers (the AVX2 instance only).
+bool TernDecode(int mode, bool scale, bool lut, bool vg, const TernSetup& s, const uint8_t* rans, uint32_t rans_len,
+                uint8_t* lm, uint8_t* out, uint64_t out_len) {
+#if HWY_TARGET == HWY_AVX2
+  if (vg) return TernDecodeForm<true>(mode, scale, lut, s, rans, rans_len, lm, out, out_len);
+#endif
+  (void)vg;
+  return TernDecodeForm<false>(mode, scale, lut, s, rans, rans_len, lm, out, out_len);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -469,7 +481,10 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
   s.aligned = s.W % 4 == 0;
   for (uint32_t l = 0; l < kLanes; ++l) s.aligned &= s.base[l] % 4 == 0;
   if (!s.aligned) std::memset(out, 0, out_len);  // the lanes OR their codes in
-  return WCODEC_HWY_PATH::TernDecode(p.nbr_mode, scale, s.lut, s, rans, rans_len, lm, out, out_len) ? 1 : 0;
+  return WCODEC_HWY_PATH::TernDecode(p.nbr_mode, scale, s.lut, avx2_vector_gathers(), s, rans, rans_len, lm, out,
+                                     out_len)
+             ? 1
+             : 0;
 #else
   (void)m, (void)cv, (void)tile_map, (void)rans, (void)rans_len, (void)out, (void)lm;
   return -1;

@@ -49,6 +49,28 @@ inline const char* cpu_path_name() { return cpu_path_name(cpu_path()); }
 // The note of cpu_path_choice() (empty when the request was honoured).
 inline const std::string& cpu_path_note() { return cpu_path_choice().note; }
 
+// How the avx2 path's vector decoders read their tables (8 lanes of 32-bit
+// entries): one vpgatherdd, or eight scalar loads. Scalar loads were
+// 3-11% faster per file on an AMD EPYC (Zen 4 class); vpgatherdd 5-10%
+// faster on an Intel Xeon (Emerald Rapids) with no Gather Data Sampling
+// microcode, which slows the instruction on the Intel cores it affects
+// (Skylake to Ice Lake, Tiger Lake). vpgatherdd where the CPU is Intel and
+// the kernel reports it not slowed by that microcode
+// (/sys/devices/system/cpu/vulnerabilities/gather_data_sampling: "Not
+// affected", or "Vulnerable..." with no mitigation); scalar loads
+// elsewhere. WCODEC_GATHER=vector|scalar forces one (a test and measuring
+// knob; any other value is ignored). Both forms give the same bytes.
+enum class GatherForm { kScalarLoads = 0, kVector = 1 };
+// "scalar loads", "vpgatherdd".
+const char* gather_form_name(GatherForm f);
+// Pure, for tests: vendor: the cpuid vendor string ("GenuineIntel", ...),
+// gds: the sysfs line (null: no such file), env: WCODEC_GATHER (null:
+// unset).
+GatherForm resolve_gather_form(const char* vendor, const char* gds, const char* env);
+// The process's form (computed with cpu_path_choice(); meaningful on the
+// avx2 path of x86-64 builds, where it is used).
+GatherForm gather_form();
+
 // The CPU's model name (/proc/cpuinfo "model name", else the cpuid brand
 // string, else "unknown").
 const std::string& cpu_model();
