@@ -25,7 +25,7 @@ for f in "${files[@]}"; do
   encoded+=("$work/$b.wcodec")
 done
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-echo "this CPU's own choice: $(build/wcodec --version | sed -n 's/^avx2 table gathers: //p')"
+echo "this CPU's own choice: $(build/wcodec --version | sed -n 's/^table gathers: //p')"
 for p in ${PATHS:-avx2 avx512}; do
   for r in $(seq "${ROUNDS:-6}"); do
     for form in scalar vector; do

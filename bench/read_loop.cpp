@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::printf("cpu: %s, decoder path: %s, avx2 table gathers: %s\n", wcodec::cpu_model().c_str(),
+  std::printf("cpu: %s, decoder path: %s, table gathers: %s\n", wcodec::cpu_model().c_str(),
               wcodec::cpu_path_name(), wcodec::gather_form_name(wcodec::gather_form()));
   std::vector<double> best(files.size(), 1e30);
   std::vector<uint64_t> size(files.size(), 0);

@@ -507,7 +507,7 @@ int cmd_bench(const std::vector<std::string>& files, bool quick, const std::stri
   // What the numbers ran on: the CPU and the decoder path (WCODEC_CPU).
   std::printf("cpu: %s\ndecoder path: %s\n", wcodec::cpu_model().c_str(), wcodec::cpu_path_name());
 #if defined(__x86_64__)
-  std::printf("avx2 table gathers: %s\n", wcodec::gather_form_name(wcodec::gather_form()));
+  std::printf("table gathers: %s\n", wcodec::gather_form_name(wcodec::gather_form()));
 #endif
   if (!wcodec::cpu_path_note().empty()) std::fprintf(stderr, "wcodec: %s\n", wcodec::cpu_path_note().c_str());
   for (const auto& f : files) {
@@ -836,7 +836,7 @@ int main(int argc, char** argv) {
                                         wcodec::cpu_model() + "\ndecoder path: " + wcodec::cpu_path_name() +
                                         (wcodec::cpu_path_note().empty() ? "" : " (" + wcodec::cpu_path_note() + ")")
 #if defined(__x86_64__)
-                                        + "\navx2 table gathers: " + wcodec::gather_form_name(wcodec::gather_form())
+                                        + "\ntable gathers: " + wcodec::gather_form_name(wcodec::gather_form())
 #endif
   );
   app.require_subcommand(1);

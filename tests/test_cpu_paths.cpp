@@ -123,7 +123,7 @@ TEST(CpuPaths, GatherFormChoice) {
     std::string out;
     ASSERT_EQ(wctest::run_command(std::string("WCODEC_GATHER=") + f + " " + WCODEC_TOOL + " --version", &out), 0)
         << out;
-    EXPECT_NE(out.find(std::string("avx2 table gathers: ") + (f[0] == 'v' ? "vpgatherdd" : "scalar loads")),
+    EXPECT_NE(out.find(std::string("table gathers: ") + (f[0] == 'v' ? "vpgatherdd" : "scalar loads")),
               std::string::npos)
         << out;
   }

@@ -15,7 +15,7 @@ bool simd_enabled() {
   return on;
 }
 
-bool avx2_vector_gathers() {
+bool vector_gathers() {
 #if defined(__x86_64__)
   static const bool on = gather_form() == GatherForm::kVector;
   return on;

@@ -20,10 +20,11 @@ bool vector_decoder_available();
 // VBMI2): the AVX-512 decoders' and the vector rANS encoder's check.
 bool simd_enabled();
 
-// Whether the avx2 instance of the Highway decoders reads its tables with
-// vpgatherdd (gather_form(), include/wcodec/cpu.h) rather than scalar
-// loads; asked once per decode call, which then runs the loop compiled for
-// that form. Always false outside x86-64.
-bool avx2_vector_gathers();
+// Whether the x86 vector decoders (the Highway decoders' AVX2 instance and
+// the AVX-512 loops) read their tables with vpgatherdd (gather_form(),
+// include/wcodec/cpu.h) rather than scalar loads; asked once per decode
+// call, which then runs the loop compiled for that form. Always false
+// outside x86-64.
+bool vector_gathers();
 
 }  // namespace wcodec

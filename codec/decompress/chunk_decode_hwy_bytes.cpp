@@ -44,7 +44,7 @@
 
 #include "chunk_decode_hwy.h"
 #include "chunk_decode_hwy_words.h"
-#include "simd_env.h"  // avx2_vector_gathers
+#include "simd_env.h"  // vector_gathers
 
 #ifndef WCODEC_HWY_BYTES_ONCE
 #define WCODEC_HWY_BYTES_ONCE
@@ -233,7 +233,7 @@ int decode_bytes_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
     s.first[l] = uint64_t{r.r0} * cv.w + r.c0;
     if (s.n[l] > s.steps) s.steps = s.n[l];
   }
-  return WCODEC_HWY_PATH::BytesDecode(eb, p.ctx_mode == 1, avx2_vector_gathers(), s, rans, rans_len, out) ? 1 : 0;
+  return WCODEC_HWY_PATH::BytesDecode(eb, p.ctx_mode == 1, vector_gathers(), s, rans, rans_len, out) ? 1 : 0;
 #else
   (void)m, (void)cv, (void)rans, (void)rans_len, (void)out;
   return -1;

@@ -57,7 +57,7 @@
 #include "chunk_decode_hwy.h"
 #include "chunk_decode_hwy_words.h"
 #include "chunk_decode_simd.h"
-#include "simd_env.h"  // avx2_vector_gathers
+#include "simd_env.h"  // vector_gathers
 
 #ifndef WCODEC_HWY_FLOAT_ONCE
 #define WCODEC_HWY_FLOAT_ONCE
@@ -1013,17 +1013,17 @@ int decode_float_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_
 #if defined(WCODEC_HWY_PATH)
   if (p.elem_bytes == 2) {
     const int r = WCODEC_HWY_PATH::FastChunks<1, uint16_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out,
-                                                           avx2_vector_gathers());
+                                                           vector_gathers());
     if (r >= 0) return r;
     const int q = WCODEC_HWY_PATH::RaggedChunk<uint16_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out,
-                                                         avx2_vector_gathers());
+                                                         vector_gathers());
     if (q >= 0) return q;
   } else if (p.elem_bytes == 4) {
     const int r = WCODEC_HWY_PATH::FastChunks<1, uint32_t>(&m, cv, &rans, &rans_len, &raw, &raw_len, &tail, &lm, &out,
-                                                           avx2_vector_gathers());
+                                                           vector_gathers());
     if (r >= 0) return r;
     const int q = WCODEC_HWY_PATH::RaggedChunk<uint32_t>(m, cv, rans, rans_len, raw, raw_len, tail, lm, out,
-                                                         avx2_vector_gathers());
+                                                         vector_gathers());
     if (q >= 0) return q;
   }
 #endif
@@ -1081,7 +1081,7 @@ int decode_float_group_hwy(const ModelView* ms, const ChunkView& cv, const Group
     lm[i] = s[i].lm;
     out[i] = s[i].out;
   }
-  const bool vg = avx2_vector_gathers();
+  const bool vg = vector_gathers();
   return n == 2 ? WCODEC_HWY_PATH::FastChunks<2, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out, vg)
                 : WCODEC_HWY_PATH::FastChunks<3, uint16_t>(ms, cv, rans, rans_len, raw, raw_len, tail, lm, out, vg);
 #else

@@ -6,7 +6,7 @@
 // On the AVX2 instance these are, by the template argument VG, vpgatherdd
 // or eight scalar loads (their indexes taken from the vector in four 64-bit
 // moves, the results inserted lane by lane); the decoders' entry points
-// run the loop compiled for the process's form (avx2_vector_gathers(),
+// run the loop compiled for the process's form (vector_gathers(),
 // simd_env.h). Scalar loads ran 1.03-1.11x faster per file on an AMD EPYC
 // (Zen 4 class), vpgatherdd 1.05-1.10x on an Intel Xeon (Emerald Rapids)
 // (docs/decoder-paths.md, "Scalar loads for the table gathers"). A store of the indexes to memory followed

@@ -74,7 +74,7 @@
 #include "chunk_decode_hwy.h"
 #include "chunk_decode_hwy_int_i.h"
 #include "chunk_decode_hwy_words.h"
-#include "simd_env.h"  // avx2_vector_gathers
+#include "simd_env.h"  // vector_gathers
 
 HWY_BEFORE_NAMESPACE();
 namespace wcodec {
@@ -739,7 +739,7 @@ int LanesFor(const IntParams& p0, const IntParams* const* p, const Consts* c, co
     // 1/8-slot entries (4-bit codes: the U8 loops; ModelHandled), read in
     // the process's gather form.
 #if HWY_TARGET == HWY_AVX2
-    if (avx2_vector_gathers()) {
+    if (vector_gathers()) {
       if (p0.ns > 1)
         return kern ? Lanes<NC, true, true, true, true, true>(p, c, rans, rans_len, rows, lm)
                     : Lanes<NC, true, false, true, true, true>(p, c, rans, rans_len, rows, lm);
@@ -966,7 +966,7 @@ int RaggedLanesFor(const IntParams& p0, const ModelView* const* m, const Consts*
                    uint8_t* const* lm) {
   if (c[0].e8) {
 #if HWY_TARGET == HWY_AVX2
-    if (avx2_vector_gathers())
+    if (vector_gathers())
       return p0.ns > 1 ? RaggedLanes<NC, true, true, true, true>(m, c, g, row0, col0, rans, rans_len, lm)
                        : RaggedLanes<NC, true, false, true, true>(m, c, g, row0, col0, rans, rans_len, lm);
 #endif

@@ -40,7 +40,7 @@
 #include "chunk_decode_hwy_words.h"
 #include "chunk_decode_krow.h"
 #include "chunk_decode_simd.h"
-#include "simd_env.h"  // avx2_vector_gathers
+#include "simd_env.h"  // vector_gathers
 
 #ifndef WCODEC_HWY_KROW_ONCE
 #define WCODEC_HWY_KROW_ONCE
@@ -265,7 +265,7 @@ int decode_krow_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
   hwy_krow::KrowSetup s;
   if (!krow_setup(m, cv, cv.row0, &s)) return -1;
   if (rans_len < 4 * kLanes || (rans_len & 1)) return 0;
-  return WCODEC_HWY_PATH::KrowDecode(m.krow_ent != nullptr, avx2_vector_gathers(), s, rans, rans_len, out) ? 1 : 0;
+  return WCODEC_HWY_PATH::KrowDecode(m.krow_ent != nullptr, vector_gathers(), s, rans, rans_len, out) ? 1 : 0;
 #else
   (void)m, (void)cv, (void)rans, (void)rans_len, (void)out;
   return -1;
@@ -287,7 +287,7 @@ int decode_krow_group_hwy(const ModelView* ms, const ChunkView& cv, const GroupS
   }
   for (int i = 0; i < n; ++i)
     if (rans_len[i] < 4 * kLanes || (rans_len[i] & 1)) return 0;
-  return WCODEC_HWY_PATH::KrowDecodeGroup(s, rans, rans_len, out, n, avx2_vector_gathers()) ? 1 : 0;
+  return WCODEC_HWY_PATH::KrowDecodeGroup(s, rans, rans_len, out, n, vector_gathers()) ? 1 : 0;
 #else
   (void)ms, (void)cv, (void)sides, (void)n;
   return -1;

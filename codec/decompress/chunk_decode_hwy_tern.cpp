@@ -65,7 +65,7 @@
 #include "chunk_decode_hwy.h"
 #include "chunk_decode_hwy_words.h"
 #include "chunk_decode_simd.h"
-#include "simd_env.h"  // avx2_vector_gathers
+#include "simd_env.h"  // vector_gathers
 
 #ifndef WCODEC_HWY_TERN_ONCE
 #define WCODEC_HWY_TERN_ONCE
@@ -481,7 +481,7 @@ int decode_tern_chunk_hwy(const ModelView& m, const ChunkView& cv, const uint8_t
   s.aligned = s.W % 4 == 0;
   for (uint32_t l = 0; l < kLanes; ++l) s.aligned &= s.base[l] % 4 == 0;
   if (!s.aligned) std::memset(out, 0, out_len);  // the lanes OR their codes in
-  return WCODEC_HWY_PATH::TernDecode(p.nbr_mode, scale, s.lut, avx2_vector_gathers(), s, rans, rans_len, lm, out,
+  return WCODEC_HWY_PATH::TernDecode(p.nbr_mode, scale, s.lut, vector_gathers(), s, rans, rans_len, lm, out,
                                      out_len)
              ? 1
              : 0;

@@ -14,6 +14,7 @@
 #include "chunk_decode_fast.h"
 #include "chunk_decode_hwy.h"
 #include "simd_avx512_i.h"
+#include "simd_env.h"  // vector_gathers
 #include "wcodec/cpu.h"
 
 namespace wcodec {
@@ -110,15 +111,15 @@ WC_AVX512 WC_INLINE void float_store(const FloatFastConsts& c, FloatFastState& s
 
 // The symbols of one step once the exponent slot indices (i0, i1: 32-bit
 // halves) are known: the exponents, then sign / high mantissa.
-template <int E, bool SMC>
+template <int E, bool SMC, bool VG>
 WC_AVX512 WC_INLINE void float_symbols(const FloatParams& p, const FloatFastConsts& c, FloatFastState& s, __m512i i0,
                                        __m512i i1, __m512i ls0, __m512i ls1, uint32_t t, WordCursor& wc, uint8_t* lm) {
-  const __m512i ee0 = _mm512_and_si512(rans_all16(s.X0, i0, c.slots_e, wc), _mm512_set1_epi32(0xFF));
-  const __m512i ee1 = _mm512_and_si512(rans_all16(s.X1, i1, c.slots_e, wc), _mm512_set1_epi32(0xFF));
+  const __m512i ee0 = _mm512_and_si512(rans_all16<VG>(s.X0, i0, c.slots_e, wc), _mm512_set1_epi32(0xFF));
+  const __m512i ee1 = _mm512_and_si512(rans_all16<VG>(s.X1, i1, c.slots_e, wc), _mm512_set1_epi32(0xFF));
   __m512i j0, j1;
   float_sm_slots<SMC>(p, c, s, ee0, ee1, ls0, ls1, &j0, &j1);
-  const __m512i se0 = rans_all16(s.X0, j0, c.slots_s, wc);
-  const __m512i se1 = rans_all16(s.X1, j1, c.slots_s, wc);
+  const __m512i se0 = rans_all16<VG>(s.X0, j0, c.slots_s, wc);
+  const __m512i se1 = rans_all16<VG>(s.X1, j1, c.slots_s, wc);
   float_store<E, SMC>(c, s, ee0, ee1, se0, se1, t, lm);
 }
 
@@ -166,7 +167,7 @@ WC_AVX512 WC_INLINE void float_exp_slots(const FloatFastConsts& c, const FloatFa
 // model, one geometry), phase by phase across the chunks: every chunk's
 // lanes are an independent chain of gathers, and issuing the chunks'
 // gathers of a phase together lets them overlap.
-template <int N, int E, int EM, bool SMC, bool HT, bool HL>
+template <int N, int E, int EM, bool SMC, bool VG, bool HT, bool HL>
 WC_AVX512 WC_INLINE bool float_fast_step(const FloatParams& p, const FloatFastConsts* c, FloatFastState* s,
                                          uint32_t t, WordCursor* wc, uint8_t* const* lm) {
   for (int n = 0; n < N; ++n)
@@ -174,26 +175,26 @@ WC_AVX512 WC_INLINE bool float_fast_step(const FloatParams& p, const FloatFastCo
   __m512i i0[N], i1[N], ee0[N], ee1[N], se0[N], se1[N];
   for (int n = 0; n < N; ++n) float_exp_slots<E, EM, HT, HL>(c[n], s[n], t, lm[n], &i0[n], &i1[n]);
   for (int n = 0; n < N; ++n) {
-    ee0[n] = _mm512_and_si512(rans_all16(s[n].X0, i0[n], c[n].slots_e, wc[n]), _mm512_set1_epi32(0xFF));
-    ee1[n] = _mm512_and_si512(rans_all16(s[n].X1, i1[n], c[n].slots_e, wc[n]), _mm512_set1_epi32(0xFF));
+    ee0[n] = _mm512_and_si512(rans_all16<VG>(s[n].X0, i0[n], c[n].slots_e, wc[n]), _mm512_set1_epi32(0xFF));
+    ee1[n] = _mm512_and_si512(rans_all16<VG>(s[n].X1, i1[n], c[n].slots_e, wc[n]), _mm512_set1_epi32(0xFF));
   }
   for (int n = 0; n < N; ++n) {
     __m512i j0, j1;
     float_sm_slots<SMC>(p, c[n], s[n], ee0[n], ee1[n], s[n].LS0, s[n].LS1, &j0, &j1);
-    se0[n] = rans_all16(s[n].X0, j0, c[n].slots_s, wc[n]);
-    se1[n] = rans_all16(s[n].X1, j1, c[n].slots_s, wc[n]);
+    se0[n] = rans_all16<VG>(s[n].X0, j0, c[n].slots_s, wc[n]);
+    se1[n] = rans_all16<VG>(s[n].X1, j1, c[n].slots_s, wc[n]);
   }
   for (int n = 0; n < N; ++n) float_store<E, SMC>(c[n], s[n], ee0[n], ee1[n], se0[n], se1[n], t, lm[n]);
   return true;
 }
 
-template <int N, int E, int EM, bool SMC, bool HT>
+template <int N, int E, int EM, bool SMC, bool VG, bool HT>
 WC_AVX512 WC_INLINE bool float_fast_row(const FloatParams& p, const FloatFastConsts* c, FloatFastState* s, uint32_t t0,
                                         WordCursor* wc, uint8_t* const* lm) {
   for (int n = 0; n < N; ++n) s[n].LS0 = s[n].LS1 = _mm512_setzero_si512();
-  if (!float_fast_step<N, E, EM, SMC, HT, false>(p, c, s, t0, wc, lm)) return false;
+  if (!float_fast_step<N, E, EM, SMC, VG, HT, false>(p, c, s, t0, wc, lm)) return false;
   for (uint32_t j = 1; j < c[0].W; ++j)
-    if (!float_fast_step<N, E, EM, SMC, HT, true>(p, c, s, t0 + j, wc, lm)) return false;
+    if (!float_fast_step<N, E, EM, SMC, VG, HT, true>(p, c, s, t0 + j, wc, lm)) return false;
   return true;
 }
 
@@ -201,7 +202,7 @@ WC_AVX512 WC_INLINE bool float_fast_row(const FloatParams& p, const FloatFastCon
 // (streams rans[n], rans_len[n]) into lane-major lm[n]. Returns 1 if all
 // decoded, 0 otherwise (for N > 1 the caller then decodes each chunk
 // alone, which names the chunk at fault).
-template <int N, int E, int EM, bool SMC>
+template <int N, int E, int EM, bool SMC, bool VG>
 WC_AVX512 int float_fast_lanes(const FloatParams& p, const FloatFastConsts* c, const uint8_t* const* rans,
                                const uint32_t* rans_len, const LaneGeom& g, uint8_t* const* lm,
                                uint32_t* const* x_tail) {
@@ -213,8 +214,8 @@ WC_AVX512 int float_fast_lanes(const FloatParams& p, const FloatFastConsts* c, c
     s[n].LE = _mm512_setzero_si512();
   }
   for (uint32_t r = 0; r < g.rows; ++r) {
-    const bool ok = r ? float_fast_row<N, E, EM, SMC, true>(p, c, s, r * c[0].W, wc, lm)
-                      : float_fast_row<N, E, EM, SMC, false>(p, c, s, 0, wc, lm);
+    const bool ok = r ? float_fast_row<N, E, EM, SMC, VG, true>(p, c, s, r * c[0].W, wc, lm)
+                      : float_fast_row<N, E, EM, SMC, VG, false>(p, c, s, 0, wc, lm);
     if (!ok) return 0;
   }
   for (int n = 0; n < N; ++n)
@@ -247,7 +248,7 @@ WC_AVX512 FloatFastConsts float_fast_consts(const ModelView& m, const LaneGeom& 
 // s.LS0 holding the 32 left signs as 16-bit words); a row's first element
 // has context 0. The symbol J = sign | exponent | high mantissa bits is the
 // element's lane-major form shifted right by its raw bits.
-template <int N, int E, bool HL>
+template <int N, int E, bool VG, bool HL>
 WC_AVX512 WC_INLINE bool float_joint_step(const FloatFastConsts* c, FloatFastState* s, uint32_t t, WordCursor* wc,
                                           uint8_t* const* lm) {
   for (int n = 0; n < N; ++n)
@@ -263,7 +264,7 @@ WC_AVX512 WC_INLINE bool float_joint_step(const FloatFastConsts* c, FloatFastSta
       i1[n] = _mm512_and_si512(s[n].X1, _mm512_set1_epi32(4095));
     }
   }
-  for (int n = 0; n < N; ++n) rans_all32(s[n].X0, s[n].X1, i0[n], i1[n], c[n].slots_e, wc[n], &e0[n], &e1[n]);
+  for (int n = 0; n < N; ++n) rans_all32<VG>(s[n].X0, s[n].X1, i0[n], i1[n], c[n].slots_e, wc[n], &e0[n], &e1[n]);
   for (int n = 0; n < N; ++n) {
     const __m512i J = lo_bytes16(e0[n], e1[n]);
     const __m512i hi = _mm512_sll_epi16(J, c[n].sh_mh);
@@ -277,7 +278,7 @@ WC_AVX512 WC_INLINE bool float_joint_step(const FloatFastConsts* c, FloatFastSta
 }
 
 // The joint symbols of N same-rectangle chunks (as float_fast_lanes).
-template <int N, int E>
+template <int N, int E, bool VG>
 WC_AVX512 int float_joint_lanes(const FloatFastConsts* c, const uint8_t* const* rans, const uint32_t* rans_len,
                                 const LaneGeom& g, uint8_t* const* lm, uint32_t* const* x_tail) {
   WordCursor wc[N];
@@ -290,9 +291,9 @@ WC_AVX512 int float_joint_lanes(const FloatFastConsts* c, const uint8_t* const* 
   const uint32_t W = c[0].W;
   for (uint32_t r = 0; r < g.rows; ++r) {
     const uint32_t t0 = r * W;
-    if (!float_joint_step<N, E, false>(c, s, t0, wc, lm)) return 0;
+    if (!float_joint_step<N, E, VG, false>(c, s, t0, wc, lm)) return 0;
     for (uint32_t j = 1; j < W; ++j)
-      if (!float_joint_step<N, E, true>(c, s, t0 + j, wc, lm)) return 0;
+      if (!float_joint_step<N, E, VG, true>(c, s, t0 + j, wc, lm)) return 0;
   }
   for (int n = 0; n < N; ++n)
     if (wc[n].pos != wc[n].n || !float_states_closed(s[n].X0, s[n].X1, x_tail[n])) return 0;
@@ -314,10 +315,15 @@ WC_AVX512 int decode_float_fast(const ModelView* ms, const uint8_t* const* rans,
     c[n] = float_fast_consts(ms[n], g);
   }
   const FloatParams& p = ms[0].fp;
-  if (float_joint(p)) return float_joint_lanes<N, E>(c, rans, rans_len, g, lm, x_tail);
+  const bool vg = vector_gathers();
+  if (float_joint(p))
+    return vg ? float_joint_lanes<N, E, true>(c, rans, rans_len, g, lm, x_tail)
+              : float_joint_lanes<N, E, false>(c, rans, rans_len, g, lm, x_tail);
   const bool smc = float_sm_contexts(p);
-#define WC_FLOAT_FAST(EMv, S) \
-  if (p.emode == EMv && smc == S) return float_fast_lanes<N, E, EMv, S>(p, c, rans, rans_len, g, lm, x_tail);
+#define WC_FLOAT_FAST(EMv, S)                                                                      \
+  if (p.emode == EMv && smc == S)                                                                  \
+    return vg ? float_fast_lanes<N, E, EMv, S, true>(p, c, rans, rans_len, g, lm, x_tail)        \
+              : float_fast_lanes<N, E, EMv, S, false>(p, c, rans, rans_len, g, lm, x_tail);
   WC_FLOAT_FAST(0, false) WC_FLOAT_FAST(1, false) WC_FLOAT_FAST(2, false) WC_FLOAT_FAST(3, false)
   WC_FLOAT_FAST(4, false) WC_FLOAT_FAST(0, true) WC_FLOAT_FAST(1, true) WC_FLOAT_FAST(2, true)
   WC_FLOAT_FAST(3, true) WC_FLOAT_FAST(4, true)
@@ -537,7 +543,7 @@ WC_AVX512 bool float_ragged_steps(const FloatParams& p, const FloatFastConsts& c
       ls0 = _mm512_maskz_mov_epi32(static_cast<__mmask16>(hl), ls0);
       ls1 = _mm512_maskz_mov_epi32(static_cast<__mmask16>(hl >> 16), ls1);
     }
-    float_symbols<E, SMC>(p, c, s, i0, i1, ls0, ls1, t, wc, lm);
+    float_symbols<E, SMC, false>(p, c, s, i0, i1, ls0, ls1, t, wc, lm);
     s.J = _mm512_add_epi16(s.J, one16);
     s.J = _mm512_maskz_mov_epi16(_mm512_cmpneq_epi16_mask(s.J, W16), s.J);
   }

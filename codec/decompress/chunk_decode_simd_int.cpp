@@ -16,6 +16,7 @@
 #include "chunk_decode_hwy.h"
 #include "chunk_decode_krow.h"
 #include "simd_avx512_i.h"
+#include "simd_env.h"  // vector_gathers
 #include "wcodec/cpu.h"
 
 namespace wcodec {
@@ -704,7 +705,7 @@ WC_AVX512 WC_INLINE bool int_pending_values(const IntParams& p, const IntFastCon
 // geometry): per chunk, the previous step's values and this step's tokens.
 // KERN: kernel contexts (nbr_mode 3), whose phase advances each step; j:
 // the step's column in its lane row.
-template <int N, bool U8, int AM, bool KERN, bool HT, bool HL, bool HA, bool PV>
+template <int N, bool U8, int AM, bool KERN, bool VG, bool HT, bool HL, bool HA, bool PV>
 WC_AVX512 WC_INLINE bool int_fast_step(const IntParams* const* p, const IntFastConsts* c, IntFastState* s, uint32_t t,
                                        uint32_t j, WordCursor* wc, uint8_t* const* lm) {
   for (int n = 0; n < N; ++n)
@@ -739,22 +740,22 @@ WC_AVX512 WC_INLINE bool int_fast_step(const IntParams* const* p, const IntFastC
       if (c[n].scale) ctx = _mm512_add_epi16(ctx, int_scale_term(c[n], s[n], j));
       slot_index(ctx, s[n].X0, s[n].X1, &i0, &i1);
     }
-    rans_all32(s[n].X0, s[n].X1, i0, i1, c[n].slots, wc[n], &s[n].E0, &s[n].E1);
+    rans_all32<VG>(s[n].X0, s[n].X1, i0, i1, c[n].slots, wc[n], &s[n].E0, &s[n].E1);
   }
   return true;
 }
 
-template <int N, bool U8, int AM, bool KERN, bool HT, bool FIRST>
+template <int N, bool U8, int AM, bool KERN, bool VG, bool HT, bool FIRST>
 WC_AVX512 WC_INLINE bool int_fast_row(const IntParams* const* p, const IntFastConsts* c, IntFastState* s, uint32_t r,
                                       WordCursor* wc, uint8_t* const* lm) {
   for (int n = 0; n < N; ++n) s[n].RP = c[n].rcl ? codes16(c[n].rcl + uint64_t{r} * 32) : _mm512_setzero_si512();
   const uint32_t W = c[0].W, oa = c[0].oa, t0 = r * W;
-  if (!int_fast_step<N, U8, AM, KERN, HT, false, false, !FIRST>(p, c, s, t0, 0, wc, lm)) return false;
+  if (!int_fast_step<N, U8, AM, KERN, VG, HT, false, false, !FIRST>(p, c, s, t0, 0, wc, lm)) return false;
   const uint32_t ja = oa ? (oa < W ? oa : W) : W;
   for (uint32_t j = 1; j < ja; ++j)
-    if (!int_fast_step<N, U8, AM, KERN, HT, true, false, true>(p, c, s, t0 + j, j, wc, lm)) return false;
+    if (!int_fast_step<N, U8, AM, KERN, VG, HT, true, false, true>(p, c, s, t0 + j, j, wc, lm)) return false;
   for (uint32_t j = ja; j < W; ++j)
-    if (!int_fast_step<N, U8, AM, KERN, HT, true, true, true>(p, c, s, t0 + j, j, wc, lm)) return false;
+    if (!int_fast_step<N, U8, AM, KERN, VG, HT, true, true, true>(p, c, s, t0 + j, j, wc, lm)) return false;
   return true;
 }
 
@@ -764,7 +765,7 @@ WC_AVX512 WC_INLINE bool int_fast_row(const IntParams* const* p, const IntFastCo
 // values, then its own context and tokens, so that a chunk's gathers and
 // the context work that feeds its next gathers lie close together in
 // program order, with the other chunks' independent work between them.
-template <int N, bool U8, int AM, bool KERN>
+template <int N, bool U8, int AM, bool KERN, bool VG>
 WC_AVX512 int int_fast_lanes(const IntParams* const* p, const IntFastConsts* c, const uint8_t* const* rans,
                              const uint32_t* rans_len, const LaneGeom& g, uint8_t* const* lm) {
   WordCursor wc[N];
@@ -775,9 +776,9 @@ WC_AVX512 int int_fast_lanes(const IntParams* const* p, const IntFastConsts* c, 
     s[n].bad = 0;
   }
   if (!g.rows || !c[0].W) return 0;
-  if (!int_fast_row<N, U8, AM, KERN, false, true>(p, c, s, 0, wc, lm)) return 0;
+  if (!int_fast_row<N, U8, AM, KERN, VG, false, true>(p, c, s, 0, wc, lm)) return 0;
   for (uint32_t r = 1; r < g.rows; ++r)
-    if (!int_fast_row<N, U8, AM, KERN, !KERN, false>(p, c, s, r, wc, lm)) return 0;
+    if (!int_fast_row<N, U8, AM, KERN, VG, !KERN, false>(p, c, s, r, wc, lm)) return 0;
   const uint32_t last = g.rows * c[0].W - 1;
   for (int n = 0; n < N; ++n) {
     if (__builtin_expect(wc[n].pos + kStepWords > wc[n].n, 0) && !words_tail(&wc[n])) return 0;
@@ -889,10 +890,15 @@ WC_AVX512 int decode_int_fast(const ModelView* ms, const uint8_t* const* rans, c
       }
     }
   }
-#define WC_INT_FAST(U, A)                                                                     \
-  if (u8 == U && am == A)                                                                     \
-    return kern ? int_fast_lanes<N, U, A, true>(ps, c, rans, rans_len, g, lm)                 \
-                : int_fast_lanes<N, U, A, false>(ps, c, rans, rans_len, g, lm);
+  const bool vg = vector_gathers();
+#define WC_INT_FAST(U, A)                                                                       \
+  if (u8 == U && am == A) {                                                                     \
+    if (vg)                                                                                     \
+      return kern ? int_fast_lanes<N, U, A, true, true>(ps, c, rans, rans_len, g, lm)           \
+                  : int_fast_lanes<N, U, A, false, true>(ps, c, rans, rans_len, g, lm);         \
+    return kern ? int_fast_lanes<N, U, A, true, false>(ps, c, rans, rans_len, g, lm)            \
+                : int_fast_lanes<N, U, A, false, false>(ps, c, rans, rans_len, g, lm);          \
+  }
   WC_INT_FAST(false, 0) WC_INT_FAST(false, 1) WC_INT_FAST(false, 2) WC_INT_FAST(false, 3)
   WC_INT_FAST(true, 0) WC_INT_FAST(true, 1) WC_INT_FAST(true, 2) WC_INT_FAST(true, 3)
 #undef WC_INT_FAST

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "simd_avx512_i.h"
+#include "simd_env.h"  // vector_gathers
 
 namespace wcodec {
 using namespace avx512;
@@ -77,7 +78,7 @@ WC_AVX512 WC_INLINE void tern_step16(__m512i& X, __m512i s1, __m512i s2, WordCur
 }
 
 // PERM: 0 gathers from c.tab, 4 or 8: register tables of 128 or 256 contexts.
-template <int PERM, bool HT>
+template <int PERM, bool HT, bool VG>
 WC_AVX512 WC_INLINE bool tern_step(const TernConsts& c, TernState& s, uint32_t t, uint32_t j, WordCursor& wc,
                                    uint8_t* lm) {
   if (__builtin_expect(wc.pos + kStepWords > wc.n, 0) && !words_tail(&wc)) return false;
@@ -123,8 +124,8 @@ WC_AVX512 WC_INLINE bool tern_step(const TernConsts& c, TernState& s, uint32_t t
   } else {
     const __m512i i0 = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(ctx));
     const __m512i i1 = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(ctx, 1));
-    const __m512i e0 = gather16(i0, c.tab);
-    const __m512i e1 = gather16(i1, c.tab);
+    const __m512i e0 = gather16_form<VG>(i0, c.tab);
+    const __m512i e1 = gather16_form<VG>(i1, c.tab);
     const __m512i m16 = _mm512_set1_epi32(0xFFFF);
     a0 = _mm512_and_si512(e0, m16);
     a1 = _mm512_and_si512(e1, m16);
@@ -145,7 +146,7 @@ WC_AVX512 WC_INLINE bool tern_step(const TernConsts& c, TernState& s, uint32_t t
   return true;
 }
 
-template <int PERM>
+template <int PERM, bool VG>
 WC_AVX512 int tern_lanes(const ModelView& m, const ChunkView& cv, const TernConsts& c, const uint8_t* rans,
                          uint32_t rans_len, const LaneGeom& g, uint8_t* lm) {
   WordCursor wc;
@@ -167,10 +168,10 @@ WC_AVX512 int tern_lanes(const ModelView& m, const ChunkView& cv, const TernCons
     const uint32_t t0 = r * c.W;
     if (r) {
       for (uint32_t j = 0; j < c.W; ++j)
-        if (!tern_step<PERM, true>(c, s, t0 + j, j, wc, lm)) return 0;
+        if (!tern_step<PERM, true, VG>(c, s, t0 + j, j, wc, lm)) return 0;
     } else {
       for (uint32_t j = 0; j < c.W; ++j)
-        if (!tern_step<PERM, false>(c, s, t0 + j, j, wc, lm)) return 0;
+        if (!tern_step<PERM, false, VG>(c, s, t0 + j, j, wc, lm)) return 0;
     }
   }
   if (wc.pos != wc.n) return 0;
@@ -242,9 +243,11 @@ WC_AVX512 int decode_tern_fast(const ModelView& m, const ChunkView& cv, const ui
       c.s1t[i] = _mm512_load_si512(t1 + 32 * i);
       c.s2t[i] = _mm512_load_si512(t2 + 32 * i);
     }
-    r = nctx <= 128 ? tern_lanes<4>(m, cv, c, rans, rans_len, g, lm) : tern_lanes<8>(m, cv, c, rans, rans_len, g, lm);
+    r = nctx <= 128 ? tern_lanes<4, false>(m, cv, c, rans, rans_len, g, lm)
+                    : tern_lanes<8, false>(m, cv, c, rans, rans_len, g, lm);
   } else {
-    r = tern_lanes<0>(m, cv, c, rans, rans_len, g, lm);
+    r = vector_gathers() ? tern_lanes<0, true>(m, cv, c, rans, rans_len, g, lm)
+                         : tern_lanes<0, false>(m, cv, c, rans, rans_len, g, lm);
   }
   if (r != 1) return r;
   same_rect_to_raster<1>(lm, g, cv.w, codes);
