@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/gather_forms_bench.sh — the avx2 decoders' two table-gather forms
+# bench/gather_forms_bench.sh — the x86 vector decoders' two table-gather forms
 # (vpgatherdd against eight scalar loads; include/wcodec/cpu.h,
 # WCODEC_GATHER) on this CPU: every file encoded once, then decoded from
 # memory by build/bench/read_loop with WCODEC_GATHER=scalar and =vector in

@@ -49,12 +49,13 @@ inline const char* cpu_path_name() { return cpu_path_name(cpu_path()); }
 // The note of cpu_path_choice() (empty when the request was honoured).
 inline const std::string& cpu_path_note() { return cpu_path_choice().note; }
 
-// How the avx2 path's vector decoders read their tables (8 lanes of 32-bit
-// entries): one vpgatherdd, or eight scalar loads. Scalar loads were
-// 3-11% faster per file on an AMD EPYC (Zen 4 class); vpgatherdd 5-10%
-// faster on an Intel Xeon (Emerald Rapids) with no Gather Data Sampling
-// microcode, which slows the instruction on the Intel cores it affects
-// (Skylake to Ice Lake, Tiger Lake). vpgatherdd where the CPU is Intel and
+// How the x86 vector decoders (the avx2 path's Highway decoders, the
+// avx512 path's loops) read their tables (8 or 16 lanes of 32-bit
+// entries): one vpgatherdd, or a scalar load per lane. Scalar loads were
+// 3-16% faster per file on an AMD EPYC (Zen 4 class); vpgatherdd up to
+// 1.12x (avx2) and 1.37x (avx512) faster on an Intel Xeon (Emerald Rapids)
+// with no Gather Data Sampling microcode, which slows the instruction on
+// the Intel cores it affects (Skylake to Ice Lake, Tiger Lake). vpgatherdd where the CPU is Intel and
 // the kernel reports it not slowed by that microcode
 // (/sys/devices/system/cpu/vulnerabilities/gather_data_sampling: "Not
 // affected", or "Vulnerable..." with no mitigation); scalar loads
