@@ -9,46 +9,19 @@
 //   build/bench/encode_loop [--passes N] [--rounds R] FILE.safetensors...
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <ctime>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
+#include "loop_args.h"
 #include "wcodec/cpu.h"
 #include "wcodec/encode.h"
 
-namespace {
-double thread_seconds() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-}  // namespace
-
 int main(int argc, char** argv) {
-  int passes = 3, rounds = 2;
-  std::vector<std::string> files;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--passes") && i + 1 < argc) passes = std::max(1, std::atoi(argv[++i]));
-    else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
-    else files.emplace_back(argv[i]);
-  }
-  if (files.empty()) {
-    std::fprintf(stderr, "usage: %s [--passes N] [--rounds R] FILE.safetensors...\n", argv[0]);
-    return 2;
-  }
-  std::vector<std::vector<uint8_t>> src(files.size());
-  for (size_t f = 0; f < files.size(); ++f) {
-    std::ifstream in(files[f], std::ios::binary);
-    src[f].assign(std::istreambuf_iterator<char>(in), {});
-    if (src[f].empty()) {
-      std::fprintf(stderr, "encode_loop: cannot read %s\n", files[f].c_str());
-      return 1;
-    }
-  }
+  bench::LoopArgs a{3, 2, {}, {}};
+  if (!bench::parse_loop_args(argc, argv, "encode_loop", "FILE.safetensors", &a)) return a.files.empty() ? 2 : 1;
+  const int passes = a.passes, rounds = a.rounds;
+  const std::vector<std::string>& files = a.files;
+  const std::vector<std::vector<uint8_t>>& src = a.bytes;
   std::printf("cpu: %s, decoder path: %s (encode output does not depend on it)\n", wcodec::cpu_model().c_str(),
               wcodec::cpu_path_name());
   std::vector<double> best(files.size(), 1e30);
@@ -57,9 +30,9 @@ int main(int argc, char** argv) {
   for (int r = 0; r < rounds; ++r)
     for (size_t f = 0; f < files.size(); ++f)
       for (int p = 0; p < passes; ++p) {
-        const double t0 = thread_seconds();
+        const double t0 = bench::thread_seconds();
         auto enc = wcodec::encode_safetensors(src[f].data(), src[f].size(), cfg, files[f]);
-        const double dt = thread_seconds() - t0;
+        const double dt = bench::thread_seconds() - t0;
         if (!enc.ok()) {
           std::fprintf(stderr, "encode_loop: %s\n", enc.status().ToString().c_str());
           return 1;

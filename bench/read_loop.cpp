@@ -8,46 +8,19 @@
 //   build/bench/read_loop [--passes N] [--rounds R] FILE.wcodec...
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <ctime>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
+#include "loop_args.h"
 #include "wcodec/cpu.h"
 #include "wcodec/reader.h"
 
-namespace {
-double thread_seconds() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-}  // namespace
-
 int main(int argc, char** argv) {
-  int passes = 10, rounds = 3;
-  std::vector<std::string> files;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--passes") && i + 1 < argc) passes = std::max(1, std::atoi(argv[++i]));
-    else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
-    else files.emplace_back(argv[i]);
-  }
-  if (files.empty()) {
-    std::fprintf(stderr, "usage: %s [--passes N] [--rounds R] FILE.wcodec...\n", argv[0]);
-    return 2;
-  }
-  std::vector<std::vector<uint8_t>> enc(files.size());
-  for (size_t f = 0; f < files.size(); ++f) {
-    std::ifstream in(files[f], std::ios::binary);
-    enc[f].assign(std::istreambuf_iterator<char>(in), {});
-    if (enc[f].empty()) {
-      std::fprintf(stderr, "read_loop: cannot read %s\n", files[f].c_str());
-      return 1;
-    }
-  }
+  bench::LoopArgs a{10, 3, {}, {}};
+  if (!bench::parse_loop_args(argc, argv, "read_loop", "FILE.wcodec", &a)) return a.files.empty() ? 2 : 1;
+  const int passes = a.passes, rounds = a.rounds;
+  const std::vector<std::string>& files = a.files;
+  const std::vector<std::vector<uint8_t>>& enc = a.bytes;
   std::printf("cpu: %s, decoder path: %s, table gathers: %s\n", wcodec::cpu_model().c_str(),
               wcodec::cpu_path_name(), wcodec::gather_form_name(wcodec::gather_form()));
   std::vector<double> best(files.size(), 1e30);
@@ -62,9 +35,9 @@ int main(int argc, char** argv) {
       size[f] = (*rd)->original_size();
       std::vector<uint8_t> out(size[f]);
       for (int p = 0; p < passes; ++p) {
-        const double t0 = thread_seconds();
+        const double t0 = bench::thread_seconds();
         const wcodec::Status st = (*rd)->read(0, size[f], out.data());
-        const double dt = thread_seconds() - t0;
+        const double dt = bench::thread_seconds() - t0;
         if (!st.ok()) {
           std::fprintf(stderr, "read_loop: %s\n", st.ToString().c_str());
           return 1;
