@@ -8,8 +8,9 @@
 // moves, the results inserted lane by lane); the decoders' entry points
 // run the loop compiled for the process's form (vector_gathers(),
 // simd_env.h). Scalar loads ran 1.03-1.11x faster per file on an AMD EPYC
-// (Zen 4 class), vpgatherdd 1.05-1.10x on an Intel Xeon (Emerald Rapids)
-// (docs/decoder-paths.md, "Scalar loads for the table gathers"). A store of the indexes to memory followed
+// (Zen 4 class), vpgatherdd up to 1.12x on an Intel Xeon (Emerald Rapids)
+// (docs/decoder-paths.md, "Scalar loads for the table gathers" and "Two
+// gather forms, chosen per CPU"). A store of the indexes to memory followed
 // by scalar reads (a store-forwarding stall) was no faster than
 // vpgatherdd, and the int loop's 12-bit slot tables (int8 codes: 16 KiB a
 // context, mostly in L2) keep vpgatherdd, which was 1-3% faster there.
