@@ -18,7 +18,8 @@ namespace wcodec {
 
 // A step's 32 kernels as its 72 output bytes: kernel l's 18 bits (bits[l],
 // zero for the lanes without a kernel) at bit 18 l, four kernels (9 bytes)
-// at a time. buf: 80 bytes.
+// at a time. Writes buf[0, 72) and nothing past it (krow_store_step packs in
+// place on that).
 inline void krow_pack_step(const uint32_t* bits, uint8_t* buf) {
   for (uint32_t q = 0; q < 8; ++q) {
     const uint64_t b0 = bits[4 * q], b1 = bits[4 * q + 1], b2 = bits[4 * q + 2], b3 = bits[4 * q + 3];
