@@ -573,9 +573,17 @@ HWY_INLINE void Transpose16(const uint8_t* lm, uint64_t t0, size_t b, V8* T) {
 
 // Lane-major codes (step t, lane l at t * 32 + l) to raster order: per
 // lane row and block of 16 columns, the block's 16 steps transposed
-// (Transpose16); each lane's run of 16 codes then goes to its row. lm must
-// be readable for 16 steps past the last.
-void ToRaster(const uint8_t* lm, const Geom& g, uint32_t w, uint8_t* out) {
+// (Transpose16); each lane's run of 16 codes then goes to its row. NIB:
+// 4-bit codes packed two to a byte on the way (code 2i in the low nibble),
+// for chunks whose runs start on a byte (NibblesAligned); false when a
+// code exceeds 15. lm must be readable for 16 steps past the last.
+template <bool NIB>
+bool ToRaster(const uint8_t* lm, const Geom& g, uint32_t w, uint8_t* out) {
+  const hn::Full128<uint8_t> d128;
+  const hn::Full128<uint16_t> d16q;
+  const hn::Full64<uint8_t> d64;
+  auto high = hn::Zero(d128);
+  uint32_t high_tail = 0;
   for (uint32_t r = 0; r < g.rows; ++r) {
     for (uint32_t j0 = 0; j0 < g.W; j0 += 16) {
       const uint32_t len = g.W - j0 < 16 ? g.W - j0 : 16;
@@ -586,25 +594,45 @@ void ToRaster(const uint8_t* lm, const Geom& g, uint32_t w, uint8_t* out) {
         for (int i = 0; i < 16; ++i) {
           for (size_t q = 0; q < kN8 / 16; ++q) {
             const uint32_t l = static_cast<uint32_t>(b * kN8 + q * 16 + i);
-            uint8_t* dst = out + (uint64_t{g.r0[l] + r} * w + g.c0[l] + j0);
-            const hn::Full128<uint8_t> d128;
+            const uint64_t at = uint64_t{g.r0[l] + r} * w + g.c0[l] + j0;
 #if HWY_MAX_BYTES == 16
             const hn::Vec<decltype(d128)> x = T[i];
 #else
             const hn::Vec<decltype(d128)> x = q == 0 ? hn::LowerHalf(d128, T[i]) : hn::UpperHalf(d128, T[i]);
 #endif
-            if (len == 16) {
-              hn::StoreU(x, d128, dst);
-            } else {
-              HWY_ALIGN uint8_t tmp[16];
+            HWY_ALIGN uint8_t tmp[16];
+            if (len == 16 && NIB) {
+              high = hn::Or(high, x);
+              const auto v = hn::BitCast(d16q, x);
+              const auto pk =
+                  hn::Or(hn::And(v, hn::Set(d16q, 0x0F)), hn::ShiftRight<4>(hn::And(v, hn::Set(d16q, 0x0F00))));
+              hn::StoreU(hn::DemoteTo(d64, hn::BitCast(hn::RebindToSigned<decltype(d16q)>(), pk)), d64, out + at / 2);
+            } else if (len == 16) {
+              hn::StoreU(x, d128, out + at);
+            } else if (NIB) {
               hn::Store(x, d128, tmp);
-              std::memcpy(dst, tmp, len);
+              for (uint32_t k = 0; k < len; k += 2) {
+                high_tail |= tmp[k] | tmp[k + 1];
+                out[(at + k) / 2] = static_cast<uint8_t>((tmp[k] & 15) | (tmp[k + 1] << 4));
+              }
+            } else {
+              hn::Store(x, d128, tmp);
+              std::memcpy(out + at, tmp, len);
             }
           }
         }
       }
     }
   }
+  return (high_tail & 0xF0) == 0 && hn::AllTrue(d128, hn::Eq(hn::And(high, hn::Set(d128, 0xF0)), hn::Zero(d128)));
+}
+
+// Whether every lane's runs of 4-bit codes start on a byte of the packed
+// chunk (ToRaster<true>): even rows, lane widths and first columns.
+bool NibblesAligned(const Geom& g, uint32_t w) {
+  uint32_t odd = w | g.W;
+  for (uint32_t l = 0; l < kLanes; ++l) odd |= g.c0[l];
+  return (odd & 1) == 0;
 }
 
 // Raster 4-bit codes (one per byte) packed two to a byte, code 2i in the
@@ -772,13 +800,11 @@ int LanesFor(const IntParams& p0, const IntParams* const* p, const Consts* c, co
 // The decoded lane-major codes of a chunk to its bytes. 1, or 0 for a
 // 4-bit code above 15.
 int Finish(const IntParams& p, const ChunkView& cv, const Geom& g, uint8_t* lm, uint8_t* out) {
-  if (p.sub != kIntNibble) {
-    ToRaster(lm, g, cv.w, out);
-    return 1;
-  }
-  // 4-bit codes: raster bytes above the lane-major rows, then packed.
+  if (p.sub != kIntNibble) return ToRaster<false>(lm, g, cv.w, out) ? 1 : 0;
+  if (NibblesAligned(g, cv.w)) return ToRaster<true>(lm, g, cv.w, out) ? 1 : 0;
+  // Other 4-bit chunks: raster bytes above the lane-major rows, then packed.
   uint8_t* codes = lm + (((uint64_t{g.rows} * g.W + 16) * 32 + 63) & ~uint64_t{63});
-  ToRaster(lm, g, cv.w, codes);
+  ToRaster<false>(lm, g, cv.w, codes);
   return PackNibbles(codes, uint64_t{cv.h} * cv.w, out) ? 1 : 0;
 }
 
