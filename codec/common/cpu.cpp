@@ -156,15 +156,27 @@ CpuPathChoice resolve_cpu_path(const char* cpu, const char* no_simd) {
 
 const char* gather_form_name(GatherForm f) { return f == GatherForm::kVector ? "vpgatherdd" : "scalar loads"; }
 
-GatherForm resolve_gather_form(const char* vendor, const char* gds, const char* env) {
+GatherForm resolve_gather_form(const char* vendor, const char* gds, const char* env, bool asan) {
   if (env && !std::strcmp(env, "vector")) return GatherForm::kVector;
   if (env && !std::strcmp(env, "scalar")) return GatherForm::kScalarLoads;
-  if (!vendor || std::strcmp(vendor, "GenuineIntel") != 0 || !gds) return GatherForm::kScalarLoads;
+  if (asan || !vendor || std::strcmp(vendor, "GenuineIntel") != 0 || !gds) return GatherForm::kScalarLoads;
   return !std::strncmp(gds, "Not affected", 12) || !std::strncmp(gds, "Vulnerable", 10) ? GatherForm::kVector
                                                                                           : GatherForm::kScalarLoads;
 }
 
 namespace {
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 GatherForm process_gather_form() {
   std::string vendor;
 #if defined(__x86_64__)
@@ -174,7 +186,8 @@ GatherForm process_gather_form() {
   std::string gds;
   std::ifstream f("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling");
   const bool have = static_cast<bool>(std::getline(f, gds));
-  return resolve_gather_form(vendor.c_str(), have ? gds.c_str() : nullptr, std::getenv("WCODEC_GATHER"));
+  return resolve_gather_form(vendor.c_str(), have ? gds.c_str() : nullptr, std::getenv("WCODEC_GATHER"),
+                             kAddressSanitizer);
 }
 }  // namespace
 

@@ -59,15 +59,17 @@ inline const std::string& cpu_path_note() { return cpu_path_choice().note; }
 // the kernel reports it not slowed by that microcode
 // (/sys/devices/system/cpu/vulnerabilities/gather_data_sampling: "Not
 // affected", or "Vulnerable..." with no mitigation); scalar loads
-// elsewhere. WCODEC_GATHER=vector|scalar forces one (a test and measuring
-// knob; any other value is ignored). Both forms give the same bytes.
+// elsewhere, and in AddressSanitizer builds, whose checks see every scalar
+// load's index but nothing inside vpgatherdd. WCODEC_GATHER=vector|scalar
+// forces one (a test and measuring knob; any other value is ignored). Both
+// forms give the same bytes.
 enum class GatherForm { kScalarLoads = 0, kVector = 1 };
 // "scalar loads", "vpgatherdd".
 const char* gather_form_name(GatherForm f);
 // Pure, for tests: vendor: the cpuid vendor string ("GenuineIntel", ...),
 // gds: the sysfs line (null: no such file), env: WCODEC_GATHER (null:
-// unset).
-GatherForm resolve_gather_form(const char* vendor, const char* gds, const char* env);
+// unset), asan: an AddressSanitizer build.
+GatherForm resolve_gather_form(const char* vendor, const char* gds, const char* env, bool asan = false);
 // The process's form (computed with cpu_path_choice(); meaningful on the
 // avx2 path of x86-64 builds, where it is used).
 GatherForm gather_form();
