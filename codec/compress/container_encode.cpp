@@ -500,10 +500,14 @@ void encode_job(const EncodeInput& in, const SafetensorsHeader& hdr, size_t i, c
     st = in.get(hdr.data_start + z.begin, z.nbytes(), &zbuf, &zb);
     if (!st.ok()) return fail(st);
   }
-  auto r = encode_tensor(t, job->bytes, make_aux(hdr, zi, group, zb), opt);
+  // GGUF block-quantized tensors in bands of equal rows (make_geometry):
+  // their chunks then decode in groups.
+  EncodeOptions topt = opt;
+  topt.equal_bands = ggml_type != kNoGgmlType && split_candidate(ggml_type);
+  auto r = encode_tensor(t, job->bytes, make_aux(hdr, zi, group, zb), topt);
   if (!r.ok()) return fail(r.status());
   job->enc = std::move(r).value();
-  if (ggml_type != kNoGgmlType && opt.split_models) try_split(ggml_type, job->bytes, opt, coding, &job->enc);
+  if (ggml_type != kNoGgmlType && opt.split_models) try_split(ggml_type, job->bytes, topt, coding, &job->enc);
   job->crc = crc32_of(job->bytes, t.nbytes());
 }
 

@@ -31,6 +31,7 @@ struct EncodeOptions {
   bool x8_tables = true;              // 4-bit / uint8 codes and floats may take 9-bit tables (encode_model_i.h)
   double min_model_gain = 0;          // EncodeConfig::min_model_gain
   uint64_t band_rows = 0;             // > 0: chunks are bands of this many rows (a split model's streams)
+  bool equal_bands = false;           // bands of equal rows (make_geometry; GGUF block tensors)
 };
 
 // What the encoder decided for a tensor (for `wcodec inspect`).
