@@ -248,6 +248,38 @@ double int_order0_bytes(const IntParams& p, const IntGrid& vals, const uint8_t* 
   return (clog2c(vals.size()) - slog) / 8.0;
 }
 
+double int_left_sign_bytes(const IntParams& p, const TensorGeometry& g, const IntGrid& vals) {
+  // Token counts per context: the left neighbour's sign class (0 zero,
+  // 1 positive, 2 negative; 0 at the start of a row). Escape tokens add
+  // their raw bits.
+  const size_t ns = p.nsym;
+  std::vector<uint64_t> h(3 * ns, 0);
+  const uint64_t rows = g.rows, cols = g.cols;
+  WC_CHECK(vals.size() == rows * cols);
+  for (uint64_t r = 0; r < rows; ++r) {
+    const int32_t* v = vals.data() + r * cols;
+    uint32_t ctx = 0;
+    for (uint64_t c = 0; c < cols; ++c) {
+      h[ctx * ns + make_token(p, v[c]).tok]++;
+      ctx = v[c] > 0 ? 1u : (v[c] < 0 ? 2u : 0u);
+    }
+  }
+  double bits = 0;
+  for (uint32_t k = 0; k < 3; ++k) {
+    uint64_t total = 0;
+    double slog = 0;
+    for (size_t t = 0; t < ns; ++t) {
+      const uint64_t n = h[k * ns + t];
+      total += n;
+      slog += clog2c(n);
+      // An escape token esc + nb (nb >= 2) is followed by nb - 1 raw bits.
+      if (t >= p.esc + 2u) bits += static_cast<double>(n) * static_cast<double>(t - p.esc - 1);
+    }
+    bits += clog2c(total) - slog;
+  }
+  return bits / 8.0;
+}
+
 // quick: take the one-candidate model of a small tensor whatever the size
 // (the caller knows another method wins). direct_counts: count every
 // candidate from the features (no activity histograms; tests compare).

@@ -206,7 +206,7 @@ static void share_models(const SafetensorsHeader& hdr, const std::function<const
     for (size_t i : members)
       for (auto& c : (*enc)[i].chunks) model_chunks += c.method == ChunkMethod::kModel;
     const double floor_bytes = static_cast<double>(shared) + ss.coded_bytes_lower_bound(sm) +
-                               static_cast<double>(model_chunks) * (1 + 4 + 4 * kLanes - 64);
+                               static_cast<double>(model_chunks * kModelChunkFixed);
     if (floor_bytes >= static_cast<double>(own)) continue;
     std::vector<EncodedTensor> alt;
     for (size_t i : members) {

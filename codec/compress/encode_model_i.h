@@ -792,6 +792,10 @@ const int32_t* residuals_of(const TensorGeometry& g, const IntGrid& vals, const 
                             const std::vector<uint8_t>* tile_map, std::vector<int32_t>* buf);
 // data: the tensor's codes (int_values' input), or null.
 double int_order0_bytes(const IntParams& p, const IntGrid& vals, const uint8_t* data);
+// The tokens' entropy given the left neighbour's sign class, in bytes: what
+// the one-candidate model of a small tensor (choose_int) can at best code
+// them in (escape bits included), before its tables.
+double int_left_sign_bytes(const IntParams& p, const TensorGeometry& g, const IntGrid& vals);
 // direct_counts: every candidate counted from the features, as the
 // activity histograms would count them (tests compare the two).
 void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bool allow_phase, bool quick,

@@ -440,6 +440,28 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     // stories260K embeddings (zstd level 1 at 0.67, 0.55 and 0.52 of
     // order-0), which zstd takes whatever the model: the int4 one's search
     // was a third of that file's encode time.
+    // A small one-chunk tensor without kernel candidates has one candidate
+    // model (choose_int), whose payload comes to at least about the
+    // entropy of its tokens given the left neighbour's sign (the lanes see
+    // a little less: each starts its rows without one), plus each model
+    // chunk's fixed bytes (flags, stream length, 32 lane states less the 64 bytes
+    // a raw tail may carry), before any table. Where zstd level 1 is
+    // already at or below that floor, the model cannot win and is not
+    // built (no tables, no encode, no shared-model trial). On stories260K's
+    // ternary file this takes the 15 MLP weights (2.7 KiB each), which
+    // fell back to zstd after all that anyway. The floor counts no tables:
+    // a shared model amortizes them, so they bound nothing here; the int8
+    // and int4 tensors of the same model, which lose to zstd by their
+    // tables, still go through the search.
+    if (nchunks == 1 && g.rows * g.cols < kSmallIntElems && !(opt.format_2_1 && g.cols % 9 == 0) && !ip.zgroup) {
+      lz_probe = zstd_compress(data, nbytes, 1);
+      if (!lz_probe.empty() && static_cast<double>(lz_probe.size()) <=
+                                   int_left_sign_bytes(ip, g, vals) + static_cast<double>(kModelChunkFixed)) {
+        et.chunks.push_back(pick_chunk(chunk_ref(g, data, 0), {}, opt, &lz_probe));
+        et.choice.model_desc = "-";  // as a tensor without a model
+        return et;
+      }
+    }
     if (nchunks == 1 && g.rows * g.cols >= kSmallIntElems) {
       const double below = ip.sub == kIntTernary ? 0.55 : (ip.sub == kIntNibble ? 0.6 : 0.75);
       lz_probe = zstd_compress(data, nbytes, 1);

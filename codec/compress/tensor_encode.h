@@ -18,6 +18,11 @@
 
 namespace wcodec {
 
+// The fixed bytes of a model-coded chunk beyond its symbols: flags, stream
+// length and the 32 lane states (4 bytes each), less the 64 bytes a raw
+// tail may carry.
+inline constexpr uint64_t kModelChunkFixed = 1 + 4 + 4 * 32 - 64;
+
 struct EncodeOptions {
   uint64_t chunk_bytes = 256 * 1024;  // target decoded chunk size
   int zstd_level = 9;                 // fallback chunks
