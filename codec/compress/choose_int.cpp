@@ -256,12 +256,27 @@ double int_left_sign_bytes(const IntParams& p, const TensorGeometry& g, const In
   std::vector<uint64_t> h(3 * ns, 0);
   const uint64_t rows = g.rows, cols = g.cols;
   WC_CHECK(vals.size() == rows * cols);
+  // Every code's value is within [-255, 255]: a value's histogram cell
+  // (token) and the sign class it gives its right neighbour from tables.
+  constexpr int32_t kOff = 256;
+  uint16_t tok[2 * kOff];
+  uint8_t sgn[2 * kOff];
+  for (int32_t v = -kOff; v < kOff; ++v) {
+    tok[v + kOff] = static_cast<uint16_t>(make_token(p, v).tok);
+    sgn[v + kOff] = static_cast<uint8_t>(v > 0 ? 1 : (v < 0 ? 2 : 0));
+  }
   for (uint64_t r = 0; r < rows; ++r) {
     const int32_t* v = vals.data() + r * cols;
     uint32_t ctx = 0;
     for (uint64_t c = 0; c < cols; ++c) {
-      h[ctx * ns + make_token(p, v[c]).tok]++;
-      ctx = v[c] > 0 ? 1u : (v[c] < 0 ? 2u : 0u);
+      const uint32_t i = static_cast<uint32_t>(v[c] + kOff);
+      if (__builtin_expect(i < 2 * kOff, 1)) {
+        h[ctx * ns + tok[i]]++;
+        ctx = sgn[i];
+      } else {
+        h[ctx * ns + make_token(p, v[c]).tok]++;
+        ctx = v[c] > 0 ? 1u : 2u;
+      }
     }
   }
   double bits = 0;
