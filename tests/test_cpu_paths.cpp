@@ -23,6 +23,7 @@
 #include "chunk_decode_hwy.h"
 #include "chunk_decode_simd.h"
 #include "chunk_model.h"
+#include "sanitizer.h"
 #include "tensor_encode.h"
 #include "tensor_model.h"
 #include "chunk_payload_testutil.h"
@@ -122,7 +123,7 @@ TEST(CpuPaths, GatherFormChoice) {
   const char* env = std::getenv("WCODEC_GATHER");
   if (env && !std::strcmp(env, "vector")) EXPECT_EQ(gather_form(), kV);
   if (env && !std::strcmp(env, "scalar")) EXPECT_EQ(gather_form(), kS);
-#if defined(__SANITIZE_ADDRESS__)
+#if WCODEC_ASAN
   if (!env) {
     EXPECT_EQ(gather_form(), kS);
   }
@@ -215,7 +216,7 @@ ChunkView chunk_view(const TensorGeometry& g, uint64_t i) {
                    static_cast<uint32_t>(col0), static_cast<uint32_t>(g.cols)};
 }
 
-#if defined(__SANITIZE_ADDRESS__)
+#if WCODEC_ASAN
 constexpr uint64_t kMaxTensor = 1u << 20;
 // Under the sanitizers (encoding is most of these suites' time there) the
 // real-file comparisons stop at the first tensor after which every
@@ -995,7 +996,7 @@ TEST(CpuPaths, EveryPathDecodesRealFiles) {
   wctest::ScratchDir dir;
   int files = 0;
   for (const auto& p : compared_files()) {
-#if defined(__SANITIZE_ADDRESS__)
+#if WCODEC_ASAN
     if (fs::file_size(p) > (2u << 20)) continue;
 #endif
     const auto orig = wctest::read_file(p);

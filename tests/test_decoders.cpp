@@ -20,6 +20,7 @@
 #include "edge_cases.h"
 #include "int_rows.h"
 #include "rans_encoder.h"
+#include "sanitizer.h"
 #include "tensor_decode.h"
 #include "tensor_encode.h"
 #include "chunk_payload_testutil.h"
@@ -142,7 +143,7 @@ int compare_file(const std::vector<uint8_t>& f, const std::string& what, uint64_
   return n;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
+#if WCODEC_ASAN
 constexpr uint64_t kMaxTensor = 1u << 20;
 #else
 constexpr uint64_t kMaxTensor = 8u << 20;

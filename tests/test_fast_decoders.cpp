@@ -23,6 +23,7 @@
 #include "chunk_decode_simd.h"
 #include "chunk_model.h"
 #include "edge_cases.h"
+#include "sanitizer.h"
 #include "tensor_encode.h"
 #include "tensor_model.h"
 #include "chunk_payload_testutil.h"
@@ -39,7 +40,7 @@ bool parse_payload(const TensorGeometry& g, uint64_t index, const std::vector<ui
   return wctest::parse_chunk_payload(g, index, p, out);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
+#if WCODEC_ASAN
 constexpr bool kStopWhenCovered = true;  // the ternary files: stop once every asserted condition holds
 constexpr uint64_t kMaxTensor = 256u << 10;
 constexpr int kMutations = 30;  // per chunk (AgreeWithReferenceOnRandomlyDamagedStreams)

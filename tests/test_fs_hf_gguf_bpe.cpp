@@ -21,6 +21,7 @@
 
 #include "hf_gguf_testutil.h"
 #include "fs_view_testutil.h"
+#include "sanitizer.h"
 #include "testutil.h"
 #include "wcodec/gguf.h"
 #include "wcodec/safetensors.h"
@@ -40,17 +41,7 @@ using fsview::names_in;
 using fsview::open_store;
 using fsview::view_of;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = wcodec::kAddressSanitizer;
 
 std::string slurp(const sfs::path& p) {
   const auto b = wctest::read_file(p);

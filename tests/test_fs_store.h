@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "sanitizer.h"
 #include "testutil.h"
 #include "wcodec/container.h"
 
@@ -29,17 +30,7 @@ namespace fstest {
 
 namespace sfs = std::filesystem;
 
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
+inline constexpr bool kSanitized = wcodec::kAddressSanitizer;
 
 // One real model file of ../shared/data to put into a store.
 struct ModelFile {

@@ -22,6 +22,7 @@
 #include "checksums.h"
 #include "gguf_split_testutil.h"
 #include "kernel_rows_testutil.h"
+#include "sanitizer.h"
 #include "tensor_encode.h"
 #include "testutil.h"
 #include "wcodec/cpu.h"
@@ -39,7 +40,7 @@ namespace fs = std::filesystem;
 #endif
 // Encoding is most of these suites' time under the sanitizers and under
 // qemu (the aarch64 build): a few real tensors there, every one here.
-#if defined(__SANITIZE_ADDRESS__) || WCODEC_TEST_EMULATED
+#if WCODEC_ASAN || WCODEC_TEST_EMULATED
 constexpr size_t kMaxTensors = 4;
 constexpr bool kWholeFiles = false;
 #else

@@ -31,20 +31,11 @@
 #include <vector>
 
 #include "edge_cases.h"
+#include "sanitizer.h"
 #include "testutil.h"
 #include "wcodec/container.h"
 #include "wcodec/safetensors.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define WCTEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define WCTEST_ASAN 1
-#endif
-#endif
-#ifndef WCTEST_ASAN
-#define WCTEST_ASAN 0
-#endif
 
 namespace {
 
@@ -54,7 +45,7 @@ using wcodec::EncodeConfig;
 using wcodec::EncodeReport;
 using wcodec::Reader;
 
-constexpr bool kAsan = WCTEST_ASAN != 0;
+constexpr bool kAsan = wcodec::kAddressSanitizer;
 constexpr uint64_t kAsanMaxFile = 2u << 20;
 // The two largest real files, encoded once in LargeRealFiles.
 const char* const kLargeFiles[] = {"isnet-medium.f16.safetensors", "isnet-medium.rtn-int8.safetensors"};

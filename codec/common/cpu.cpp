@@ -10,6 +10,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "sanitizer.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -165,17 +167,6 @@ GatherForm resolve_gather_form(const char* vendor, const char* gds, const char* 
 }
 
 namespace {
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
 
 GatherForm process_gather_form() {
   std::string vendor;
