@@ -531,64 +531,40 @@ HWY_NOINLINE int Lanes(const IntParams* const* p, const Consts* c, const uint8_t
   return Ended<NC>(s, w) ? 1 : 0;
 }
 
-// Steps t0..t0 + 15 of lane-major codes transposed, for the lanes of
-// byte vector b: T[i] holds in its 128-bit block q the 16 steps of lane
-// b * kN8 + 16q + i (byte, 16-, 32- and 64-bit interleaves inside each
-// 128-bit block). lm must be readable for the 16 steps.
-HWY_INLINE void Transpose16(const uint8_t* lm, uint64_t t0, size_t b, V8* T) {
-  const D8 d8;
-  const hn::Repartition<uint16_t, D8> d16;
-  const hn::Repartition<uint32_t, D8> d32;
-  const hn::Repartition<uint64_t, D8> d64;
-  V8 R[16], P[16];
-  for (int i = 0; i < 16; ++i) R[i] = hn::LoadU(d8, lm + (t0 + i) * 32 + b * kN8);
-  // Bytes: P[2g + h] holds lanes 8h.. of steps 2g, 2g + 1.
-  for (int q = 0; q < 8; ++q) {
-    P[2 * q] = hn::InterleaveLower(d8, R[2 * q], R[2 * q + 1]);
-    P[2 * q + 1] = hn::InterleaveUpper(d8, R[2 * q], R[2 * q + 1]);
-  }
-  // 16-bit: R[(gg * 2 + h) * 2 + h2] holds lanes 8h + 4h2.. of steps
-  // 4gg..4gg + 3.
-  for (int gg = 0; gg < 4; ++gg)
-    for (int h = 0; h < 2; ++h) {
-      const auto a = hn::BitCast(d16, P[(2 * gg) * 2 + h]), bb = hn::BitCast(d16, P[(2 * gg + 1) * 2 + h]);
-      R[(gg * 2 + h) * 2] = hn::BitCast(d8, hn::InterleaveLower(d16, a, bb));
-      R[(gg * 2 + h) * 2 + 1] = hn::BitCast(d8, hn::InterleaveUpper(d16, a, bb));
-    }
-  // 32-bit: P[((g3 * 2 + h) * 2 + h2) * 2 + h3] holds lanes
-  // 8h + 4h2 + 2h3.. of steps 8g3..8g3 + 7.
-  for (int g3 = 0; g3 < 2; ++g3)
-    for (int hh = 0; hh < 4; ++hh) {
-      const auto a = hn::BitCast(d32, R[(2 * g3) * 4 + hh]), bb = hn::BitCast(d32, R[(2 * g3 + 1) * 4 + hh]);
-      P[(g3 * 4 + hh) * 2] = hn::BitCast(d8, hn::InterleaveLower(d32, a, bb));
-      P[(g3 * 4 + hh) * 2 + 1] = hn::BitCast(d8, hn::InterleaveUpper(d32, a, bb));
-    }
-  // 64-bit: T[8h + 4h2 + 2h3 + h4] holds that lane's 16 steps.
-  for (int hh = 0; hh < 8; ++hh) {
-    const auto a = hn::BitCast(d64, P[hh]), bb = hn::BitCast(d64, P[8 + hh]);
-    T[2 * hh] = hn::BitCast(d8, hn::InterleaveLower(d64, a, bb));
-    T[2 * hh + 1] = hn::BitCast(d8, hn::InterleaveUpper(d64, a, bb));
-  }
-}
+#include "chunk_decode_hwy_transpose-inl.h"
 
 // Lane-major codes (step t, lane l at t * 32 + l) to raster order: per
 // lane row and block of 16 columns, the block's 16 steps transposed
 // (Transpose16); each lane's run of 16 codes then goes to its row. NIB:
-// 4-bit codes packed two to a byte on the way (code 2i in the low nibble),
-// for chunks whose runs start on a byte (NibblesAligned); false when a
-// code exceeds 15. lm must be readable for 16 steps past the last.
+// 4-bit codes packed two to a byte on the way (code 2i in the low nibble;
+// whole blocks before their transpose, TransposePacked), for chunks whose
+// runs start on a byte (NibblesAligned); false when a code exceeds 15. lm
+// must be readable for 16 steps past the last.
 template <bool NIB>
 bool ToRaster(const uint8_t* lm, const Geom& g, uint32_t w, uint8_t* out) {
+  const D8 d8;
   const hn::Full128<uint8_t> d128;
-  const hn::Full128<uint16_t> d16q;
-  const hn::Full64<uint8_t> d64;
-  auto high = hn::Zero(d128);
+  V8 high = hn::Zero(d8);
   uint32_t high_tail = 0;
   for (uint32_t r = 0; r < g.rows; ++r) {
     for (uint32_t j0 = 0; j0 < g.W; j0 += 16) {
       const uint32_t len = g.W - j0 < 16 ? g.W - j0 : 16;
       const uint64_t t0 = uint64_t{r} * g.W + j0;
       for (size_t b = 0; b < kB; ++b) {
+        if (NIB && len == 16) {
+          // Packed before the transpose: each lane's 16 codes are 8 bytes.
+          V8 P[8];
+          TransposePacked(lm, t0, b, &high, P);
+          HWY_ALIGN uint8_t pk[8 * kN8];
+          for (int v = 0; v < 8; ++v) hn::Store(P[v], d8, pk + v * kN8);
+          for (uint32_t i = 0; i < 16; ++i)
+            for (size_t q = 0; q < kN8 / 16; ++q) {
+              const uint32_t l = static_cast<uint32_t>(b * kN8 + q * 16 + i);
+              const uint64_t at = uint64_t{g.r0[l] + r} * w + g.c0[l] + j0;
+              std::memcpy(out + at / 2, pk + PackedVec(i) * kN8 + q * 16 + (i & 1) * 8, 8);
+            }
+          continue;
+        }
         V8 T[16];
         Transpose16(lm, t0, b, T);
         for (int i = 0; i < 16; ++i) {
@@ -601,13 +577,7 @@ bool ToRaster(const uint8_t* lm, const Geom& g, uint32_t w, uint8_t* out) {
             const hn::Vec<decltype(d128)> x = q == 0 ? hn::LowerHalf(d128, T[i]) : hn::UpperHalf(d128, T[i]);
 #endif
             HWY_ALIGN uint8_t tmp[16];
-            if (len == 16 && NIB) {
-              high = hn::Or(high, x);
-              const auto v = hn::BitCast(d16q, x);
-              const auto pk =
-                  hn::Or(hn::And(v, hn::Set(d16q, 0x0F)), hn::ShiftRight<4>(hn::And(v, hn::Set(d16q, 0x0F00))));
-              hn::StoreU(hn::DemoteTo(d64, hn::BitCast(hn::RebindToSigned<decltype(d16q)>(), pk)), d64, out + at / 2);
-            } else if (len == 16) {
+            if (len == 16) {
               hn::StoreU(x, d128, out + at);
             } else if (NIB) {
               hn::Store(x, d128, tmp);
@@ -624,7 +594,7 @@ bool ToRaster(const uint8_t* lm, const Geom& g, uint32_t w, uint8_t* out) {
       }
     }
   }
-  return (high_tail & 0xF0) == 0 && hn::AllTrue(d128, hn::Eq(hn::And(high, hn::Set(d128, 0xF0)), hn::Zero(d128)));
+  return (high_tail & 0xF0) == 0 && hn::AllTrue(d8, hn::Eq(hn::And(high, hn::Set(d8, 0xF0)), hn::Zero(d8)));
 }
 
 // Whether every lane's runs of 4-bit codes start on a byte of the packed
