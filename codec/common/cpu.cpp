@@ -167,7 +167,6 @@ GatherForm resolve_gather_form(const char* vendor, const char* gds, const char* 
 }
 
 namespace {
-
 GatherForm process_gather_form() {
   std::string vendor;
 #if defined(__x86_64__)

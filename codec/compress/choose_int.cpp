@@ -253,7 +253,8 @@ double int_left_sign_bytes(const IntParams& p, const TensorGeometry& g, const In
   // 1 positive, 2 negative; 0 at the start of a row). Escape tokens add
   // their raw bits.
   const size_t ns = p.nsym;
-  std::vector<uint64_t> h(3 * ns, 0);
+  std::vector<uint64_t> h[3] = {std::vector<uint64_t>(ns, 0), std::vector<uint64_t>(ns, 0),
+                                std::vector<uint64_t>(ns, 0)};
   const uint64_t rows = g.rows, cols = g.cols;
   WC_CHECK(vals.size() == rows * cols);
   // Every code's value is within [-255, 255]: a value's histogram cell
@@ -271,26 +272,19 @@ double int_left_sign_bytes(const IntParams& p, const TensorGeometry& g, const In
     for (uint64_t c = 0; c < cols; ++c) {
       const uint32_t i = static_cast<uint32_t>(v[c] + kOff);
       if (__builtin_expect(i < 2 * kOff, 1)) {
-        h[ctx * ns + tok[i]]++;
+        h[ctx][tok[i]]++;
         ctx = sgn[i];
       } else {
-        h[ctx * ns + make_token(p, v[c]).tok]++;
+        h[ctx][make_token(p, v[c]).tok]++;
         ctx = v[c] > 0 ? 1u : 2u;
       }
     }
   }
   double bits = 0;
-  for (uint32_t k = 0; k < 3; ++k) {
-    uint64_t total = 0;
-    double slog = 0;
-    for (size_t t = 0; t < ns; ++t) {
-      const uint64_t n = h[k * ns + t];
-      total += n;
-      slog += clog2c(n);
-      // An escape token esc + nb (nb >= 2) is followed by nb - 1 raw bits.
-      if (t >= p.esc + 2u) bits += static_cast<double>(n) * static_cast<double>(t - p.esc - 1);
-    }
-    bits += clog2c(total) - slog;
+  for (const auto& hk : h) {
+    bits += entropy_bits(hk);
+    // An escape token esc + nb (nb >= 2) is followed by nb - 1 raw bits.
+    for (size_t t = p.esc + 2u; t < ns; ++t) bits += static_cast<double>(hk[t]) * static_cast<double>(t - p.esc - 1);
   }
   return bits / 8.0;
 }

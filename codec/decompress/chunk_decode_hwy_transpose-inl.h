@@ -57,8 +57,6 @@ HWY_INLINE void Transpose16(const uint8_t* lm, uint64_t t0, size_t b, V8* T) {
 // bits (a code above 15 leaves bits 4-7 set; its lane's bytes are then
 // wrong, and the caller refuses the chunk). lm must be readable for the
 // 16 steps.
-HWY_INLINE size_t PackedVec(uint32_t i) { return ((i >> 3) * 2 + ((i >> 2) & 1)) * 2 + ((i >> 1) & 1); }
-
 HWY_INLINE void TransposePacked(const uint8_t* lm, uint64_t t0, size_t b, V8* high, V8* P) {
   const D8 d8;
   const hn::Repartition<uint16_t, D8> d16;
@@ -92,3 +90,6 @@ HWY_INLINE void TransposePacked(const uint8_t* lm, uint64_t t0, size_t b, V8* hi
     P[hh * 2 + 1] = hn::BitCast(d8, hn::InterleaveUpper(d32, a, c));
   }
 }
+
+// The vector of TransposePacked's output that holds lane 16q + i.
+HWY_INLINE size_t PackedVec(uint32_t i) { return ((i >> 3) * 2 + ((i >> 2) & 1)) * 2 + ((i >> 1) & 1); }
