@@ -609,6 +609,11 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
     if (cfg.progress) cfg.progress(done_bytes, hdr.data_len);
   };
 
+  const bool zstd_groups = cfg.zstd_groups && cfg.format_major >= 2;
+  // Where zstd groups may take the small tensors, their zstd chunks keep
+  // level 1 until the groups are made (finish_zstd below).
+  EncodeOptions small_opt = opt;
+  small_opt.zstd_defer = zstd_groups;
   // Phase 1: the small tensors, largest first over the threads, kept.
   constexpr uint64_t kShareHeld = 256u << 20;
   std::vector<TensorJob> jobs(nt);
@@ -635,7 +640,7 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
           jobs[small[k]].status = Status::Internal(what + ": encode cancelled");
           continue;
         }
-        encode_job(in, hdr, small[k], opt, what, ggml_of(small[k]), coding, &jobs[small[k]]);
+        encode_job(in, hdr, small[k], small_opt, what, ggml_of(small[k]), coding, &jobs[small[k]]);
         progress(hdr.tensors[small[k]]);
       }
     };
@@ -648,21 +653,23 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   {
     std::vector<EncodedTensor> held(nt);
     for (size_t i : small) held[i] = std::move(jobs[i].enc);
-    share_models(hdr, [&](size_t i) { return jobs[i].bytes; }, opt, &held);
+    share_models(hdr, [&](size_t i) { return jobs[i].bytes; }, small_opt, &held);
     drop_unpaid_models(
-        small, [&](size_t i) -> EncodedTensor& { return held[i]; }, [&](size_t i) { return jobs[i].bytes; }, opt,
+        small, [&](size_t i) -> EncodedTensor& { return held[i]; }, [&](size_t i) { return jobs[i].bytes; }, small_opt,
         coding);
     for (size_t i : small) jobs[i].enc = std::move(held[i]);
   }
   std::vector<ZstdGroup> zgroups;
   std::vector<int32_t> zgroup_of(nt, -1);
   std::vector<uint64_t> zgroup_off(nt, 0);
-  if (cfg.zstd_groups && cfg.format_major >= 2) {
+  if (zstd_groups) {
     std::vector<size_t> in_order = small;
     std::sort(in_order.begin(), in_order.end());
     make_zstd_groups(
         hdr, in_order, [&](size_t i) { return jobs[i].bytes; },
         [&](size_t i) -> EncodedTensor& { return jobs[i].enc; }, opt, &zgroups, &zgroup_of, &zgroup_off);
+    // The configured level for the deferred chunks that stayed apart.
+    for (size_t i : small) finish_zstd(jobs[i].bytes, opt, &jobs[i].enc);
   }
 
   // Phase 2: every tensor in file order; the others are encoded by the

@@ -778,6 +778,9 @@ inline constexpr uint32_t kMaxWideContexts = 24;
 // Int tensors with fewer elements search a reduced candidate set (choose_int)
 // and no tile tools (encode_tensor).
 inline constexpr uint64_t kSmallIntElems = 16384;
+// A small int tensor skips its model where its fallback (zstd level 1 or
+// raw bytes) is within this fraction above the model's floor (encode_tensor).
+inline constexpr double kSmallFloorSlack = 0.01;
 
 // A tensor's values (codes -> signed values), row-major over its grid.
 using IntGrid = RawVector<int32_t>;

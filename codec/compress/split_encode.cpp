@@ -211,6 +211,7 @@ void try_split(uint32_t ggml_type, const uint8_t* data, const EncodeOptions& opt
   const uint64_t rows = g.rows, row_bytes = g.row_bytes(), blocks_per_row = row_bytes / spec->block_bytes;
   EncodeOptions sopt = opt;
   sopt.tool_search = false;
+  sopt.zstd_defer = false;  // the streams' chunks are not the tensor's bytes (finish_zstd)
   sopt.band_rows = g.chunk_rows;
   const uint64_t nchunks = g.num_chunks();
   // The parts of the chunk payloads, in payload order (§6.1).

@@ -246,16 +246,23 @@ EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_payload,
   // on three quarters of the int4 chunks (a tenth of their encode time).
   auto z = z1 && !z1->empty() ? std::move(*z1) : zstd_compress(c.bytes, c.nbytes, 1);
   const size_t near = c.nbytes < (16u << 10) ? best / 32 : best / 64;
+  bool deferred = false;
   if (!z.empty() && opt.zstd_level > 1 && c.nbytes >= kZstdHigherMin && z.size() < best + near &&
       lz_matters(c.bytes, c.nbytes, z.size())) {
-    const int level = c.nbytes < kZstdSmallChunk ? std::min(opt.zstd_level, kZstdSmallLevel) : opt.zstd_level;
-    auto z2 = zstd_compress(c.bytes, c.nbytes, level);
-    if (!z2.empty() && z2.size() < z.size()) z = std::move(z2);
+    // Level 1 wins already: a higher level changes the frame's size, not
+    // the choice, and a zstd group's frame may replace it (finish_zstd).
+    deferred = opt.zstd_defer && z.size() < best && c.nbytes < kZstdSmallChunk;
+    if (!deferred) {
+      const int level = c.nbytes < kZstdSmallChunk ? std::min(opt.zstd_level, kZstdSmallLevel) : opt.zstd_level;
+      auto z2 = zstd_compress(c.bytes, c.nbytes, level);
+      if (!z2.empty() && z2.size() < z.size()) z = std::move(z2);
+    }
   }
   if (!z.empty() && z.size() < best) {
     e.method = ChunkMethod::kZstd;
     e.payload = std::move(z);
     e.fallback_size = e.payload.size();
+    e.zstd_deferred = deferred;
     return e;
   }
   if (e.method == ChunkMethod::kModel) {
@@ -268,6 +275,24 @@ EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_payload,
   return e;
 }
 
+void finish_zstd(const uint8_t* data, const EncodeOptions& opt, EncodedTensor* et) {
+  for (uint64_t i = 0; i < et->chunks.size(); ++i) {
+    EncodedChunk& e = et->chunks[i];
+    if (!e.zstd_deferred) continue;
+    e.zstd_deferred = false;
+    if (e.method != ChunkMethod::kZstd) continue;
+    const ChunkRef c = chunk_ref(et->geom, data, i);
+    const int level = c.nbytes < kZstdSmallChunk ? std::min(opt.zstd_level, kZstdSmallLevel) : opt.zstd_level;
+    auto z = zstd_compress(c.bytes, c.nbytes, level);
+    if (!z.empty() && z.size() < e.payload.size()) {
+      e.payload = std::move(z);
+      e.fallback_size = e.payload.size();
+    }
+  }
+}
+
+// Whether 4-bit codes taken relative to their group's zero point code
+// smaller than the codes less 8: the entropy of each, counted on rows
 // spread over the tensor). Asymmetric quantizers put a group's weights
 // around its zero point, but on isnet's RTN int4 checkpoint the codes less
 // 8 code 1.3% smaller: where the codes fill [0, 15] alike in every group,
@@ -397,7 +422,6 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
   const ScratchUse<IntGrid> vals_use(vals);
   uint32_t max_abs = 0;         // int: the largest magnitude of a value
   std::vector<uint8_t> lz_probe;  // int, one chunk: its level 1 zstd output
-  bool lz_tensor = false;       // int: zstd wins whatever the model (see below)
   if (kind == kFloatK) {
     choose_float(g, data, fl, opt.format_2_1, &et.model);
     et.choice.kind_name = dtype_name(info.dtype);
@@ -429,45 +453,58 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     }
     ip.nsym = static_cast<uint16_t>(ip.esc + kEscClasses);
     int_values(ip, g, data, aux, &vals);
+    // Tensors whose model cannot win go to zstd (or raw bytes) without a
+    // model search, tile probe, tables or shared-model trial; the level 1
+    // probe's output goes to pick_chunk. A tensor coded without a model
+    // has no zero-point tensor either.
+    auto without_model = [&]() {
+      et.aux_tensor = -1;
+      et.zgroup = 0;
+      et.chunks.push_back(pick_chunk(chunk_ref(g, data, 0), {}, opt, &lz_probe));
+      et.choice.model_desc = "-";  // as a tensor without a model
+    };
+    // A small one-chunk tensor without kernel candidates has one candidate
+    // model (choose_int), whose payload comes to at least about the
+    // entropy of its tokens given the left neighbour's sign (the lanes see
+    // a little less: each starts its rows without one), plus each model
+    // chunk's fixed bytes (flags, stream length, 32 lane states less the
+    // 64 bytes a raw tail may carry), before any table. Where what the
+    // tensor takes without a model (zstd level 1, or its raw bytes where
+    // zstd cannot shrink them) is within kSmallFloorSlack of that floor, the
+    // model is not built. The floor counts no tables (a shared model
+    // amortizes them, so they bound nothing here), and a model that beats
+    // the fallback by under 1% before its tables has rarely paid for
+    // them: on stories260K's quantized files every tensor this takes (the
+    // MLP, q and o weights: 2-6 KiB of near-uniform codes) ended as a zstd
+    // or raw chunk after the whole search before, which was two thirds of
+    // the int4 and int8 files' encode time.
+    if (nchunks == 1 && g.rows * g.cols < kSmallIntElems && !(opt.format_2_1 && g.cols % 9 == 0)) {
+      lz_probe = zstd_compress(data, nbytes, 1);
+      const size_t fallback = lz_probe.empty() ? nbytes : std::min<size_t>(lz_probe.size(), nbytes);
+      if (static_cast<double>(fallback) <= (1 + kSmallFloorSlack) * (int_left_sign_bytes(ip, g, vals) +
+                                                                     static_cast<double>(kModelChunkFixed))) {
+        without_model();
+        return et;
+      }
+    }
     // A one-chunk tensor that zstd level 1 already takes well below the
     // order-0 entropy of its codes (an embedding with repeated rows,
-    // untrained weights) keeps zstd: its model search and tile probe are
-    // skipped (the probe's output goes to pick_chunk). Over the real
+    // untrained weights) keeps zstd whatever the model. Over the real
     // checkpoints' one-chunk tensors, the smallest model payload (before
     // its tables) came to 0.91 of order-0 for 8-bit codes, 0.81 for 4-bit
     // and 0.62 for ternary (a 3x3 convolution with kernel contexts); the
     // thresholds keep a margin below those. The tensors under them are the
     // stories260K embeddings (zstd level 1 at 0.67, 0.55 and 0.52 of
-    // order-0), which zstd takes whatever the model: the int4 one's search
-    // was a third of that file's encode time.
-    // A small one-chunk tensor without kernel candidates has one candidate
-    // model (choose_int), whose payload comes to at least about the
-    // entropy of its tokens given the left neighbour's sign (the lanes see
-    // a little less: each starts its rows without one), plus each model
-    // chunk's fixed bytes (flags, stream length, 32 lane states less the 64 bytes
-    // a raw tail may carry), before any table. Where zstd level 1 is
-    // already at or below that floor, the model cannot win and is not
-    // built (no tables, no encode, no shared-model trial). On stories260K's
-    // ternary file this takes the 15 MLP weights (2.7 KiB each), which
-    // fell back to zstd after all that anyway. The floor counts no tables:
-    // a shared model amortizes them, so they bound nothing here; the int8
-    // and int4 tensors of the same model, which lose to zstd by their
-    // tables, still go through the search.
-    if (nchunks == 1 && g.rows * g.cols < kSmallIntElems && !(opt.format_2_1 && g.cols % 9 == 0) && !ip.zgroup) {
-      lz_probe = zstd_compress(data, nbytes, 1);
-      if (!lz_probe.empty() && static_cast<double>(lz_probe.size()) <=
-                                   int_left_sign_bytes(ip, g, vals) + static_cast<double>(kModelChunkFixed)) {
-        et.chunks.push_back(pick_chunk(chunk_ref(g, data, 0), {}, opt, &lz_probe));
-        et.choice.model_desc = "-";  // as a tensor without a model
-        return et;
-      }
-    }
+    // order-0).
     if (nchunks == 1 && g.rows * g.cols >= kSmallIntElems) {
       const double below = ip.sub == kIntTernary ? 0.55 : (ip.sub == kIntNibble ? 0.6 : 0.75);
       lz_probe = zstd_compress(data, nbytes, 1);
-      lz_tensor = !lz_probe.empty() && static_cast<double>(lz_probe.size()) < below * int_order0_bytes(ip, vals, data);
+      if (!lz_probe.empty() && static_cast<double>(lz_probe.size()) < below * int_order0_bytes(ip, vals, data)) {
+        without_model();
+        return et;
+      }
     }
-    choose_int(g, vals, ip, opt.format_2_1, lz_tensor, &et.model, &et.model.rc, &et.model.cc, &max_abs, false,
+    choose_int(g, vals, ip, opt.format_2_1, false, &et.model, &et.model.rc, &et.model.cc, &max_abs, false,
                opt.kernel_rows);
   } else if (kind == kBytesK) {
     choose_bytes(g, data, elem_bits / 8, &et.model);
@@ -512,7 +549,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     // encode time.
     std::vector<uint64_t> probe;
     if (opt.exhaustive_tools) probe = sample_chunks(g, UINT64_MAX);
-    else if (!lz_tensor && m.ip.sub != kIntTernary && g.rows * g.cols >= kSmallIntElems)
+    else if (m.ip.sub != kIntTernary && g.rows * g.cols >= kSmallIntElems)
       probe = sample_chunks(g, 1u << 16);
     // Order-0 token costs of the probe's tiles, from a sample of the values.
     std::vector<double> cost(m.ip.nsym);

@@ -37,6 +37,12 @@ struct EncodeOptions {
   double min_model_gain = 0;          // EncodeConfig::min_model_gain
   uint64_t band_rows = 0;             // > 0: chunks are bands of this many rows (a split model's streams)
   bool equal_bands = false;           // bands of equal rows (make_geometry; GGUF block tensors)
+  // A chunk under 16 KiB that zstd level 1 already takes leaves its
+  // higher level for later (EncodedChunk::zstd_deferred): the container
+  // codes such tensors in zstd groups (format 2.11), whose frame replaces
+  // the chunk's own, and finish_zstd runs the level for those that stay
+  // apart.
+  bool zstd_defer = false;
 };
 
 // What the encoder decided for a tensor (for `wcodec inspect`).
@@ -57,6 +63,9 @@ struct EncodedChunk {
   // zstd output the encoder tried (model-coded chunks; an upper bound, as
   // the higher zstd level runs only where the model is within reach).
   uint64_t fallback_size = 0;
+  // A zstd chunk coded at level 1 whose configured level pick_chunk left
+  // for finish_zstd (EncodeOptions::zstd_defer). Not stored.
+  bool zstd_deferred = false;
 };
 
 struct EncodedTensor {
@@ -97,6 +106,10 @@ std::vector<uint8_t> zstd_compress(const uint8_t* p, size_t n, int level);
 
 uint64_t payload_bytes(const EncodedTensor& et);
 uint64_t fallback_bytes(const EncodedTensor& et);
+// The configured zstd level for the chunks of et whose level pick_chunk
+// deferred (EncodedChunk::zstd_deferred; data: the tensor's bytes); each
+// keeps the smaller frame.
+void finish_zstd(const uint8_t* data, const EncodeOptions& opt, EncodedTensor* et);
 // Whether a model whose record and payloads take `with_model` bytes is worth
 // keeping against `without` bytes of zstd / raw chunks: it must save at least
 // the fraction opt.min_model_gain of them (with 0: cost no more).
