@@ -474,10 +474,11 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     // model is not built. The floor counts no tables (a shared model
     // amortizes them, so they bound nothing here), and a model that beats
     // the fallback by under 1% before its tables has rarely paid for
-    // them: on stories260K's quantized files every tensor this takes (the
-    // MLP, q and o weights: 2-6 KiB of near-uniform codes) ended as a zstd
-    // or raw chunk after the whole search before, which was two thirds of
-    // the int4 and int8 files' encode time.
+    // them: on stories260K's quantized files every tensor this takes (MLP
+    // weights, and the int4 o projections that go to raw bytes: 2-11 KiB
+    // of near-uniform codes) ended as a zstd or raw chunk after the whole
+    // search before, which was a fifth of the int4 and int8 files' encode
+    // instructions.
     if (nchunks == 1 && g.rows * g.cols < kSmallIntElems && !(opt.format_2_1 && g.cols % 9 == 0)) {
       lz_probe = zstd_compress(data, nbytes, 1);
       const size_t fallback = lz_probe.empty() ? nbytes : std::min<size_t>(lz_probe.size(), nbytes);
