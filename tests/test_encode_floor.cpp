@@ -4,7 +4,8 @@
 // model chunk's fixed bytes), and of a one-chunk tensor that zstd takes far
 // below its codes' order-0 entropy; it keeps the model where the model can
 // win. Where zstd groups may take a small tensor, pick_chunk leaves the
-// higher zstd level to finish_zstd.
+// higher zstd level to finish_zstd; the shared-model trial reuses a
+// member's own symbol counts where its model counts as the shared one.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -191,6 +192,66 @@ TEST(EncodeFloor, DeferredZstdLevelIsFinishedLater) {
   ASSERT_FALSE(ZSTD_isError(n));
   EXPECT_EQ(n, bytes.size());
   EXPECT_TRUE(back == bytes);
+}
+
+// The shared-model trial: a member whose model counts symbols as the shared
+// shape does adds its kept counts, and the shared model is the one that
+// counting its bytes again gives; a member with other parameters is counted
+// again from its bytes.
+TEST(EncodeFloor, SharedTrialReusesAMembersOwnCounts) {
+  const fs::path path = wctest::data_dir() / "stories260K.bf16.safetensors";
+  if (!fs::exists(path)) GTEST_SKIP() << "no " << path;
+  const auto f = wctest::read_file(path);
+  auto hd = parse_safetensors_header(f.data(), f.size(), f.size(), path.string());
+  ASSERT_TRUE(hd.ok()) << hd.status().message();
+  EncodeOptions keep;
+  keep.keep_stats = true;
+  std::vector<EncodedTensor> with, without;
+  std::vector<const uint8_t*> bytes;
+  for (const auto& t : hd->tensors) {
+    // Layer 0's weights (order-0 exponents) and the embedding (exponent
+    // contexts from the top neighbour, 8 sign/mantissa classes).
+    if ((t.name.find("layers.0.") == std::string::npos && t.name != "model.embed_tokens.weight") ||
+        t.shape.size() != 2)
+      continue;
+    const uint8_t* b = f.data() + hd->data_start + t.begin;
+    auto a = encode_tensor(t, b, AuxInput{}, keep);
+    auto c = encode_tensor(t, b, AuxInput{}, EncodeOptions{});
+    ASSERT_TRUE(a.ok() && c.ok()) << t.name;
+    // (The embedding's model loses to zstd: its counts are kept all the same.)
+    EXPECT_NE(a->stats, nullptr) << t.name;
+    EXPECT_EQ(c->stats, nullptr) << t.name;
+    with.push_back(std::move(a).value());
+    without.push_back(std::move(c).value());
+    bytes.push_back(b);
+  }
+  ASSERT_GE(with.size(), 8u);  // q, k, v, o, gate, up, down, the embedding
+  int same = 0;
+  for (size_t s = 0; s < with.size(); ++s) {
+    const TensorModel shape = shared_model_shape(with[s].model);
+    SharedStats reused(shape), counted(shape);
+    for (size_t i = 0; i < with.size(); ++i) {
+      reused.add(with[i], bytes[i]);
+      counted.add(without[i], bytes[i]);
+      same += i != s && with[i].model.describe() == with[s].model.describe();
+    }
+    const TensorModel a = reused.build(), b = counted.build();
+    EXPECT_EQ(a.serialize(), b.serialize()) << "shape of tensor " << s;
+    EXPECT_EQ(reused.coded_bytes_lower_bound(a), counted.coded_bytes_lower_bound(b)) << "shape of tensor " << s;
+    // Shapes whose exponent or sign/mantissa classes start one higher: the
+    // same table sizes, other contexts, so the member's own counts do not
+    // apply.
+    for (int which = 0; which < 2; ++which) {
+      TensorModel shifted = shape;
+      int16_t& lo = which ? shifted.fp.mlo : shifted.fp.elo;
+      lo = static_cast<int16_t>(lo + 1);
+      SharedStats r2(shifted), c2(shifted);
+      r2.add(with[s], bytes[s]);
+      c2.add(without[s], bytes[s]);
+      EXPECT_EQ(r2.build().serialize(), c2.build().serialize()) << (which ? "mlo" : "elo") << " + 1, tensor " << s;
+    }
+  }
+  EXPECT_GT(same, 0);  // some members share parameters (their counts are reused)
 }
 
 }  // namespace

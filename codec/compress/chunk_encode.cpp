@@ -216,8 +216,42 @@ IntGrid tensor_values(const TensorModel& m, const TensorGeometry& g, const uint8
   return vals;
 }
 
-void SharedStats::add(const TensorGeometry& g, const uint8_t* data) {
-  add_tensor_stats(g, data, tensor_values(model_, g, data), model_, {}, {}, &impl_->st);
+// Whether a tensor's model counts its symbols as `shape` does: the same
+// contexts and alphabets, no per-tensor side information.
+static bool counts_as(const TensorModel& m, const TensorModel& shape) {
+  if (m.kind != shape.kind) return false;
+  switch (m.kind) {
+    case ModelKind::kFloat: {
+      const FloatParams &a = m.fp, &b = shape.fp;
+      return a.elem_bytes == b.elem_bytes && a.eb == b.eb && a.mb == b.mb && a.k == b.k && a.emode == b.emode &&
+             a.ne == b.ne && a.nm == b.nm && a.sign_ctx == b.sign_ctx && a.elo == b.elo && a.mlo == b.mlo;
+    }
+    case ModelKind::kInt: {
+      const IntParams &a = m.ip, &b = shape.ip;
+      if (a.ns != 1 || b.ns != 1 || a.use_rc || a.use_cc || b.use_rc || b.use_cc || a.tools || b.tools || a.zgroup ||
+          b.zgroup)
+        return false;
+      if (a.sub != b.sub || a.center != b.center || a.esc != b.esc || a.nsym != b.nsym || a.nbr_mode != b.nbr_mode ||
+          a.nb != b.nb || a.off_a != b.off_a || a.off_b != b.off_b || a.period != b.period)
+        return false;
+      for (uint32_t i = 0; i + 1 < a.nb && i < 7; ++i)
+        if (a.thr[i] != b.thr[i]) return false;
+      return true;
+    }
+    case ModelKind::kBytes: return m.bp.elem_bytes == shape.bp.elem_bytes && m.bp.ctx_mode == shape.bp.ctx_mode;
+  }
+  return false;
+}
+
+void SharedStats::add(const EncodedTensor& et, const uint8_t* data) {
+  Stats& st = impl_->st;
+  if (et.stats && counts_as(et.model, model_) && et.stats->f0.size() == st.f0.size() &&
+      et.stats->f1.size() == st.f1.size()) {
+    for (size_t i = 0; i < st.f0.size(); ++i) st.f0[i] += et.stats->f0[i];
+    for (size_t i = 0; i < st.f1.size(); ++i) st.f1[i] += et.stats->f1[i];
+    return;
+  }
+  add_tensor_stats(et.geom, data, tensor_values(model_, et.geom, data), model_, {}, {}, &st);
 }
 
 double SharedStats::coded_bytes_lower_bound(const TensorModel& built) const {

@@ -195,7 +195,7 @@ static void share_models(const SafetensorsHeader& hdr, const std::function<const
       if (hdr.tensors[i].nbytes() > hdr.tensors[largest].nbytes()) largest = i;
     }
     SharedStats ss(shared_model_shape((*enc)[largest].model));
-    for (size_t i : members) ss.add((*enc)[i].geom, bytes_of(i));
+    for (size_t i : members) ss.add((*enc)[i], bytes_of(i));
     const TensorModel sm = ss.build();
     uint64_t shared = sm.serialize().size();
     // Skip encoding the members again where sharing cannot win: the
@@ -614,6 +614,8 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
   // level 1 until the groups are made (finish_zstd below).
   EncodeOptions small_opt = opt;
   small_opt.zstd_defer = zstd_groups;
+  // Their symbol counts, for the shared-model trial (share_models).
+  small_opt.keep_stats = true;
   // Phase 1: the small tensors, largest first over the threads, kept.
   constexpr uint64_t kShareHeld = 256u << 20;
   std::vector<TensorJob> jobs(nt);
@@ -657,7 +659,10 @@ Status encode_core(const EncodeInput& in, uint64_t size, const EncodeConfig& cfg
     drop_unpaid_models(
         small, [&](size_t i) -> EncodedTensor& { return held[i]; }, [&](size_t i) { return jobs[i].bytes; }, small_opt,
         coding);
-    for (size_t i : small) jobs[i].enc = std::move(held[i]);
+    for (size_t i : small) {
+      held[i].stats.reset();  // counts are for the trial only
+      jobs[i].enc = std::move(held[i]);
+    }
   }
   std::vector<ZstdGroup> zgroups;
   std::vector<int32_t> zgroup_of(nt, -1);

@@ -747,6 +747,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
     init_stats(m, &st);
     add_tensor_stats(g, data, vals, m, maps, has_map, &st);
     build_tables(st, &m, opt.x8_tables);
+    if (opt.keep_stats && !kept_map) et.stats = std::make_shared<const Stats>(std::move(st));
   }
   et.choice.model_desc = m.describe();
   encode_chunks(g, data, vals, m, maps, has_map, opt, &et, tok_cache.empty() ? nullptr : tok_cache.data(),

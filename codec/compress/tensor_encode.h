@@ -43,6 +43,7 @@ struct EncodeOptions {
   // the chunk's own, and finish_zstd runs the level for those that stay
   // apart.
   bool zstd_defer = false;
+  bool keep_stats = false;  // EncodedTensor::stats
 };
 
 // What the encoder decided for a tensor (for `wcodec inspect`).
@@ -68,12 +69,18 @@ struct EncodedChunk {
   bool zstd_deferred = false;
 };
 
+struct Stats;  // a model's symbol counts (encode_model_i.h)
+
 struct EncodedTensor {
   TensorGeometry geom;
   bool has_model = false;
   TensorModel model;
   int32_t aux_tensor = -1;  // index of the zero-point tensor (nibble codes)
   int32_t model_ref = -1;   // >= 0: uses the model of that (earlier) tensor
+  // The model's symbol counts over the tensor, where EncodeOptions::keep_stats
+  // asked for them and no chunk keeps a tile map (SharedStats::add reuses
+  // them); null otherwise.
+  std::shared_ptr<const Stats> stats;
   uint32_t zgroup = 0;
   std::vector<EncodedChunk> chunks;
   TensorChoice choice;
@@ -131,7 +138,9 @@ class SharedStats {
  public:
   explicit SharedStats(const TensorModel& shape);
   ~SharedStats();
-  void add(const TensorGeometry& g, const uint8_t* data);
+  // A member's counts under the shape: its own counts (et.stats) where its
+  // model counts symbols as the shape does, else counted again from data.
+  void add(const EncodedTensor& et, const uint8_t* data);
   TensorModel build() const;  // shape + tables, finalized
   // A lower bound, in bytes, of the members' payloads under `built` (the
   // model build() returned): the counted symbols at their table costs plus
