@@ -59,12 +59,16 @@ void count_float_exps(const FloatLayout& fl, const ChunkRef& c, FloatKeyCounts* 
   const uint64_t n = c.h * c.w;
   // Four interleaved histograms: runs of one exponent (most of a tensor's
   // elements share a few) would chain every count on the previous store.
-  std::vector<uint64_t> h(4 * size_t{ne}, 0);
+  // 32-bit counts (a chunk holds fewer than 2^32 elements), kept per thread:
+  // on a small tensor the histograms' allocation and clearing cost as much
+  // as the counting.
+  thread_local std::vector<uint32_t> h;
+  h.assign(4 * size_t{ne}, 0);
   uint64_t i = 0;
   for (; i + 4 <= n; i += 4)
     for (uint32_t j = 0; j < 4; ++j) h[j * ne + ((float_elem<B>(c.bytes, i + j) >> mb) & emask)]++;
   for (; i < n; ++i) h[(float_elem<B>(c.bytes, i) >> mb) & emask]++;
-  for (uint32_t e = 0; e < ne; ++e) k->eh[e] += h[e] + h[ne + e] + h[2 * ne + e] + h[3 * ne + e];
+  for (uint32_t e = 0; e < ne; ++e) k->eh[e] += uint64_t{h[e]} + h[ne + e] + h[2 * ne + e] + h[3 * ne + e];
   k->elems += n;
 }
 
@@ -219,35 +223,37 @@ void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayout fl, 
   // Mode exponent.
   const int mode = static_cast<int>(std::max_element(kc.eh.begin(), kc.eh.end()) - kc.eh.begin());
   const double scale = static_cast<double>(total) / static_cast<double>(std::max<uint64_t>(1, kc.elems));
-  // The counts that are not zero, as (symbol, count): a small tensor's
-  // keys hold a few symbols each.
-  using Nonzero = std::vector<std::pair<uint32_t, uint64_t>>;
-  auto nonzero = [](const uint64_t* n, uint32_t size) {
-    Nonzero out;
-    for (uint32_t j = 0; j < size; ++j)
-      if (n[j]) out.emplace_back(j, n[j]);
-    return out;
+  // The counts that are not zero, as (symbol, count) lists per key, all in
+  // one array: a small tensor's keys hold a few symbols each.
+  struct Nonzero {
+    std::vector<uint32_t> off{0};                       // key k: entries [off[k], off[k + 1])
+    std::vector<std::pair<uint32_t, uint64_t>> e;
+    void add(const uint64_t* n, uint32_t size) {
+      for (uint32_t j = 0; j < size; ++j)
+        if (n[j]) e.emplace_back(j, n[j]);
+      off.push_back(static_cast<uint32_t>(e.size()));
+    }
+    size_t keys() const { return off.size() - 1; }
+    const std::pair<uint32_t, uint64_t>* begin(size_t k) const { return e.data() + off[k]; }
+    const std::pair<uint32_t, uint64_t>* end(size_t k) const { return e.data() + off[k + 1]; }
   };
-  std::vector<Nonzero> pair_nz(kc.pairs.size()), sm_nz(kc.sms.size());
-  for (size_t k = 0; k < kc.pairs.size(); ++k) {
-    pair_nz[k] = nonzero(kc.pair_n.data() + k * kc.nu, kc.nu);
-    for (auto& [sym, n] : pair_nz[k]) sym = kc.used[sym];  // dense id -> exponent
-  }
-  for (size_t k = 0; k < kc.sms.size(); ++k) sm_nz[k] = nonzero(kc.sm_n.data() + k * kc.nsm, kc.nsm);
+  Nonzero pair_nz, sm_nz;
+  for (size_t k = 0; k < kc.pairs.size(); ++k) pair_nz.add(kc.pair_n.data() + k * kc.nu, kc.nu);
+  for (auto& [sym, n] : pair_nz.e) sym = kc.used[sym];  // dense id -> exponent
+  for (size_t k = 0; k < kc.sms.size(); ++k) sm_nz.add(kc.sm_n.data() + k * kc.nsm, kc.nsm);
   // The exponents that occur: the candidates' exponent statistics span
   // only these (symbols that never occur add nothing to a cost).
   uint32_t emin = nes, emax = 0;
-  for (const Nonzero& nz : pair_nz)
-    for (const auto& [sym, n] : nz) {
-      emin = std::min(emin, sym);
-      emax = std::max(emax, sym);
-    }
+  for (const auto& [sym, n] : pair_nz.e) {
+    emin = std::min(emin, sym);
+    emax = std::max(emax, sym);
+  }
   const uint32_t espan = emin <= emax ? emax - emin + 1 : 1;
   if (emin > emax) emin = 0;
   // sm_nz reduced to sm_k high mantissa bits (symbols sym >> (top_bits -
   // sm_k), equal ones merged), once the mantissa split is chosen: the
   // context-shape candidates then add a few entries per key, not up to 256.
-  std::vector<Nonzero> sm_red;
+  Nonzero sm_red;
   uint32_t sm_k = UINT32_MAX;
   std::vector<uint64_t> cnt;  // nctx x nsym counts of one candidate, reused
   auto eval = [&](const FloatParams& p, bool part_e) {
@@ -256,16 +262,16 @@ void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayout fl, 
     if (part_e) {
       for (size_t k = 0; k < kc.pairs.size(); ++k) {
         uint64_t* dst = cnt.data() + uint64_t{float_e_ctx_lt(p, kc.pairs[k].first, kc.pairs[k].second)} * nsym;
-        for (const auto& [sym, n] : pair_nz[k]) dst[sym - emin] += n;
+        for (auto it = pair_nz.begin(k); it != pair_nz.end(k); ++it) dst[it->first - emin] += it->second;
       }
     } else {
       // The lists at p.k high mantissa bits, where reduced to them (below).
       const bool reduced = p.k == sm_k;
       const uint32_t drop = reduced ? 0 : top_bits - p.k;  // p.k <= top_bits
-      const std::vector<Nonzero>& lists = reduced ? sm_red : sm_nz;
+      const Nonzero& lists = reduced ? sm_red : sm_nz;
       for (size_t k = 0; k < kc.sms.size(); ++k) {
         uint64_t* dst = cnt.data() + uint64_t{float_sm_ctx(p, kc.sms[k].first, kc.sms[k].second)} * nsym;
-        for (const auto& [sym, n] : lists[k]) dst[sym >> drop] += n;
+        for (auto it = lists.begin(k); it != lists.end(k); ++it) dst[it->first >> drop] += it->second;
       }
     }
     double bits = 0;
@@ -320,15 +326,15 @@ void choose_float(const TensorGeometry& g, const uint8_t* data, FloatLayout fl, 
   }
   {
     const uint32_t drop = top_bits - bsm.k;
-    sm_red.resize(sm_nz.size());
-    for (size_t k = 0; k < sm_nz.size(); ++k) {
-      Nonzero& out = sm_red[k];
-      out.clear();
-      for (const auto& [sym, n] : sm_nz[k]) {  // symbols ascending
-        const uint32_t r = sym >> drop;
-        if (!out.empty() && out.back().first == r) out.back().second += n;
-        else out.emplace_back(r, n);
+    sm_red.e.reserve(sm_nz.e.size());
+    for (size_t k = 0; k < sm_nz.keys(); ++k) {
+      const size_t first = sm_red.e.size();
+      for (auto it = sm_nz.begin(k); it != sm_nz.end(k); ++it) {  // symbols ascending
+        const uint32_t r = it->first >> drop;
+        if (sm_red.e.size() > first && sm_red.e.back().first == r) sm_red.e.back().second += it->second;
+        else sm_red.e.emplace_back(r, it->second);
       }
+      sm_red.off.push_back(static_cast<uint32_t>(sm_red.e.size()));
     }
     sm_k = bsm.k;
   }
