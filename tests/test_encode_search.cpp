@@ -109,8 +109,8 @@ TEST(EncodeSearch, ActivityHistogramsPickTheDirectSearchModel) {
       wcodec::int_values(base, g, data, wcodec::AuxInput{}, &vals);
       wcodec::TensorModel fast, direct;
       uint32_t amax_fast = 0, amax_direct = 0;
-      wcodec::choose_int(g, vals, base, true, false, &fast, &fast.rc, &fast.cc, &amax_fast, false);
-      wcodec::choose_int(g, vals, base, true, false, &direct, &direct.rc, &direct.cc, &amax_direct, true);
+      wcodec::choose_int(g, vals, base, true, &fast, &fast.rc, &fast.cc, &amax_fast, false);
+      wcodec::choose_int(g, vals, base, true, &direct, &direct.rc, &direct.cc, &amax_direct, true);
       EXPECT_TRUE(same_params(fast.ip, direct.ip))
           << k.file << " " << t.name << ": nbr_mode " << int{fast.ip.nbr_mode} << "/" << int{direct.ip.nbr_mode}
           << " nb " << int{fast.ip.nb} << "/" << int{direct.ip.nb} << " ns " << int{fast.ip.ns} << "/"

@@ -289,10 +289,9 @@ double int_left_sign_bytes(const IntParams& p, const TensorGeometry& g, const In
   return bits / 8.0;
 }
 
-// quick: take the one-candidate model of a small tensor whatever the size
-// (the caller knows another method wins). direct_counts: count every
-// candidate from the features (no activity histograms; tests compare).
-void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bool allow_phase, bool quick,
+// direct_counts: count every candidate from the features (no activity
+// histograms; tests compare).
+void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bool allow_phase,
                        TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc, uint32_t* max_abs,
                        bool direct_counts, bool kernel_rows) {
   int_side_info(g, vals, rc, cc, max_abs);
@@ -321,7 +320,7 @@ void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bo
   };
   // A small tensor without kernel candidates has one candidate: nothing to
   // estimate.
-  if (quick || (small && !kernels)) return done();
+  if (small && !kernels) return done();
   auto sample = sample_chunks(g, kSampleElems);
   // The sample is whole chunks, and one chunk of 2- or 4-bit codes holds far
   // more than kSampleElems elements: candidates are evaluated on every

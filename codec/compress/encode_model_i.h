@@ -801,7 +801,7 @@ double int_order0_bytes(const IntParams& p, const IntGrid& vals, const uint8_t* 
 double int_left_sign_bytes(const IntParams& p, const TensorGeometry& g, const IntGrid& vals);
 // direct_counts: every candidate counted from the features, as the
 // activity histograms would count them (tests compare the two).
-void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bool allow_phase, bool quick,
+void choose_int(const TensorGeometry& g, const IntGrid& vals, IntParams base, bool allow_phase,
                 TensorModel* m, std::vector<uint8_t>* rc, std::vector<uint8_t>* cc, uint32_t* max_abs,
                 bool direct_counts = false, bool kernel_rows = true);
 void choose_bytes(const TensorGeometry& g, const uint8_t* data, uint32_t eb, TensorModel* m);

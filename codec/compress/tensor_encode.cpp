@@ -505,7 +505,7 @@ Result<EncodedTensor> encode_tensor(const TensorInfo& info, const uint8_t* data,
         return et;
       }
     }
-    choose_int(g, vals, ip, opt.format_2_1, false, &et.model, &et.model.rc, &et.model.cc, &max_abs, false,
+    choose_int(g, vals, ip, opt.format_2_1, &et.model, &et.model.rc, &et.model.cc, &max_abs, false,
                opt.kernel_rows);
   } else if (kind == kBytesK) {
     choose_bytes(g, data, elem_bits / 8, &et.model);
