@@ -100,12 +100,16 @@ void compare(DType dtype, uint64_t rows, uint64_t cols, const uint8_t* bytes, st
       const bool ok_ref = decode_bytes_chunk(mv, cv, d.data(), len, ref.data());
       const int ok_fast = decode_bytes_chunk_fast(mv, cv, d.data(), len, vec.data());
       ASSERT_EQ(ok_ref ? 1 : 0, ok_fast) << what << " chunk " << i << " damage " << k << " at " << at << " (fast)";
-      if (ok_ref) ASSERT_EQ(ref, vec) << what << " chunk " << i << " damage " << k << " (fast)";
+      if (ok_ref) {
+        ASSERT_EQ(ref, vec) << what << " chunk " << i << " damage " << k << " (fast)";
+      }
       if (vector_path()) {
         std::fill(vec.begin(), vec.end(), 0x22);
         const int ok_vec = decode_bytes_chunk_hwy(mv, cv, d.data(), len, vec.data());
         ASSERT_EQ(ok_ref ? 1 : 0, ok_vec) << what << " chunk " << i << " damage " << k << " at " << at;
-        if (ok_ref) ASSERT_EQ(ref, vec) << what << " chunk " << i << " damage " << k;
+        if (ok_ref) {
+          ASSERT_EQ(ref, vec) << what << " chunk " << i << " damage " << k;
+        }
       }
       ++(ok_ref ? t->damaged_agreed : t->rejected);
     }

@@ -121,8 +121,12 @@ TEST(CpuPaths, GatherFormChoice) {
   EXPECT_STREQ(gather_form_name(kS), "scalar loads");
   // The process's form follows WCODEC_GATHER, and the tool says which.
   const char* env = std::getenv("WCODEC_GATHER");
-  if (env && !std::strcmp(env, "vector")) EXPECT_EQ(gather_form(), kV);
-  if (env && !std::strcmp(env, "scalar")) EXPECT_EQ(gather_form(), kS);
+  if (env && !std::strcmp(env, "vector")) {
+    EXPECT_EQ(gather_form(), kV);
+  }
+  if (env && !std::strcmp(env, "scalar")) {
+    EXPECT_EQ(gather_form(), kS);
+  }
 #if WCODEC_ASAN
   if (!env) {
     EXPECT_EQ(gather_form(), kS);

@@ -221,7 +221,9 @@ TEST(Split, BlockTensorsTakeBandsOfEqualRows) {
     EXPECT_EQ(rd->chunk(1).decoded_size, 768u * 324) << split;
     EXPECT_EQ(rd->chunk(2).decoded_size, 113u * 2304) << split;
     EXPECT_EQ(rd->chunk(3).decoded_size, 16u * 2304) << split;
-    if (split) EXPECT_TRUE(rd->pairable(0, 1));
+    if (split) {
+      EXPECT_TRUE(rd->pairable(0, 1));
+    }
   }
 }
 
