@@ -222,6 +222,10 @@ inline constexpr size_t kZstdHigherMin = 4096;
 // input level 9 took 117 us, level 5 62 us, level 1 18 us).
 inline constexpr size_t kZstdSmallChunk = 16384;
 inline constexpr int kZstdSmallLevel = 5;
+// The level a chunk of n bytes gets past the level 1 probe.
+static int higher_zstd_level(size_t n, const EncodeOptions& opt) {
+  return n < kZstdSmallChunk ? std::min(opt.zstd_level, kZstdSmallLevel) : opt.zstd_level;
+}
 
 // z1: the chunk's level 1 zstd output where the caller has it (empty: not
 // made yet); taken.
@@ -253,7 +257,7 @@ EncodedChunk pick_chunk(const ChunkRef& c, std::vector<uint8_t>&& model_payload,
     // the choice, and a zstd group's frame may replace it (finish_zstd).
     deferred = opt.zstd_defer && z.size() < best && c.nbytes < kZstdSmallChunk;
     if (!deferred) {
-      const int level = c.nbytes < kZstdSmallChunk ? std::min(opt.zstd_level, kZstdSmallLevel) : opt.zstd_level;
+      const int level = higher_zstd_level(c.nbytes, opt);
       auto z2 = zstd_compress(c.bytes, c.nbytes, level);
       if (!z2.empty() && z2.size() < z.size()) z = std::move(z2);
     }
@@ -282,7 +286,7 @@ void finish_zstd(const uint8_t* data, const EncodeOptions& opt, EncodedTensor* e
     e.zstd_deferred = false;
     if (e.method != ChunkMethod::kZstd) continue;
     const ChunkRef c = chunk_ref(et->geom, data, i);
-    const int level = c.nbytes < kZstdSmallChunk ? std::min(opt.zstd_level, kZstdSmallLevel) : opt.zstd_level;
+    const int level = higher_zstd_level(c.nbytes, opt);
     auto z = zstd_compress(c.bytes, c.nbytes, level);
     if (!z.empty() && z.size() < e.payload.size()) {
       e.payload = std::move(z);
